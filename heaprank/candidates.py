@@ -1,0 +1,303 @@
+"""Candidates: what a retriever returned, converted once at the boundary into arrays.
+
+A candidate is a :class:`Candidate`, a mapping ``{"id", "text", "score", "metadata"}`` (the
+shape fields of DESIGN.md section 3 may sit in ``metadata`` or at the top level), or any object
+with a ``to_candidate()`` method. :func:`coerce_candidates` validates them and returns a
+:class:`CandidateBatch` of numpy arrays; after that point the scoring code sees arrays only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, Union, runtime_checkable
+
+import numpy as np
+
+from ._time import to_epoch
+from .errors import InputError
+
+OnInvalid = Literal["raise", "neutral"]
+
+#: Shape fields read from a candidate's metadata, and the metadata keys each may come from.
+DEFAULT_FIELD_KEYS: Mapping[str, tuple[str, ...]] = {
+    "created_at": ("created_at", "timestamp"),
+    "last_used": ("last_used", "last_accessed_at", "__last_accessed__"),
+    "importance": ("importance",),
+    "kind": ("kind", "type"),
+    "source": ("source", "speaker"),
+    "key": ("key",),
+    "version": ("version",),
+    "tags": ("tags",),
+    "source_count": ("source_count",),
+    "confidence": ("confidence",),
+    "thread": ("thread", "session"),
+    "position": ("position", "turn"),
+    "superseded": ("superseded",),
+}
+
+_TOP_LEVEL = {"id", "text", "score", "metadata"}
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """One retrieved item. heaprank never stores it; the ``id`` is what learned stats hang on.
+
+    Args:
+        id: Stable identity across calls.
+        text: What the model would read.
+        score: The retriever's score (similarity, or distance with ``score_kind="distance"``);
+            ``None`` ranks by position instead.
+        metadata: Shape fields (``created_at``, ``kind``, ``source``, ``importance``, ``key``,
+            ``tags``, ``source_count``, ...) and anything else the caller keeps.
+    """
+
+    id: str
+    text: str
+    score: float | None = None
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+
+@runtime_checkable
+class SupportsCandidate(Protocol):
+    """Anything an adapter can turn into a :class:`Candidate`."""
+
+    def to_candidate(self) -> Candidate: ...
+
+
+CandidateLike = Union[Candidate, Mapping[str, Any], SupportsCandidate]
+
+
+@dataclass(frozen=True, slots=True)
+class CandidateBatch:
+    """The validated candidates as parallel arrays (internal; one row per candidate)."""
+
+    candidates: tuple[Candidate, ...]
+    ids: tuple[str, ...]
+    text_hashes: tuple[str, ...]
+    scores: np.ndarray  # float64, NaN where the retriever gave none
+    created_at: np.ndarray  # float64 epoch, NaN when unknown
+    last_used: np.ndarray  # float64 epoch from metadata, NaN when unknown
+    importance: np.ndarray  # float64 dose, NaN when unset
+    source_count: np.ndarray
+    confidence: np.ndarray
+    version: np.ndarray
+    position: np.ndarray
+    kinds: tuple[str | None, ...]
+    sources: tuple[str | None, ...]
+    keys: tuple[str | None, ...]
+    threads: tuple[str | None, ...]
+    tags: tuple[frozenset[str], ...]
+    superseded: np.ndarray  # bool: the caller says a newer version exists
+    flags: tuple[tuple[str, ...], ...]  # per candidate: what lenient handling neutralised
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+def text_hash(text: str) -> str:
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+
+
+def _to_candidate(item: object, where: str) -> Candidate:
+    if isinstance(item, Candidate):
+        return item
+    if isinstance(item, Mapping):
+        unknown = set(item) - _TOP_LEVEL - set(DEFAULT_FIELD_KEYS)
+        if unknown:
+            raise InputError(f"{where}: unknown field(s) {sorted(map(str, unknown))}; "
+                             f"expected id, text, score, metadata or a shape field")
+        meta = item.get("metadata", {})
+        if meta is None:
+            meta = {}
+        if not isinstance(meta, Mapping):
+            raise TypeError(f"{where}.metadata: expected a mapping, got {type(meta).__name__}")
+        merged = dict(meta)
+        merged.update({k: v for k, v in item.items() if k in DEFAULT_FIELD_KEYS})
+        if "id" not in item:
+            raise InputError(f"{where}.id: missing")
+        if "text" not in item:
+            raise InputError(f"{where}.text: missing")
+        return Candidate(id=item["id"], text=item["text"], score=item.get("score"), metadata=merged)
+    if isinstance(item, SupportsCandidate):
+        out = item.to_candidate()
+        if not isinstance(out, Candidate):
+            raise TypeError(f"{where}: to_candidate() returned {type(out).__name__}, not Candidate")
+        return out
+    raise TypeError(f"{where}: expected a Candidate, a mapping or an object with to_candidate(), "
+                    f"got {type(item).__name__}")
+
+
+def _lookup(meta: Mapping[str, Any], keys: tuple[str, ...]) -> Any:
+    for key in keys:
+        if key in meta and meta[key] is not None:
+            return meta[key]
+    return None
+
+
+class _Validator:
+    """Collects one candidate's fields, raising or flagging bad values by ``on_invalid``."""
+
+    def __init__(self, where: str, on_invalid: OnInvalid) -> None:
+        self.where = where
+        self.on_invalid = on_invalid
+        self.flags: list[str] = []
+
+    def bad(self, name: str, message: str) -> float:
+        if self.on_invalid == "raise":
+            raise InputError(f"{self.where}.{name}: {message}")
+        self.flags.append(f"{name} {message}")
+        return math.nan
+
+    def number(self, name: str, value: Any, *, positive: bool = False, nonneg: bool = False) -> float:
+        if value is None:
+            return math.nan
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+            if self.on_invalid == "raise":
+                raise TypeError(f"{self.where}.{name}: expected a number, got {type(value).__name__}")
+            return self.bad(name, f"not a number ({type(value).__name__})")
+        out = float(value)
+        if not math.isfinite(out):
+            return self.bad(name, f"must be finite, got {out!r}")
+        if positive and out <= 0:
+            return self.bad(name, f"must be > 0, got {out!r}")
+        if nonneg and out < 0:
+            return self.bad(name, f"must be >= 0, got {out!r}")
+        return out
+
+    def time(self, name: str, value: Any, now: float, tolerance_s: float) -> float:
+        if value is None:
+            return math.nan
+        try:
+            out = to_epoch(value, f"{self.where}.{name}")
+        except (InputError, TypeError) as exc:
+            if self.on_invalid == "raise":
+                raise
+            self.flags.append(f"{name} unparsable")
+            del exc
+            return math.nan
+        if out > now + tolerance_s:
+            if self.on_invalid == "raise":
+                raise InputError(f"{self.where}.{name}: {value!r} is in the future "
+                                 f"(now={now:.0f}); pass now= or on_invalid='neutral'")
+            self.flags.append(f"{name} in the future, clamped")
+            return now
+        return min(out, now)
+
+    def label(self, name: str, value: Any) -> str | None:
+        if value is None:
+            return None
+        if not isinstance(value, str):
+            raise TypeError(f"{self.where}.{name}: expected str, got {type(value).__name__}")
+        return value or None
+
+
+def coerce_candidates(
+    items: Sequence[CandidateLike] | Any,
+    *,
+    now: float,
+    on_invalid: OnInvalid = "raise",
+    field_keys: Mapping[str, tuple[str, ...]] = DEFAULT_FIELD_KEYS,
+    future_tolerance_s: float = 300.0,
+) -> CandidateBatch:
+    """Validate and convert candidates into a :class:`CandidateBatch`.
+
+    Raises:
+        InputError: empty list, duplicate or empty id, empty text, NaN/inf score, negative
+            importance, unparsable or future time (unless ``on_invalid="neutral"``).
+        TypeError: a value of the wrong type (non-string id or text, say).
+    """
+    if isinstance(items, (str, bytes)) or not isinstance(items, (Sequence, list, tuple)):
+        if isinstance(items, Mapping) or isinstance(items, (str, bytes)):
+            raise TypeError("candidates: expected a sequence of candidates, got "
+                            f"{type(items).__name__}")
+        items = list(items)
+    if len(items) == 0:
+        raise InputError("candidates: empty; pass at least one candidate")
+    converted: list[Candidate] = []
+    seen: dict[str, int] = {}
+    cols: dict[str, list[Any]] = {name: [] for name in (
+        "scores", "created_at", "last_used", "importance", "source_count", "confidence",
+        "version", "position", "kinds", "sources", "keys", "threads", "tags", "superseded",
+        "flags")}
+    for i, item in enumerate(items):
+        where = f"candidates[{i}]"
+        cand = _to_candidate(item, where)
+        if not isinstance(cand.id, str):
+            raise TypeError(f"{where}.id: expected str, got {type(cand.id).__name__}")
+        if not cand.id:
+            raise InputError(f"{where}.id: empty")
+        where = f"candidates[{i}] (id {cand.id!r})"
+        if cand.id in seen:
+            raise InputError(f"{where}.id: duplicate of candidates[{seen[cand.id]}]")
+        seen[cand.id] = i
+        if not isinstance(cand.text, str):
+            raise TypeError(f"{where}.text: expected str, got {type(cand.text).__name__}")
+        check = _Validator(where, on_invalid)
+        if not cand.text.strip():
+            check.bad("text", "empty")
+        if not isinstance(cand.metadata, Mapping):
+            raise TypeError(f"{where}.metadata: expected a mapping, got "
+                            f"{type(cand.metadata).__name__}")
+        meta = cand.metadata
+        get = lambda name: _lookup(meta, tuple(field_keys.get(name, ())))  # noqa: E731
+        cols["scores"].append(check.number("score", cand.score))
+        cols["created_at"].append(check.time("created_at", get("created_at"), now,
+                                             future_tolerance_s))
+        cols["last_used"].append(check.time("last_used", get("last_used"), now,
+                                            future_tolerance_s))
+        cols["importance"].append(check.number("importance", get("importance"), positive=True))
+        cols["source_count"].append(check.number("source_count", get("source_count"), nonneg=True))
+        conf = check.number("confidence", get("confidence"), nonneg=True)
+        if conf > 1:
+            conf = check.bad("confidence", f"must be in [0, 1], got {conf!r}")
+        cols["confidence"].append(conf)
+        cols["version"].append(check.number("version", get("version")))
+        cols["position"].append(check.number("position", get("position")))
+        cols["kinds"].append(check.label("kind", get("kind")))
+        cols["sources"].append(check.label("source", get("source")))
+        key = get("key")
+        cols["keys"].append(None if key is None else str(key))
+        thread = get("thread")
+        cols["threads"].append(None if thread is None else str(thread))
+        tags = get("tags")
+        if tags is None:
+            tags = ()
+        elif isinstance(tags, str):
+            tags = (tags,)
+        if not all(isinstance(t, str) for t in tags):
+            raise TypeError(f"{where}.tags: expected strings")
+        cols["tags"].append(frozenset(tags))
+        cols["superseded"].append(bool(get("superseded")))
+        cols["flags"].append(tuple(check.flags))
+        converted.append(cand)
+    scores = np.asarray(cols["scores"], dtype=np.float64)
+    given = ~np.isnan(scores)
+    invalid_scores = np.array([any(f.startswith("score") for f in fl) for fl in cols["flags"]])
+    if given.any() and not (given | invalid_scores).all():
+        missing = int(np.flatnonzero(~(given | invalid_scores))[0])
+        raise InputError(f"candidates[{missing}].score: missing while other candidates have "
+                         f"scores; give every candidate a score or none")
+    f64 = lambda name: np.asarray(cols[name], dtype=np.float64)  # noqa: E731
+    return CandidateBatch(
+        candidates=tuple(converted),
+        ids=tuple(c.id for c in converted),
+        text_hashes=tuple(text_hash(c.text) for c in converted),
+        scores=scores,
+        created_at=f64("created_at"),
+        last_used=f64("last_used"),
+        importance=f64("importance"),
+        source_count=f64("source_count"),
+        confidence=f64("confidence"),
+        version=f64("version"),
+        position=f64("position"),
+        kinds=tuple(cols["kinds"]),
+        sources=tuple(cols["sources"]),
+        keys=tuple(cols["keys"]),
+        threads=tuple(cols["threads"]),
+        tags=tuple(cols["tags"]),
+        superseded=np.asarray(cols["superseded"], dtype=bool),
+        flags=tuple(cols["flags"]),
+    )

@@ -1,0 +1,40 @@
+"""Exceptions raised by heaprank.
+
+The tree::
+
+    HeapRankError
+     +-- ConfigError        (also a ValueError): a config value is out of range
+     +-- InputError         (also a ValueError): a candidate, query or argument is invalid
+     +-- FeedbackError      (also a ValueError): feedback names an unknown recall or an id not shown,
+     |                      or contradicts feedback already recorded
+     +-- StateError         the state backend failed or holds something unreadable
+     +-- MissingDependencyError (also an ImportError): an optional extra is not installed
+
+``TypeError`` is raised as is for values of the wrong type (a non-string id, say).
+"""
+
+from __future__ import annotations
+
+
+class HeapRankError(Exception):
+    """Base class of every error heaprank raises on purpose."""
+
+
+class ConfigError(HeapRankError, ValueError):
+    """A configuration value is invalid (negative or NaN weight, floor outside [0, 1), ...)."""
+
+
+class InputError(HeapRankError, ValueError):
+    """A candidate, a query or an argument is invalid. The message names the field."""
+
+
+class FeedbackError(HeapRankError, ValueError):
+    """Feedback that cannot be applied: unknown recall id, an id that was not shown, or a conflict."""
+
+
+class StateError(HeapRankError):
+    """The learned-state backend failed or returned something unreadable."""
+
+
+class MissingDependencyError(HeapRankError, ImportError):
+    """An optional dependency is missing; the message names the extra that installs it."""

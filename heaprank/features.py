@@ -1,0 +1,224 @@
+"""Features: the shape of a memory crossed with the type of question. Never its words.
+
+Every candidate fills each slot exactly once, so the noisy-OR over its features always has the
+same number of terms and, with no feedback anywhere, every candidate's usefulness is the same.
+
+Shape slots (from the candidate alone, cached per ``(id, text hash)``)::
+
+    kind:<kind|none>  source:<source|none>  len:<bucket>  date:yes|no  num:yes|no
+    ent:yes|no  q:yes|no  [tag:<name>=yes|no for each configured tag]
+
+Relation slots (query x candidate, still no words)::
+
+    qsrc:yes|no   the question names the candidate's source or speaker
+    qent:yes|no   a capitalised name of the question appears in the candidate
+
+Each slot also appears crossed with the question type, ``qt:when&date:yes``; optionally
+``doc:<id>`` is appended ("this very document keeps being useful").
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+QUESTION_TYPES = ("when", "who", "where", "howmany", "howmuch", "what", "why", "how", "yesno",
+                  "other")
+
+_WORD = re.compile(r"\w+(?:['’]\w+)*", re.UNICODE)
+_MONTHS = ("january|february|march|april|may|june|july|august|september|october|november|"
+           "december|jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec")
+_DAYS = "monday|tuesday|wednesday|thursday|friday|saturday|sunday"
+_RELATIVE = ("yesterday|today|tomorrow|tonight|weekend|weekends|morning|afternoon|evening|"
+             "noon|midnight|ago|week|weeks|month|months|year|years|day|days|recently|lately|"
+             "soon|later|earlier|since|until|last|next|birthday|anniversary|summer|winter|"
+             "spring|autumn|fall|christmas|holiday|holidays|date|deadline|o'clock")
+_DATE = re.compile(
+    rf"\b(?:{_MONTHS}|{_DAYS}|{_RELATIVE})\b"
+    r"|\b(?:1[89]\d\d|20\d\d)\b"  # years
+    r"|\b\d{1,2}[:.]\d{2}\s*(?:am|pm)?\b|\b\d{1,2}\s*(?:am|pm)\b"  # clock times
+    r"|\b\d{1,4}[/-]\d{1,2}(?:[/-]\d{1,4})?\b"  # 14/03, 2024-03-14
+    r"|\d+\s*[年月日号]",  # CJK dates
+    re.IGNORECASE | re.UNICODE,
+)
+_NUMBER_WORDS = ("zero|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|"
+                 "fourteen|fifteen|sixteen|seventeen|eighteen|nineteen|twenty|thirty|forty|"
+                 "fifty|sixty|seventy|eighty|ninety|hundred|thousand|million|billion|dozen|"
+                 "couple|several|once|twice|first|second|third")
+_NUM = re.compile(rf"\d|\b(?:{_NUMBER_WORDS})\b|[$€£¥₹]", re.IGNORECASE | re.UNICODE)
+_SENTENCE_END = frozenset(".!?。！？\n")
+
+_STOP = frozenset("""a an the and or but if of to in on at by for with about from into over
+after before under again further then once here there when where why how all any both each few
+more most other some such no nor not only own same so than too very can will just should now
+is are was were be been being have has had do does did i me my we our you your he him his she
+her it its they them their what which who whom this that these those am would could might must
+shall may s t don isn""".split())
+
+_AUX_START = frozenset("""is are was were do does did can could will would should shall has have
+had may might must am""".split())
+
+
+def tokens(text: str) -> list[str]:
+    """Unicode word tokens, case preserved (accents, Cyrillic and CJK survive)."""
+    return _WORD.findall(unicodedata.normalize("NFC", text))
+
+
+def _is_name(token: str) -> bool:
+    first = token[0]
+    return first.isupper() and not token.isupper() or (first.isupper() and len(token) > 1
+                                                        and token.isupper() and len(token) <= 4)
+
+
+def names(text: str) -> frozenset[str]:
+    """Capitalised words that do not start a sentence, casefolded (proper names, roughly)."""
+    out: set[str] = set()
+    sentence_start = True
+    for match in re.finditer(r"\w+(?:['’]\w+)*|[.!?。！？\n]", unicodedata.normalize("NFC", text)):
+        tok = match.group(0)
+        if tok in _SENTENCE_END:
+            sentence_start = True
+            continue
+        if not sentence_start and _is_name(tok) and tok.casefold() not in _STOP:
+            out.add(tok.casefold())
+        sentence_start = False
+    return frozenset(out)
+
+
+def english_question_type(query: str) -> str:
+    """Classify a question by its first interrogative (English rules; ``other`` otherwise)."""
+    words = [w.casefold() for w in tokens(query)]
+    if not words:
+        return "other"
+    for i, word in enumerate(words):
+        nxt = words[i + 1] if i + 1 < len(words) else ""
+        if word == "how":
+            if nxt == "many":
+                return "howmany"
+            if nxt in ("much", "expensive"):
+                return "howmuch"
+            if nxt in ("long", "old", "often", "soon"):
+                return "when"
+            return "how"
+        if word == "when" or (word == "what" and nxt in ("time", "date", "day", "year", "month")):
+            return "when"
+        if word in ("who", "whom", "whose"):
+            return "who"
+        if word == "where":
+            return "where"
+        if word == "why":
+            return "why"
+        if word in ("what", "which"):
+            return "what"
+    if words[0] in _AUX_START:
+        return "yesno"
+    return "other"
+
+
+QuestionClassifier = Callable[[str], str]
+
+
+@dataclass(frozen=True, slots=True)
+class QueryInfo:
+    """What heaprank reads from a query: its type, its names, whether any content word is left."""
+
+    text: str
+    qtype: str
+    names: frozenset[str]
+    words: frozenset[str]  # casefolded tokens, for matching a candidate's source
+    has_content: bool
+
+
+def analyze_query(query: str, classify: QuestionClassifier = english_question_type) -> QueryInfo:
+    qtype = classify(query)
+    if qtype not in QUESTION_TYPES:
+        raise ValueError(f"question classifier returned {qtype!r}; expected one of "
+                         f"{', '.join(QUESTION_TYPES)}")
+    words = frozenset(t.casefold() for t in tokens(query))
+    capitalised = frozenset(t.casefold() for t in tokens(query)
+                            if _is_name(t) and t.casefold() not in _STOP)
+    return QueryInfo(text=query, qtype=qtype, names=names(query) | capitalised - _STOP,
+                     words=words, has_content=bool(words - _STOP))
+
+
+# Word-count buckets: finer than short/medium/long (the turn length matters on LoCoMo).
+_LEN_EDGES = (3, 6, 10, 15, 22, 32, 48)
+
+
+def length_bucket(n_words: int) -> str:
+    for edge in _LEN_EDGES:
+        if n_words <= edge:
+            return f"len:<={edge}"
+    return f"len:>{_LEN_EDGES[-1]}"
+
+
+@dataclass(frozen=True, slots=True)
+class Shape:
+    """A candidate's cached shape: its slot features and the names it mentions."""
+
+    slots: tuple[str, ...]
+    words: frozenset[str]
+
+
+def yes(flag: bool) -> str:
+    return "yes" if flag else "no"
+
+
+def shape_of(text: str, kind: str | None, source: str | None, tags: frozenset[str],
+             tag_slots: Sequence[str]) -> Shape:
+    toks = tokens(text)
+    stripped = text.rstrip()
+    slots = [
+        f"kind:{kind or 'none'}",
+        f"source:{source or 'none'}",
+        length_bucket(len(toks)),
+        f"date:{yes(bool(_DATE.search(text)))}",
+        f"num:{yes(bool(_NUM.search(text)))}",
+        f"ent:{yes(bool(names(text)))}",
+        f"q:{yes(stripped.endswith(('?', '？')))}",
+    ]
+    slots.extend(f"tag:{t}={yes(t in tags)}" for t in tag_slots)
+    return Shape(slots=tuple(slots), words=frozenset(t.casefold() for t in toks))
+
+
+class ShapeCache:
+    """LRU cache of shapes keyed by ``(id, text hash, kind, source)``: featurising is the hot spot."""
+
+    def __init__(self, maxsize: int = 100_000) -> None:
+        self.maxsize = maxsize
+        self._data: OrderedDict[tuple[object, ...], Shape] = OrderedDict()
+
+    def get(self, key: tuple[object, ...], make: Callable[[], Shape]) -> Shape:
+        hit = self._data.get(key)
+        if hit is not None:
+            self._data.move_to_end(key)
+            return hit
+        shape = make()
+        self._data[key] = shape
+        if len(self._data) > self.maxsize:
+            self._data.popitem(last=False)
+        return shape
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+
+def relation_slots(query: QueryInfo, shape: Shape, source: str | None) -> tuple[str, str]:
+    names_source = source is not None and bool(
+        {t.casefold() for t in tokens(source)} & query.words)
+    shares_name = bool(query.names & shape.words)
+    return f"qsrc:{yes(names_source)}", f"qent:{yes(shares_name)}"
+
+
+def retrieval_features(query: QueryInfo, shape: Shape, source: str | None,
+                       doc_id: str | None) -> tuple[str, ...]:
+    """All features of one candidate for one query: slots, slots x question type, ``doc:``."""
+    slots = shape.slots + relation_slots(query, shape, source)
+    crossed = tuple(f"qt:{query.qtype}&{s}" for s in slots)
+    out = slots + crossed
+    if doc_id is not None:
+        out = out + (f"doc:{doc_id}",)
+    return out

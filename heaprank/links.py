@@ -1,0 +1,128 @@
+"""Beta links with a pooled prior, noisy-OR usefulness and EM credit (DESIGN.md sections 4, 6).
+
+For feature ``f`` in namespace ``n`` the state keeps evidence ``(pos, neg)``; the global layer
+keeps the sums over all namespaces ``(G+, G-)``. With ``G+'``, ``G-'`` the pooled counts leaving
+this namespace's own evidence out and ``c = min(1, kappa / (G+' + G-'))``::
+
+    alpha = a0 + c * G+' + pos        beta = b0 + c * G-' + neg        p_f = alpha / (alpha + beta)
+
+Usefulness is the noisy-OR ``U = 1 - prod_f (1 - p_f)``. A confirmed (used) candidate credits
+each feature ``r_f = min(1, p_f / U)`` (EM for noisy-OR): ``pos += r_f``, ``neg += 1 - r_f``;
+an ignored one adds ``neg += d`` to every feature, ``d`` the position discount (1 without one).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import ConfigError
+from .state.base import FeedbackItem, LinkCounts
+
+
+@dataclass(frozen=True, slots=True)
+class Prior:
+    """The sceptical Beta prior ``(a0, b0)`` and how much a namespace borrows from the pool.
+
+    Args:
+        mean: Prior P(useful) of a link, ``a0 / (a0 + b0)``. Small, so a noisy-OR over ~20
+            features does not saturate.
+        strength: ``a0 + b0``, in pseudo-observations.
+        kappa: At most this many pseudo-observations are borrowed from the pooled layer.
+    """
+
+    mean: float = 0.02
+    strength: float = 2.0
+    kappa: float = 50.0
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.mean) and 0.0 < self.mean < 1.0):
+            raise ConfigError(f"prior.mean: must be in (0, 1), got {self.mean!r}")
+        if not (math.isfinite(self.strength) and self.strength > 0.0):
+            raise ConfigError(f"prior.strength: must be > 0, got {self.strength!r}")
+        if not (math.isfinite(self.kappa) and self.kappa >= 0.0):
+            raise ConfigError(f"prior.kappa: must be >= 0, got {self.kappa!r}")
+
+    @property
+    def a0(self) -> float:
+        return self.mean * self.strength
+
+    @property
+    def b0(self) -> float:
+        return (1.0 - self.mean) * self.strength
+
+
+def posterior(counts: LinkCounts, prior: Prior, *, pooled: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """``(alpha, beta)`` of each link in a namespace, borrowing at most ``kappa`` from the pool."""
+    alpha = prior.a0 + counts.pos
+    beta = prior.b0 + counts.neg
+    if pooled:
+        # Leave the namespace's own evidence out of the pool it borrows from.
+        gpos = np.maximum(counts.gpos - counts.pos, 0.0)
+        gneg = np.maximum(counts.gneg - counts.neg, 0.0)
+        total = gpos + gneg
+        share = np.where(total > 0.0, np.minimum(1.0, prior.kappa / np.maximum(total, 1e-300)), 0.0)
+        alpha = alpha + share * gpos
+        beta = beta + share * gneg
+    return alpha, beta
+
+
+def global_posterior(gpos: np.ndarray, gneg: np.ndarray, prior: Prior) -> tuple[np.ndarray, np.ndarray]:
+    """``(alpha, beta)`` of the pooled layer alone."""
+    return prior.a0 + gpos, prior.b0 + gneg
+
+
+def posterior_mean(alpha: np.ndarray, beta: np.ndarray) -> np.ndarray:
+    return alpha / (alpha + beta)
+
+
+def noisy_or(p: np.ndarray) -> np.ndarray:
+    """``1 - prod(1 - p)`` along the last axis, computed in log space for accuracy."""
+    return -np.expm1(np.sum(np.log1p(-p), axis=-1))
+
+
+def interval(alpha: np.ndarray, beta: np.ndarray, level: float = 0.9) -> tuple[np.ndarray, np.ndarray]:
+    """Equal-tailed Beta credible interval."""
+    from scipy.stats import beta as beta_dist
+
+    tail = (1.0 - level) / 2.0
+    return beta_dist.ppf(tail, alpha, beta), beta_dist.ppf(1.0 - tail, alpha, beta)
+
+
+ReadLinks = Callable[[Sequence[str]], LinkCounts]
+
+
+def credit(read: ReadLinks, items: Sequence[FeedbackItem], prior: Prior,
+           *, em: bool = True) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """Evidence increments for one feedback: ``(features, dpos, dneg)``, summed per feature.
+
+    The credit of a used item is computed from the links as they were before this feedback, so
+    the result does not depend on the order of the items. ``em=False`` gives uniform credit
+    ``1 / n_features`` instead of ``p_f / U``.
+    """
+    features = sorted({f for item in items for f in item.features})
+    index = {f: i for i, f in enumerate(features)}
+    dpos = np.zeros(len(features))
+    dneg = np.zeros(len(features))
+    used = [item for item in items if item.used]
+    p = np.empty(0)
+    if used and em:
+        alpha, beta = posterior(read(features), prior)
+        p = posterior_mean(alpha, beta)
+    for item in items:
+        cols = np.fromiter((index[f] for f in item.features), dtype=np.intp,
+                           count=len(item.features))
+        if item.used:
+            if em:
+                u = noisy_or(p[cols])
+                r = np.minimum(1.0, p[cols] / u) if u > 0 else np.full(len(cols), 1.0 / len(cols))
+            else:
+                r = np.full(len(cols), 1.0 / len(cols))
+            np.add.at(dpos, cols, r)
+            np.add.at(dneg, cols, 1.0 - r)
+        else:
+            np.add.at(dneg, cols, item.reject_weight)
+    return features, dpos, dneg

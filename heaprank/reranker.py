@@ -1,0 +1,390 @@
+"""The :class:`Reranker`: score candidates from any retriever, learn from what was used."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from . import links as linkmath
+from . import signals as sig
+from ._time import resolve_now, to_epoch
+from .candidates import CandidateBatch, CandidateLike, coerce_candidates
+from .config import SIGNALS, Config
+from .errors import FeedbackError, InputError
+from .features import (QueryInfo, QuestionClassifier, ShapeCache, analyze_query,
+                       english_question_type, retrieval_features, shape_of)
+from .results import Ranked, Ranking
+from .rules import Rule, apply_rules
+from .state import StateBackend, open_state
+from .state.base import FeedbackBatch, FeedbackItem, FeedbackOutcome, Impression
+
+TOP_LINKS = 3
+
+
+@dataclass(frozen=True, slots=True)
+class Link:
+    """One learned link: P(useful | feature) with its evidence and a 90% interval."""
+
+    feature: str
+    p: float
+    n: float
+    low: float
+    high: float
+    pos: float
+    neg: float
+
+
+def _check_namespace(namespace: object) -> str:
+    if not isinstance(namespace, str):
+        raise TypeError(f"namespace: expected str, got {type(namespace).__name__}")
+    if not namespace or namespace == "*":
+        raise InputError("namespace: must be a non-empty string other than '*'")
+    return namespace
+
+
+def _check_k(k: object) -> int:
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
+        raise TypeError(f"k: expected int, got {type(k).__name__}")
+    if k < 1:
+        raise InputError(f"k: must be >= 1, got {k}")
+    return int(k)
+
+
+class Reranker:
+    """Re-rank candidates by relevance x recency x importance x learned usefulness x rules.
+
+    Args:
+        state: Where learned links live: a URL (``memory://``, ``sqlite:///path.db``) or a
+            :class:`~heaprank.StateBackend`; ``None`` keeps them in memory.
+        config: Weights and signal settings (:class:`~heaprank.Config`).
+        rules: Extra named multipliers (:class:`~heaprank.Rule`).
+        question_classifier: Maps a query to a question type (English rules by default).
+
+    Example:
+        >>> rr = Reranker()
+        >>> ranking = rr.rerank("When is my flight?", candidates, namespace="user:maya", k=3)
+        >>> rr.feedback(ranking.recall_id, used=[ranking[0].id])
+    """
+
+    def __init__(self, state: str | StateBackend | None = None, *, config: Config | None = None,
+                 rules: Sequence[Rule] = (),
+                 question_classifier: QuestionClassifier = english_question_type) -> None:
+        self.state: StateBackend = open_state(state)
+        self.config = config if config is not None else Config()
+        if not isinstance(self.config, Config):
+            raise TypeError(f"config: expected Config, got {type(self.config).__name__}")
+        self.rules = tuple(rules)
+        for rule in self.rules:
+            if not isinstance(rule, Rule):
+                raise TypeError(f"rules: expected Rule objects, got {type(rule).__name__}")
+        self.classify = question_classifier
+        self._shapes = ShapeCache()
+
+    def __repr__(self) -> str:
+        return f"Reranker(state={self.state!r})"
+
+    # ---------------------------------------------------------------- scoring
+
+    def _features(self, query: QueryInfo, batch: CandidateBatch, cfg: Config) -> list[tuple[str, ...]]:
+        out = []
+        for i, doc_id in enumerate(batch.ids):
+            kind, source, tags = batch.kinds[i], batch.sources[i], batch.tags[i]
+            key = (doc_id, batch.text_hashes[i], kind, source, tags, cfg.tag_slots)
+            text = batch.candidates[i].text
+            shape = self._shapes.get(key, lambda: shape_of(text, kind, source, tags, cfg.tag_slots))
+            out.append(retrieval_features(query, shape, source,
+                                          doc_id if cfg.doc_features else None))
+        return out
+
+    def _usefulness(self, namespace: str, features: list[tuple[str, ...]],
+                    cfg: Config) -> tuple[np.ndarray, np.ndarray, list[str]]:
+        """``(U, P, vocab)``: usefulness per candidate, the ``(n, slots)`` matrix of link means."""
+        flat = [f for row in features for f in row]
+        vocab, inverse = np.unique(np.array(flat, dtype=object), return_inverse=True)
+        counts = self.state.read_links(namespace, list(vocab))
+        alpha, beta = linkmath.posterior(counts, cfg.prior)
+        p = linkmath.posterior_mean(alpha, beta)
+        idx = inverse.reshape(len(features), -1)
+        matrix = p[idx]
+        return linkmath.noisy_or(matrix), matrix, list(vocab)
+
+    def rerank(self, query: str, candidates: Sequence[CandidateLike], *, namespace: str = "default",
+               k: int = 10, now: Any = None, track: bool = True,
+               config: Config | None = None) -> Ranking:
+        """Score ``candidates`` for ``query`` and return the top ``k``, best first.
+
+        Args:
+            query: The user's question (an empty one is valid: ranked by the other signals).
+            candidates: Candidates from any retriever (:class:`Candidate`, mappings, adapters).
+            namespace: Whose learned links to use and update (one user, one agent).
+            k: How many results to return (the "shown" ones that feedback refers to).
+            now: The current time (epoch seconds, datetime, ISO string); the wall clock if None.
+            track: Write the impression so ``feedback(recall_id, ...)`` can follow.
+            config: Override this reranker's config for one call.
+
+        Raises:
+            InputError: bad candidates, ``k < 1``, empty namespace (the message names the field).
+            TypeError: a value of the wrong type.
+        """
+        if not isinstance(query, str):
+            raise TypeError(f"query: expected str, got {type(query).__name__}")
+        namespace = _check_namespace(namespace)
+        k = _check_k(k)
+        cfg = config if config is not None else self.config
+        when, explicit = resolve_now(now)
+        batch = coerce_candidates(candidates, now=when, on_invalid=cfg.on_invalid,
+                                  future_tolerance_s=cfg.future_tolerance_s)
+        info = analyze_query(query, self.classify)
+        features = self._features(info, batch, cfg)
+        use, link_p, _ = self._usefulness(namespace, features, cfg)
+        docs = self.state.read_docs(namespace, batch.ids)
+        last = np.fmax(np.fmax(docs.last_used, batch.last_used), batch.created_at)
+        age = when - last
+        rel = sig.relevance(batch.scores, kind=cfg.score_kind, floor=cfg.relevance_floor,
+                            rank_tau=cfg.rank_tau)
+        if not info.has_content:
+            rel = np.ones_like(rel)
+        columns = {
+            "relevance": rel,
+            "recency": sig.recency(age, half_life_s=cfg.half_life_s, floor=cfg.recency_floor),
+            "importance": sig.importance(batch, cfg.kind_importance),
+            "usefulness": use,
+        }
+        signal_matrix = np.column_stack([columns[name] for name in SIGNALS])
+        weights = np.array(cfg.weights.as_tuple())
+        mult, fired = apply_rules(batch, self.rules, cfg.superseded_multiplier, when)
+        log_score, log_terms = sig.combine(signal_matrix, weights, mult)
+        kept = np.isfinite(log_score)
+        # Best first; ties keep the retriever's order (relevance, then input position).
+        order = np.lexsort((np.arange(len(batch)), -rel, -log_score))
+        order = order[kept[order]]
+        top = order[:k]
+        recall_id = uuid.uuid4().hex
+        items = self._build_items(batch, info, cfg, top, log_score, signal_matrix, link_p,
+                                  features, fired, age, docs.use_count)
+        if track and len(top):
+            self.state.put_impression(Impression(
+                recall_id=recall_id, namespace=namespace, query=query, qtype=info.qtype,
+                time=when, time_explicit=explicit, ids=tuple(batch.ids[i] for i in top),
+                features=tuple(features[i] for i in top), signal_names=SIGNALS,
+                signals=tuple(tuple(float(x) for x in signal_matrix[i]) for i in top)))
+        dropped = {batch.ids[i]: "rule " + ", ".join(f"{n} x{m:g}" for n, m in fired[i])
+                   for i in np.flatnonzero(~kept)}
+        with np.errstate(divide="ignore"):
+            log_rules = np.log(mult)
+        return Ranking(recall_id=recall_id, namespace=namespace, query=query, qtype=info.qtype,
+                       items=items, order_ids=tuple(batch.ids[i] for i in order),
+                       log_scores=log_score[order], log_terms=log_terms[order],
+                       signal_names=SIGNALS, log_rules=log_rules[order], dropped=dropped)
+
+    def _build_items(self, batch: CandidateBatch, info: QueryInfo, cfg: Config, top: np.ndarray,
+                     log_score: np.ndarray, signal_matrix: np.ndarray, link_p: np.ndarray,
+                     features: list[tuple[str, ...]], fired: list[list[tuple[str, float]]],
+                     age: np.ndarray, use_count: np.ndarray) -> tuple[Ranked, ...]:
+        weights = dict(zip(SIGNALS, cfg.weights.as_tuple()))
+        items = []
+        for rank, i in enumerate(top.tolist(), start=1):
+            details = self._details(batch, info, i, age[i], use_count[i])
+            best = np.argsort(-link_p[i], kind="stable")[:TOP_LINKS]
+            flags = list(batch.flags[i])
+            if not info.has_content:
+                flags.append("query has no content words: ranked by the other signals")
+            items.append(Ranked(
+                rank=rank, score=float(math.exp(log_score[i])), candidate=batch.candidates[i],
+                signals={n: float(v) for n, v in zip(SIGNALS, signal_matrix[i])},
+                weights=weights, details=details,
+                top_links=tuple((features[i][j], float(link_p[i, j])) for j in best),
+                rules=tuple(fired[i]), flags=tuple(flags)))
+        return tuple(items)
+
+    @staticmethod
+    def _details(batch: CandidateBatch, info: QueryInfo, i: int, age_s: float,
+                 use_count: float) -> dict[str, str]:
+        score = batch.scores[i]
+        if not info.has_content:
+            rel = "empty query"
+        elif math.isnan(score):
+            rel = f"rank {i + 1}" if np.isnan(batch.scores).all() else "no valid score"
+        else:
+            rel = f"score {score:.4g}"
+        if math.isnan(age_s):
+            rec = "no date"
+        else:
+            rec = f"age {age_s / 86_400.0:.1f}d"
+            if use_count > 0:
+                rec += f", used {use_count:g}x"
+        if not math.isnan(batch.importance[i]):
+            imp = "explicit"
+        else:
+            imp = batch.kinds[i] or "default"
+        if not math.isnan(batch.source_count[i]):
+            imp += f", {batch.source_count[i]:g} sources"
+        return {"relevance": rel, "recency": rec, "importance": imp}
+
+    async def arerank(self, query: str, candidates: Sequence[CandidateLike], **kwargs: Any) -> Ranking:
+        """Async :meth:`rerank`; state I/O runs in a worker thread."""
+        return await asyncio.to_thread(self.rerank, query, candidates, **kwargs)
+
+    # ---------------------------------------------------------------- feedback
+
+    def _credit(self, cfg: Config):  # type: ignore[no-untyped-def]
+        def credit(read, items):  # type: ignore[no-untyped-def]
+            return linkmath.credit(read, items, cfg.prior, em=cfg.em_credit)
+        return credit
+
+    def _reject_weight(self, rank: int, cfg: Config) -> float:
+        if cfg.reject_discount == "log":
+            return 1.0 / math.log2(1.0 + rank)
+        return 1.0
+
+    def _resolve(self, recall_id: str, verdicts: dict[str, bool], now: Any,
+                 cfg: Config) -> FeedbackOutcome:
+        if not isinstance(recall_id, str):
+            raise TypeError(f"recall_id: expected str, got {type(recall_id).__name__}")
+        imp = self.state.get_impression(recall_id)
+        if imp is None:
+            raise FeedbackError(f"recall_id {recall_id!r}: unknown (never recorded, or pruned)")
+        position = {doc_id: rank for rank, doc_id in enumerate(imp.ids, start=1)}
+        for doc_id in verdicts:
+            if doc_id not in position:
+                raise FeedbackError(f"id {doc_id!r} was not shown in recall {recall_id!r} "
+                                    f"(shown: {list(imp.ids)})")
+        if now is None:
+            # The impression's clock, when the caller chose it: never mix in the wall clock.
+            when = imp.time if imp.time_explicit else resolve_now(None)[0]
+        else:
+            when = to_epoch(now, "now")
+        items = tuple(FeedbackItem(id=d, rank=position[d], used=used,
+                                   features=imp.features[position[d] - 1],
+                                   reject_weight=self._reject_weight(position[d], cfg))
+                      for d, used in verdicts.items())
+        batch = FeedbackBatch(recall_id=recall_id, namespace=imp.namespace, time=when, items=items)
+        return self.state.apply_feedback(batch, self._credit(cfg))
+
+    @staticmethod
+    def _ids(ids: Iterable[str] | str, field: str) -> list[str]:
+        if isinstance(ids, str):
+            ids = [ids]
+        out = list(ids)
+        for doc_id in out:
+            if not isinstance(doc_id, str):
+                raise TypeError(f"{field}: expected string ids, got {type(doc_id).__name__}")
+        return out
+
+    def feedback(self, recall_id: str | None = None, used: Iterable[str] | str = (), *,
+                 now: Any = None, namespace: str | None = None, query: str | None = None,
+                 shown: Sequence[CandidateLike] | None = None,
+                 feedback_id: str | None = None) -> FeedbackOutcome:
+        """Report which shown items the answer used; every other shown item counts as ignored.
+
+        Either pass the ``recall_id`` of a :class:`Ranking` (from any process sharing the state),
+        or the explicit form ``namespace=, query=, shown=[candidates in shown order], used=``.
+        Feedback is applied once per (recall, item): sending it again changes nothing.
+
+        Raises:
+            FeedbackError: unknown recall id, an id that was not shown, or a contradiction of
+                feedback already recorded.
+        """
+        cfg = self.config
+        used_ids = self._ids(used, "used")
+        if recall_id is None:
+            if namespace is None or query is None or shown is None:
+                raise InputError("feedback: pass recall_id, or namespace=, query= and shown=")
+            recall_id = self._record_shown(namespace, query, shown, now, feedback_id)
+        imp = self.state.get_impression(recall_id) if isinstance(recall_id, str) else None
+        if imp is None:
+            return self._resolve(recall_id, {d: True for d in used_ids}, now, cfg)  # raises
+        verdicts = {d: False for d in imp.ids}
+        missing = [d for d in used_ids if d not in verdicts]
+        if missing:
+            raise FeedbackError(f"id {missing[0]!r} was not shown in recall {recall_id!r} "
+                                f"(shown: {list(imp.ids)})")
+        verdicts.update({d: True for d in used_ids})
+        return self._resolve(recall_id, verdicts, now, cfg)
+
+    def _record_shown(self, namespace: str, query: str, shown: Sequence[CandidateLike],
+                      now: Any, feedback_id: str | None) -> str:
+        namespace = _check_namespace(namespace)
+        if not isinstance(query, str):
+            raise TypeError(f"query: expected str, got {type(query).__name__}")
+        when, explicit = resolve_now(now)
+        cfg = self.config
+        batch = coerce_candidates(shown, now=when, on_invalid=cfg.on_invalid,
+                                  future_tolerance_s=cfg.future_tolerance_s)
+        recall_id = feedback_id or uuid.uuid4().hex
+        if self.state.get_impression(recall_id) is not None:
+            return recall_id  # the same explicit feedback again: idempotent
+        info = analyze_query(query, self.classify)
+        features = self._features(info, batch, cfg)
+        self.state.put_impression(Impression(
+            recall_id=recall_id, namespace=namespace, query=query, qtype=info.qtype, time=when,
+            time_explicit=explicit, ids=batch.ids, features=tuple(features)))
+        return recall_id
+
+    def mark_used(self, recall_id: str, ids: Iterable[str] | str, *, now: Any = None) -> FeedbackOutcome:
+        """Record that these shown items were used; the rest of the impression stays open."""
+        return self._resolve(recall_id, {d: True for d in self._ids(ids, "ids")}, now, self.config)
+
+    def mark_ignored(self, recall_id: str, ids: Iterable[str] | str, *,
+                     now: Any = None) -> FeedbackOutcome:
+        """Record that these shown items were not used."""
+        return self._resolve(recall_id, {d: False for d in self._ids(ids, "ids")}, now, self.config)
+
+    async def afeedback(self, recall_id: str | None = None, used: Iterable[str] | str = (),
+                        **kwargs: Any) -> FeedbackOutcome:
+        """Async :meth:`feedback`; state I/O runs in a worker thread."""
+        return await asyncio.to_thread(self.feedback, recall_id, used, **kwargs)
+
+    # ---------------------------------------------------------------- audit
+
+    def links(self, namespace: str = "*", *, min_n: float = 0.0, level: float = 0.9) -> list[Link]:
+        """Every learned link, strongest first: P(useful), evidence ``n`` and a ``level`` interval.
+
+        ``namespace="*"`` lists the pooled global layer; a namespace lists its own links with
+        the pooled prior it borrows.
+        """
+        cfg = self.config
+        if namespace == "*":
+            features, pos, neg = self.state.list_links(None)
+            alpha, beta = linkmath.global_posterior(pos, neg, cfg.prior)
+        else:
+            features, pos, neg = self.state.list_links(_check_namespace(namespace))
+            alpha, beta = linkmath.posterior(self.state.read_links(namespace, features), cfg.prior)
+        if not features:
+            return []
+        p = linkmath.posterior_mean(alpha, beta)
+        low, high = linkmath.interval(alpha, beta, level)
+        n = pos + neg
+        rows = [Link(f, float(p[i]), float(n[i]), float(low[i]), float(high[i]), float(pos[i]),
+                     float(neg[i])) for i, f in enumerate(features) if n[i] >= min_n]
+        rows.sort(key=lambda r: (-r.p, r.feature))
+        return rows
+
+    def forget_namespace(self, namespace: str, *, scrub_global: bool = True) -> None:
+        """Drop a namespace's evidence, docs and impressions (and its share of the pool)."""
+        self.state.forget_namespace(_check_namespace(namespace), scrub_global=scrub_global)
+
+    def stats(self) -> dict[str, int]:
+        return self.state.stats()
+
+    def close(self) -> None:
+        self.state.close()
+
+    def __enter__(self) -> Reranker:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def with_config(self, **changes: Any) -> Reranker:
+        """A reranker on the same state with some config fields changed."""
+        clone = Reranker(self.state, config=replace(self.config, **changes), rules=self.rules,
+                         question_classifier=self.classify)
+        clone._shapes = self._shapes
+        return clone

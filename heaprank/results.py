@@ -1,0 +1,179 @@
+"""Results: an immutable :class:`Ranking` of :class:`Ranked` items, each with ``explain()``."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, overload
+
+import numpy as np
+
+from .candidates import Candidate
+
+_LABEL = {"relevance": "rel", "recency": "recency", "importance": "importance",
+          "usefulness": "useful"}
+
+
+@dataclass(frozen=True, slots=True)
+class Ranked:
+    """One ranked candidate: its final score, every signal's value and why it ranks here.
+
+    Attributes:
+        rank: 1 for the best.
+        score: ``prod signal ** weight x rules``.
+        candidate: The converted candidate (the caller's object is never touched).
+        signals: Signal name -> value before its weight is applied.
+        weights: Signal name -> weight (exponent) used.
+        details: Signal name -> what the value came from ("score 7.31", "age 20.0d", "fact").
+        top_links: The strongest usefulness features of this candidate, ``(feature, p)``.
+        rules: Rules that fired, ``(name, multiplier)``.
+        flags: What was neutralised or clamped (lenient input handling, empty query, ...).
+    """
+
+    rank: int
+    score: float
+    candidate: Candidate
+    signals: Mapping[str, float]
+    weights: Mapping[str, float]
+    details: Mapping[str, str] = field(default_factory=dict)
+    top_links: tuple[tuple[str, float], ...] = ()
+    rules: tuple[tuple[str, float], ...] = ()
+    flags: tuple[str, ...] = ()
+
+    @property
+    def id(self) -> str:
+        return self.candidate.id
+
+    def explain(self) -> str:
+        """The one-line EXPLAIN: each weighted signal, its source, the top links, rules, flags."""
+        parts: list[str] = []
+        for name, value in self.signals.items():
+            weight = self.weights.get(name, 1.0)
+            if weight == 0:
+                continue
+            text = f"{_LABEL.get(name, name)} {value:.2f}"
+            if weight != 1:
+                text += f"^{weight:g}"
+            detail = self.details.get(name)
+            if detail:
+                text += f" ({detail})"
+            if name == "usefulness" and self.top_links:
+                text += " [" + ", ".join(f"{f}={p:.2f}" for f, p in self.top_links) + "]"
+            parts.append(text)
+        line = " x ".join(parts)
+        if self.rules:
+            line += " x rules " + ", ".join(f"{n} x{m:g}" for n, m in self.rules)
+        if self.flags:
+            line += " ! " + "; ".join(self.flags)
+        return line
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready view of this result, EXPLAIN included."""
+        return {
+            "rank": self.rank, "id": self.id, "score": self.score, "text": self.candidate.text,
+            "signals": dict(self.signals), "weights": dict(self.weights),
+            "details": dict(self.details),
+            "top_links": [{"feature": f, "p": p} for f, p in self.top_links],
+            "rules": [{"name": n, "multiplier": m} for n, m in self.rules],
+            "flags": list(self.flags), "explain": self.explain(),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class WhyNot:
+    """Why a candidate missed the top k: the factor that cost it most against the k-th result."""
+
+    id: str
+    rank: int | None  # None when a rule dropped it
+    score: float
+    kth_score: float
+    factor: str
+    message: str
+
+    def __str__(self) -> str:
+        return self.message
+
+
+@dataclass(frozen=True)
+class Ranking(Sequence[Ranked]):
+    """The top ``k`` results, best first, plus what ``why_not`` needs about the rest.
+
+    Attributes:
+        recall_id: Pass it to ``Reranker.feedback`` (from any process sharing the state).
+        namespace: Whose links were used.
+        query: The query as given.
+        qtype: The question type read from it.
+        items: The top-k :class:`Ranked` results.
+    """
+
+    recall_id: str
+    namespace: str
+    query: str
+    qtype: str
+    items: tuple[Ranked, ...]
+    order_ids: tuple[str, ...] = ()  # every kept candidate, best first
+    log_scores: np.ndarray = field(default_factory=lambda: np.empty(0))
+    log_terms: np.ndarray = field(default_factory=lambda: np.empty((0, 0)))
+    signal_names: tuple[str, ...] = ()
+    log_rules: np.ndarray = field(default_factory=lambda: np.empty(0))
+    dropped: Mapping[str, str] = field(default_factory=dict)
+
+    @overload
+    def __getitem__(self, index: int) -> Ranked: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Ranked]: ...
+
+    def __getitem__(self, index: int | slice) -> Ranked | Sequence[Ranked]:
+        return self.items[index]
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __iter__(self) -> Iterator[Ranked]:
+        return iter(self.items)
+
+    @property
+    def ids(self) -> list[str]:
+        """Ids of the top-k results, best first."""
+        return [r.id for r in self.items]
+
+    def to_dicts(self) -> list[dict[str, Any]]:
+        return [r.to_dict() for r in self.items]
+
+    def explain(self, k: int | None = None) -> str:
+        """An aligned table of the top ``k`` results with their EXPLAIN lines."""
+        rows = self.items if k is None else self.items[:k]
+        width = max((len(r.id) for r in rows), default=2)
+        return "\n".join(f"{r.rank:>3}. {r.score:8.4f}  {r.id:<{width}}  {r.explain()}"
+                         for r in rows)
+
+    def why_not(self, id: str) -> WhyNot:
+        """Why candidate ``id`` is not in the top k: the factor that cost it most against the
+        k-th result, or the rule that dropped it.
+
+        Raises:
+            KeyError: ``id`` was not among the candidates.
+            ValueError: ``id`` is in the top k.
+        """
+        if id in self.dropped:
+            return WhyNot(id, None, 0.0, self.items[-1].score if self.items else 0.0,
+                          "rules", f"{id!r} was dropped: {self.dropped[id]}")
+        try:
+            pos = self.order_ids.index(id)
+        except ValueError:
+            raise KeyError(f"{id!r} was not among the candidates") from None
+        k = len(self.items)
+        if pos < k:
+            raise ValueError(f"{id!r} is in the top {k} (rank {pos + 1})")
+        kth = k - 1
+        terms = list(self.signal_names) + ["rules"]
+        deficit = np.append(self.log_terms[kth] - self.log_terms[pos],
+                            self.log_rules[kth] - self.log_rules[pos])
+        worst = int(np.argmax(deficit))
+        factor = terms[worst]
+        ratio = math.exp(min(deficit[worst], 700.0))
+        score, kth_score = math.exp(self.log_scores[pos]), math.exp(self.log_scores[kth])
+        message = (f"{id!r} ranks {pos + 1} (score {score:.4g}) behind #{k} {self.order_ids[kth]!r} "
+                   f"({kth_score:.4g}); it lost most on {factor} (x{1 / ratio:.3g} against #{k})")
+        return WhyNot(id, pos + 1, score, kth_score, factor, message)

@@ -1,0 +1,87 @@
+"""Rules: named multipliers in [0, 1] on the score. A multiplier of 0 drops the candidate."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .candidates import CandidateBatch
+from .config import DAY_S
+from .errors import ConfigError
+
+
+@dataclass(frozen=True, slots=True)
+class RuleView:
+    """What a rule predicate sees of a candidate."""
+
+    id: str
+    text: str
+    kind: str | None
+    source: str | None
+    tags: frozenset[str]
+    age_days: float  # NaN when the creation time is unknown
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """``Rule("stale tool output", lambda c: c.kind == "tool_result" and c.age_days > 7, 0.5)``."""
+
+    name: str
+    predicate: Callable[[RuleView], bool]
+    multiplier: float
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise ConfigError("rule name: expected a non-empty string")
+        if not callable(self.predicate):
+            raise ConfigError(f"rule {self.name!r}: predicate must be callable")
+        m = self.multiplier
+        if isinstance(m, bool) or not isinstance(m, (int, float)) or not math.isfinite(m) \
+                or not 0.0 <= m <= 1.0:
+            raise ConfigError(f"rule {self.name!r}: multiplier must be in [0, 1], got {m!r}")
+
+
+def superseded_mask(batch: CandidateBatch) -> np.ndarray:
+    """True for the older of candidates sharing a key (by ``version``, else ``created_at``),
+    and for candidates whose metadata says ``superseded``."""
+    out = batch.superseded.copy()
+    keys = np.array([k if k is not None else "" for k in batch.keys], dtype=object)
+    has_key = keys != ""
+    if has_key.sum() > 1:
+        order_key = np.where(np.isnan(batch.version), batch.created_at, batch.version)
+        order_key = np.where(np.isnan(order_key), -np.inf, order_key)
+        idx = np.flatnonzero(has_key)
+        _, group = np.unique(keys[idx], return_inverse=True)
+        # Sort by (group, recency); the last of each group is the newest and survives.
+        order = np.lexsort((order_key[idx], group))
+        last_of_group = np.r_[group[order][1:] != group[order][:-1], True]
+        out[idx[order[~last_of_group]]] = True
+    return out
+
+
+def apply_rules(batch: CandidateBatch, rules: tuple[Rule, ...], superseded_multiplier: float,
+                now: float) -> tuple[np.ndarray, list[list[tuple[str, float]]]]:
+    """Per-candidate multiplier and the rules that fired on each."""
+    n = len(batch)
+    mult = np.ones(n)
+    fired: list[list[tuple[str, float]]] = [[] for _ in range(n)]
+    sup = superseded_mask(batch)
+    if sup.any():
+        mult[sup] *= superseded_multiplier
+        for i in np.flatnonzero(sup):
+            fired[i].append(("superseded", superseded_multiplier))
+    if rules:
+        age_days = (now - batch.created_at) / DAY_S
+        for i, cand in enumerate(batch.candidates):  # user predicates are Python by nature
+            view = RuleView(cand.id, cand.text, batch.kinds[i], batch.sources[i], batch.tags[i],
+                            float(age_days[i]), cand.metadata)
+            for rule in rules:
+                if rule.predicate(view):
+                    mult[i] *= rule.multiplier
+                    fired[i].append((rule.name, rule.multiplier))
+    return mult, fired

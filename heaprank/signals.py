@@ -1,0 +1,81 @@
+"""The signals: each a small vectorised function returning an ``(n,)`` float64 array in (0, inf).
+
+``score = prod_i signal_i ** w_i x rules`` is computed in log space by :func:`combine`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from .candidates import CandidateBatch
+
+
+def relevance(scores: np.ndarray, *, kind: str, floor: float, rank_tau: float) -> np.ndarray:
+    """Normalise the retriever's scores over this candidate set into ``[floor, 1]``.
+
+    Similarity: ``floor + (1 - floor) * (s - min) / (max - min)``; distance scores are negated
+    first; all-equal scores (and a single candidate) give 1. No scores: ``1 / (1 + rank / tau)``
+    with rank 0 for the first candidate. Invalid (NaN) scores, allowed only with lenient handling,
+    get the floor.
+    """
+    n = scores.shape[0]
+    valid = ~np.isnan(scores)
+    if not valid.any():
+        return 1.0 / (1.0 + np.arange(n, dtype=np.float64) / rank_tau)
+    s = -scores if kind == "distance" else scores
+    lo = np.min(s[valid])
+    span = np.max(s[valid]) - lo
+    if not np.isfinite(span):  # scores so large their span overflows: rescale first
+        s = s / np.max(np.abs(s[valid]))
+        lo = np.min(s[valid])
+        span = np.max(s[valid]) - lo
+    if span <= 0:
+        unit = np.ones(n)
+    else:
+        unit = (s - lo) / span
+        # Round off the last bits so that scaling or shifting every score by a constant
+        # cannot reorder two candidates through floating-point noise alone.
+        unit = np.round(unit, 12)
+    out = floor + (1.0 - floor) * unit
+    out[~valid] = floor if floor > 0 else 1e-6
+    return np.maximum(out, 1e-12)
+
+
+def recency(age_s: np.ndarray, *, half_life_s: float, floor: float) -> np.ndarray:
+    """``floor + (1 - floor) * 2 ** (-age / half_life)``; unknown age (NaN) is neutral (1)."""
+    out = floor + (1.0 - floor) * np.exp2(-np.maximum(age_s, 0.0) / half_life_s)
+    return np.where(np.isnan(age_s), 1.0, out)
+
+
+def importance(batch: CandidateBatch, kind_importance: Mapping[str, float]) -> np.ndarray:
+    """The explicit dose, else the kind prior (1.0 for unknown kinds); for aggregated memories
+    (``source_count`` given): ``0.7 x base + 0.3 x confidence + ln(1 + source_count) / 10``,
+    clamped to [0.05, 3] (the HEBBS insight boost; confidence defaults to 0.5)."""
+    kinds = np.array([k or "" for k in batch.kinds], dtype=object)
+    prior = np.ones(len(batch))
+    for kind in np.unique(kinds):
+        if kind in kind_importance:
+            prior[kinds == kind] = kind_importance[kind]
+    base = np.where(np.isnan(batch.importance), prior, batch.importance)
+    aggregated = ~np.isnan(batch.source_count)
+    if aggregated.any():
+        conf = np.where(np.isnan(batch.confidence), 0.5, batch.confidence)
+        boosted = 0.7 * base + 0.3 * conf + np.log1p(np.nan_to_num(batch.source_count)) / 10.0
+        base = np.where(aggregated, np.clip(boosted, 0.05, 3.0), base)
+    return base
+
+
+def combine(signals: np.ndarray, weights: np.ndarray, rules: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(log_score, log_terms)``: the log of ``prod_i signals[:, i] ** weights[i] x rules``.
+
+    ``log_terms[:, i] = weights[i] * log(signals[:, i])`` is kept for EXPLAIN and why_not.
+    A rule multiplier of 0 gives ``-inf`` (the candidate is dropped by the caller). Ordering on
+    the log score keeps candidates apart even where the product would underflow.
+    """
+    with np.errstate(divide="ignore"):
+        log_terms = weights[None, :] * np.log(signals)
+        log_terms[:, weights == 0] = 0.0
+        log_rules = np.log(rules)
+    return log_terms.sum(axis=1) + log_rules, log_terms
