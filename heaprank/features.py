@@ -58,6 +58,9 @@ is are was were be been being have has had do does did i me my we our you your h
 her it its they them their what which who whom this that these those am would could might must
 shall may s t don isn""".split())
 
+# Capitalised calendar words are dates (the date slot), not names.
+_CALENDAR = frozenset(f"{_MONTHS}|{_DAYS}".split("|"))
+
 _AUX_START = frozenset("""is are was were do does did can could will would should shall has have
 had may might must am""".split())
 
@@ -82,7 +85,8 @@ def names(text: str) -> frozenset[str]:
         if tok in _SENTENCE_END:
             sentence_start = True
             continue
-        if not sentence_start and _is_name(tok) and tok.casefold() not in _STOP:
+        if not sentence_start and _is_name(tok) and tok.casefold() not in _STOP \
+                and tok.casefold() not in _CALENDAR:
             out.add(tok.casefold())
         sentence_start = False
     return frozenset(out)
@@ -139,7 +143,7 @@ def analyze_query(query: str, classify: QuestionClassifier = english_question_ty
                          f"{', '.join(QUESTION_TYPES)}")
     words = frozenset(t.casefold() for t in tokens(query))
     capitalised = frozenset(t.casefold() for t in tokens(query)
-                            if _is_name(t) and t.casefold() not in _STOP)
+                            if _is_name(t) and t.casefold() not in _STOP | _CALENDAR)
     return QueryInfo(text=query, qtype=qtype, names=names(query) | capitalised - _STOP,
                      words=words, has_content=bool(words - _STOP))
 

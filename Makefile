@@ -1,0 +1,43 @@
+# Two entry points: `make demo` and `make test`. Each creates .venv and installs what it needs.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+PIP := $(BIN)/python -m pip
+
+.PHONY: demo test test-fast bench-locomo bench-latency lint clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet --upgrade pip
+
+# The core alone: numpy and scipy.
+$(VENV)/.core: $(BIN)/python pyproject.toml
+	$(PIP) install --quiet -e .
+	touch $@
+
+# Everything the tests need: dev tools and the bench extra (torch 2.13.0 is pinned so pip takes
+# the local CPU build).
+$(VENV)/.test: $(BIN)/python pyproject.toml
+	$(PIP) install --quiet -e ".[dev,bench,redis]"
+	touch $@ $(VENV)/.core
+
+demo: $(VENV)/.core
+	$(BIN)/heaprank demo
+
+test: $(VENV)/.test
+	$(BIN)/python -m pytest tests -q -p no:cacheprovider
+
+test-fast: $(VENV)/.test
+	$(BIN)/python -m pytest tests -q -p no:cacheprovider -m "not slow"
+
+bench-locomo: $(VENV)/.test
+	$(BIN)/heaprank bench locomo --candidates bm25 --feedback oracle
+
+bench-latency: $(VENV)/.test
+	$(BIN)/heaprank bench latency
+
+lint: $(VENV)/.test
+	$(BIN)/ruff check heaprank tests
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis build *.egg-info

@@ -1,0 +1,23 @@
+"""Shared test setup: Hypothesis profiles and an environment scrubbed of ``HEAPRANK_*``."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+# "ci" is the default: no deadline (SQLite and scipy calls vary with the machine's load) and a
+# fixed example budget. "dev" is a quicker loop: HYPOTHESIS_PROFILE=dev pytest tests/property
+settings.register_profile("ci", deadline=None, max_examples=100, print_blob=True,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("dev", deadline=None, max_examples=20)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+@pytest.fixture(autouse=True)
+def clean_environ(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run every test without the caller's ``HEAPRANK_*`` settings leaking in."""
+    for key in list(os.environ):
+        if key.startswith("HEAPRANK_"):
+            monkeypatch.delenv(key, raising=False)
