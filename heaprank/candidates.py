@@ -130,11 +130,25 @@ def _to_candidate(item: object, where: str) -> Candidate:
                     f"got {type(item).__name__}")
 
 
-def _lookup(meta: Mapping[str, Any], keys: tuple[str, ...]) -> Any:
-    for key in keys:
-        if key in meta and meta[key] is not None:
-            return meta[key]
-    return None
+def _reverse_keys(field_keys: Mapping[str, tuple[str, ...]]) -> dict[str, tuple[str, int]]:
+    """metadata key -> (field, priority): lets one pass over a candidate's metadata find every
+    shape field (the metadata is usually small; the key table is not)."""
+    return {key: (name, rank) for name, keys in field_keys.items() for rank, key in enumerate(keys)}
+
+
+_DEFAULT_REVERSE = _reverse_keys(DEFAULT_FIELD_KEYS)
+
+
+def _shape_fields(meta: Mapping[str, Any], reverse: dict[str, tuple[str, int]]) -> dict[str, Any]:
+    found: dict[str, tuple[int, Any]] = {}
+    for key, value in meta.items():
+        hit = reverse.get(key)
+        if hit is None or value is None:
+            continue
+        name, rank = hit
+        if name not in found or rank < found[name][0]:
+            found[name] = (rank, value)
+    return {name: value for name, (_, value) in found.items()}
 
 
 class _Validator:
@@ -216,6 +230,7 @@ def coerce_candidates(
         items = list(items)
     if len(items) == 0:
         raise InputError("candidates: empty; pass at least one candidate")
+    reverse = _DEFAULT_REVERSE if field_keys is DEFAULT_FIELD_KEYS else _reverse_keys(field_keys)
     converted: list[Candidate] = []
     seen: dict[str, int] = {}
     cols: dict[str, list[Any]] = {name: [] for name in (
@@ -241,8 +256,7 @@ def coerce_candidates(
         if not isinstance(cand.metadata, Mapping):
             raise TypeError(f"{where}.metadata: expected a mapping, got "
                             f"{type(cand.metadata).__name__}")
-        meta = cand.metadata
-        get = lambda name: _lookup(meta, tuple(field_keys.get(name, ())))  # noqa: E731
+        get = _shape_fields(cand.metadata, reverse).get
         cols["scores"].append(check.number("score", cand.score))
         cols["created_at"].append(check.time("created_at", get("created_at"), now,
                                              future_tolerance_s))
