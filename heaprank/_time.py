@@ -19,7 +19,11 @@ def to_epoch(value: object, field: str) -> float:
     if isinstance(value, bool):
         raise TypeError(f"{field}: expected epoch seconds, datetime or ISO string, got bool")
     if isinstance(value, (int, float)):
-        out = float(value)
+        try:
+            out = float(value)
+        except OverflowError:  # an int beyond the float range
+            raise InputError(f"{field}: time must be finite, got an integer too large for a "
+                             f"float") from None
         if not math.isfinite(out):
             raise InputError(f"{field}: time must be finite, got {value!r}")
         return out

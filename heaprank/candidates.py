@@ -172,7 +172,10 @@ class _Validator:
             if self.on_invalid == "raise":
                 raise TypeError(f"{self.where}.{name}: expected a number, got {type(value).__name__}")
             return self.bad(name, f"not a number ({type(value).__name__})")
-        out = float(value)
+        try:
+            out = float(value)
+        except OverflowError:  # an int beyond the float range
+            return self.bad(name, "must be finite, got an integer too large for a float")
         if not math.isfinite(out):
             return self.bad(name, f"must be finite, got {out!r}")
         if positive and out <= 0:

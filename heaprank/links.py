@@ -80,8 +80,13 @@ def posterior_mean(alpha: np.ndarray, beta: np.ndarray) -> np.ndarray:
 
 
 def noisy_or(p: np.ndarray) -> np.ndarray:
-    """``1 - prod(1 - p)`` along the last axis, computed in log space for accuracy."""
-    return -np.expm1(np.sum(np.log1p(-p), axis=-1))
+    """``1 - prod(1 - p)`` along the last axis, computed in log space for accuracy.
+
+    A link of exactly 1 (a posterior mean that rounded to 1) gives ``log1p(-1) = -inf`` and
+    ``U = 1``, which is right; the divide-by-zero warning is not.
+    """
+    with np.errstate(divide="ignore"):
+        return -np.expm1(np.sum(np.log1p(-p), axis=-1))
 
 
 def interval(alpha: np.ndarray, beta: np.ndarray, level: float = 0.9) -> tuple[np.ndarray, np.ndarray]:

@@ -19,7 +19,7 @@ from .config import SIGNALS, Config
 from .errors import FeedbackError, InputError
 from .features import (QueryInfo, QuestionClassifier, ShapeCache, analyze_query,
                        english_question_type, retrieval_features, shape_of)
-from .results import Ranked, Ranking
+from .results import Ranked, Ranking, exp_score
 from .rules import Rule, apply_rules
 from .state import StateBackend, open_state
 from .state.base import FeedbackBatch, FeedbackItem, FeedbackOutcome, Impression
@@ -196,7 +196,7 @@ class Reranker:
             if not info.has_content:
                 flags.append("query has no content words: ranked by the other signals")
             items.append(Ranked(
-                rank=rank, score=float(math.exp(log_score[i])), candidate=batch.candidates[i],
+                rank=rank, score=exp_score(log_score[i]), candidate=batch.candidates[i],
                 signals={n: float(v) for n, v in zip(SIGNALS, signal_matrix[i])},
                 weights=weights, details=details,
                 top_links=tuple((features[i][j], float(link_p[i, j])) for j in best),

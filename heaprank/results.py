@@ -11,6 +11,16 @@ import numpy as np
 
 from .candidates import Candidate
 
+
+def exp_score(log_score: float) -> float:
+    """``exp`` of a log score: ``inf`` past the float range (a huge explicit importance with a
+    weight above 1, say) instead of ``OverflowError``; the order is kept on the log scale."""
+    try:
+        return math.exp(log_score)
+    except OverflowError:
+        return math.inf
+
+
 _LABEL = {"relevance": "rel", "recency": "recency", "importance": "importance",
           "usefulness": "useful"}
 
@@ -173,7 +183,7 @@ class Ranking(Sequence[Ranked]):
         worst = int(np.argmax(deficit))
         factor = terms[worst]
         ratio = math.exp(min(deficit[worst], 700.0))
-        score, kth_score = math.exp(self.log_scores[pos]), math.exp(self.log_scores[kth])
+        score, kth_score = exp_score(self.log_scores[pos]), exp_score(self.log_scores[kth])
         message = (f"{id!r} ranks {pos + 1} (score {score:.4g}) behind #{k} {self.order_ids[kth]!r} "
                    f"({kth_score:.4g}); it lost most on {factor} (x{1 / ratio:.3g} against #{k})")
         return WhyNot(id, pos + 1, score, kth_score, factor, message)

@@ -48,7 +48,12 @@ class Rule:
 
 def superseded_mask(batch: CandidateBatch) -> np.ndarray:
     """True for the older of candidates sharing a key (by ``version``, else ``created_at``),
-    and for candidates whose metadata says ``superseded``."""
+    and for candidates whose metadata says ``superseded``.
+
+    Candidates tied for the newest of their key (same version, or no version or date at all)
+    are all kept: neither is known to be older, and picking one by input position would make
+    the scores depend on the order the retriever happened to return them in.
+    """
     out = batch.superseded.copy()
     keys = np.array([k if k is not None else "" for k in batch.keys], dtype=object)
     has_key = keys != ""
@@ -57,10 +62,9 @@ def superseded_mask(batch: CandidateBatch) -> np.ndarray:
         order_key = np.where(np.isnan(order_key), -np.inf, order_key)
         idx = np.flatnonzero(has_key)
         _, group = np.unique(keys[idx], return_inverse=True)
-        # Sort by (group, recency); the last of each group is the newest and survives.
-        order = np.lexsort((order_key[idx], group))
-        last_of_group = np.r_[group[order][1:] != group[order][:-1], True]
-        out[idx[order[~last_of_group]]] = True
+        newest = np.full(int(group.max()) + 1, -np.inf)
+        np.maximum.at(newest, group, order_key[idx])
+        out[idx[order_key[idx] < newest[group]]] = True
     return out
 
 

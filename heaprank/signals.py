@@ -26,7 +26,8 @@ def relevance(scores: np.ndarray, *, kind: str, floor: float, rank_tau: float) -
         return 1.0 / (1.0 + np.arange(n, dtype=np.float64) / rank_tau)
     s = -scores if kind == "distance" else scores
     lo = np.min(s[valid])
-    span = np.max(s[valid]) - lo
+    with np.errstate(over="ignore"):
+        span = np.max(s[valid]) - lo
     if not np.isfinite(span):  # scores so large their span overflows: rescale first
         s = s / np.max(np.abs(s[valid]))
         lo = np.min(s[valid])
@@ -44,9 +45,13 @@ def relevance(scores: np.ndarray, *, kind: str, floor: float, rank_tau: float) -
 
 
 def recency(age_s: np.ndarray, *, half_life_s: float, floor: float) -> np.ndarray:
-    """``floor + (1 - floor) * 2 ** (-age / half_life)``; unknown age (NaN) is neutral (1)."""
+    """``floor + (1 - floor) * 2 ** (-age / half_life)``; unknown age (NaN) is neutral (1).
+
+    Kept above 0 even with ``floor=0`` (where ``2 ** -x`` underflows past ~1075 half-lives), so
+    an old memory is weak, never dropped: only a rule may zero a score.
+    """
     out = floor + (1.0 - floor) * np.exp2(-np.maximum(age_s, 0.0) / half_life_s)
-    return np.where(np.isnan(age_s), 1.0, out)
+    return np.where(np.isnan(age_s), 1.0, np.maximum(out, 1e-300))
 
 
 def importance(batch: CandidateBatch, kind_importance: Mapping[str, float]) -> np.ndarray:

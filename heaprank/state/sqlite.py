@@ -194,7 +194,7 @@ class SQLiteState:
                          "VALUES (?, ?, ?, ?)",
                          (impression.recall_id, impression.namespace, impression.time, payload))
             self._inserts += 1
-            if self._inserts % 256 == 0:
+            if self._inserts % 256 == 1:  # first write of a connection, then every 256
                 self._prune(conn)
 
     def _prune(self, conn: sqlite3.Connection) -> None:
