@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from heaprank.config import DEFAULT_KIND_IMPORTANCE
 
-#: The fixed "now" of every generated candidate set (2025-06-15T14:13:20Z).
+#: The fixed "now" of every generated candidate set (2025-06-15T15:06:40Z).
 NOW = 1_750_000_000.0
 DAY = 86_400.0
 

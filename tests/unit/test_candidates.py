@@ -1,0 +1,268 @@
+"""Candidates: conversion at the boundary, and bad input named by field (or neutralised)."""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime, timezone
+
+import numpy as np
+import pytest
+
+from heaprank import Candidate, Config, InputError, Reranker
+from heaprank.candidates import coerce_candidates
+
+NOW = 1_750_000_000.0
+OK = {"id": "ok", "text": "A fine memory", "score": 1.0}
+
+
+@pytest.fixture()
+def rr() -> Reranker:
+    return Reranker()
+
+
+@pytest.fixture()
+def lenient() -> Reranker:
+    return Reranker(config=Config(on_invalid="neutral"))
+
+
+def cand(**fields):
+    base = {"id": "x", "text": "Some memory text", "score": 0.5}
+    base.update(fields)
+    return base
+
+
+# ------------------------------------------------------------------------------ conversion
+
+def test_candidate_objects_mappings_and_adapters_are_equivalent(rr):
+    class Node:
+        def to_candidate(self) -> Candidate:
+            return Candidate("c", "Lunch with Zoë on Friday", 0.2, {"kind": "episode"})
+
+    items = [
+        Candidate("a", "My flight to Lisbon is on March 3", 0.9, {"kind": "fact"}),
+        {"id": "b", "text": "I prefer the aisle", "score": 0.5, "kind": "preference"},
+        Node(),
+    ]
+    batch = coerce_candidates(items, now=NOW)
+    assert batch.ids == ("a", "b", "c")
+    assert batch.kinds == ("fact", "preference", "episode")
+    assert batch.scores.tolist() == [0.9, 0.5, 0.2]
+    assert rr.rerank("When is my flight?", items, now=NOW).ids[0] == "a"
+
+
+def test_any_iterable_of_candidates_is_accepted():
+    batch = coerce_candidates(({"id": f"g{i}", "text": "t"} for i in range(3)), now=NOW)
+    assert batch.ids == ("g0", "g1", "g2")
+    assert np.isnan(batch.scores).all()
+
+
+@pytest.mark.parametrize("key, field, value, expected", [
+    ("created_at", "created_at", NOW - 10, NOW - 10),
+    ("timestamp", "created_at", "2025-06-15T15:06:30Z", NOW - 10),
+    ("last_accessed_at", "last_used", NOW - 5, NOW - 5),
+    ("__last_accessed__", "last_used", NOW - 5, NOW - 5),
+    ("importance", "importance", 2, 2.0),
+    ("turn", "position", 7, 7.0),
+])
+def test_metadata_aliases_fill_numeric_fields(key, field, value, expected):
+    batch = coerce_candidates([{"id": "a", "text": "t", "metadata": {key: value}}], now=NOW)
+    assert getattr(batch, field)[0] == expected
+
+
+@pytest.mark.parametrize("key, attr, expected", [
+    ("type", "kinds", "note"), ("speaker", "sources", "note"), ("session", "threads", "note"),
+    ("key", "keys", "note"),
+])
+def test_metadata_aliases_fill_label_fields(key, attr, expected):
+    batch = coerce_candidates([{"id": "a", "text": "t", "metadata": {key: "note"}}], now=NOW)
+    assert getattr(batch, attr) == (expected,)
+
+
+def test_first_alias_wins_and_none_values_are_skipped():
+    meta = {"created_at": None, "timestamp": NOW - 7, "last_used": NOW - 3,
+            "last_accessed_at": NOW - 100}
+    batch = coerce_candidates([{"id": "a", "text": "t", "metadata": meta}], now=NOW)
+    assert batch.created_at[0] == NOW - 7
+    assert batch.last_used[0] == NOW - 3
+
+
+def test_top_level_shape_fields_override_metadata():
+    item = {"id": "a", "text": "t", "kind": "decision", "metadata": {"kind": "note"}}
+    assert coerce_candidates([item], now=NOW).kinds == ("decision",)
+
+
+def test_tags_accept_a_single_string_or_a_list():
+    batch = coerce_candidates([{"id": "a", "text": "t", "metadata": {"tags": "travel"}},
+                               {"id": "b", "text": "t", "metadata": {"tags": ["x", "y"]}}],
+                              now=NOW)
+    assert batch.tags == (frozenset({"travel"}), frozenset({"x", "y"}))
+
+
+def test_timestamps_within_tolerance_count_as_now():
+    batch = coerce_candidates([cand(metadata={"created_at": NOW + 299})], now=NOW)
+    assert batch.created_at[0] == NOW
+
+
+# ------------------------------------------------------------------------------ bad input
+
+BAD = [
+    pytest.param([cand(score=math.nan)], {}, InputError, r"candidates\[0\].*score: must be finite",
+                 id="nan-score"),
+    pytest.param([cand(score=math.inf)], {}, InputError, r"score: must be finite", id="inf-score"),
+    pytest.param([cand(score=-math.inf)], {}, InputError, r"score", id="neg-inf-score"),
+    pytest.param([cand(score=10**400)], {}, InputError, r"score: must be finite",
+                 id="int-overflow-score"),
+    pytest.param([cand(score="0.5")], {}, TypeError, r"score: expected a number", id="str-score"),
+    pytest.param([cand(metadata={"importance": -1})], {}, InputError, r"importance: must be > 0",
+                 id="negative-importance"),
+    pytest.param([cand(metadata={"importance": 0})], {}, InputError, r"importance", id="zero-imp"),
+    pytest.param([cand(metadata={"created_at": "last tuesday"})], {}, InputError,
+                 r"created_at: cannot parse 'last tuesday'", id="unparsable-time"),
+    pytest.param([cand(metadata={"created_at": "2024-13-45"})], {}, InputError, r"created_at",
+                 id="impossible-date"),
+    pytest.param([cand(metadata={"created_at": NOW + 301})], {}, InputError,
+                 r"created_at: .* is in the future", id="future-time"),
+    pytest.param([cand(metadata={"last_accessed_at": "2099-01-01T00:00:00Z"})], {}, InputError,
+                 r"last_used: .* is in the future", id="future-last-used"),
+    pytest.param([cand(metadata={"created_at": math.nan})], {}, InputError,
+                 r"created_at: time must be finite", id="nan-time"),
+    pytest.param([cand(id="a"), cand(id="a")], {}, InputError,
+                 r"candidates\[1\] \(id 'a'\)\.id: duplicate of candidates\[0\]", id="dup-ids"),
+    pytest.param([cand(text="")], {}, InputError, r"text: empty", id="empty-text"),
+    pytest.param([cand(text="  \n\t")], {}, InputError, r"text: empty", id="blank-text"),
+    pytest.param([cand(text=None)], {}, TypeError, r"text: expected str", id="none-text"),
+    pytest.param([cand(id=7)], {}, TypeError, r"candidates\[0\]\.id: expected str, got int",
+                 id="int-id"),
+    pytest.param([cand(id=None)], {}, TypeError, r"\.id: expected str", id="none-id"),
+    pytest.param([cand(id="")], {}, InputError, r"\.id: empty", id="empty-id"),
+    pytest.param([], {}, InputError, r"candidates: empty", id="no-candidates"),
+    pytest.param("abc", {}, TypeError, r"candidates: expected a sequence", id="str-candidates"),
+    pytest.param({"id": "a", "text": "t"}, {}, TypeError, r"candidates: expected a sequence",
+                 id="mapping-candidates"),
+    pytest.param([42], {}, TypeError, r"candidates\[0\]: expected a Candidate", id="int-item"),
+    pytest.param([OK], {"k": 0}, InputError, r"k: must be >= 1", id="k-zero"),
+    pytest.param([OK], {"k": -3}, InputError, r"k: must be >= 1", id="k-negative"),
+    pytest.param([OK], {"k": 2.5}, TypeError, r"k: expected int, got float", id="k-float"),
+    pytest.param([OK], {"k": "3"}, TypeError, r"k: expected int", id="k-str"),
+    pytest.param([OK], {"k": True}, TypeError, r"k: expected int, got bool", id="k-bool"),
+    pytest.param([OK], {"namespace": ""}, InputError, r"namespace", id="empty-namespace"),
+    pytest.param([OK], {"namespace": "*"}, InputError, r"namespace", id="star-namespace"),
+    pytest.param([OK], {"namespace": None}, TypeError, r"namespace: expected str",
+                 id="none-namespace"),
+    pytest.param([cand(bogus=1)], {}, InputError,
+                 r"candidates\[0\]: unknown field\(s\) \['bogus'\]",
+                 id="unknown-field"),
+    pytest.param([{"text": "t"}], {}, InputError, r"candidates\[0\]\.id: missing", id="no-id"),
+    pytest.param([{"id": "a"}], {}, InputError, r"candidates\[0\]\.text: missing", id="no-text"),
+    pytest.param([cand(id="a", score=1.0), {"id": "b", "text": "t"}], {}, InputError,
+                 r"candidates\[1\]\.score: missing while other candidates have scores",
+                 id="mixed-scored"),
+    pytest.param([cand(metadata=[1, 2])], {}, TypeError, r"metadata: expected a mapping",
+                 id="list-metadata"),
+    pytest.param([cand(metadata={"kind": 3})], {}, TypeError, r"kind: expected str", id="int-kind"),
+    pytest.param([cand(metadata={"tags": [1]})], {}, TypeError, r"tags: expected strings",
+                 id="int-tags"),
+    pytest.param([cand(metadata={"confidence": 1.5})], {}, InputError, r"confidence: must be in",
+                 id="confidence"),
+    pytest.param([cand(metadata={"source_count": -2})], {}, InputError, r"source_count",
+                 id="negative-source-count"),
+    pytest.param([cand(metadata={"created_at": True})], {}, TypeError, r"created_at",
+                 id="bool-time"),
+    pytest.param([cand(metadata={"created_at": [2024]})], {}, TypeError, r"created_at",
+                 id="list-time"),
+]
+
+
+@pytest.mark.parametrize("candidates, kwargs, exc, match", BAD)
+def test_bad_input_raises_naming_the_field(rr, candidates, kwargs, exc, match):
+    with pytest.raises(exc, match=match):
+        rr.rerank("When is it?", candidates, now=NOW, **kwargs)
+
+
+def test_input_error_is_a_value_error():
+    assert issubclass(InputError, ValueError)
+
+
+def test_bad_query_type_raises(rr):
+    with pytest.raises(TypeError, match="query: expected str"):
+        rr.rerank(None, [OK], now=NOW)
+
+
+# ------------------------------------------------------------------- on_invalid="neutral"
+
+NEUTRALISED = [
+    pytest.param([cand(id="x", score=math.nan), cand(id="y", score=1.0)], "score must be finite",
+                 id="nan-score"),
+    pytest.param([cand(id="x", score=math.inf), cand(id="y", score=1.0)], "score must be finite",
+                 id="inf-score"),
+    pytest.param([cand(id="x", metadata={"importance": -1})], "importance must be > 0",
+                 id="negative-importance"),
+    pytest.param([cand(id="x", metadata={"created_at": "last tuesday"})], "created_at unparsable",
+                 id="unparsable-time"),
+    pytest.param([cand(id="x", metadata={"created_at": NOW + 86_400})],
+                 "created_at in the future, clamped", id="future-time"),
+    pytest.param([cand(id="x", text="")], "text empty", id="empty-text"),
+    pytest.param([cand(id="x", score="high")], "score not a number", id="str-score"),
+    pytest.param([cand(id="x", metadata={"confidence": 7})], "confidence must be in [0, 1]",
+                 id="confidence"),
+    pytest.param([cand(id="x", score=10**400), cand(id="y", score=1.0)], "score must be finite",
+                 id="int-overflow"),
+]
+
+
+@pytest.mark.parametrize("candidates, flag", NEUTRALISED)
+def test_neutral_mode_gives_finite_scores_and_flags_in_explain(lenient, candidates, flag):
+    ranking = lenient.rerank("When is my flight to Lisbon?", candidates, now=NOW)
+    assert sorted(ranking.ids) == sorted(c["id"] for c in candidates)
+    for r in ranking:
+        assert math.isfinite(r.score) and r.score > 0
+        assert all(math.isfinite(v) and v > 0 for v in r.signals.values())
+    flagged = next(r for r in ranking if r.id == "x")
+    assert flag in flagged.explain()
+    assert any(flag in f for f in flagged.flags)
+
+
+def test_neutral_mode_gives_neutral_signals(lenient):
+    ranking = lenient.rerank("When is my flight to Lisbon?", [
+        cand(id="x", score=math.nan, metadata={"importance": -1, "created_at": "garbage",
+                                                "kind": "fact"}),
+        cand(id="y", score=1.0), cand(id="z", score=0.0)], now=NOW)
+    x = next(r for r in ranking if r.id == "x")
+    assert x.signals["relevance"] == pytest.approx(lenient.config.relevance_floor)
+    assert x.signals["importance"] == 1.0  # the kind prior of "fact"
+    assert x.signals["recency"] == 1.0  # unknown age is neutral
+
+
+def test_neutral_mode_future_time_is_clamped_to_age_zero(lenient):
+    r = lenient.rerank("When is my flight to Lisbon?",
+                       [cand(metadata={"created_at": NOW + 10 * 86_400})], now=NOW)[0]
+    assert r.signals["recency"] == 1.0
+    assert "age 0.0d" in r.explain()
+
+
+@pytest.mark.parametrize("candidates, exc", [
+    ([cand(id="a"), cand(id="a")], InputError),
+    ([cand(id=3)], TypeError),
+    ([], InputError),
+    ([cand(id="a", score=1.0), {"id": "b", "text": "t"}], InputError),
+    ([cand(bogus=True)], InputError),
+])
+def test_neutral_mode_still_rejects_what_cannot_be_neutralised(lenient, candidates, exc):
+    with pytest.raises(exc):
+        lenient.rerank("When?", candidates, now=NOW)
+
+
+def test_every_score_invalid_in_neutral_mode_ranks_by_position(lenient):
+    ranking = lenient.rerank("When is my flight to Lisbon?",
+                             [cand(id="a", score=math.nan), cand(id="b", score=math.inf)],
+                             now=NOW)
+    assert ranking.ids == ["a", "b"]
+    assert all(math.isfinite(r.score) for r in ranking)
+
+
+def test_datetime_metadata_is_accepted():
+    aware = datetime(2025, 6, 15, 15, 6, 30, tzinfo=timezone.utc)
+    naive = datetime(2025, 6, 15, 15, 6, 30)
+    batch = coerce_candidates([cand(id="a", metadata={"created_at": aware}),
+                               cand(id="b", metadata={"created_at": naive})], now=NOW)
+    assert batch.created_at.tolist() == [NOW - 10, NOW - 10]

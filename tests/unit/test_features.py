@@ -1,0 +1,244 @@
+"""Features: shape slots, question types and relation slots. Never the words themselves."""
+
+from __future__ import annotations
+
+import unicodedata
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from heaprank.features import (
+    QUESTION_TYPES,
+    ShapeCache,
+    analyze_query,
+    english_question_type,
+    length_bucket,
+    names,
+    relation_slots,
+    retrieval_features,
+    shape_of,
+    tokens,
+)
+
+
+def slots(text: str, kind=None, source=None, tags=frozenset(), tag_slots=()) -> dict[str, str]:
+    """The shape slots of ``text`` as ``{"date": "yes", ...}``."""
+    out = {}
+    for slot in shape_of(text, kind, source, frozenset(tags), tag_slots).slots:
+        name, _, value = slot.partition(":")
+        out[name] = value
+    return out
+
+
+@pytest.mark.parametrize("question, qtype", [
+    ("When is my flight to Lisbon?", "when"),
+    ("What time does the train leave?", "when"),
+    ("What date is the wedding?", "when"),
+    ("How long ago did we meet?", "when"),
+    ("How often do you run?", "when"),
+    ("Do you know when it opens?", "when"),
+    ("Who is Zoë?", "who"),
+    ("Whose bag is this?", "who"),
+    ("To whom did she write?", "who"),
+    ("Where do they live?", "where"),
+    ("How many cats does Maya have?", "howmany"),
+    ("How much did the hotel cost?", "howmuch"),
+    ("How expensive was it?", "howmuch"),
+    ("What is her job?", "what"),
+    ("Which city did he pick?", "what"),
+    ("Why did she leave?", "why"),
+    ("How do I get there?", "how"),
+    ("Is it raining?", "yesno"),
+    ("Did Maya call back?", "yesno"),
+    ("Can you help me?", "yesno"),
+    ("Tell me about Lisbon", "other"),
+    ("lisbon flights", "other"),
+    ("", "other"),
+    ("the of and", "other"),
+    ("Когда рейс?", "other"),
+])
+def test_english_question_types(question, qtype):
+    assert english_question_type(question) == qtype
+    assert analyze_query(question).qtype == qtype
+
+
+def test_question_types_are_the_documented_ten():
+    assert set(QUESTION_TYPES) == {"when", "who", "where", "howmany", "howmuch", "what", "why",
+                                   "how", "yesno", "other"}
+
+
+def test_a_pluggable_classifier_is_used_and_checked():
+    assert analyze_query("Cuándo sale el vuelo?", lambda q: "when").qtype == "when"
+    with pytest.raises(ValueError, match="question classifier returned 'cuando'"):
+        analyze_query("Cuándo?", lambda q: "cuando")
+
+
+@pytest.mark.parametrize("n_words, bucket", [
+    (0, "len:<=3"), (1, "len:<=3"), (3, "len:<=3"), (4, "len:<=6"), (6, "len:<=6"),
+    (7, "len:<=10"), (10, "len:<=10"), (15, "len:<=15"), (22, "len:<=22"), (32, "len:<=32"),
+    (33, "len:<=48"), (48, "len:<=48"), (49, "len:>48"), (1000, "len:>48"),
+])
+def test_length_buckets(n_words, bucket):
+    assert length_bucket(n_words) == bucket
+    if n_words:
+        assert "len:" + slots(" ".join(["word"] * n_words))["len"] == bucket
+
+
+@pytest.mark.parametrize("text, date", [
+    ("Meet me on Monday", "yes"),
+    ("see you tomorrow", "yes"),
+    ("Born in 1987", "yes"),
+    ("The train leaves at 10:40", "yes"),
+    ("dinner at 7pm", "yes"),
+    ("Due 2024-03-14", "yes"),
+    ("Due 14/03", "yes"),
+    ("March 3 works", "yes"),
+    ("three weeks ago", "yes"),
+    ("会议在3月14日", "yes"),
+    ("I like green tea", "no"),
+    ("Room 12 has a view", "no"),
+])
+def test_date_slot(text, date):
+    assert slots(text)["date"] == date
+
+
+@pytest.mark.parametrize("text, num", [
+    ("I have 3 cats", "yes"), ("twelve apples", "yes"), ("It costs $5", "yes"),
+    ("€20 each", "yes"), ("twice a week", "yes"), ("会议在3月14日", "yes"),
+    ("I like green tea", "no"), ("Nothing here", "no"),
+])
+def test_num_slot(text, num):
+    assert slots(text)["num"] == num
+
+
+@pytest.mark.parametrize("text, ent", [
+    ("I met Zoë yesterday", "yes"),
+    ("Alice and Bob went to Paris", "yes"),
+    ("We flew with NASA", "yes"),
+    ("Мы летим в Москва", "yes"),
+    ("Встреча с Зоей завтра", "yes"),
+    ("Lisbon", "no"),  # sentence-initial capitals are not names
+    ("hello world", "no"),
+    ("The cat sat. The dog ran.", "no"),
+    ("会议在3月14日", "no"),
+])
+def test_ent_slot(text, ent):
+    assert slots(text)["ent"] == ent
+
+
+@pytest.mark.parametrize("text, q", [
+    ("Is the museum open?", "yes"), ("营业吗？", "yes"), ("Is it?  ", "yes"),
+    ("The museum is open.", "no"), ("What? No way.", "no"),
+])
+def test_q_slot(text, q):
+    assert slots(text)["q"] == q
+
+
+def test_kind_source_and_tag_slots():
+    s = slots("text", kind="fact", source="maya", tags={"travel"}, tag_slots=("travel", "work"))
+    assert s["kind"] == "fact" and s["source"] == "maya"
+    shape = shape_of("text", None, None, frozenset({"travel"}), ("travel", "work"))
+    assert "tag:travel=yes" in shape.slots and "tag:work=no" in shape.slots
+    assert slots("text")["kind"] == "none" and slots("text")["source"] == "none"
+
+
+def test_relation_slots_name_the_source_and_shared_names():
+    query = analyze_query("What did Maya say about Lisbon?")
+    shape = shape_of("we should fly to Lisbon in May", None, "Maya", frozenset(), ())
+    assert relation_slots(query, shape, "Maya") == ("qsrc:yes", "qent:yes")
+    other = shape_of("we should fly somewhere warm", None, "Ben", frozenset(), ())
+    assert relation_slots(query, other, "Ben") == ("qsrc:no", "qent:no")
+    assert relation_slots(query, other, None) == ("qsrc:no", "qent:no")
+
+
+def test_retrieval_features_cross_every_slot_with_the_question_type():
+    query = analyze_query("When is my flight to Lisbon?")
+    shape = shape_of("Flight to Lisbon on March 3", "fact", None, frozenset(), ())
+    feats = retrieval_features(query, shape, None, None)
+    plain = [f for f in feats if not f.startswith("qt:")]
+    crossed = [f for f in feats if f.startswith("qt:")]
+    assert crossed == [f"qt:when&{f}" for f in plain]
+    assert {"kind:fact", "date:yes", "num:yes", "qent:yes", "qsrc:no", "q:no"} <= set(plain)
+    assert "qt:when&date:yes" in crossed
+    with_doc = retrieval_features(query, shape, None, "doc-7")
+    assert with_doc == feats + ("doc:doc-7",)
+
+
+def test_features_hold_no_words_of_the_text():
+    query = analyze_query("When is my flight to Lisbon?")
+    shape = shape_of("Flight to Lisbon on March 3", None, None, frozenset(), ())
+    joined = " ".join(retrieval_features(query, shape, None, None)).lower()
+    assert "lisbon" not in joined and "flight" not in joined and "march" not in joined
+
+
+@given(st.text(max_size=200), st.text(max_size=60),
+       st.sampled_from([(), ("travel",), ("travel", "work", "home")]), st.booleans())
+def test_feature_count_is_fixed_whatever_the_text(text, query, tag_slots, doc):
+    shape = shape_of(text, None, None, frozenset({"travel"}), tag_slots)
+    feats = retrieval_features(analyze_query(query), shape, None, "d" if doc else None)
+    assert len(shape.slots) == 7 + len(tag_slots)
+    assert len(feats) == 2 * (len(shape.slots) + 2) + doc
+    assert len(set(feats)) == len(feats)
+
+
+# ------------------------------------------------------------------------- Unicode
+
+@pytest.mark.parametrize("text, expected", [
+    ("I met Zoë yesterday", {"ent": "yes", "date": "yes"}),
+    ("Мы летим в Москва завтра", {"ent": "yes"}),
+    ("Встреча в Москве в 10:30", {"ent": "yes", "date": "yes", "num": "yes"}),
+    ("会议在3月14日", {"date": "yes", "num": "yes"}),
+    ("Rendez-vous avec Zoë à 14h30", {"ent": "yes", "num": "yes"}),
+])
+def test_non_ascii_text_keeps_its_features(text, expected):
+    got = slots(text)
+    assert {k: got[k] for k in expected} == expected
+
+
+def test_non_ascii_names_are_read_from_queries():
+    info = analyze_query("When did Zoë visit Москва?")
+    assert {"zoë", "москва"} <= info.names
+    assert info.has_content and info.qtype == "when"
+
+
+def test_decomposed_accents_match_composed_ones():
+    decomposed = unicodedata.normalize("NFD", "Who is Zoë?")
+    assert decomposed != "Who is Zoë?"
+    info = analyze_query(decomposed)
+    shape = shape_of("Zoë lives in Porto", None, None, frozenset(), ())
+    assert relation_slots(info, shape, None)[1] == "qent:yes"
+
+
+def test_tokens_keep_accents_cyrillic_and_cjk():
+    assert tokens("Zoë, Москва; 東京 don't") == ["Zoë", "Москва", "東京", "don't"]
+    assert names("Yesterday Zoë met Иван.") == frozenset({"zoë", "иван"})
+
+
+@pytest.mark.parametrize("query", ["", "   ", "the of and", "?!", "Is it?"])
+def test_empty_or_stop_word_queries_have_no_content(query):
+    info = analyze_query(query)
+    assert info.has_content is False
+    assert info.qtype in QUESTION_TYPES
+
+
+# ------------------------------------------------------------------------------- cache
+
+def test_shape_cache_is_an_lru():
+    cache = ShapeCache(maxsize=2)
+    made = []
+
+    def make(text):
+        def build():
+            made.append(text)
+            return shape_of(text, None, None, frozenset(), ())
+        return build
+
+    a = cache.get(("a",), make("a"))
+    assert cache.get(("a",), make("a")) is a and made == ["a"]
+    cache.get(("b",), make("b"))
+    cache.get(("a",), make("a"))  # refresh a
+    cache.get(("c",), make("c"))  # evicts b
+    assert len(cache) == 2
+    cache.get(("b",), make("b"))
+    assert made == ["a", "b", "c", "b"]

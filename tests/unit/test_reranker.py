@@ -1,0 +1,383 @@
+"""The Reranker: purity of rerank, feedback in all its forms, links, forgetting, async twins."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import math
+
+import numpy as np
+import pytest
+
+from heaprank import (
+    Candidate,
+    Config,
+    FeedbackError,
+    InputError,
+    Link,
+    MemoryState,
+    Prior,
+    Reranker,
+    SQLiteState,
+    Weights,
+)
+
+NOW = 1_750_000_000.0
+DAY = 86_400.0
+QUERY = "When is my flight to Lisbon?"
+
+
+@pytest.fixture()
+def cands() -> list[dict]:
+    return [
+        {"id": "lisbon", "text": "My flight to Lisbon is on March 3", "score": 7.3,
+         "metadata": {"kind": "fact", "created_at": NOW - 20 * DAY, "tags": ["travel"]}},
+        {"id": "seat", "text": "I prefer window seats", "score": 5.1,
+         "metadata": {"kind": "preference", "source": "maya"}},
+        {"id": "price", "text": "Flights to Lisbon cost $400", "score": 6.0,
+         "metadata": {"kind": "tool_result"}},
+        {"id": "chat", "text": "ok thanks", "score": 1.0},
+    ]
+
+
+@pytest.fixture()
+def rr() -> Reranker:
+    return Reranker()
+
+
+def evidence(rr: Reranker, namespace: str | None = None) -> dict[str, tuple[float, float]]:
+    features, pos, neg = rr.state.list_links(namespace)
+    return {f: (p, n) for f, p, n in zip(features, pos.tolist(), neg.tolist(), strict=False)}
+
+
+# ------------------------------------------------------------------------------ rerank
+
+def test_rerank_never_mutates_the_callers_objects(rr, cands):
+    cand_obj = Candidate("obj", "Zoë lands at 10:40", 3.0, {"kind": "fact", "tags": ["x"]})
+    items = cands + [cand_obj]
+    before = copy.deepcopy(items)
+    meta_ids = [id(c.get("metadata")) for c in cands]
+    ranking = rr.rerank(QUERY, items, namespace="maya", k=5, now=NOW)
+    rr.feedback(ranking.recall_id, used=["lisbon"])
+    rr.rerank(QUERY, items, namespace="maya", k=5, now=NOW + 1)
+    assert items == before
+    assert [id(c.get("metadata")) for c in cands] == meta_ids
+    assert cand_obj.metadata == {"kind": "fact", "tags": ["x"]}
+    # The result holds a converted candidate, not the caller's mapping.
+    lisbon = next(r for r in ranking if r.id == "lisbon")
+    assert isinstance(lisbon.candidate, Candidate)
+    assert lisbon.candidate.metadata is not cands[0]["metadata"]
+
+
+def test_rerank_writes_only_the_impression(rr, cands):
+    rr.rerank(QUERY, cands, namespace="maya", k=2, now=NOW)
+    assert rr.stats() == {"namespaces": 0, "links": 0, "global_links": 0, "documents": 0,
+                          "impressions": 1, "feedbacks": 0}
+    rr.rerank(QUERY, cands, namespace="maya", k=2, now=NOW, track=False)
+    assert rr.stats()["impressions"] == 1
+
+
+def test_impression_records_what_was_shown(rr, cands):
+    ranking = rr.rerank(QUERY, cands, namespace="maya", k=2, now=NOW)
+    imp = rr.state.get_impression(ranking.recall_id)
+    assert imp.ids == tuple(ranking.ids) and imp.namespace == "maya"
+    assert imp.time == NOW and imp.time_explicit is True and imp.qtype == "when"
+    assert len(imp.features) == 2 and all(len(f) == 18 for f in imp.features)
+    assert imp.signal_names == ("relevance", "recency", "importance", "usefulness")
+    assert imp.signals[0] == tuple(ranking[0].signals.values())
+
+
+def test_k_limits_the_results(rr, cands):
+    assert len(rr.rerank(QUERY, cands, k=1, now=NOW)) == 1
+    assert len(rr.rerank(QUERY, cands, k=100, now=NOW)) == 4
+
+
+def test_config_can_be_overridden_per_call(rr, cands):
+    only_rel = Config(weights=Weights(relevance=1, recency=0, importance=0, usefulness=0))
+    assert rr.rerank(QUERY, cands, k=4, now=NOW, config=only_rel).ids == \
+        ["lisbon", "price", "seat", "chat"]
+    assert rr.config == Config()
+
+
+def test_distance_scores(rr):
+    cands = [{"id": f"c{i}", "text": "note", "score": d} for i, d in enumerate([0.9, 0.1, 0.5])]
+    cfg = Config(score_kind="distance", weights=Weights(recency=0, importance=0, usefulness=0))
+    assert rr.rerank("What note?", cands, k=3, now=NOW, config=cfg).ids == ["c1", "c2", "c0"]
+
+
+def test_doc_features_add_a_per_document_link(cands):
+    rr = Reranker(config=Config(doc_features=True))
+    ranking = rr.rerank(QUERY, cands, namespace="maya", k=2, now=NOW)
+    imp = rr.state.get_impression(ranking.recall_id)
+    assert [f[-1] for f in imp.features] == [f"doc:{i}" for i in ranking.ids]
+
+
+def test_with_config_shares_the_state(rr, cands):
+    other = rr.with_config(recency_floor=0.9)
+    ranking = other.rerank(QUERY, cands, namespace="maya", k=2, now=NOW)
+    rr.feedback(ranking.recall_id, used=ranking.ids[0])
+    assert other.state is rr.state and other.config.recency_floor == 0.9
+    assert rr.config.recency_floor == 0.5
+
+
+# ---------------------------------------------------------------------------- feedback
+
+def test_feedback_updates_links_and_doc_stats(rr, cands):
+    ranking = rr.rerank(QUERY, cands, namespace="maya", k=3, now=NOW)
+    assert "lisbon" in ranking.ids and "chat" not in ranking.ids
+    out = rr.feedback(ranking.recall_id, used=["lisbon"])
+    assert out.applied == tuple(ranking.ids) and out.already_recorded == ()
+    ignored = [i for i in ranking.ids if i != "lisbon"]
+    docs = rr.state.read_docs("maya", ["lisbon", *ignored, "chat"])
+    assert docs.use_count.tolist() == [1.0, 0.0, 0.0, 0.0]
+    assert docs.ignore_count.tolist() == [0.0, 1.0, 1.0, 0.0]
+    assert docs.last_used[0] == NOW and np.isnan(docs.last_used[1:]).all()
+    ev = evidence(rr, "maya")
+    assert ev["kind:fact"][0] > 0 and ev["kind:tool_result"] == (0.0, 1.0)
+    assert rr.stats()["feedbacks"] == 1
+    # The used document's usefulness and recency went up for the next, similar question.
+    again = rr.rerank(QUERY, cands, namespace="maya", k=4, now=NOW + DAY)
+    lisbon = next(r for r in again if r.id == "lisbon")
+    assert lisbon.signals["usefulness"] > next(r for r in ranking if r.id == "lisbon") \
+        .signals["usefulness"]
+    assert lisbon.signals["recency"] > 0.97 and "used 1x" in lisbon.explain()
+
+
+def test_feedback_accepts_a_single_id_and_no_id(rr, cands):
+    ranking = rr.rerank(QUERY, cands, k=2, now=NOW)
+    assert rr.feedback(ranking.recall_id, used=ranking.ids[0]).applied == tuple(ranking.ids)
+    ranking = rr.rerank(QUERY, cands, k=2, now=NOW)
+    out = rr.feedback(ranking.recall_id)  # nothing used: every shown item is ignored
+    assert out.applied == tuple(ranking.ids)
+    assert rr.state.get_impression(ranking.recall_id).resolved == {i: False for i in ranking.ids}
+
+
+def test_feedback_type_errors(rr, cands):
+    ranking = rr.rerank(QUERY, cands, k=2, now=NOW)
+    with pytest.raises(TypeError, match="used: expected string ids"):
+        rr.feedback(ranking.recall_id, used=[1])
+    with pytest.raises(TypeError, match="recall_id: expected str"):
+        rr.feedback(12345, used=[])  # type: ignore[arg-type]
+
+
+def test_mark_used_and_mark_ignored(rr, cands):
+    ranking = rr.rerank(QUERY, cands, namespace="maya", k=3, now=NOW)
+    first, second, third = ranking.ids
+    assert rr.mark_used(ranking.recall_id, first).applied == (first,)
+    assert rr.mark_ignored(ranking.recall_id, [second]).applied == (second,)
+    imp = rr.state.get_impression(ranking.recall_id)
+    assert imp.resolved == {first: True, second: False}
+    # The rest stays open; feedback later fills it in without double counting.
+    out = rr.feedback(ranking.recall_id, used=[first])
+    assert out.applied == (third,) and set(out.already_recorded) == {first, second}
+    assert rr.state.read_docs("maya", [first]).use_count[0] == 1.0
+    with pytest.raises(FeedbackError, match="already recorded as ignored"):
+        rr.mark_used(ranking.recall_id, second)
+    with pytest.raises(FeedbackError, match="not shown"):
+        rr.mark_ignored(ranking.recall_id, "chat")
+
+
+def test_reject_discount_by_position(cands):
+    rr = Reranker(config=Config(reject_discount="log"))
+    ranking = rr.rerank(QUERY, cands, namespace="n", k=3, now=NOW)
+    rr.feedback(ranking.recall_id, used=[])
+    imp = rr.state.get_impression(ranking.recall_id)
+    counts = rr.state.read_links("n", [imp.features[r][0] for r in range(3)])  # kind: slots
+    assert counts.neg.tolist() == pytest.approx([1.0, 1 / math.log2(3), 0.5])
+
+
+def test_uniform_credit_without_em(cands):
+    rr = Reranker(config=Config(em_credit=False))
+    ranking = rr.rerank(QUERY, cands, namespace="n", k=1, now=NOW)
+    rr.feedback(ranking.recall_id, used=ranking.ids)
+    _, pos, neg = rr.state.list_links("n")
+    assert np.allclose(pos, 1 / 18) and np.allclose(neg, 17 / 18)
+
+
+def test_explicit_feedback_form(rr, cands):
+    shown = cands[:3]
+    out = rr.feedback(namespace="maya", query=QUERY, shown=shown, used=["price"], now=NOW,
+                      feedback_id="turn-17")
+    assert out.recall_id == "turn-17"
+    assert out.applied == ("lisbon", "seat", "price")
+    imp = rr.state.get_impression("turn-17")
+    assert imp.namespace == "maya" and imp.qtype == "when" and imp.ids == ("lisbon", "seat",
+                                                                           "price")
+    before = evidence(rr, "maya")
+    again = rr.feedback(namespace="maya", query=QUERY, shown=shown, used=["price"], now=NOW,
+                        feedback_id="turn-17")
+    assert again.applied == () and evidence(rr, "maya") == before
+    assert rr.state.read_docs("maya", ["price"]).use_count[0] == 1.0
+    assert rr.state.read_docs("maya", ["price"]).last_used[0] == NOW
+
+
+def test_explicit_feedback_needs_all_its_parts(rr, cands):
+    with pytest.raises(InputError, match="pass recall_id, or namespace=, query= and shown="):
+        rr.feedback(namespace="maya", query=QUERY, used=["lisbon"])
+    with pytest.raises(FeedbackError, match="'zzz' was not shown"):
+        rr.feedback(namespace="maya", query=QUERY, shown=cands[:2], used=["zzz"], now=NOW)
+    with pytest.raises(InputError, match="namespace"):
+        rr.feedback(namespace="", query=QUERY, shown=cands[:2], used=[], now=NOW)
+
+
+def test_track_false_leaves_nothing_to_give_feedback_on(rr, cands):
+    ranking = rr.rerank(QUERY, cands, k=2, now=NOW, track=False)
+    with pytest.raises(FeedbackError, match="unknown"):
+        rr.feedback(ranking.recall_id, used=ranking.ids[:1])
+
+
+def test_explicit_now_on_feedback_wins(rr, cands):
+    ranking = rr.rerank(QUERY, cands, namespace="maya", k=2, now=NOW)
+    rr.feedback(ranking.recall_id, used=[ranking.ids[0]], now=NOW + 3600)
+    assert rr.state.read_docs("maya", [ranking.ids[0]]).last_used[0] == NOW + 3600
+
+
+# -------------------------------------------------------------------------------- links
+
+def _teach(rr: Reranker, namespace: str, cands, rounds: int, used_id: str = "lisbon") -> None:
+    for t in range(rounds):
+        ranking = rr.rerank(QUERY, cands, namespace=namespace, k=3, now=NOW + t)
+        rr.feedback(ranking.recall_id, used=[used_id] if used_id in ranking.ids else [])
+
+
+def test_links_global_layer(rr, cands):
+    assert rr.links() == []
+    _teach(rr, "maya", cands, 5)
+    links = rr.links("*")
+    assert links and all(isinstance(link, Link) for link in links)
+    assert [(-link.p, link.feature) for link in links] == sorted((-link.p, link.feature)
+                                                                 for link in links)
+    for link in links:
+        assert 0 < link.low < link.p < link.high < 1
+        assert link.n == pytest.approx(link.pos + link.neg)
+    top = links[0].feature
+    assert "fact" in top or "date:yes" in top or "num:yes" in top or "qent" in top
+    cut = max(link.n for link in links)
+    assert cut > min(link.n for link in links)
+    strong = rr.links("*", min_n=cut)
+    assert strong and all(link.n >= cut for link in strong) and len(strong) < len(links)
+    wide = {link.feature: link for link in rr.links("*", level=0.99)}
+    assert all(wide[link.feature].low <= link.low for link in links)
+
+
+def test_links_of_a_namespace_borrow_the_pool(rr, cands):
+    _teach(rr, "maya", cands, 30)  # maya teaches: the Lisbon fact is useful for "when"
+    _teach(rr, "ben", cands, 1)  # ben has one feedback of his own
+    ben = {link.feature: link for link in rr.links("ben")}
+    alone = Reranker()
+    _teach(alone, "ben", cands, 1)
+    ben_alone = {link.feature: link for link in alone.links("ben")}
+    assert set(ben) == set(ben_alone)  # the namespace lists its own links...
+    assert ben["qt:when&kind:fact"].p > 2 * ben_alone["qt:when&kind:fact"].p  # ...pooled
+    assert ben["qt:when&kind:fact"].n == ben_alone["qt:when&kind:fact"].n  # n is its own
+
+
+def test_a_new_namespace_starts_from_what_others_taught(rr, cands):
+    fresh = Reranker().rerank(QUERY, cands, namespace="zoe", k=4, now=NOW)
+    _teach(rr, "maya", cands, 30)
+    _teach(rr, "ben", cands, 30)
+    assert rr.links("zoe") == []  # no evidence of its own
+    borrowed = rr.rerank(QUERY, cands, namespace="zoe", k=4, now=NOW)
+    u = {r.id: r.signals["usefulness"] for r in borrowed}
+    u0 = {r.id: r.signals["usefulness"] for r in fresh}
+    assert u["lisbon"] > u0["lisbon"]
+    assert u["lisbon"] == max(u.values())
+    lisbon = next(r for r in borrowed if r.id == "lisbon")
+    assert max(p for _, p in lisbon.top_links) > rr.config.prior.mean
+
+
+def test_pooled_borrowing_is_capped_by_kappa(cands):
+    rr = Reranker(config=Config(prior=Prior(kappa=0.0)))
+    _teach(rr, "maya", cands, 10)
+    r = rr.rerank(QUERY, cands, namespace="zoe", k=4, now=NOW)
+    assert len({x.signals["usefulness"] for x in r}) == 1  # kappa 0: nothing borrowed
+
+
+@pytest.mark.parametrize("scrub", [True, False])
+def test_forget_namespace(rr, cands, scrub):
+    _teach(rr, "maya", cands, 3)
+    _teach(rr, "ben", cands, 2)
+    before = evidence(rr)
+    rr.forget_namespace("maya", scrub_global=scrub)
+    assert rr.links("maya") == []
+    assert rr.state.namespaces() == ["ben"]
+    assert np.isnan(rr.state.read_docs("maya", ["lisbon"]).last_used[0])
+    after = evidence(rr)
+    if scrub:  # the pool now holds exactly what ben taught
+        ben = evidence(rr, "ben")
+        assert after.keys() == before.keys()
+        for f, (p, n) in after.items():
+            assert (p, n) == pytest.approx(ben.get(f, (0.0, 0.0)), abs=1e-9)
+    else:
+        assert after == before
+    with pytest.raises(InputError, match="namespace"):
+        rr.forget_namespace("*")
+
+
+def test_links_rejects_a_bad_namespace(rr):
+    with pytest.raises(InputError, match="namespace"):
+        rr.links("")
+
+
+# ------------------------------------------------------------------------------ lifecycle
+
+def test_reranker_over_sqlite_closes(tmp_path, cands):
+    path = tmp_path / "rr.db"
+    with Reranker(f"sqlite:///{path}") as rr:
+        assert isinstance(rr.state, SQLiteState)
+        rr.rerank(QUERY, cands, now=NOW)
+        assert "SQLiteState" in repr(rr)
+    with Reranker(SQLiteState(path)) as again:
+        assert again.stats()["impressions"] == 1
+
+
+def test_reranker_accepts_a_backend_instance():
+    state = MemoryState()
+    assert Reranker(state).state is state
+    with pytest.raises(TypeError, match="state: expected a URL or a StateBackend"):
+        Reranker(42)  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------------------------- async
+
+def test_arerank_and_afeedback(cands):
+    rr = Reranker()
+
+    async def flow():
+        ranking = await rr.arerank(QUERY, cands, namespace="maya", k=2, now=NOW)
+        out = await rr.afeedback(ranking.recall_id, used=[ranking.ids[0]])
+        explicit = await rr.afeedback(namespace="maya", query=QUERY, shown=cands[:2],
+                                      used=["seat"], now=NOW, feedback_id="f1")
+        return ranking, out, explicit
+
+    ranking, out, explicit = asyncio.run(flow())
+    assert ranking.ids == rr.rerank(QUERY, cands, namespace="ben", k=2, now=NOW).ids
+    assert out.applied == tuple(ranking.ids)
+    assert explicit.recall_id == "f1" and explicit.applied == ("lisbon", "seat")
+    assert rr.stats()["feedbacks"] == 2
+
+
+def test_async_errors_propagate(cands):
+    rr = Reranker()
+
+    async def bad():
+        await rr.afeedback("no-such-recall", used=[])
+
+    with pytest.raises(FeedbackError, match="unknown"):
+        asyncio.run(bad())
+    with pytest.raises(InputError, match="k: must be >= 1"):
+        asyncio.run(rr.arerank(QUERY, cands, k=0))
+
+
+def test_async_over_sqlite_runs_concurrently(tmp_path, cands):
+    rr = Reranker(SQLiteState(tmp_path / "async.db"))
+
+    async def many():
+        rankings = await asyncio.gather(*(rr.arerank(QUERY, cands, namespace="n", k=2,
+                                                     now=NOW + i) for i in range(8)))
+        await asyncio.gather(*(rr.afeedback(r.recall_id, used=r.ids[:1]) for r in rankings))
+
+    asyncio.run(many())
+    assert rr.stats()["feedbacks"] == 8
+    assert sum(rr.state.read_docs("n", [c["id"] for c in cands]).use_count) == 8
+    rr.close()

@@ -1,0 +1,186 @@
+"""The signals, each a vectorised function with a closed form (DESIGN.md section 5)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from heaprank import Config, Reranker, Weights
+from heaprank.candidates import coerce_candidates
+from heaprank.config import DEFAULT_KIND_IMPORTANCE
+from heaprank.signals import combine, importance, recency, relevance
+
+NOW = 1_750_000_000.0
+DAY = 86_400.0
+NAN = math.nan
+
+
+def rel(scores, kind="similarity", floor=0.02, tau=5.0):
+    return relevance(np.array(scores, dtype=np.float64), kind=kind, floor=floor, rank_tau=tau)
+
+
+# ----------------------------------------------------------------------------- relevance
+
+def test_similarity_is_min_max_scaled_into_floor_one():
+    assert rel([1.0, 2.0, 3.0]).tolist() == pytest.approx([0.02, 0.51, 1.0])
+    assert rel([1.0, 2.0, 3.0], floor=0.0).tolist() == pytest.approx([1e-12, 0.5, 1.0])
+
+
+def test_distance_is_inverted():
+    assert rel([1.0, 2.0, 3.0], kind="distance").tolist() == pytest.approx([1.0, 0.51, 0.02])
+
+
+def test_no_scores_ranks_by_position():
+    assert rel([NAN, NAN, NAN]).tolist() == pytest.approx([1.0, 1 / 1.2, 1 / 1.4])
+    assert rel([NAN, NAN], tau=1.0).tolist() == pytest.approx([1.0, 0.5])
+
+
+@pytest.mark.parametrize("scores", [[3.7], [2.0, 2.0, 2.0], [-1e300, -1e300]])
+def test_single_candidate_and_ties_are_all_one(scores):
+    assert rel(scores).tolist() == [1.0] * len(scores)
+
+
+def test_partial_ties_share_a_value():
+    out = rel([5.0, 1.0, 5.0, 3.0])
+    assert out[0] == out[2] == 1.0 and out[1] == pytest.approx(0.02)
+
+
+def test_overflowing_span_is_rescaled():
+    out = rel([-1.7e308, 0.0, 1.7e308])
+    assert np.all(np.isfinite(out)) and out.tolist() == pytest.approx([0.02, 0.51, 1.0])
+
+
+def test_invalid_scores_get_the_floor():
+    assert rel([NAN, 1.0, 3.0]).tolist() == pytest.approx([0.02, 0.02, 1.0])
+
+
+# ------------------------------------------------------------------------------- recency
+
+def test_recency_half_life_and_floor():
+    hl = 30 * DAY
+    out = recency(np.array([0.0, hl, 2 * hl, 1e6 * hl]), half_life_s=hl, floor=0.5)
+    assert out.tolist() == pytest.approx([1.0, 0.75, 0.625, 0.5])
+    out = recency(np.array([hl]), half_life_s=hl, floor=0.0)
+    assert out.tolist() == pytest.approx([0.5])
+
+
+def test_recency_unknown_is_neutral_and_negative_age_is_now():
+    out = recency(np.array([NAN, -5 * DAY]), half_life_s=DAY, floor=0.2)
+    assert out.tolist() == [1.0, 1.0]
+
+
+def test_recency_never_reaches_zero_with_a_zero_floor():
+    out = recency(np.array([1e9 * DAY]), half_life_s=DAY, floor=0.0)
+    assert out[0] > 0
+
+
+def test_recency_counts_from_last_use_not_creation():
+    cands = [{"id": "old-but-used", "text": "t", "score": 1.0,
+              "metadata": {"created_at": NOW - 300 * DAY, "last_used": NOW - 1 * DAY}},
+             {"id": "old", "text": "t", "score": 1.0, "metadata": {"created_at": NOW - 300 * DAY}}]
+    ranking = Reranker().rerank("What happened?", cands, k=2, now=NOW)
+    by_id = {r.id: r for r in ranking}
+    assert by_id["old-but-used"].signals["recency"] > 0.98
+    assert by_id["old"].signals["recency"] < 0.51
+
+
+# ---------------------------------------------------------------------------- importance
+
+def batch(*metas):
+    return coerce_candidates([{"id": f"c{i}", "text": "t", "metadata": m}
+                              for i, m in enumerate(metas)], now=NOW)
+
+
+def test_kind_prior():
+    kinds = ["instruction", "preference", "decision", "error", "summary", "fact", "note",
+             "episode", "tool_result", "unheard-of"]
+    out = importance(batch(*({"kind": k} for k in kinds)), DEFAULT_KIND_IMPORTANCE)
+    assert out.tolist() == [1.5, 1.3, 1.3, 1.25, 1.2, 1.0, 1.0, 0.8, 0.6, 1.0]
+    assert importance(batch({}), DEFAULT_KIND_IMPORTANCE).tolist() == [1.0]
+
+
+def test_explicit_dose_overrides_the_kind():
+    out = importance(batch({"kind": "tool_result", "importance": 2.5}, {"importance": 0.3}),
+                     DEFAULT_KIND_IMPORTANCE)
+    assert out.tolist() == [2.5, 0.3]
+
+
+def test_custom_kind_table():
+    assert importance(batch({"kind": "fact"}), {"fact": 2.0}).tolist() == [2.0]
+
+
+def test_insight_formula():
+    out = importance(batch(
+        {"importance": 2.0, "confidence": 0.8, "source_count": 4},
+        {"kind": "summary", "source_count": 0},  # base 1.2, confidence defaults to 0.5
+        {"importance": 10.0, "confidence": 1.0, "source_count": 1000},  # clamped to 3
+        {"importance": 0.01, "confidence": 0.0, "source_count": 0},  # clamped to 0.05
+    ), DEFAULT_KIND_IMPORTANCE)
+    assert out.tolist() == pytest.approx([
+        0.7 * 2.0 + 0.3 * 0.8 + math.log(5) / 10,
+        0.7 * 1.2 + 0.3 * 0.5,
+        3.0,
+        0.05,
+    ])
+
+
+# ------------------------------------------------------------------------------- combine
+
+def test_combine_is_the_weighted_log_product():
+    signals = np.array([[0.5, 0.8, 1.3, 0.2]])
+    weights = np.array([1.0, 2.0, 0.5, 0.0])
+    log_score, terms = combine(signals, weights, np.array([0.1]))
+    expected = [math.log(0.5), 2 * math.log(0.8), 0.5 * math.log(1.3), 0.0]
+    assert terms[0].tolist() == pytest.approx(expected)
+    assert log_score[0] == pytest.approx(sum(expected) + math.log(0.1))
+
+
+def test_zero_weight_switches_a_signal_off_and_zero_rule_gives_minus_inf():
+    log_score, terms = combine(np.array([[1e-300, 1.0]]), np.array([0.0, 1.0]), np.array([0.0]))
+    assert terms[0, 0] == 0.0 and log_score[0] == -math.inf
+
+
+def test_a_constant_factor_on_every_candidate_keeps_the_order():
+    cands = [{"id": f"c{i}", "text": "t", "score": s, "metadata": {"kind": k}}
+             for i, (s, k) in enumerate([(3.0, "fact"), (2.0, "instruction"), (1.5, "episode"),
+                                         (0.0, "preference")])]
+    aged = [{**c, "metadata": {**c["metadata"], "created_at": NOW - 10 * DAY}} for c in cands]
+    rr = Reranker(config=Config(weights=Weights(importance=3.0, recency=2.0)))
+    base = rr.rerank("What did we plan?", cands, k=4, now=NOW, track=False)
+    older = rr.rerank("What did we plan?", aged, k=4, now=NOW, track=False)
+    assert base.ids == older.ids
+    ratios = {o.score / b.score for b, o in zip(base, older, strict=False)}
+    assert max(ratios) == pytest.approx(min(ratios), rel=1e-12) and max(ratios) < 1
+
+
+def test_day_one_ranking_equals_the_retrievers():
+    cands = [{"id": f"c{i}", "text": t, "score": s} for i, (t, s) in enumerate(
+        [("Lisbon flight on March 3", 0.4), ("I like tea", 0.9), ("Call Zoë at 5", 0.7),
+         ("Is the museum open?", 0.1)])]
+    assert Reranker().rerank("When is my flight?", cands, k=4, now=NOW).ids == \
+        ["c1", "c2", "c0", "c3"]
+
+
+def test_an_ancient_memory_is_weak_but_never_dropped_with_a_zero_floor():
+    cfg = Config(recency_floor=0.0, half_life_s=DAY)
+    cands = [{"id": "ancient", "text": "note", "score": 2.0,
+              "metadata": {"created_at": NOW - 3650 * DAY}},
+             {"id": "fresh", "text": "note", "score": 1.0, "metadata": {"created_at": NOW}}]
+    ranking = Reranker(config=cfg).rerank("What did I note?", cands, k=2, now=NOW)
+    assert ranking.ids == ["fresh", "ancient"]
+    ancient = ranking[1]
+    assert 0 < ancient.signals["recency"] < 1e-100 and ancient.score >= 0
+    top1 = Reranker(config=cfg).rerank("What did I note?", cands, k=1, now=NOW)
+    assert top1.why_not("ancient").factor == "recency"
+
+
+def test_a_score_beyond_the_float_range_is_inf_not_an_error():
+    cfg = Config(weights=Weights(importance=2.0))
+    cands = [{"id": "huge", "text": "note", "score": 1.0, "metadata": {"importance": 1e300}},
+             {"id": "plain", "text": "note", "score": 1.0}]
+    ranking = Reranker(config=cfg).rerank("What did I note?", cands, k=1, now=NOW)
+    assert ranking.ids == ["huge"] and ranking[0].score == math.inf
+    why = ranking.why_not("plain")
+    assert why.factor == "importance" and why.kth_score == math.inf
