@@ -142,9 +142,9 @@ def analyze_query(query: str, classify: QuestionClassifier = english_question_ty
         raise ValueError(f"question classifier returned {qtype!r}; expected one of "
                          f"{', '.join(QUESTION_TYPES)}")
     words = frozenset(t.casefold() for t in tokens(query))
-    capitalised = frozenset(t.casefold() for t in tokens(query)
-                            if _is_name(t) and t.casefold() not in _STOP | _CALENDAR)
-    return QueryInfo(text=query, qtype=qtype, names=names(query) | capitalised - _STOP,
+    # Only names that do not start a sentence: a question's first word is usually a verb
+    # ("Tell", "Когда") and counting it would mark unrelated candidates as sharing a name.
+    return QueryInfo(text=query, qtype=qtype, names=names(query),
                      words=words, has_content=bool(words - _STOP))
 
 

@@ -318,8 +318,6 @@ class Reranker:
         batch = coerce_candidates(shown, now=when, on_invalid=cfg.on_invalid,
                                   future_tolerance_s=cfg.future_tolerance_s)
         recall_id = feedback_id or uuid.uuid4().hex
-        if self.state.get_impression(recall_id) is not None:
-            return recall_id  # the same explicit feedback again: idempotent
         info = analyze_query(query, self.classify)
         features = self._features(info, batch, cfg)
         self.state.put_impression(Impression(

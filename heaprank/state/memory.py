@@ -59,6 +59,8 @@ class MemoryState:
 
     def put_impression(self, impression: Impression) -> None:
         with self._lock:
+            if impression.recall_id in self._impressions:
+                return  # first write wins, as in every backend
             self._impressions[impression.recall_id] = replace(impression, resolved={})
             while len(self._impressions) > self.max_impressions:
                 old, _ = self._impressions.popitem(last=False)

@@ -190,7 +190,7 @@ class SQLiteState:
             "signals": impression.signals,
         }, separators=(",", ":"), ensure_ascii=False)
         with self._write() as conn:
-            conn.execute("INSERT INTO impressions (recall_id, namespace, time, payload) "
+            conn.execute("INSERT OR IGNORE INTO impressions (recall_id, namespace, time, payload) "
                          "VALUES (?, ?, ?, ?)",
                          (impression.recall_id, impression.namespace, impression.time, payload))
             self._inserts += 1

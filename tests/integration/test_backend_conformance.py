@@ -342,3 +342,9 @@ def test_open_state_sqlite_url_absolute_path(tmp_path):
         assert path.exists() and state.integrity_check() == "ok"
     finally:
         state.close()
+
+
+def test_an_impression_written_twice_keeps_the_first(backend):
+    backend.put_impression(impression(ids=("a", "b")))
+    backend.put_impression(impression(ids=("c",), features=(FEATURES_A,)))
+    assert backend.get_impression("r1").ids == ("a", "b")

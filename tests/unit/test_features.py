@@ -242,3 +242,10 @@ def test_shape_cache_is_an_lru():
     assert len(cache) == 2
     cache.get(("b",), make("b"))
     assert made == ["a", "b", "c", "b"]
+
+
+@pytest.mark.parametrize("query", ["Tell me when Caroline moved", "Когда Маша приехала?"])
+def test_a_questions_first_word_is_not_taken_for_a_name(query):
+    info = analyze_query(query)
+    assert "tell" not in info.names and "когда" not in info.names
+    assert info.names  # the name after it is still read
