@@ -8,7 +8,6 @@ with a ``to_candidate()`` method. :func:`coerce_candidates` validates them and r
 
 from __future__ import annotations
 
-import hashlib
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -74,9 +73,9 @@ CandidateLike = Union[Candidate, Mapping[str, Any], SupportsCandidate]
 class CandidateBatch:
     """The validated candidates as parallel arrays (internal; one row per candidate)."""
 
-    candidates: tuple[Candidate, ...]
+    items: tuple[Candidate | Mapping[str, Any], ...]  # validated inputs, converted on demand
     ids: tuple[str, ...]
-    text_hashes: tuple[str, ...]
+    texts: tuple[str, ...]
     scores: np.ndarray  # float64, NaN where the retriever gave none
     created_at: np.ndarray  # float64 epoch, NaN when unknown
     last_used: np.ndarray  # float64 epoch from metadata, NaN when unknown
@@ -96,9 +95,17 @@ class CandidateBatch:
     def __len__(self) -> int:
         return len(self.ids)
 
+    def candidate(self, i: int) -> Candidate:
+        """Candidate ``i`` as a :class:`Candidate`, its metadata a copy of the caller's."""
+        item = self.items[i]
+        if isinstance(item, Candidate):
+            return item
+        return Candidate(self.ids[i], self.texts[i], item.get("score"),
+                         dict(item.get("metadata") or {}))
 
-def text_hash(text: str) -> str:
-    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+    @property
+    def candidates(self) -> tuple[Candidate, ...]:
+        return tuple(self.candidate(i) for i in range(len(self.ids)))
 
 
 def _to_candidate(item: object, where: str) -> Candidate:
@@ -234,6 +241,112 @@ def coerce_candidates(
     if len(items) == 0:
         raise InputError("candidates: empty; pass at least one candidate")
     reverse = _DEFAULT_REVERSE if field_keys is DEFAULT_FIELD_KEYS else _reverse_keys(field_keys)
+    fast = _coerce_clean(items, now + future_tolerance_s, now, reverse)
+    if fast is not None:
+        return fast
+    return _coerce_checked(items, now, on_invalid, reverse, future_tolerance_s)
+
+
+_NUMBER_TYPES = (float, int)
+_CLEAN_KEYS = frozenset(_TOP_LEVEL)
+_NONE_TYPE = type(None)
+
+
+def _numbers(values: list[Any]) -> np.ndarray | None:
+    """A float64 column (NaN for None) if every value is a plain finite int or float."""
+    if not all(type(v) in (float, int, _NONE_TYPE) for v in values):
+        return None
+    try:
+        col = np.array([math.nan if v is None else v for v in values], dtype=np.float64)
+    except OverflowError:  # an int beyond the float range: let the checked path name it
+        return None
+    present = [v is not None for v in values]
+    if not np.isfinite(col[present]).all():
+        return None
+    return col
+
+
+def _labels(values: list[Any]) -> tuple[str | None, ...] | None:
+    if not all(type(v) in (str, _NONE_TYPE) for v in values):
+        return None
+    return tuple(v or None for v in values)
+
+
+def _coerce_clean(items: Sequence[Any], latest: float, now: float,
+                  reverse: dict[str, tuple[str, int]]) -> CandidateBatch | None:
+    """The fast path for clean input (plain dicts or Candidates, plain values, nothing to flag).
+
+    Returns None at the first thing it does not handle; the checked path then validates
+    everything and raises (or flags) with the candidate and field named.
+    """
+    ids: list[Any] = []
+    texts: list[Any] = []
+    scores: list[Any] = []
+    fields: list[dict[str, Any]] = []
+    for item in items:
+        kind = type(item)
+        if kind is dict:
+            if not item.keys() <= _CLEAN_KEYS:
+                return None
+            ids.append(item.get("id"))
+            texts.append(item.get("text"))
+            scores.append(item.get("score"))
+            meta = item.get("metadata") or {}
+        elif kind is Candidate:
+            ids.append(item.id)
+            texts.append(item.text)
+            scores.append(item.score)
+            meta = item.metadata
+        else:
+            return None
+        if type(meta) is not dict:
+            return None
+        fields.append(_shape_fields(meta, reverse) if meta else {})
+    if not all(type(i) is str and i for i in ids) or len(set(ids)) != len(ids):
+        return None
+    if not all(type(t) is str and not t.isspace() and t for t in texts):
+        return None
+    score_col = _numbers(scores)
+    if score_col is None or 0 < np.isnan(score_col).sum() < len(ids):
+        return None
+    n = len(ids)
+    present = set().union(*fields)
+    blank: list[Any] = [None] * n
+    cols = {name: [f.get(name) for f in fields] if name in present else blank
+            for name in DEFAULT_FIELD_KEYS}
+    numeric: dict[str, np.ndarray | None] = {}
+    for name in ("created_at", "last_used", "importance", "source_count", "confidence",
+                 "version", "position"):
+        numeric[name] = _numbers(cols[name]) if name in present else np.full(n, math.nan)
+        if numeric[name] is None:
+            return None
+    for name in ("created_at", "last_used"):
+        if name in present:
+            if (numeric[name] > latest).any():
+                return None
+            numeric[name] = np.minimum(numeric[name], now)  # within the clock-skew tolerance
+    if (numeric["importance"] <= 0).any() or (numeric["source_count"] < 0).any() \
+            or (numeric["confidence"] < 0).any() or (numeric["confidence"] > 1).any():
+        return None
+    kinds, sources = _labels(cols["kind"]), _labels(cols["source"])
+    if kinds is None or sources is None or "tags" in present:
+        return None  # tags take the checked path
+    return CandidateBatch(
+        items=tuple(items), ids=tuple(ids), texts=tuple(texts), scores=score_col,
+        created_at=numeric["created_at"], last_used=numeric["last_used"],
+        importance=numeric["importance"], source_count=numeric["source_count"],
+        confidence=numeric["confidence"], version=numeric["version"],
+        position=numeric["position"], kinds=kinds, sources=sources,
+        keys=tuple(None if k is None else str(k) for k in cols["key"]),
+        threads=tuple(None if t is None else str(t) for t in cols["thread"]),
+        tags=(frozenset(),) * n,
+        superseded=np.array([bool(v) for v in cols["superseded"]], dtype=bool),
+        flags=((),) * n)
+
+
+def _coerce_checked(items: Sequence[Any], now: float, on_invalid: OnInvalid,
+                    reverse: dict[str, tuple[str, int]], future_tolerance_s: float) -> CandidateBatch:
+    """Validate candidate by candidate, raising or flagging with the field named."""
     converted: list[Candidate] = []
     seen: dict[str, int] = {}
     cols: dict[str, list[Any]] = {name: [] for name in (
@@ -299,9 +412,9 @@ def coerce_candidates(
                          f"scores; give every candidate a score or none")
     f64 = lambda name: np.asarray(cols[name], dtype=np.float64)  # noqa: E731
     return CandidateBatch(
-        candidates=tuple(converted),
+        items=tuple(converted),
         ids=tuple(c.id for c in converted),
-        text_hashes=tuple(text_hash(c.text) for c in converted),
+        texts=tuple(c.text for c in converted),
         scores=scores,
         created_at=f64("created_at"),
         last_used=f64("last_used"),

@@ -19,6 +19,7 @@ Each slot also appears crossed with the question type, ``qt:when&date:yes``; opt
 
 from __future__ import annotations
 
+import itertools
 import re
 import unicodedata
 from collections import OrderedDict
@@ -226,3 +227,74 @@ def retrieval_features(query: QueryInfo, shape: Shape, source: str | None,
     if doc_id is not None:
         out = out + (f"doc:{doc_id}",)
     return out
+
+
+class FeatureSpace:
+    """Interns feature strings as integers and caches every candidate's features.
+
+    A candidate's shape is cached per ``(id, text, kind, source, tags)``; its full feature row
+    per (shape, question type, relation slots), as integer ids. Scoring then works on an
+    ``(n, n_features)`` integer matrix with no string work per call. The vocabulary is reset
+    when it outgrows ``max_features`` (ids are only meaningful inside one process).
+    """
+
+    def __init__(self, maxsize: int = 100_000, max_features: int = 1_000_000) -> None:
+        self.maxsize = maxsize
+        self.max_features = max_features
+        self.names: list[str] = []
+        self._ids: dict[str, int] = {}
+        self._shapes: OrderedDict[tuple[object, ...], tuple[Shape, int, frozenset[str]]] = OrderedDict()
+        self._rows: dict[tuple[object, ...], tuple[int, ...]] = {}
+        self._serials = itertools.count()
+
+    def _intern(self, features: Sequence[str]) -> tuple[int, ...]:
+        ids = self._ids
+        out = []
+        for f in features:
+            i = ids.get(f)
+            if i is None:
+                i = ids[f] = len(self.names)
+                self.names.append(f)
+            out.append(i)
+        return tuple(out)
+
+    def _shape(self, key: tuple[object, ...], text: str, kind: str | None, source: str | None,
+               tags: frozenset[str], tag_slots: Sequence[str]) -> tuple[Shape, int, frozenset[str]]:
+        hit = self._shapes.get(key)
+        if hit is not None:
+            self._shapes.move_to_end(key)
+            return hit
+        shape = shape_of(text, kind, source, tags, tag_slots)
+        source_words = frozenset(t.casefold() for t in tokens(source)) if source else frozenset()
+        entry = (shape, next(self._serials), source_words)
+        self._shapes[key] = entry
+        if len(self._shapes) > self.maxsize:
+            self._shapes.popitem(last=False)
+        return entry
+
+    def rows(self, query: QueryInfo, ids: Sequence[str], texts: Sequence[str],
+             kinds: Sequence[str | None], sources: Sequence[str | None],
+             tags: Sequence[frozenset[str]], tag_slots: tuple[str, ...],
+             doc_features: bool) -> list[tuple[int, ...]]:
+        """The integer feature row of every candidate for this query."""
+        if len(self.names) > self.max_features or len(self._rows) > 4 * self.maxsize:
+            self.names.clear()
+            self._ids.clear()
+            self._rows.clear()
+        qtype, qnames, qwords = query.qtype, query.names, query.words
+        out = []
+        for doc_id, text, kind, source, tag in zip(ids, texts, kinds, sources, tags):
+            shape, serial, source_words = self._shape(
+                (doc_id, text, kind, source, tag, tag_slots), text, kind, source, tag, tag_slots)
+            qsrc = not source_words.isdisjoint(qwords)
+            qent = not qnames.isdisjoint(shape.words)
+            key = (serial, qtype, qsrc, qent, doc_id if doc_features else None)
+            row = self._rows.get(key)
+            if row is None:
+                slots = shape.slots + (f"qsrc:{yes(qsrc)}", f"qent:{yes(qent)}")
+                feats = slots + tuple(f"qt:{qtype}&{s}" for s in slots)
+                if doc_features:
+                    feats += (f"doc:{doc_id}",)
+                row = self._rows[key] = self._intern(feats)
+            out.append(row)
+        return out

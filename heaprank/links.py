@@ -106,28 +106,29 @@ def credit(read: ReadLinks, items: Sequence[FeedbackItem], prior: Prior,
 
     The credit of a used item is computed from the links as they were before this feedback, so
     the result does not depend on the order of the items. ``em=False`` gives uniform credit
-    ``1 / n_features`` instead of ``p_f / U``.
+    ``1 / n_features`` instead of ``p_f / U``. Plain Python on purpose: a feedback touches a few
+    dozen features, where numpy's per-call overhead costs more than the arithmetic.
     """
     features = sorted({f for item in items for f in item.features})
-    index = {f: i for i, f in enumerate(features)}
-    dpos = np.zeros(len(features))
-    dneg = np.zeros(len(features))
-    used = [item for item in items if item.used]
-    p = np.empty(0)
-    if used and em:
+    dpos = dict.fromkeys(features, 0.0)
+    dneg = dict.fromkeys(features, 0.0)
+    p: dict[str, float] = {}
+    if em and any(item.used for item in items):
         alpha, beta = posterior(read(features), prior)
-        p = posterior_mean(alpha, beta)
+        p = dict(zip(features, posterior_mean(alpha, beta).tolist()))
     for item in items:
-        cols = np.fromiter((index[f] for f in item.features), dtype=np.intp,
-                           count=len(item.features))
-        if item.used:
-            if em:
-                u = noisy_or(p[cols])
-                r = np.minimum(1.0, p[cols] / u) if u > 0 else np.full(len(cols), 1.0 / len(cols))
-            else:
-                r = np.full(len(cols), 1.0 / len(cols))
-            np.add.at(dpos, cols, r)
-            np.add.at(dneg, cols, 1.0 - r)
+        if not item.used:
+            for f in item.features:
+                dneg[f] += item.reject_weight
+            continue
+        share = 1.0 / len(item.features)
+        if em:
+            ps = [p[f] for f in item.features]
+            u = -math.expm1(math.fsum(math.log1p(-x) if x < 1.0 else -math.inf for x in ps))
+            shares = [min(1.0, x / u) for x in ps] if u > 0.0 else [share] * len(ps)
         else:
-            np.add.at(dneg, cols, item.reject_weight)
-    return features, dpos, dneg
+            shares = [share] * len(item.features)
+        for f, r in zip(item.features, shares):
+            dpos[f] += r
+            dneg[f] += 1.0 - r
+    return features, np.array([dpos[f] for f in features]), np.array([dneg[f] for f in features])

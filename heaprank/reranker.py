@@ -17,8 +17,8 @@ from ._time import resolve_now, to_epoch
 from .candidates import CandidateBatch, CandidateLike, coerce_candidates
 from .config import SIGNALS, Config
 from .errors import FeedbackError, InputError
-from .features import (QueryInfo, QuestionClassifier, ShapeCache, analyze_query,
-                       english_question_type, retrieval_features, shape_of)
+from .features import (FeatureSpace, QueryInfo, QuestionClassifier, analyze_query,
+                       english_question_type)
 from .results import Ranked, Ranking, exp_score
 from .rules import Rule, apply_rules
 from .state import StateBackend, open_state
@@ -84,35 +84,32 @@ class Reranker:
             if not isinstance(rule, Rule):
                 raise TypeError(f"rules: expected Rule objects, got {type(rule).__name__}")
         self.classify = question_classifier
-        self._shapes = ShapeCache()
+        self._space = FeatureSpace()
 
     def __repr__(self) -> str:
         return f"Reranker(state={self.state!r})"
 
     # ---------------------------------------------------------------- scoring
 
-    def _features(self, query: QueryInfo, batch: CandidateBatch, cfg: Config) -> list[tuple[str, ...]]:
-        out = []
-        for i, doc_id in enumerate(batch.ids):
-            kind, source, tags = batch.kinds[i], batch.sources[i], batch.tags[i]
-            key = (doc_id, batch.text_hashes[i], kind, source, tags, cfg.tag_slots)
-            text = batch.candidates[i].text
-            shape = self._shapes.get(key, lambda: shape_of(text, kind, source, tags, cfg.tag_slots))
-            out.append(retrieval_features(query, shape, source,
-                                          doc_id if cfg.doc_features else None))
-        return out
+    def _feature_rows(self, query: QueryInfo, batch: CandidateBatch, cfg: Config) -> np.ndarray:
+        """``(n, n_features)`` integer feature ids of every candidate (see :class:`FeatureSpace`)."""
+        rows = self._space.rows(query, batch.ids, batch.texts, batch.kinds, batch.sources,
+                                batch.tags, cfg.tag_slots, cfg.doc_features)
+        return np.array(rows, dtype=np.intp)
 
-    def _usefulness(self, namespace: str, features: list[tuple[str, ...]],
-                    cfg: Config) -> tuple[np.ndarray, np.ndarray, list[str]]:
-        """``(U, P, vocab)``: usefulness per candidate, the ``(n, slots)`` matrix of link means."""
-        flat = [f for row in features for f in row]
-        vocab, inverse = np.unique(np.array(flat, dtype=object), return_inverse=True)
-        counts = self.state.read_links(namespace, list(vocab))
+    def _usefulness(self, namespace: str, rows: np.ndarray,
+                    cfg: Config) -> tuple[np.ndarray, np.ndarray]:
+        """``(U, P)``: noisy-OR usefulness per candidate and the ``(n, n_features)`` link means."""
+        vocab, inverse = np.unique(rows, return_inverse=True)
+        names = self._space.names
+        counts = self.state.read_links(namespace, [names[i] for i in vocab.tolist()])
         alpha, beta = linkmath.posterior(counts, cfg.prior)
-        p = linkmath.posterior_mean(alpha, beta)
-        idx = inverse.reshape(len(features), -1)
-        matrix = p[idx]
-        return linkmath.noisy_or(matrix), matrix, list(vocab)
+        matrix = linkmath.posterior_mean(alpha, beta)[inverse.reshape(rows.shape)]
+        return linkmath.noisy_or(matrix), matrix
+
+    def _names(self, row: np.ndarray) -> tuple[str, ...]:
+        names = self._space.names
+        return tuple(names[i] for i in row.tolist())
 
     def rerank(self, query: str, candidates: Sequence[CandidateLike], *, namespace: str = "default",
                k: int = 10, now: Any = None, track: bool = True,
@@ -141,8 +138,8 @@ class Reranker:
         batch = coerce_candidates(candidates, now=when, on_invalid=cfg.on_invalid,
                                   future_tolerance_s=cfg.future_tolerance_s)
         info = analyze_query(query, self.classify)
-        features = self._features(info, batch, cfg)
-        use, link_p, _ = self._usefulness(namespace, features, cfg)
+        rows = self._feature_rows(info, batch, cfg)
+        use, link_p = self._usefulness(namespace, rows, cfg)
         docs = self.state.read_docs(namespace, batch.ids)
         last = np.fmax(np.fmax(docs.last_used, batch.last_used), batch.created_at)
         age = when - last
@@ -167,12 +164,12 @@ class Reranker:
         top = order[:k]
         recall_id = uuid.uuid4().hex
         items = self._build_items(batch, info, cfg, top, log_score, signal_matrix, link_p,
-                                  features, fired, age, docs.use_count)
+                                  rows, fired, age, docs.use_count)
         if track and len(top):
             self.state.put_impression(Impression(
                 recall_id=recall_id, namespace=namespace, query=query, qtype=info.qtype,
                 time=when, time_explicit=explicit, ids=tuple(batch.ids[i] for i in top),
-                features=tuple(features[i] for i in top), signal_names=SIGNALS,
+                features=tuple(self._names(rows[i]) for i in top), signal_names=SIGNALS,
                 signals=tuple(tuple(float(x) for x in signal_matrix[i]) for i in top)))
         dropped = {batch.ids[i]: "rule " + ", ".join(f"{n} x{m:g}" for n, m in fired[i])
                    for i in np.flatnonzero(~kept)}
@@ -185,22 +182,24 @@ class Reranker:
 
     def _build_items(self, batch: CandidateBatch, info: QueryInfo, cfg: Config, top: np.ndarray,
                      log_score: np.ndarray, signal_matrix: np.ndarray, link_p: np.ndarray,
-                     features: list[tuple[str, ...]], fired: list[list[tuple[str, float]]],
+                     rows: np.ndarray, fired: list[list[tuple[str, float]]],
                      age: np.ndarray, use_count: np.ndarray) -> tuple[Ranked, ...]:
         weights = dict(zip(SIGNALS, cfg.weights.as_tuple()))
+        names = self._space.names
+        best = np.argsort(-link_p[top], axis=1, kind="stable")[:, :TOP_LINKS]
+        best_ids = np.take_along_axis(rows[top], best, axis=1).tolist()
+        best_p = np.take_along_axis(link_p[top], best, axis=1).tolist()
+        signal_rows = signal_matrix[top].tolist()
+        empty_query = () if info.has_content else (
+            "query has no content words: ranked by the other signals",)
         items = []
         for rank, i in enumerate(top.tolist(), start=1):
-            details = self._details(batch, info, i, age[i], use_count[i])
-            best = np.argsort(-link_p[i], kind="stable")[:TOP_LINKS]
-            flags = list(batch.flags[i])
-            if not info.has_content:
-                flags.append("query has no content words: ranked by the other signals")
             items.append(Ranked(
-                rank=rank, score=exp_score(log_score[i]), candidate=batch.candidates[i],
-                signals={n: float(v) for n, v in zip(SIGNALS, signal_matrix[i])},
-                weights=weights, details=details,
-                top_links=tuple((features[i][j], float(link_p[i, j])) for j in best),
-                rules=tuple(fired[i]), flags=tuple(flags)))
+                rank=rank, score=exp_score(log_score[i]), candidate=batch.candidate(i),
+                signals=dict(zip(SIGNALS, signal_rows[rank - 1])), weights=weights,
+                details=self._details(batch, info, i, age[i], use_count[i]),
+                top_links=tuple(zip([names[j] for j in best_ids[rank - 1]], best_p[rank - 1])),
+                rules=tuple(fired[i]), flags=batch.flags[i] + empty_query))
         return tuple(items)
 
     @staticmethod
@@ -243,17 +242,20 @@ class Reranker:
             return 1.0 / math.log2(1.0 + rank)
         return 1.0
 
-    def _resolve(self, recall_id: str, verdicts: dict[str, bool], now: Any,
-                 cfg: Config) -> FeedbackOutcome:
+    def _impression(self, recall_id: object) -> Impression:
         if not isinstance(recall_id, str):
             raise TypeError(f"recall_id: expected str, got {type(recall_id).__name__}")
         imp = self.state.get_impression(recall_id)
         if imp is None:
             raise FeedbackError(f"recall_id {recall_id!r}: unknown (never recorded, or pruned)")
+        return imp
+
+    def _resolve(self, imp: Impression, verdicts: dict[str, bool], now: Any,
+                 cfg: Config) -> FeedbackOutcome:
         position = {doc_id: rank for rank, doc_id in enumerate(imp.ids, start=1)}
         for doc_id in verdicts:
             if doc_id not in position:
-                raise FeedbackError(f"id {doc_id!r} was not shown in recall {recall_id!r} "
+                raise FeedbackError(f"id {doc_id!r} was not shown in recall {imp.recall_id!r} "
                                     f"(shown: {list(imp.ids)})")
         if now is None:
             # The impression's clock, when the caller chose it: never mix in the wall clock.
@@ -264,7 +266,8 @@ class Reranker:
                                    features=imp.features[position[d] - 1],
                                    reject_weight=self._reject_weight(position[d], cfg))
                       for d, used in verdicts.items())
-        batch = FeedbackBatch(recall_id=recall_id, namespace=imp.namespace, time=when, items=items)
+        batch = FeedbackBatch(recall_id=imp.recall_id, namespace=imp.namespace, time=when,
+                              items=items)
         return self.state.apply_feedback(batch, self._credit(cfg))
 
     @staticmethod
@@ -297,16 +300,10 @@ class Reranker:
             if namespace is None or query is None or shown is None:
                 raise InputError("feedback: pass recall_id, or namespace=, query= and shown=")
             recall_id = self._record_shown(namespace, query, shown, now, feedback_id)
-        imp = self.state.get_impression(recall_id) if isinstance(recall_id, str) else None
-        if imp is None:
-            return self._resolve(recall_id, {d: True for d in used_ids}, now, cfg)  # raises
+        imp = self._impression(recall_id)
         verdicts = {d: False for d in imp.ids}
-        missing = [d for d in used_ids if d not in verdicts]
-        if missing:
-            raise FeedbackError(f"id {missing[0]!r} was not shown in recall {recall_id!r} "
-                                f"(shown: {list(imp.ids)})")
-        verdicts.update({d: True for d in used_ids})
-        return self._resolve(recall_id, verdicts, now, cfg)
+        verdicts.update({d: True for d in used_ids})  # an id not shown is rejected in _resolve
+        return self._resolve(imp, verdicts, now, cfg)
 
     def _record_shown(self, namespace: str, query: str, shown: Sequence[CandidateLike],
                       now: Any, feedback_id: str | None) -> str:
@@ -319,20 +316,22 @@ class Reranker:
                                   future_tolerance_s=cfg.future_tolerance_s)
         recall_id = feedback_id or uuid.uuid4().hex
         info = analyze_query(query, self.classify)
-        features = self._features(info, batch, cfg)
+        rows = self._feature_rows(info, batch, cfg)
         self.state.put_impression(Impression(
             recall_id=recall_id, namespace=namespace, query=query, qtype=info.qtype, time=when,
-            time_explicit=explicit, ids=batch.ids, features=tuple(features)))
+            time_explicit=explicit, ids=batch.ids, features=tuple(self._names(r) for r in rows)))
         return recall_id
 
     def mark_used(self, recall_id: str, ids: Iterable[str] | str, *, now: Any = None) -> FeedbackOutcome:
         """Record that these shown items were used; the rest of the impression stays open."""
-        return self._resolve(recall_id, {d: True for d in self._ids(ids, "ids")}, now, self.config)
+        verdicts = {d: True for d in self._ids(ids, "ids")}
+        return self._resolve(self._impression(recall_id), verdicts, now, self.config)
 
     def mark_ignored(self, recall_id: str, ids: Iterable[str] | str, *,
                      now: Any = None) -> FeedbackOutcome:
         """Record that these shown items were not used."""
-        return self._resolve(recall_id, {d: False for d in self._ids(ids, "ids")}, now, self.config)
+        verdicts = {d: False for d in self._ids(ids, "ids")}
+        return self._resolve(self._impression(recall_id), verdicts, now, self.config)
 
     async def afeedback(self, recall_id: str | None = None, used: Iterable[str] | str = (),
                         **kwargs: Any) -> FeedbackOutcome:
@@ -384,5 +383,5 @@ class Reranker:
         """A reranker on the same state with some config fields changed."""
         clone = Reranker(self.state, config=replace(self.config, **changes), rules=self.rules,
                          question_classifier=self.classify)
-        clone._shapes = self._shapes
+        clone._space = self._space
         return clone

@@ -81,7 +81,8 @@ def apply_rules(batch: CandidateBatch, rules: tuple[Rule, ...], superseded_multi
             fired[i].append(("superseded", superseded_multiplier))
     if rules:
         age_days = (now - batch.created_at) / DAY_S
-        for i, cand in enumerate(batch.candidates):  # user predicates are Python by nature
+        for i in range(n):  # user predicates are Python by nature
+            cand = batch.candidate(i)
             view = RuleView(cand.id, cand.text, batch.kinds[i], batch.sources[i], batch.tags[i],
                             float(age_days[i]), cand.metadata)
             for rule in rules:
