@@ -43,8 +43,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         return 0
     with tempfile.TemporaryDirectory(prefix="heaprank-demo-") as tmp:
         url = f"sqlite:///{tmp}/demo.db"
-        sys.stdout.write(f"(learned state: {url}, the embedded SQLite default; "
-                         f"removed after the demo)\n\n")
+        sys.stdout.write("(learned state: a SQLite file in a temporary folder, the embedded "
+                         "default; removed after the demo)\n\n")
         run(sys.stdout, url).close()
     return 0
 

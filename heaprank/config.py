@@ -36,7 +36,7 @@ class Weights:
     relevance: float = 1.0
     recency: float = 1.0
     importance: float = 1.0
-    usefulness: float = 1.0
+    usefulness: float = 1.5
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -75,11 +75,11 @@ class Config:
     relevance_floor: float = 0.02
     rank_tau: float = 5.0
     half_life_s: float = 30 * DAY_S
-    recency_floor: float = 0.5
+    recency_floor: float = 0.9
     kind_importance: Mapping[str, float] = field(default_factory=lambda: DEFAULT_KIND_IMPORTANCE)
     prior: Prior = field(default_factory=Prior)
     em_credit: bool = True
-    reject_discount: Literal["none", "log"] = "none"
+    reject_discount: Literal["none", "log"] = "log"
     doc_features: bool = False
     tag_slots: tuple[str, ...] = ()
     superseded_multiplier: float = 0.1

@@ -275,26 +275,61 @@ class FeatureSpace:
     def rows(self, query: QueryInfo, ids: Sequence[str], texts: Sequence[str],
              kinds: Sequence[str | None], sources: Sequence[str | None],
              tags: Sequence[frozenset[str]], tag_slots: tuple[str, ...],
-             doc_features: bool) -> list[tuple[int, ...]]:
-        """The integer feature row of every candidate for this query."""
+             doc_features: bool, structure: Sequence[tuple[str, ...]]) -> list[tuple[int, ...]]:
+        """The integer feature row of every candidate for this query; ``structure`` holds each
+        candidate's neighbour slots (:func:`neighbour_slots`)."""
         if len(self.names) > self.max_features or len(self._rows) > 4 * self.maxsize:
             self.names.clear()
             self._ids.clear()
             self._rows.clear()
         qtype, qnames, qwords = query.qtype, query.names, query.words
         out = []
-        for doc_id, text, kind, source, tag in zip(ids, texts, kinds, sources, tags):
+        for doc_id, text, kind, source, tag, nbr in zip(ids, texts, kinds, sources, tags,
+                                                        structure):
             shape, serial, source_words = self._shape(
                 (doc_id, text, kind, source, tag, tag_slots), text, kind, source, tag, tag_slots)
             qsrc = not source_words.isdisjoint(qwords)
             qent = not qnames.isdisjoint(shape.words)
-            key = (serial, qtype, qsrc, qent, doc_id if doc_features else None)
+            key = (serial, qtype, qsrc, qent, nbr, doc_id if doc_features else None)
             row = self._rows.get(key)
             if row is None:
-                slots = shape.slots + (f"qsrc:{yes(qsrc)}", f"qent:{yes(qent)}")
+                slots = shape.slots + (f"qsrc:{yes(qsrc)}", f"qent:{yes(qent)}") + nbr
                 feats = slots + tuple(f"qt:{qtype}&{s}" for s in slots)
                 if doc_features:
                     feats += (f"doc:{doc_id}",)
                 row = self._rows[key] = self._intern(feats)
             out.append(row)
         return out
+
+
+def _rank_bucket(rank: int) -> str:
+    if rank < 0:
+        return "none"
+    if rank == 0:
+        return "top1"
+    if rank < 3:
+        return "top3"
+    if rank < 10:
+        return "top10"
+    return "lower"
+
+
+def neighbour_slots(threads: Sequence[str | None], positions: Sequence[float],
+                    retriever_rank: Sequence[int]) -> list[tuple[str, ...]]:
+    """Each candidate's structural neighbours among the candidates: how high the retriever
+    ranked the turn just before it (``prev:``) and just after it (``next:``) in the same
+    thread, as ``top1 | top3 | top10 | lower | none``. Evidence often sits next to the turn
+    that matched the question (the answer after the question that names the topic)."""
+    where: dict[tuple[str, float], int] = {}
+    for i, (thread, pos) in enumerate(zip(threads, positions)):
+        if thread is not None and pos == pos:  # NaN-safe
+            where[(thread, pos)] = i
+    if not where:
+        return [("prev:none", "next:none")] * len(threads)
+    out = []
+    for thread, pos in zip(threads, positions):
+        prev = where.get((thread, pos - 1), -1) if thread is not None else -1
+        nxt = where.get((thread, pos + 1), -1) if thread is not None else -1
+        out.append((f"prev:{_rank_bucket(retriever_rank[prev] if prev >= 0 else -1)}",
+                    f"next:{_rank_bucket(retriever_rank[nxt] if nxt >= 0 else -1)}"))
+    return out

@@ -34,7 +34,7 @@ class Prior:
         kappa: At most this many pseudo-observations are borrowed from the pooled layer.
     """
 
-    mean: float = 0.02
+    mean: float = 0.01
     strength: float = 2.0
     kappa: float = 50.0
 

@@ -18,7 +18,7 @@ from .candidates import CandidateBatch, CandidateLike, coerce_candidates
 from .config import SIGNALS, Config
 from .errors import FeedbackError, InputError
 from .features import (FeatureSpace, QueryInfo, QuestionClassifier, analyze_query,
-                       english_question_type)
+                       english_question_type, neighbour_slots)
 from .results import Ranked, Ranking, exp_score
 from .rules import Rule, apply_rules
 from .state import StateBackend, open_state
@@ -93,8 +93,14 @@ class Reranker:
 
     def _feature_rows(self, query: QueryInfo, batch: CandidateBatch, cfg: Config) -> np.ndarray:
         """``(n, n_features)`` integer feature ids of every candidate (see :class:`FeatureSpace`)."""
+        scores = batch.scores if cfg.score_kind == "similarity" else -batch.scores
+        order = np.lexsort((np.arange(len(batch)), -np.nan_to_num(scores, nan=-np.inf)))
+        retriever_rank = np.empty(len(batch), dtype=np.intp)
+        retriever_rank[order] = np.arange(len(batch))
+        structure = neighbour_slots(batch.threads, batch.position.tolist(),
+                                    retriever_rank.tolist())
         rows = self._space.rows(query, batch.ids, batch.texts, batch.kinds, batch.sources,
-                                batch.tags, cfg.tag_slots, cfg.doc_features)
+                                batch.tags, cfg.tag_slots, cfg.doc_features, structure)
         return np.array(rows, dtype=np.intp)
 
     def _usefulness(self, namespace: str, rows: np.ndarray,

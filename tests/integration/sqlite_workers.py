@@ -9,6 +9,15 @@ QUERY = "When is the team meeting?"
 COMMON = "kind:fact"  # every candidate below has it, so every shown item adds 1.0 of evidence
 
 
+def config():
+    """The credit mechanics the exact counts rely on, pinned rather than taken from defaults:
+    EM credit (a used item adds ``r + (1 - r) = 1`` to each of its features) and no position
+    discount (an ignored item adds exactly 1)."""
+    from heaprank import Config
+
+    return Config(em_credit=True, reject_discount="none")
+
+
 def candidates(n: int = 6) -> list[dict]:
     return [{"id": f"doc{i}", "text": f"Team meeting note {i} on Monday",
              "score": float(n - i), "metadata": {"kind": "fact"}} for i in range(n)]
@@ -19,7 +28,7 @@ def feedback_loop(path: str, worker: int, n: int, k: int, namespace: str) -> Non
     from heaprank import Reranker, SQLiteState
 
     with SQLiteState(path) as state:
-        rr = Reranker(state)
+        rr = Reranker(state, config=config())
         cands = candidates()
         for i in range(n):
             ranking = rr.rerank(QUERY, cands, namespace=namespace, k=k,
@@ -33,7 +42,7 @@ def crash_writer(path: str, k: int) -> None:
     """Feedback in a tight loop until killed; prints ``ready`` once the state is open."""
     from heaprank import Reranker, SQLiteState
 
-    rr = Reranker(SQLiteState(path))
+    rr = Reranker(SQLiteState(path), config=config())
     cands = candidates()
     print("ready", flush=True)
     i = 0

@@ -16,6 +16,9 @@ BACKENDS = ["memory", "sqlite"]
 NOW = 1_750_000_000.0
 FEATURES_A = ("kind:fact", "len:<=3", "qt:when&kind:fact")
 FEATURES_B = ("kind:note", "len:<=3", "qt:when&kind:note")
+#: The prior every credit below uses, pinned so the exact EM-credit checks never follow a
+#: retuned default.
+PRIOR = Prior(mean=0.02, strength=2.0, kappa=50.0)
 
 
 @pytest.fixture(params=BACKENDS)
@@ -42,7 +45,7 @@ def backend(make_backend) -> StateBackend:
 
 
 def credit(read, items):
-    return linkmath.credit(read, items, Prior())
+    return linkmath.credit(read, items, PRIOR)
 
 
 def impression(recall_id="r1", namespace="ns", ids=("a", "b"), features=(FEATURES_A, FEATURES_B),
@@ -141,7 +144,7 @@ def test_apply_feedback_adds_one_unit_of_evidence_per_feature_and_item(backend):
     counts = backend.read_links("ns", ["kind:note"])
     assert counts.pos[0] == 0.0 and counts.neg[0] == 1.0  # rejected: all negative
     # EM credit with equal priors: each of the used item's 3 links gets min(1, p / U).
-    p = Prior().mean
+    p = PRIOR.mean
     u = 1 - (1 - p) ** 3
     assert backend.read_links("ns", ["kind:fact"]).pos[0] == pytest.approx(p / u, rel=1e-12)
 

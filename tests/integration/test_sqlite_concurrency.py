@@ -3,6 +3,7 @@
 Every check is exact: with EM credit a used item adds ``r + (1 - r) = 1`` of evidence to each of
 its features and an ignored item adds 1 (no position discount), so a feature every shown item
 carries holds exactly ``k x feedbacks`` of pos + neg. A lost or doubled update shows up there.
+Both mechanics are pinned in ``workers.config()``, not taken from the defaults.
 """
 
 from __future__ import annotations
@@ -62,7 +63,7 @@ def test_four_processes_share_one_file_without_losing_an_update(tmp_path):
 
 def test_threads_share_one_connection(tmp_path):
     state = SQLiteState(tmp_path / "threads.db")
-    rr = Reranker(state)
+    rr = Reranker(state, config=workers.config())
     errors: list[BaseException] = []
     n_threads, n_each, k = 4, 50, 2
 

@@ -56,7 +56,11 @@ def test_config_error_is_a_value_error():
 
 def test_defaults_are_valid_and_sensible():
     cfg = Config()
-    assert cfg.weights.as_tuple() == (1.0, 1.0, 1.0, 1.0)
+    assert cfg.weights.as_tuple() == (1.0, 1.0, 1.0, 1.5)
+    assert cfg.recency_floor == 0.9
+    assert cfg.reject_discount == "log"
+    assert cfg.em_credit is True
+    assert (cfg.prior.mean, cfg.prior.strength, cfg.prior.kappa) == (0.01, 2.0, 50.0)
     assert 0.01 <= cfg.prior.mean <= 0.1  # sceptical: the noisy-OR must not saturate
     assert cfg.prior.a0 == pytest.approx(cfg.prior.mean * cfg.prior.strength)
     assert cfg.prior.a0 + cfg.prior.b0 == pytest.approx(cfg.prior.strength)
@@ -73,7 +77,7 @@ def test_with_weights_returns_a_changed_copy():
     cfg = Config()
     other = cfg.with_weights(recency=0, usefulness=2)
     assert other.weights.as_tuple() == (1.0, 0.0, 1.0, 2.0)
-    assert cfg.weights.as_tuple() == (1.0, 1.0, 1.0, 1.0)
+    assert cfg.weights.as_tuple() == (1.0, 1.0, 1.0, 1.5)
     with pytest.raises(ConfigError):
         cfg.with_weights(recency=-1)
 
@@ -97,8 +101,9 @@ def test_to_dict_is_json_ready():
     cfg = Config(tag_slots=["travel"], weights=Weights(recency=0.5))
     data = json.loads(json.dumps(cfg.to_dict()))
     assert data["weights"] == {"relevance": 1.0, "recency": 0.5, "importance": 1.0,
-                               "usefulness": 1.0}
-    assert data["prior"] == {"mean": 0.02, "strength": 2.0, "kappa": 50.0}
+                               "usefulness": 1.5}
+    assert data["prior"] == {"mean": 0.01, "strength": 2.0, "kappa": 50.0}
+    assert data["recency_floor"] == 0.9 and data["reject_discount"] == "log"
     assert data["tag_slots"] == ["travel"]
     assert data["kind_importance"]["instruction"] == 1.5
 

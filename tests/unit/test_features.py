@@ -1,7 +1,8 @@
-"""Features: shape slots, question types and relation slots. Never the words themselves."""
+"""Features: shape, relation and neighbour slots, question types. Never the words themselves."""
 
 from __future__ import annotations
 
+import math
 import unicodedata
 
 import pytest
@@ -15,6 +16,7 @@ from heaprank.features import (
     english_question_type,
     length_bucket,
     names,
+    neighbour_slots,
     relation_slots,
     retrieval_features,
     shape_of,
@@ -180,6 +182,65 @@ def test_feature_count_is_fixed_whatever_the_text(text, query, tag_slots, doc):
     assert len(shape.slots) == 7 + len(tag_slots)
     assert len(feats) == 2 * (len(shape.slots) + 2) + doc
     assert len(set(feats)) == len(feats)
+
+
+# ------------------------------------------------------------------- neighbour slots
+
+NAN = math.nan
+
+
+@pytest.mark.parametrize("rank, bucket", [
+    (0, "top1"), (1, "top3"), (2, "top3"), (3, "top10"), (9, "top10"), (10, "lower"),
+    (57, "lower"),
+])
+def test_neighbour_slots_bucket_the_neighbours_retriever_rank(rank, bucket):
+    # Turn 4 (ranked ``rank``) is the previous turn of turn 5 (ranked 99), whatever the
+    # input order; turn 4 sees turn 5 as its next one.
+    out = neighbour_slots(["s", "s"], [4.0, 5.0], [rank, 99])
+    assert out == [("prev:none", "next:lower"), (f"prev:{bucket}", "next:none")]
+    flipped = neighbour_slots(["s", "s"], [5.0, 4.0], [99, rank])
+    assert flipped == [(f"prev:{bucket}", "next:none"), ("prev:none", "next:lower")]
+
+
+def test_neighbour_slots_see_both_sides_of_a_turn():
+    out = neighbour_slots(["s", "s", "s"], [2.0, 1.0, 3.0], [2, 0, 5])
+    assert out == [("prev:top1", "next:top10"), ("prev:none", "next:top3"),
+                   ("prev:top3", "next:none")]
+
+
+def test_neighbour_slots_stay_within_one_thread():
+    # Position 2 of thread "b" is not the next turn of position 1 in thread "a".
+    assert neighbour_slots(["a", "b"], [1.0, 2.0], [0, 1]) == [("prev:none", "next:none")] * 2
+    # ...while position 2 of "a" is, wherever it sits in the input.
+    out = neighbour_slots(["a", "b", "a"], [1.0, 2.0, 2.0], [3, 0, 1])
+    assert out == [("prev:none", "next:top3"), ("prev:none", "next:none"),
+                   ("prev:top10", "next:none")]
+
+
+def test_neighbour_slots_need_adjacent_positions():
+    out = neighbour_slots(["s", "s"], [1.0, 3.0], [0, 1])  # turn 2 was not retrieved
+    assert out == [("prev:none", "next:none")] * 2
+
+
+def test_neighbour_slots_are_none_without_thread_or_position():
+    none = ("prev:none", "next:none")
+    assert neighbour_slots([None, None], [1.0, 2.0], [0, 1]) == [none, none]
+    assert neighbour_slots(["s", "s"], [NAN, NAN], [0, 1]) == [none, none]
+    assert neighbour_slots([], [], []) == []
+    # A candidate without a thread neither has neighbours nor is one.
+    out = neighbour_slots(["s", None, "s"], [1.0, 2.0, 3.0], [0, 1, 2])
+    assert out == [none, none, none]
+    # Mixed: the thread-less candidate at position 2 does not block "s" turns 1 and 2.
+    out = neighbour_slots(["s", None, "s"], [1.0, 2.0, 2.0], [1, 0, 2])
+    assert out == [("prev:none", "next:top3"), none, ("prev:top3", "next:none")]
+
+
+def test_neighbour_slots_skip_nan_positions():
+    none = ("prev:none", "next:none")
+    # A NaN position is nobody's neighbour and has none, even next to real turns.
+    out = neighbour_slots(["s", "s", "s"], [1.0, NAN, 2.0], [2, 0, 1])
+    assert out == [("prev:none", "next:top3"), none, ("prev:top3", "next:none")]
+    assert neighbour_slots(["s", "s"], [NAN, 1.0], [0, 1]) == [none, none]
 
 
 # ------------------------------------------------------------------------- Unicode

@@ -82,9 +82,31 @@ def test_impression_records_what_was_shown(rr, cands):
     imp = rr.state.get_impression(ranking.recall_id)
     assert imp.ids == tuple(ranking.ids) and imp.namespace == "maya"
     assert imp.time == NOW and imp.time_explicit is True and imp.qtype == "when"
-    assert len(imp.features) == 2 and all(len(f) == 18 for f in imp.features)
+    # 7 shape slots + qsrc/qent + prev/next neighbours, each plain and crossed with the qtype.
+    assert len(imp.features) == 2 and all(len(f) == 2 * (7 + 2 + 2) for f in imp.features)
     assert imp.signal_names == ("relevance", "recency", "importance", "usefulness")
     assert imp.signals[0] == tuple(ranking[0].signals.values())
+
+
+def test_a_turn_after_the_top_hit_gets_prev_top1(rr):
+    # The question turn names the topic (the retriever's top hit); the answer follows it.
+    turns = [
+        {"id": "ask", "text": "When is my flight to Lisbon?", "score": 0.9,
+         "metadata": {"session": "s1", "turn": 4}},
+        {"id": "other", "text": "Flights are cheap in May", "score": 0.7,
+         "metadata": {"thread": "s2", "position": 5}},
+        {"id": "answer", "text": "On March 3", "score": 0.2,
+         "metadata": {"thread": "s1", "position": 5}},
+        {"id": "loose", "text": "Lisbon is lovely", "score": 0.5},
+    ]
+    ranking = rr.rerank(QUERY, turns, namespace="maya", k=4, now=NOW)
+    imp = rr.state.get_impression(ranking.recall_id)
+    feats = dict(zip(imp.ids, imp.features, strict=True))
+    assert {"prev:top1", "next:none", "qt:when&prev:top1"} <= set(feats["answer"])
+    assert {"prev:none", "next:top10"} <= set(feats["ask"])  # the answer is 4th of 4
+    for doc in ("other", "loose"):  # another thread's turn 5, and no thread at all
+        assert {"prev:none", "next:none"} <= set(feats[doc])
+    assert all(len(f) == 22 for f in imp.features)
 
 
 def test_k_limits_the_results(rr, cands):
@@ -113,16 +135,19 @@ def test_doc_features_add_a_per_document_link(cands):
 
 
 def test_with_config_shares_the_state(rr, cands):
-    other = rr.with_config(recency_floor=0.9)
+    assert rr.config.recency_floor != 0.25  # the override below really is a change
+    other = rr.with_config(recency_floor=0.25)
     ranking = other.rerank(QUERY, cands, namespace="maya", k=2, now=NOW)
     rr.feedback(ranking.recall_id, used=ranking.ids[0])
-    assert other.state is rr.state and other.config.recency_floor == 0.9
-    assert rr.config.recency_floor == 0.5
+    assert other.state is rr.state and other.config.recency_floor == 0.25
+    assert rr.config == Config()  # the original keeps its own config
 
 
 # ---------------------------------------------------------------------------- feedback
 
-def test_feedback_updates_links_and_doc_stats(rr, cands):
+def test_feedback_updates_links_and_doc_stats(cands):
+    # An ignored item adds exactly 1 of negative evidence only without the position discount.
+    rr = Reranker(config=Config(reject_discount="none"))
     ranking = rr.rerank(QUERY, cands, namespace="maya", k=3, now=NOW)
     assert "lisbon" in ranking.ids and "chat" not in ranking.ids
     out = rr.feedback(ranking.recall_id, used=["lisbon"])
@@ -190,8 +215,11 @@ def test_uniform_credit_without_em(cands):
     rr = Reranker(config=Config(em_credit=False))
     ranking = rr.rerank(QUERY, cands, namespace="n", k=1, now=NOW)
     rr.feedback(ranking.recall_id, used=ranking.ids)
+    n = len(rr.state.get_impression(ranking.recall_id).features[0])
+    assert n == 22
     _, pos, neg = rr.state.list_links("n")
-    assert np.allclose(pos, 1 / 18) and np.allclose(neg, 17 / 18)
+    assert len(pos) == n
+    assert np.allclose(pos, 1 / n) and np.allclose(neg, (n - 1) / n)
 
 
 def test_explicit_feedback_form(rr, cands):

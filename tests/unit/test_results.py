@@ -35,7 +35,9 @@ def ranking() -> Ranking:
         {"id": "weak", "text": "Something else entirely", "score": 1.0},
         {"id": "mid", "text": "Another note", "score": 6.5, "metadata": {"kind": "instruction"}},
     ]
-    return Reranker().rerank("When is my flight to Lisbon?", cands, k=2, now=NOW)
+    # Recency floor pinned: the explain text below spells out its exact values.
+    cfg = Config(recency_floor=0.5)
+    return Reranker(config=cfg).rerank("When is my flight to Lisbon?", cands, k=2, now=NOW)
 
 
 def test_explain_exact_string(lisbon):

@@ -80,7 +80,8 @@ def test_recency_counts_from_last_use_not_creation():
     cands = [{"id": "old-but-used", "text": "t", "score": 1.0,
               "metadata": {"created_at": NOW - 300 * DAY, "last_used": NOW - 1 * DAY}},
              {"id": "old", "text": "t", "score": 1.0, "metadata": {"created_at": NOW - 300 * DAY}}]
-    ranking = Reranker().rerank("What happened?", cands, k=2, now=NOW)
+    cfg = Config(recency_floor=0.5)  # pinned: "old" sits just above this floor
+    ranking = Reranker(config=cfg).rerank("What happened?", cands, k=2, now=NOW)
     by_id = {r.id: r for r in ranking}
     assert by_id["old-but-used"].signals["recency"] > 0.98
     assert by_id["old"].signals["recency"] < 0.51

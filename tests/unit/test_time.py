@@ -9,7 +9,7 @@ from datetime import datetime, timedelta, timezone
 import numpy as np
 import pytest
 
-from heaprank import InputError, Reranker
+from heaprank import Config, InputError, Reranker
 from heaprank._time import resolve_now, to_epoch
 
 NOW = 1_750_000_000.0  # 2025-06-15T15:06:40Z
@@ -69,7 +69,8 @@ def test_resolve_now_reports_whether_the_caller_chose_the_time():
 def test_rerank_accepts_every_form_of_now(now):
     cands = [{"id": "a", "text": "Meeting notes", "score": 1.0,
               "metadata": {"created_at": "2025-05-16T15:06:40Z"}}]
-    r = Reranker().rerank("What was discussed?", cands, now=now)[0]
+    cfg = Config(recency_floor=0.5, half_life_s=30 * 86_400.0)  # pinned, not the defaults
+    r = Reranker(config=cfg).rerank("What was discussed?", cands, now=now)[0]
     assert "age 30.0d" in r.explain()
     assert r.signals["recency"] == pytest.approx(0.5 + 0.5 * 0.5)  # one half-life, floor 0.5
 
