@@ -147,6 +147,8 @@ _DEFAULT_REVERSE = _reverse_keys(DEFAULT_FIELD_KEYS)
 
 
 def _shape_fields(meta: Mapping[str, Any], reverse: dict[str, tuple[str, int]]) -> dict[str, Any]:
+    """The shape fields in ``meta``: for each field, the value of its highest-priority key that
+    is present and not None."""
     found: dict[str, tuple[int, Any]] = {}
     for key, value in meta.items():
         hit = reverse.get(key)
@@ -156,6 +158,40 @@ def _shape_fields(meta: Mapping[str, Any], reverse: dict[str, tuple[str, int]]) 
         if name not in found or rank < found[name][0]:
             found[name] = (rank, value)
     return {name: value for name, (_, value) in found.items()}
+
+
+_Plan = tuple[tuple[str, tuple[str, ...]], ...]
+_PLANS: dict[tuple[int, tuple[str, ...]], _Plan] = {}
+
+
+def _plan(keys: tuple[str, ...], reverse: dict[str, tuple[str, int]]) -> _Plan:
+    """Which metadata keys to read for each field, in priority order, for metadata with exactly
+    these keys. Retrievers return the same key set over and over, so this is cached."""
+    cache_key = (id(reverse), keys)
+    plan = _PLANS.get(cache_key)
+    if plan is None:
+        by_field: dict[str, list[tuple[int, str]]] = {}
+        for key in keys:
+            hit = reverse.get(key)
+            if hit is not None:
+                by_field.setdefault(hit[0], []).append((hit[1], key))
+        plan = tuple((name, tuple(k for _, k in sorted(hits))) for name, hits in by_field.items())
+        if len(_PLANS) > 10_000:
+            _PLANS.clear()
+        _PLANS[cache_key] = plan
+    return plan
+
+
+def _shape_fields_planned(meta: dict[str, Any], reverse: dict[str, tuple[str, int]]) -> dict[str, Any]:
+    """:func:`_shape_fields` for a plain dict, with the key plan cached per key set."""
+    out: dict[str, Any] = {}
+    for name, keys in _plan(tuple(meta), reverse):
+        for key in keys:
+            value = meta[key]
+            if value is not None:
+                out[name] = value
+                break
+    return out
 
 
 class _Validator:
@@ -301,7 +337,7 @@ def _coerce_clean(items: Sequence[Any], latest: float, now: float,
             return None
         if type(meta) is not dict:
             return None
-        fields.append(_shape_fields(meta, reverse) if meta else {})
+        fields.append(_shape_fields_planned(meta, reverse) if meta else {})
     if not all(type(i) is str and i for i in ids) or len(set(ids)) != len(ids):
         return None
     if not all(type(t) is str and not t.isspace() and t for t in texts):

@@ -245,6 +245,7 @@ class FeatureSpace:
         self._ids: dict[str, int] = {}
         self._shapes: OrderedDict[tuple[object, ...], tuple[Shape, int, frozenset[str]]] = OrderedDict()
         self._rows: dict[tuple[object, ...], tuple[int, ...]] = {}
+        self._row_names: dict[tuple[int, ...], tuple[str, ...]] = {}
         self._serials = itertools.count()
 
     def _intern(self, features: Sequence[str]) -> tuple[int, ...]:
@@ -282,6 +283,7 @@ class FeatureSpace:
             self.names.clear()
             self._ids.clear()
             self._rows.clear()
+            self._row_names.clear()
         qtype, qnames, qwords = query.qtype, query.names, query.words
         out = []
         for doc_id, text, kind, source, tag, nbr in zip(ids, texts, kinds, sources, tags,
@@ -298,8 +300,13 @@ class FeatureSpace:
                 if doc_features:
                     feats += (f"doc:{doc_id}",)
                 row = self._rows[key] = self._intern(feats)
+                self._row_names[row] = feats
             out.append(row)
         return out
+
+    def names_of(self, row: tuple[int, ...]) -> tuple[str, ...]:
+        """The feature strings of a row that :meth:`rows` returned."""
+        return self._row_names[row]
 
 
 def _rank_bucket(rank: int) -> str:

@@ -91,8 +91,10 @@ class Reranker:
 
     # ---------------------------------------------------------------- scoring
 
-    def _feature_rows(self, query: QueryInfo, batch: CandidateBatch, cfg: Config) -> np.ndarray:
-        """``(n, n_features)`` integer feature ids of every candidate (see :class:`FeatureSpace`)."""
+    def _feature_rows(self, query: QueryInfo, batch: CandidateBatch,
+                      cfg: Config) -> tuple[np.ndarray, list[tuple[int, ...]]]:
+        """``(n, n_features)`` integer feature ids of every candidate (see :class:`FeatureSpace`),
+        and the same rows as tuples (to name them)."""
         scores = batch.scores if cfg.score_kind == "similarity" else -batch.scores
         order = np.lexsort((np.arange(len(batch)), -np.nan_to_num(scores, nan=-np.inf)))
         retriever_rank = np.empty(len(batch), dtype=np.intp)
@@ -101,7 +103,7 @@ class Reranker:
                                     retriever_rank.tolist())
         rows = self._space.rows(query, batch.ids, batch.texts, batch.kinds, batch.sources,
                                 batch.tags, cfg.tag_slots, cfg.doc_features, structure)
-        return np.array(rows, dtype=np.intp)
+        return np.array(rows, dtype=np.intp), rows
 
     def _usefulness(self, namespace: str, rows: np.ndarray,
                     cfg: Config) -> tuple[np.ndarray, np.ndarray]:
@@ -112,10 +114,6 @@ class Reranker:
         alpha, beta = linkmath.posterior(counts, cfg.prior)
         matrix = linkmath.posterior_mean(alpha, beta)[inverse.reshape(rows.shape)]
         return linkmath.noisy_or(matrix), matrix
-
-    def _names(self, row: np.ndarray) -> tuple[str, ...]:
-        names = self._space.names
-        return tuple(names[i] for i in row.tolist())
 
     def rerank(self, query: str, candidates: Sequence[CandidateLike], *, namespace: str = "default",
                k: int = 10, now: Any = None, track: bool = True,
@@ -144,7 +142,7 @@ class Reranker:
         batch = coerce_candidates(candidates, now=when, on_invalid=cfg.on_invalid,
                                   future_tolerance_s=cfg.future_tolerance_s)
         info = analyze_query(query, self.classify)
-        rows = self._feature_rows(info, batch, cfg)
+        rows, row_keys = self._feature_rows(info, batch, cfg)
         use, link_p = self._usefulness(namespace, rows, cfg)
         docs = self.state.read_docs(namespace, batch.ids)
         last = np.fmax(np.fmax(docs.last_used, batch.last_used), batch.created_at)
@@ -175,7 +173,8 @@ class Reranker:
             self.state.put_impression(Impression(
                 recall_id=recall_id, namespace=namespace, query=query, qtype=info.qtype,
                 time=when, time_explicit=explicit, ids=tuple(batch.ids[i] for i in top),
-                features=tuple(self._names(rows[i]) for i in top), signal_names=SIGNALS,
+                features=tuple(self._space.names_of(row_keys[i]) for i in top),
+                signal_names=SIGNALS,
                 signals=tuple(tuple(float(x) for x in signal_matrix[i]) for i in top)))
         dropped = {batch.ids[i]: "rule " + ", ".join(f"{n} x{m:g}" for n, m in fired[i])
                    for i in np.flatnonzero(~kept)}
@@ -322,10 +321,11 @@ class Reranker:
                                   future_tolerance_s=cfg.future_tolerance_s)
         recall_id = feedback_id or uuid.uuid4().hex
         info = analyze_query(query, self.classify)
-        rows = self._feature_rows(info, batch, cfg)
+        _, row_keys = self._feature_rows(info, batch, cfg)
         self.state.put_impression(Impression(
             recall_id=recall_id, namespace=namespace, query=query, qtype=info.qtype, time=when,
-            time_explicit=explicit, ids=batch.ids, features=tuple(self._names(r) for r in rows)))
+            time_explicit=explicit, ids=batch.ids,
+            features=tuple(self._space.names_of(r) for r in row_keys)))
         return recall_id
 
     def mark_used(self, recall_id: str, ids: Iterable[str] | str, *, now: Any = None) -> FeedbackOutcome:

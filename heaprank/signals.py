@@ -58,11 +58,8 @@ def importance(batch: CandidateBatch, kind_importance: Mapping[str, float]) -> n
     """The explicit dose, else the kind prior (1.0 for unknown kinds); for aggregated memories
     (``source_count`` given): ``0.7 x base + 0.3 x confidence + ln(1 + source_count) / 10``,
     clamped to [0.05, 3] (the HEBBS insight boost; confidence defaults to 0.5)."""
-    kinds = np.array([k or "" for k in batch.kinds], dtype=object)
-    prior = np.ones(len(batch))
-    for kind in np.unique(kinds):
-        if kind in kind_importance:
-            prior[kinds == kind] = kind_importance[kind]
+    prior = np.fromiter((kind_importance.get(k, 1.0) if k else 1.0 for k in batch.kinds),
+                        dtype=np.float64, count=len(batch))
     base = np.where(np.isnan(batch.importance), prior, batch.importance)
     aggregated = ~np.isnan(batch.source_count)
     if aggregated.any():
