@@ -7,16 +7,39 @@ every position, and learns from which items the answer used.
 from ._version import __version__
 from .candidates import Candidate
 from .config import Config, Weights
-from .errors import (ConfigError, FeedbackError, HeapRankError, InputError, MissingDependencyError,
-                     StateError)
+from .errors import (
+                     ConfigError,
+                     FeedbackError,
+                     HeapRankError,
+                     InputError,
+                     MissingDependencyError,
+                     StateError,
+)
 from .links import Prior
 from .reranker import Link, Reranker
 from .results import Ranked, Ranking, WhyNot
 from .rules import Rule
 from .state import MemoryState, SQLiteState, StateBackend
 
-__all__ = sorted([
-    "Candidate", "Config", "ConfigError", "FeedbackError", "HeapRankError", "InputError", "Link",
-    "MemoryState", "MissingDependencyError", "Prior", "Ranked", "Ranking", "Reranker", "Rule",
-    "SQLiteState", "StateBackend", "StateError", "WhyNot", "Weights", "__version__",
-])
+__all__ = [
+    "Candidate",
+    "Config",
+    "ConfigError",
+    "FeedbackError",
+    "HeapRankError",
+    "InputError",
+    "Link",
+    "MemoryState",
+    "MissingDependencyError",
+    "Prior",
+    "Ranked",
+    "Ranking",
+    "Reranker",
+    "Rule",
+    "SQLiteState",
+    "StateBackend",
+    "StateError",
+    "Weights",
+    "WhyNot",
+    "__version__",
+]

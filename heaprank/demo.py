@@ -45,7 +45,8 @@ def _terms(text: str) -> list[str]:
     return [w[:-1] if len(w) > 3 and w.endswith("s") else w for w in words if w not in _STOP]
 
 
-def bm25(query: str, docs: Sequence[tuple[str, str]], k1: float = 1.2, b: float = 0.75) -> list[tuple[str, float]]:
+def bm25(query: str, docs: Sequence[tuple[str, str]], k1: float = 1.2,
+         b: float = 0.75) -> list[tuple[str, float]]:
     """A tiny BM25 over ``(id, text)`` pairs: the plain search the demo compares against.
     Returns the matching documents, best first."""
     tokenised = [(doc_id, _terms(text)) for doc_id, text in docs]

@@ -17,8 +17,14 @@ from ._time import resolve_now, to_epoch
 from .candidates import CandidateBatch, CandidateLike, coerce_candidates
 from .config import SIGNALS, Config
 from .errors import FeedbackError, InputError
-from .features import (FeatureSpace, QueryInfo, QuestionClassifier, analyze_query,
-                       english_question_type, neighbour_slots)
+from .features import (
+    FeatureSpace,
+    QueryInfo,
+    QuestionClassifier,
+    analyze_query,
+    english_question_type,
+    neighbour_slots,
+)
 from .results import Ranked, Ranking, exp_score
 from .rules import Rule, apply_rules
 from .state import StateBackend, open_state

@@ -5,8 +5,15 @@ from __future__ import annotations
 from urllib.parse import urlparse
 
 from ..errors import ConfigError
-from .base import (DocStats, FeedbackBatch, FeedbackItem, FeedbackOutcome, Impression, LinkCounts,
-                   StateBackend)
+from .base import (
+    DocStats,
+    FeedbackBatch,
+    FeedbackItem,
+    FeedbackOutcome,
+    Impression,
+    LinkCounts,
+    StateBackend,
+)
 from .memory import MemoryState
 from .sqlite import SQLiteState
 

@@ -10,8 +10,15 @@ from dataclasses import replace
 
 import numpy as np
 
-from .base import (CreditFn, DocStats, FeedbackBatch, FeedbackOutcome, Impression, LinkCounts,
-                   check_resolution)
+from .base import (
+    CreditFn,
+    DocStats,
+    FeedbackBatch,
+    FeedbackOutcome,
+    Impression,
+    LinkCounts,
+    check_resolution,
+)
 
 
 class MemoryState:

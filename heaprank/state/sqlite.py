@@ -19,8 +19,15 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import StateError
-from .base import (CreditFn, DocStats, FeedbackBatch, FeedbackOutcome, Impression, LinkCounts,
-                   check_resolution)
+from .base import (
+    CreditFn,
+    DocStats,
+    FeedbackBatch,
+    FeedbackOutcome,
+    Impression,
+    LinkCounts,
+    check_resolution,
+)
 
 SCHEMA_VERSION = 1
 
