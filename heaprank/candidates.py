@@ -350,12 +350,13 @@ def _coerce_clean(items: Sequence[Any], latest: float, now: float,
     blank: list[Any] = [None] * n
     cols = {name: [f.get(name) for f in fields] if name in present else blank
             for name in DEFAULT_FIELD_KEYS}
-    numeric: dict[str, np.ndarray | None] = {}
+    numeric: dict[str, np.ndarray] = {}
     for name in ("created_at", "last_used", "importance", "source_count", "confidence",
                  "version", "position"):
-        numeric[name] = _numbers(cols[name]) if name in present else np.full(n, math.nan)
-        if numeric[name] is None:
+        col = _numbers(cols[name]) if name in present else np.full(n, math.nan)
+        if col is None:
             return None
+        numeric[name] = col
     for name in ("created_at", "last_used"):
         if name in present:
             if (numeric[name] > latest).any():

@@ -333,7 +333,7 @@ def neighbour_slots(threads: Sequence[str | None], positions: Sequence[float],
             where[(thread, pos)] = i
     if not where:
         return [("prev:none", "next:none")] * len(threads)
-    out = []
+    out: list[tuple[str, ...]] = []
     for thread, pos in zip(threads, positions):
         prev = where.get((thread, pos - 1), -1) if thread is not None else -1
         nxt = where.get((thread, pos + 1), -1) if thread is not None else -1

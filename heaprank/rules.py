@@ -77,8 +77,8 @@ def apply_rules(batch: CandidateBatch, rules: tuple[Rule, ...], superseded_multi
     sup = superseded_mask(batch)
     if sup.any():
         mult[sup] *= superseded_multiplier
-        for i in np.flatnonzero(sup):
-            fired[i].append(("superseded", superseded_multiplier))
+        for j in np.flatnonzero(sup).tolist():
+            fired[j].append(("superseded", superseded_multiplier))
     if rules:
         age_days = (now - batch.created_at) / DAY_S
         for i in range(n):  # user predicates are Python by nature
