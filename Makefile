@@ -37,7 +37,8 @@ bench-latency: $(VENV)/.test
 	$(BIN)/heaprank bench latency
 
 lint: $(VENV)/.test
-	$(BIN)/ruff check heaprank tests
+	$(BIN)/ruff check heaprank tests examples benchmarks
+	$(BIN)/mypy heaprank
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis build *.egg-info
