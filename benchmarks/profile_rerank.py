@@ -1,0 +1,197 @@
+"""Where heaprank's rerank and feedback time goes, on the latency benchmark's workload.
+
+Install and run (from the repository root)::
+
+    pip install -e '.[bench]'
+    python benchmarks/profile_rerank.py [--n 50] [--calls 2000] [--backend memory] [--top 25]
+
+Builds the same seeded store as ``heaprank bench latency`` (BM25 candidates from heapdb-memory's
+index, a few thousand warm-up feedbacks so links exist), then runs ``cProfile`` over ``--calls``
+calls of ``rerank(n candidates, k=10)`` + ``explain()`` on every result, and separately over
+feedback (1 used + 9 ignored). Prints each function's share of the profiled time, by own time
+and by cumulative time. cProfile inflates call-heavy code; read the shares, not the totals.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import pstats
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from heaprank import Reranker
+from heaprank.bench._latency_timing import K, Retriever, warm_heaprank
+from heaprank.bench._workload import T0, make_workload, pick_used
+
+
+class StageTimer:
+    """Inclusive wall time of named stages, by wrapping functions (about 0.3 us per call, far
+    less than cProfile's per-call cost). Only attributes that exist are wrapped."""
+
+    def __init__(self) -> None:
+        self.ns: dict[str, int] = {}
+        self.calls: dict[str, int] = {}
+        self._undo: list[tuple[object, str, object]] = []
+
+    def wrap(self, owner: object, attr: str, label: str) -> None:
+        original = getattr(owner, attr, None)
+        if original is None:
+            return
+        ns, calls = self.ns, self.calls
+        ns.setdefault(label, 0)
+        calls.setdefault(label, 0)
+
+        def timed(*args, **kwargs):  # type: ignore[no-untyped-def]
+            t0 = time.perf_counter_ns()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                ns[label] += time.perf_counter_ns() - t0
+                calls[label] += 1
+
+        raw = vars(owner).get(attr, original) if hasattr(owner, "__dict__") else original
+        self._undo.append((owner, attr, raw))
+        setattr(owner, attr, staticmethod(timed) if isinstance(raw, staticmethod) else timed)
+
+    def restore(self) -> None:
+        for owner, attr, original in reversed(self._undo):
+            setattr(owner, attr, original)
+        self._undo.clear()
+
+    def report(self, title: str, total_label: str) -> None:
+        total = self.ns[total_label]
+        print(f"\n== {title}: stage shares of {total_label} "
+              f"({total / max(self.calls[total_label], 1) / 1e3:.1f} us per call, wall clock)")
+        for label, value in sorted(self.ns.items(), key=lambda kv: -kv[1]):
+            if label == total_label:
+                continue
+            per = value / max(self.calls[total_label], 1) / 1e3
+            print(f"{100 * value / total:6.1f}%  {per:8.1f} us/call  {label}")
+
+
+def stage_rerank(rr: Reranker, cands: list, calls: int) -> None:
+    import heaprank.reranker as R
+    import heaprank.results as results
+    import heaprank.signals as sig
+
+    st = StageTimer()
+    st.wrap(R, "coerce_candidates", "coerce_candidates (validate + convert)")
+    st.wrap(R, "analyze_query", "analyze_query")
+    st.wrap(Reranker, "_features", "_features (shape cache + retrieval_features)")
+    st.wrap(Reranker, "_usefulness", "_usefulness (np.unique + read_links + posterior)")
+    st.wrap(rr.state, "read_links", "  of which state.read_links")
+    st.wrap(rr.state, "read_docs", "state.read_docs")
+    st.wrap(rr.state, "put_impression", "state.put_impression")
+    for name in ("relevance", "recency", "importance", "combine"):
+        st.wrap(sig, name, f"signals.{name}")
+    st.wrap(R, "apply_rules", "apply_rules")
+    st.wrap(Reranker, "_build_items", "_build_items (Ranked objects)")
+    st.wrap(results.Ranked, "explain", "Ranked.explain (10 per call)")
+    st.wrap(Reranker, "rerank", "rerank")
+    try:
+        for i in range(calls):
+            ns, q, _, c = cands[i % len(cands)]
+            for item in rr.rerank(q, c, namespace=ns, k=K, now=T0):
+                item.explain()
+    finally:
+        st.restore()
+    # explain() runs outside rerank: count it against the rerank+explain total
+    st.ns["rerank + explain"] = st.ns.pop("rerank") + st.ns["Ranked.explain (10 per call)"]
+    st.calls["rerank + explain"] = st.calls.pop("rerank")
+    st.report("rerank + explain", "rerank + explain")
+
+
+def stage_feedback(rr: Reranker, pending: list) -> None:
+    import heaprank.links as links
+
+    st = StageTimer()
+    st.wrap(rr.state, "get_impression", "state.get_impression (called twice)")
+    st.wrap(rr.state, "apply_feedback", "state.apply_feedback")
+    st.wrap(links, "credit", "  of which links.credit")
+    st.wrap(type(rr.state), "_counts", "    of which state._counts (read inside credit)")
+    st.wrap(links, "posterior", "    of which links.posterior")
+    st.wrap(Reranker, "feedback", "feedback")
+    try:
+        for recall_id, used in pending:
+            rr.feedback(recall_id, used=used, now=T0)
+    finally:
+        st.restore()
+    st.report("feedback", "feedback")
+
+
+class _Bar:
+    def update(self, _: int) -> None:
+        pass
+
+
+def shares(profile: cProfile.Profile, top: int, title: str) -> None:
+    stats = pstats.Stats(profile)
+    total = stats.total_tt
+    rows = stats.stats  # type: ignore[attr-defined]
+    print(f"\n== {title}: {total:.3f} s profiled")
+    for key, label in (("tottime", "own time"), ("cumtime", "cumulative")):
+        idx = 2 if key == "tottime" else 3
+        print(f"-- by {label}")
+        ranked = sorted(rows.items(), key=lambda kv: -kv[1][idx])[:top]
+        for (path, line, func), values in ranked:
+            where = f"{Path(path).parent.name}/{Path(path).name}:{line}" if line else path
+            print(f"{100 * values[idx] / total:6.1f}%  {values[1]:>8} calls  {func}  ({where})")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=50, help="candidates per rerank")
+    parser.add_argument("--calls", type=int, default=2000)
+    parser.add_argument("--backend", choices=("memory", "sqlite"), default="memory")
+    parser.add_argument("--top", type=int, default=25)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--stages", action="store_true",
+                        help="wall-clock stage shares instead of cProfile")
+    args = parser.parse_args(argv)
+    workload = make_workload(args.seed, 16, 1500, 3000 + 200)
+    retriever = Retriever(workload)
+    with tempfile.TemporaryDirectory() as tmp:
+        state = None if args.backend == "memory" else f"sqlite:///{tmp}/state.db"
+        rr = Reranker(state)
+        warm_heaprank(rr, retriever, workload.questions[:3000], args.seed, _Bar())
+        timed = workload.questions[3000:]
+        cands = [(ns, q, t, retriever.candidates(ns, q, args.n)) for ns, q, t in timed]
+        for ns, q, _, c in cands[:20]:  # warm caches outside the profile
+            rr.rerank(q, c, namespace=ns, k=K, now=T0)
+        if args.stages:
+            stage_rerank(rr, cands, args.calls)
+        else:
+            profile = cProfile.Profile()
+            profile.enable()
+            for i in range(args.calls):
+                ns, q, _, c = cands[i % len(cands)]
+                for item in rr.rerank(q, c, namespace=ns, k=K, now=T0):
+                    item.explain()
+            profile.disable()
+            shares(profile, args.top, f"rerank {args.n} candidates, k={K}, explain() on each")
+        rng = random.Random(args.seed)
+        pending = []
+        for i in range(args.calls):
+            ns, q, qtype, c = cands[i % len(cands)]
+            ranking = rr.rerank(q, c, namespace=ns, k=K, now=T0)
+            used = pick_used(qtype, [(r.id, r.candidate.text) for r in ranking], rng, always=True)
+            pending.append((ranking.recall_id, used))
+        if args.stages:
+            stage_feedback(rr, pending)
+        else:
+            profile = cProfile.Profile()
+            profile.enable()
+            for recall_id, used in pending:
+                rr.feedback(recall_id, used=used, now=T0)
+            profile.disable()
+            shares(profile, args.top, "feedback, 1 used + 9 ignored")
+        rr.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,79 @@
+"""Smoke test of ``heaprank bench latency``: runs ``--quick`` on a tiny store and checks the
+JSON shape. No timing assertions: speed targets are judged by the benchmark itself."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import pytest
+
+from heaprank.bench import latency
+
+pytestmark = pytest.mark.bench
+
+TIMING_KEYS = {"reps", "p50_ms", "p95_ms", "mean_ms", "min_ms"}
+
+
+def run_quick(tmp_path, capsys, *extra: str) -> tuple[dict, dict]:
+    pytest.importorskip("tqdm")
+    parser = argparse.ArgumentParser(prog="heaprank bench latency")
+    latency.add_arguments(parser)
+    out = tmp_path / "latency.json"
+    args = parser.parse_args(["--quick", "--json", "--no-progress", "--sizes", "10,50",
+                              "--out", str(out), *extra])
+    assert latency.run(args) == 0
+    printed = json.loads(capsys.readouterr().out)
+    return printed, json.loads(out.read_text())
+
+
+def check_rerank_rows(result: dict, backends: set[str]) -> None:
+    rows = result["rerank"]
+    assert {r["backend"] for r in rows} == backends
+    assert {r["n"] for r in rows} == {10, 50}
+    assert {r["mode"] for r in rows} == {m for m, _, _ in latency.RERANK_MODES}
+    for row in rows:
+        assert TIMING_KEYS <= set(row)
+        assert row["reps"] == latency.QUICK_REPS
+        assert 0 < row["p50_ms"] <= row["p95_ms"]
+        assert row["candidates"] <= row["n"]
+
+
+def test_quick_without_heapdb(tmp_path, capsys):
+    printed, saved = run_quick(tmp_path, capsys, "--no-heapdb", "--no-memory-size")
+    assert printed == saved
+    assert printed["benchmark"] == "latency"
+    assert printed["settings"]["quick"] is True
+    check_rerank_rows(printed, {"memory", "sqlite"})
+    assert printed["reference_recall"] == []
+    assert printed["side_by_side"] is None
+    assert printed["targets"] == []
+    systems = {(r["system"], r["backend"], r["durability"]) for r in printed["feedback"]}
+    assert ("heaprank", "sqlite", "WAL, synchronous=FULL (default)") in systems
+    assert all(r["per_s"] > 0 for r in printed["feedback"])
+
+
+def test_quick_with_heapdb_memory(tmp_path, capsys):
+    pytest.importorskip("heapdb_memory")
+    result, _ = run_quick(tmp_path, capsys, "--backends", "memory")
+    check_rerank_rows(result, {"memory"})
+    assert [r["n"] for r in result["reference_recall"]] == [10, 50]
+    side = result["side_by_side"]
+    assert set(side["rows"]) == {"heapdb-memory recall+explain", "bm25 top-50 alone",
+                                 "heaprank rerank+explain", "heaprank bm25 + rerank+explain"}
+    assert all(set(r) == {"p50", "mean"} for r in side["ratios"].values())
+    assert [t["target"] for t in result["targets"]] == [10.0, 5.0]
+    assert all(isinstance(t["met"], bool) for t in result["targets"])
+    (memory,) = result["memory"]
+    assert memory["backend"] == "memory"
+    assert memory["links"] == latency.QUICK["links"]
+    assert memory["rss_bytes_per_link"] > 0
+
+
+def test_tables_render(tmp_path, capsys):
+    result, _ = run_quick(tmp_path, capsys, "--no-heapdb", "--backends", "sqlite")
+    from heaprank.bench._latency_report import render
+
+    text = render(result)
+    assert "Rerank latency" in text and "Feedback" in text and "Memory per link" in text
+    assert "file size" in text  # the SQLite measurement reports the file
