@@ -393,7 +393,14 @@ class Reranker:
 
     def with_config(self, **changes: Any) -> Reranker:
         """A reranker on the same state with some config fields changed."""
-        clone = Reranker(self.state, config=replace(self.config, **changes), rules=self.rules,
-                         question_classifier=self.classify)
-        clone._space = self._space
+        return self._clone(self.state, replace(self.config, **changes))
+
+    def with_state(self, state: str | StateBackend) -> Reranker:
+        """The same reranker (config, rules, classifier, feature cache) on another state: for
+        example a read-only or leave-one-namespace-out view of this one's, for evaluation."""
+        return self._clone(open_state(state), self.config)
+
+    def _clone(self, state: StateBackend, config: Config) -> Reranker:
+        clone = Reranker(state, config=config, rules=self.rules, question_classifier=self.classify)
+        clone._space = self._space  # the same texts featurise the same way: share the cache
         return clone

@@ -143,6 +143,16 @@ def test_with_config_shares_the_state(rr, cands):
     assert rr.config == Config()  # the original keeps its own config
 
 
+def test_with_state_keeps_the_config_on_another_state(rr, cands, tmp_path):
+    tuned = rr.with_config(recency_floor=0.25)
+    other = tuned.with_state(f"sqlite:///{tmp_path / 'other.db'}")
+    ranking = other.rerank(QUERY, cands, namespace="maya", k=2, now=NOW)
+    other.feedback(ranking.recall_id, used=ranking.ids[0])
+    assert other.config == tuned.config and other.rules == tuned.rules
+    assert other.stats()["feedbacks"] == 1 and rr.stats()["feedbacks"] == 0
+    other.close()
+
+
 # ---------------------------------------------------------------------------- feedback
 
 def test_feedback_updates_links_and_doc_stats(cands):
