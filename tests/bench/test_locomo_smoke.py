@@ -1,0 +1,171 @@
+"""Smoke tests of ``heaprank bench locomo`` on a tiny invented conversation set in LoCoMo's format
+(``locomo_tiny.json``, two conversations, no dataset needed): the JSON shape, metric ranges,
+determinism, evidence-id repair, and that the weight grid's shortcut reproduces real reranks."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from heaprank import Config, Reranker
+from heaprank.bench import locomo
+from heaprank.bench.locomo_data import load_locomo, parse_session_date, stem, tokenize
+from heaprank.bench.metrics import Bootstrap, score_ranking
+
+pytestmark = pytest.mark.bench
+
+FIXTURE = Path(__file__).with_name("locomo_tiny.json")
+
+
+def run_bench(capsys: pytest.CaptureFixture[str], *extra: str) -> dict:
+    pytest.importorskip("bm25s")
+    pytest.importorskip("tqdm")
+    parser = argparse.ArgumentParser(prog="heaprank bench locomo")
+    locomo.add_arguments(parser)
+    args = parser.parse_args(["--data", str(FIXTURE), "--json", "--no-progress", "--no-timing",
+                              "--resamples", "200", *extra])
+    assert locomo.run(args) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def groups() -> str:
+    try:
+        import heapdb_memory  # noqa: F401
+    except ImportError:
+        return "core,diagnostics,ablations"
+    return "core,heapdb,diagnostics,ablations"
+
+
+def test_json_shape_and_ranges(capsys: pytest.CaptureFixture[str]) -> None:
+    res = run_bench(capsys, "--rows", groups(), "--dev-conversations", "tiny-a")
+    assert res["benchmark"] == "locomo"
+    assert res["n_questions"] == res["data"]["questions_usable"] == 17  # 18 asked, 1 no evidence
+    keys = [r["key"] for r in res["rows"]]
+    for key in ("baseline", "heaprank_default", "heaprank_oracle", "heaprank_oracle_grid",
+                "nofb_norecency", "nofb_30d", "heaprank_oracle_30d", "abl_no_usefulness",
+                "abl_credit", "abl_doc_links", "abl_reject_discount"):
+        assert key in keys
+    if "heapdb" in groups():
+        assert {"heapdb_bm25", "heapdb_defaults", "heapdb_learned",
+                "heapdb_learned_norecency"} <= set(keys)
+    for row in res["rows"]:
+        assert row["n_questions"] == res["n_questions"]
+        assert isinstance(row["config"], dict)
+        for m in ("mrr", "recall@5", "recall@10"):
+            assert 0.0 <= row[m] <= 1.0
+            lo, hi = row[f"{m}_ci"]
+            assert 0.0 <= lo <= row[m] <= hi <= 1.0
+            d = row["diff_vs_baseline"][m]
+            assert -1.0 <= d["ci"][0] <= d["diff"] <= d["ci"][1] <= 1.0
+        assert set(row["per_category"]) <= {"1", "2", "3", "4", "5"}
+    base = next(r for r in res["rows"] if r["key"] == "baseline")
+    assert base["diff_vs_baseline"]["mrr"] == {"diff": 0.0, "ci": [0.0, 0.0]}
+    # With no feedback and recency off, heaprank's order is the retriever's (DESIGN section 5).
+    nofb = next(r for r in res["rows"] if r["key"] == "nofb_norecency")
+    assert nofb["mrr"] == base["mrr"]
+    assert set(res["diagnostics"]["chosen_weights"]) == {"tiny-a", "tiny-b"}
+    assert res["diagnostics"]["evidence_ids"]["split_lists"] == 1
+    assert "default_not_worse_than_retriever" in res["targets"]
+    assert "timing" not in res
+    split = res["test_split"]
+    assert split["conversations"] == ["tiny-b"] and split["dev_conversations"] == ["tiny-a"]
+    assert [r["key"] for r in split["rows"]] == keys
+    assert all(r["n_questions"] == split["n_questions"] == 8 for r in split["rows"])
+
+
+def test_deterministic_and_noisy(capsys: pytest.CaptureFixture[str]) -> None:
+    first = run_bench(capsys, "--feedback", "noisy", "--rows", "core")
+    second = run_bench(capsys, "--feedback", "noisy", "--rows", "core")
+    assert first == second
+    keys = {r["key"] for r in first["rows"]}
+    assert {"heaprank_noisy", "heaprank_noisy_grid", "heaprank_oracle",
+            "heaprank_oracle_grid"} <= keys
+    assert "oracle_beats_heapdb_best" not in first["targets"]  # judged in oracle runs
+    assert "noisy_keeps_two_thirds" in first["targets"]
+
+
+def test_table_output(capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("bm25s")
+    pytest.importorskip("tqdm")
+    parser = argparse.ArgumentParser()
+    locomo.add_arguments(parser)
+    args = parser.parse_args(["--data", str(FIXTURE), "--no-progress", "--rows", "core",
+                              "--feedback", "none", "--resamples", "50"])
+    assert locomo.run(args) == 0
+    text = capsys.readouterr().out
+    assert "heaprank defaults, no feedback" in text and "targets (all conversations):" in text
+
+
+def test_missing_data_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    parser = argparse.ArgumentParser()
+    locomo.add_arguments(parser)
+    args = parser.parse_args(["--data", str(tmp_path / "nope.json"), "--no-progress"])
+    assert locomo.run(args) == 2
+    assert "--data" in capsys.readouterr().err
+
+
+def test_loading_repairs_and_counts_evidence() -> None:
+    data = load_locomo(FIXTURE)
+    assert len(data.conversations) == 2 and data.n_questions_total == 18
+    stats = data.evidence_stats
+    assert stats == {"malformed": 1, "missing_turn": 1, "normalised": 1, "split_lists": 1,
+                     "questions_without_evidence": 1}
+    vase = next(q for q in data.questions if q.text.startswith("Who received"))
+    assert [data.conversations[0].turns[t].id for t in vase.evidence] == ["D2:3", "D3:3"]
+    turn = data.conversations[0].turns[0]
+    assert turn.text.startswith("Ada: ") and turn.speaker == "Ada" and turn.session == 1
+    assert turn.created_at == parse_session_date("10:00 am on 3 March, 2023")
+    assert parse_session_date("1:56 pm on 8 May, 2023") == 1683554160.0
+
+
+def test_tokenizer() -> None:
+    assert stem("paintings") == "painting" and stem("painted") == "paint"
+    assert stem("running") == "run" and stem("glass") == "glass" and stem("boxes") == "box"
+    assert tokenize("What did Caroline's friends paint?") == ["caroline", "friend", "paint"]
+
+
+def test_metrics() -> None:
+    rr, rec = score_ranking(["a", "b", "c", "d"], {"c", "x"})
+    assert rr == pytest.approx(1 / 3) and rec[1] == 0.0 and rec[5] == 0.5
+    assert score_ranking([], {"a"})[0] == 0.0
+    boot = Bootstrap(50, resamples=100, seed=1)
+    values = np.linspace(0, 1, 50)
+    assert boot.diff(values, values) == {"diff": 0.0, "ci": [0.0, 0.0]}
+    lo, hi = boot.interval(values)
+    assert lo < values.mean() < hi
+
+
+def test_grid_shortcut_matches_real_reranks() -> None:
+    pytest.importorskip("bm25s")
+    from heaprank.bench.locomo_data import BM25Scorer, build_candidates
+    from heaprank.bench.locomo_sim import (
+        HeaprankRunner,
+        LeaveNamespaceOut,
+        eval_questions,
+        grid_points,
+        prepare,
+    )
+
+    data = load_locomo(FIXTURE)
+    prep = prepare(data, build_candidates(data, "bm25", bm25=BM25Scorer(data)), 1.0)
+    runner = HeaprankRunner(prep, seed=3)
+    rr = runner.train(0, Config(), "oracle")
+    held = eval_questions(data, [0])
+    tables = runner.signal_tables(rr, held)
+    points = grid_points()
+    fast = runner.grid_rr(tables, points)
+    for j, weights in enumerate(points):
+        real = runner.evaluate(rr, held, config=Config().with_weights(**weights))
+        assert fast[:, j].tolist() == [s[0] for s in real], weights
+    # The view hides a namespace's own evidence and leaves the rest of the pool.
+    view = LeaveNamespaceOut(rr.state)
+    feats, pos, neg = rr.state.list_links("tiny-b")
+    counts = view.read_links("tiny-b", feats)
+    full = rr.state.read_links("tiny-b", feats)
+    assert not counts.pos.any() and not counts.neg.any()
+    assert np.allclose(counts.gpos, full.gpos - full.pos)
+    assert isinstance(Reranker(view), Reranker)
