@@ -189,28 +189,6 @@ def shape_of(text: str, kind: str | None, source: str | None, tags: frozenset[st
     return Shape(slots=tuple(slots), words=frozenset(t.casefold() for t in toks))
 
 
-class ShapeCache:
-    """LRU cache of shapes keyed by ``(id, text hash, kind, source)``: featurising is the hot spot."""
-
-    def __init__(self, maxsize: int = 100_000) -> None:
-        self.maxsize = maxsize
-        self._data: OrderedDict[tuple[object, ...], Shape] = OrderedDict()
-
-    def get(self, key: tuple[object, ...], make: Callable[[], Shape]) -> Shape:
-        hit = self._data.get(key)
-        if hit is not None:
-            self._data.move_to_end(key)
-            return hit
-        shape = make()
-        self._data[key] = shape
-        if len(self._data) > self.maxsize:
-            self._data.popitem(last=False)
-        return shape
-
-    def __len__(self) -> int:
-        return len(self._data)
-
-
 def relation_slots(query: QueryInfo, shape: Shape, source: str | None) -> tuple[str, str]:
     names_source = source is not None and bool(
         {t.casefold() for t in tokens(source)} & query.words)
@@ -219,9 +197,10 @@ def relation_slots(query: QueryInfo, shape: Shape, source: str | None) -> tuple[
 
 
 def retrieval_features(query: QueryInfo, shape: Shape, source: str | None,
-                       doc_id: str | None) -> tuple[str, ...]:
-    """All features of one candidate for one query: slots, slots x question type, ``doc:``."""
-    slots = shape.slots + relation_slots(query, shape, source)
+                       doc_id: str | None, structure: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """All features of one candidate for one query: its slots (shape, relation, ``structure``
+    from :func:`neighbour_slots`), each slot x the question type, then ``doc:``."""
+    slots = shape.slots + relation_slots(query, shape, source) + structure
     crossed = tuple(f"qt:{query.qtype}&{s}" for s in slots)
     out = slots + crossed
     if doc_id is not None:
@@ -295,10 +274,8 @@ class FeatureSpace:
             key = (serial, qtype, qsrc, qent, nbr, doc_id if doc_features else None)
             row = self._rows.get(key)
             if row is None:
-                slots = shape.slots + (f"qsrc:{yes(qsrc)}", f"qent:{yes(qent)}") + nbr
-                feats = slots + tuple(f"qt:{qtype}&{s}" for s in slots)
-                if doc_features:
-                    feats += (f"doc:{doc_id}",)
+                feats = retrieval_features(query, shape, source,
+                                           doc_id if doc_features else None, nbr)
                 row = self._rows[key] = self._intern(feats)
                 self._row_names[row] = feats
             out.append(row)

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from heaprank.features import (
     QUESTION_TYPES,
-    ShapeCache,
+    FeatureSpace,
     analyze_query,
     english_question_type,
     length_bucket,
@@ -285,24 +285,20 @@ def test_empty_or_stop_word_queries_have_no_content(query):
 
 # ------------------------------------------------------------------------------- cache
 
-def test_shape_cache_is_an_lru():
-    cache = ShapeCache(maxsize=2)
-    made = []
-
-    def make(text):
-        def build():
-            made.append(text)
-            return shape_of(text, None, None, frozenset(), ())
-        return build
-
-    a = cache.get(("a",), make("a"))
-    assert cache.get(("a",), make("a")) is a and made == ["a"]
-    cache.get(("b",), make("b"))
-    cache.get(("a",), make("a"))  # refresh a
-    cache.get(("c",), make("c"))  # evicts b
-    assert len(cache) == 2
-    cache.get(("b",), make("b"))
-    assert made == ["a", "b", "c", "b"]
+def test_feature_space_rows_name_exactly_the_reference_features():
+    space = FeatureSpace(maxsize=2)
+    query = analyze_query("When did Maya fly to Lisbon?")
+    ids, texts = ["a", "b", "c"], ["Maya flew on March 3", "Lisbon is hilly", "Is it far?"]
+    kinds, sources = ["fact", None, "episode"], ["Maya", None, "Ben"]
+    tags = [frozenset()] * 3
+    structure = [("prev:none", "next:top1"), ("prev:top1", "next:none"), ("prev:none", "next:none")]
+    for _ in range(2):  # the second pass is served from the caches (and evicts: maxsize 2)
+        rows = space.rows(query, ids, texts, kinds, sources, tags, (), True, structure)
+        for i, row in enumerate(rows):
+            shape = shape_of(texts[i], kinds[i], sources[i], tags[i], ())
+            expected = retrieval_features(query, shape, sources[i], ids[i], structure[i])
+            assert space.names_of(row) == expected
+            assert [space.names[j] for j in row] == list(expected)
 
 
 @pytest.mark.parametrize("query", ["Tell me when Caroline moved", "Когда Маша приехала?"])
