@@ -13,6 +13,7 @@ from typing import Any
 
 from ._version import __version__
 from .errors import HeapRankError
+from .state import sqlite_path
 
 DEFAULT_STATE = "sqlite:///heaprank.db"
 
@@ -20,8 +21,7 @@ DEFAULT_STATE = "sqlite:///heaprank.db"
 def _state_url(args: argparse.Namespace, *, must_exist: bool = True) -> str:
     url: str = args.state or os.environ.get("HEAPRANK_STATE") or DEFAULT_STATE
     if must_exist and url.startswith("sqlite://"):
-        path = url[len("sqlite://"):]
-        path = path[1:] if path.startswith("/") else path
+        path = sqlite_path(url)
         if not Path(path).exists():
             raise SystemExit(f"heaprank: no state at {url!r} (file {path!r} does not exist); "
                              f"pass --state or set HEAPRANK_STATE")

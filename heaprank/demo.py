@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 from .candidates import Candidate
-from .config import Config, Weights
 from .reranker import Reranker
 
 DAY = 86_400.0
@@ -81,8 +80,6 @@ class Store:
         return [Candidate(d, pool[d].text, score, pool[d].metadata) for d, score in hits]
 
 
-SEARCH_ONLY = Config(weights=Weights(relevance=1, recency=0, importance=0, usefulness=0))
-
 
 def _show(out: TextIO, label: str, rows: Sequence[tuple[float, str]]) -> None:
     for rank, (score, text) in enumerate(rows, start=1):
@@ -139,13 +136,9 @@ def run(out: TextIO, state: str | None = None) -> Reranker:
     for doc_id, text, day, kind, source in MAYA_MEMORIES:
         store.add(MAYA, doc_id, text, kind=kind, source=source, created_at=T0 + day * DAY)
     now = T0 + 30 * DAY
-    search = Reranker(config=SEARCH_ONLY)
 
     out.write("=== 1. Day one: no feedback anywhere yet ===\n")
     compare(rr, store, out, now)
-    plain = search.rerank(QUESTION, store.search(MAYA, QUESTION), namespace=MAYA, now=now,
-                          track=False)
-    del plain
 
     sessions = simulate_other_users(rr, store)
     out.write(f"\n=== 2. After {sessions} answers used by 40 other users (none by Maya, "

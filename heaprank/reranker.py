@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import math
 import uuid
 from collections.abc import Iterable, Sequence
@@ -243,11 +244,6 @@ class Reranker:
 
     # ---------------------------------------------------------------- feedback
 
-    def _credit(self, cfg: Config):  # type: ignore[no-untyped-def]
-        def credit(read, items):  # type: ignore[no-untyped-def]
-            return linkmath.credit(read, items, cfg.prior, em=cfg.em_credit)
-        return credit
-
     def _reject_weight(self, rank: int, cfg: Config) -> float:
         if cfg.reject_discount == "log":
             return 1.0 / math.log2(1.0 + rank)
@@ -279,7 +275,8 @@ class Reranker:
                       for d, used in verdicts.items())
         batch = FeedbackBatch(recall_id=imp.recall_id, namespace=imp.namespace, time=when,
                               items=items)
-        return self.state.apply_feedback(batch, self._credit(cfg))
+        credit = functools.partial(linkmath.credit, prior=cfg.prior, em=cfg.em_credit)
+        return self.state.apply_feedback(batch, credit)
 
     @staticmethod
     def _ids(ids: Iterable[str] | str, field: str) -> list[str]:

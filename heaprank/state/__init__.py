@@ -18,7 +18,17 @@ from .memory import MemoryState
 from .sqlite import SQLiteState
 
 __all__ = ["DocStats", "FeedbackBatch", "FeedbackItem", "FeedbackOutcome", "Impression",
-           "LinkCounts", "MemoryState", "SQLiteState", "StateBackend", "open_state"]
+           "LinkCounts", "MemoryState", "SQLiteState", "StateBackend", "open_state", "sqlite_path"]
+
+
+def sqlite_path(url: str) -> str:
+    """The file a ``sqlite:///relative.db`` or ``sqlite:////abs/path.db`` URL names."""
+    path = url[len("sqlite://"):]
+    if path.startswith("/"):
+        path = path[1:]  # sqlite:///rel.db -> rel.db; sqlite:////abs.db -> /abs.db
+    if not path:
+        raise ConfigError(f"state: {url!r} names no file; use sqlite:///path/to/file.db")
+    return path
 
 
 def open_state(state: str | StateBackend | None) -> StateBackend:
@@ -33,12 +43,7 @@ def open_state(state: str | StateBackend | None) -> StateBackend:
     if url.scheme == "memory":
         return MemoryState()
     if url.scheme == "sqlite":
-        path = state[len("sqlite://"):]
-        if path.startswith("/"):
-            path = path[1:]  # sqlite:///rel.db -> rel.db; sqlite:////abs.db -> /abs.db
-        if not path:
-            raise ConfigError(f"state: {state!r} names no file; use sqlite:///path/to/file.db")
-        return SQLiteState(path)
+        return SQLiteState(sqlite_path(state))
     if url.scheme in ("redis", "rediss", "unix"):
         raise ConfigError(f"state: the Redis backend is not available in this version ({state!r})")
     raise ConfigError(f"state: unknown backend URL {state!r}; expected memory://, "
