@@ -1,9 +1,8 @@
-"""``heaprank`` command line: demo, links, explain, stats, bench."""
+"""``heaprank`` command line: demo, links, explain, stats."""
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import os
 import sys
@@ -104,11 +103,6 @@ def _cmd_stats(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_bench(args: argparse.Namespace) -> int:
-    module = importlib.import_module(args.bench_module)
-    return int(module.run(args))
-
-
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="heaprank", description=(
         "Re-rank retrieved candidates by relevance, recency, importance and learned usefulness."))
@@ -144,19 +138,6 @@ def _parser() -> argparse.ArgumentParser:
     explain.add_argument("--now", help="current time (epoch seconds or ISO 8601)")
 
     command("stats", "counts of what the state holds", _cmd_stats)
-
-    from .bench import BENCHMARKS
-
-    bench = sub.add_parser("bench", help="benchmarks (needs heaprank[bench])")
-    bench_sub = bench.add_subparsers(dest="bench_command", required=True)
-    for name, (module_name, help_text) in BENCHMARKS.items():
-        p = bench_sub.add_parser(name, help=help_text, description=help_text)
-        try:
-            module = importlib.import_module(module_name)
-        except ImportError:
-            continue
-        module.add_arguments(p)
-        p.set_defaults(func=_cmd_bench, bench_module=module_name)
     return parser
 
 
