@@ -64,7 +64,8 @@ def test_json_shape_and_ranges(capsys: pytest.CaptureFixture[str]) -> None:
         assert set(row["per_category"]) <= {"1", "2", "3", "4", "5"}
     base = next(r for r in res["rows"] if r["key"] == "baseline")
     assert base["diff_vs_baseline"]["mrr"] == {"diff": 0.0, "ci": [0.0, 0.0]}
-    # With no feedback and recency off, heaprank's order is the retriever's (DESIGN section 5).
+    # With no feedback and recency off, heaprank's order is the retriever's
+    # (docs/design.md, "Signals and the score").
     nofb = next(r for r in res["rows"] if r["key"] == "nofb_norecency")
     assert nofb["mrr"] == base["mrr"]
     assert set(res["diagnostics"]["chosen_weights"]) == {"tiny-a", "tiny-b"}
