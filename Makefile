@@ -15,10 +15,10 @@ $(VENV)/.core: $(BIN)/python pyproject.toml
 	$(PIP) install --quiet -e .
 	touch $@
 
-# Everything the tests need: dev tools and the bench extra (torch 2.13.0 is pinned so pip takes
-# the local CPU build).
-$(VENV)/.test: $(BIN)/python pyproject.toml
-	$(PIP) install --quiet -e ".[dev,bench,redis]"
+# Everything the tests need: dev tools, redis, and the benchmarks' requirements for tests/bench
+# (torch 2.13.0 is pinned there so pip takes the local CPU build).
+$(VENV)/.test: $(BIN)/python pyproject.toml benchmarks/requirements.txt
+	$(PIP) install --quiet -e ".[dev,redis]" -r benchmarks/requirements.txt
 	touch $@ $(VENV)/.core
 
 demo: $(VENV)/.core
@@ -30,11 +30,12 @@ test: $(VENV)/.test
 test-fast: $(VENV)/.test
 	$(BIN)/python -m pytest tests -q -p no:cacheprovider -m "not slow"
 
+# The benchmarks live outside the package: run them as a module from the repository root.
 bench-locomo: $(VENV)/.test
-	$(BIN)/heaprank bench locomo --candidates bm25 --feedback oracle
+	$(BIN)/python -m benchmarks locomo --candidates bm25 --feedback oracle
 
 bench-latency: $(VENV)/.test
-	$(BIN)/heaprank bench latency
+	$(BIN)/python -m benchmarks latency
 
 lint: $(VENV)/.test
 	$(BIN)/ruff check heaprank tests examples benchmarks

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from . import REPO_ROOT
 from ._workload import T0
 
 QTYPES = ("when", "who", "where", "howmany", "howmuch", "what", "why", "how", "yesno", "other")
@@ -84,10 +85,11 @@ def links_child(backend: str, links: int, path: str) -> dict[str, Any]:
 def measure_links(backend: str, links: int, tmp: str) -> dict[str, Any]:
     """:func:`links_child` in a fresh interpreter, so the RSS growth is the state's alone."""
     path = str(Path(tmp) / "links.db")
-    code = ("import json, sys; from heaprank.bench._linksize import links_child; "
+    code = ("import json, sys; from benchmarks._linksize import links_child; "
             "print(json.dumps(links_child(sys.argv[1], int(sys.argv[2]), sys.argv[3])))")
+    # cwd: the child imports this package, which is importable from the repository root only.
     proc = subprocess.run([sys.executable, "-c", code, backend, str(links), path],
-                          capture_output=True, text=True, check=False)
+                          capture_output=True, text=True, check=False, cwd=REPO_ROOT)
     if proc.returncode != 0:
         raise RuntimeError(f"memory measurement ({backend}) failed:\n{proc.stderr}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
