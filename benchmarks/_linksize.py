@@ -53,7 +53,7 @@ def links_child(backend: str, links: int, path: str) -> dict[str, Any]:
     """Fill a fresh state with ``links`` namespace links through ``apply_feedback``; measure."""
     from heaprank.links import Prior, credit
     from heaprank.state import MemoryState, SQLiteState
-    from heaprank.state.base import FeedbackBatch, FeedbackItem
+    from heaprank.state.base import FeedbackBatch, FeedbackItem, Impression, new_recall_id
 
     prior = Prior()
     state = MemoryState() if backend == "memory" else SQLiteState(path, synchronous="OFF")
@@ -62,9 +62,13 @@ def links_child(backend: str, links: int, path: str) -> dict[str, Any]:
     before = _rss_bytes()
     t0 = time.perf_counter()
     for i in range(namespaces):
+        recall_id, namespace = new_recall_id(), f"user:{i:06d}"
+        state.put_impression(Impression(recall_id=recall_id, namespace=namespace, qtype="other",
+                                        time=T0, time_explicit=True, ids=("d0",),
+                                        slots=(("kind:none",),)))
         item = FeedbackItem(id="d0", rank=1, used=False,
                             features=_namespace_features(min(links, PER_NAMESPACE)))
-        state.apply_feedback(FeedbackBatch(f"fill-{i}", f"user:{i:06d}", T0, (item,)),
+        state.apply_feedback(FeedbackBatch(recall_id, namespace, T0, (item,)),
                              lambda read, items: credit(read, items, prior))
     fill_s = time.perf_counter() - t0
     gc.collect()

@@ -70,12 +70,15 @@ def _now(text: str | None) -> float | str | None:
 
 
 def _existing_state(url: str) -> str:
-    """``url`` if it names a state that exists: inspecting a state must never create one."""
+    """``url`` if it names a state that exists, opened read-only: inspecting a state must never
+    create or change one."""
     if url.startswith("sqlite:"):
-        path = sqlite_path(url)
+        path = os.path.expanduser(sqlite_path(url))
         if not Path(path).is_file():
             raise UsageError(f"no state at {url!r} (file {path!r} does not exist); "
                              "pass --state or set HEAPRANK_STATE")
+        if "mode=" not in url.partition("?")[2]:
+            url += ("&" if "?" in url else "?") + "mode=ro"
     return url
 
 

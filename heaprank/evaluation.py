@@ -45,7 +45,7 @@ class LeaveNamespaceOut:
 
     - link evidence: ``ns``'s own counts read as zero, and the global counts are the stored global
       counts minus ``ns``'s contribution (floored at 0), i.e. the pool of every *other* namespace;
-    - document usage: every document reads as never used and never ignored.
+    - document usage: every document reads as never used.
 
     Inspection (``list_links``, ``namespaces``, ``stats``) passes through to the wrapped state
     unchanged. Writes raise :class:`~heaprank.StateError`, so rank through the view with
@@ -67,11 +67,16 @@ class LeaveNamespaceOut:
                           np.maximum(counts.gneg - counts.neg, 0.0))
 
     def read_docs(self, namespace: str, ids: Sequence[str]) -> DocStats:
-        """Every document as never used: NaN ``last_used``, zero use and ignore counts."""
+        """Every document as never used: NaN ``last_used``, zero use count."""
         n = len(ids)
-        return DocStats(np.full(n, np.nan), np.zeros(n), np.zeros(n))
+        return DocStats(np.full(n, np.nan), np.zeros(n))
 
-    def put_impression(self, impression: Impression) -> None:
+    def read(self, namespace: str, features: Sequence[str],
+             ids: Sequence[str]) -> tuple[LinkCounts, DocStats]:
+        """What a rerank reads: :meth:`read_links` and :meth:`read_docs` together."""
+        return self.read_links(namespace, features), self.read_docs(namespace, ids)
+
+    def put_impression(self, impression: Impression, *, feedback_id: str | None = None) -> str | None:
         raise StateError("LeaveNamespaceOut is a read-only view: rerank through it with track=False")
 
     def get_impression(self, recall_id: str) -> Impression | None:

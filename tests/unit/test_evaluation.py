@@ -82,7 +82,6 @@ def test_document_usage_is_hidden(pooled):
     seen = LeaveNamespaceOut(pooled.state).read_docs("alice", ids)
     assert all(math.isnan(t) for t in seen.last_used.tolist())
     assert seen.use_count.tolist() == [0.0] * len(ids)
-    assert seen.ignore_count.tolist() == [0.0] * len(ids)
 
 
 def test_ranking_through_the_view_equals_a_newcomer_to_the_other_namespaces_pool(pooled, bob_only):
