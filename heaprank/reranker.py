@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -16,7 +17,7 @@ from . import signals as sig
 from ._time import resolve_now, to_epoch
 from .candidates import CandidateBatch, CandidateLike, coerce_candidates
 from .config import DAY_S, SIGNALS, Config
-from .errors import ConfigError, FeedbackError, InputError, StateError
+from .errors import ConfigError, FeedbackError, InputError, StateError, StateUnavailableError
 from .features import (
     FeatureSpace,
     QueryInfo,
@@ -28,9 +29,26 @@ from .features import (
 from .results import Ranked, Ranking, exp_score
 from .rules import Rule, apply_rules
 from .state import StateBackend, open_state
-from .state.base import FeedbackBatch, FeedbackItem, FeedbackOutcome, Impression, new_recall_id
+from .state.base import (
+    DocStats,
+    FeedbackBatch,
+    FeedbackItem,
+    FeedbackOutcome,
+    Impression,
+    LinkCounts,
+    new_recall_id,
+)
 
 TOP_LINKS = 3
+
+logger = logging.getLogger("heaprank")
+
+
+def _no_state(n_features: int, n_docs: int) -> tuple[LinkCounts, DocStats]:
+    """What a rerank reads when the state cannot be reached: no evidence, no use."""
+    zero = np.zeros(n_features)
+    return (LinkCounts(zero, zero, zero, zero),
+            DocStats(np.full(n_docs, math.nan), np.zeros(n_docs)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +117,9 @@ class Reranker:
         question_classifier: Maps a query to a question type (English rules by default).
         feature_cache_bytes: Bound of the per-process cache of candidate shapes (it holds no
             caller text, only what featurisation read from it).
+        strict: Raise :class:`~heaprank.StateUnavailableError` from ``rerank`` when the state
+            cannot be reached, instead of ranking on the retriever and the priors (flagged in
+            EXPLAIN, logged as a warning).
 
     Example:
         >>> rr = Reranker()
@@ -109,7 +130,7 @@ class Reranker:
     def __init__(self, state: str | StateBackend | None = None, *, config: Config | None = None,
                  rules: Sequence[Rule] = (),
                  question_classifier: QuestionClassifier = english_question_type,
-                 feature_cache_bytes: int = 64 * 2**20) -> None:
+                 feature_cache_bytes: int = 64 * 2**20, strict: bool = False) -> None:
         self.config = config if config is not None else Config()
         if not isinstance(self.config, Config):
             raise TypeError(f"config: expected Config, got {type(self.config).__name__}")
@@ -120,6 +141,7 @@ class Reranker:
         if not callable(question_classifier):
             raise TypeError("question_classifier: expected a callable")
         self.classify = question_classifier
+        self.strict = bool(strict)
         self._space = FeatureSpace(max_bytes=feature_cache_bytes,
                                    prefix_chars=self.config.feature_prefix_chars)
         self.state: StateBackend = open_state(state)
@@ -186,7 +208,18 @@ class Reranker:
         rows, row_keys = self._feature_rows(info, batch, cfg)
         vocab, inverse = np.unique(rows, return_inverse=True)
         names = self._space.names
-        counts, docs = self.state.read(namespace, [names[i] for i in vocab.tolist()], batch.ids)
+        state_flag: tuple[str, ...] = ()
+        try:
+            counts, docs = self.state.read(namespace, [names[i] for i in vocab.tolist()],
+                                           batch.ids)
+        except StateUnavailableError as exc:
+            if self.strict:
+                raise
+            logger.warning("heaprank: state unavailable, ranking on the retriever and the "
+                           "priors: %s", exc)
+            counts, docs = _no_state(len(vocab), len(batch))
+            state_flag = ("state unavailable: priors only, not tracked",)
+            track = False
         alpha, beta = linkmath.posterior(counts, cfg.prior)
         link_p = linkmath.posterior_mean(alpha, beta)[inverse.reshape(rows.shape)]
         use = linkmath.noisy_or(link_p)
@@ -215,14 +248,14 @@ class Reranker:
         recall_id = new_recall_id()
         if track and len(top):
             stored = np.column_stack([rel, age / DAY_S, imp, use, mult])[top]
-            recall_id = self._put_impression(Impression(
+            recall_id = self._track(Impression(
                 recall_id=recall_id, namespace=namespace, qtype=info.qtype, time=when,
                 time_explicit=explicit, ids=tuple(batch.ids[i] for i in top.tolist()),
                 slots=tuple(self._space.slots_of(row_keys[i]) for i in top.tolist()),
                 doc_features=cfg.doc_features, signal_names=IMPRESSION_SIGNALS,
                 signals=tuple(map(tuple, stored.tolist()))))
         items = self._build_items(batch, info, cfg, top, log_score, signal_matrix, link_p,
-                                  rows, fired, age, docs.use_count)
+                                  rows, fired, age, docs.use_count, state_flag)
         dropped = {batch.ids[i]: "rule " + ", ".join(f"{n} x{m:g}" for n, m in fired[i])
                    for i in np.flatnonzero(~kept)}
         with np.errstate(divide="ignore"):
@@ -231,6 +264,17 @@ class Reranker:
                        items=items, order_ids=tuple(batch.ids[i] for i in order),
                        log_scores=log_score[order], log_terms=log_terms[order],
                        signal_names=SIGNALS, log_rules=log_rules[order], dropped=dropped)
+
+    def _track(self, impression: Impression) -> str:
+        """Write a rerank's impression; with an unreachable state (and not strict) the ranking
+        is still returned, its feedback then reports an unknown recall."""
+        try:
+            return self._put_impression(impression)
+        except StateUnavailableError as exc:
+            if self.strict:
+                raise
+            logger.warning("heaprank: state unavailable, impression not recorded: %s", exc)
+            return impression.recall_id
 
     def _put_impression(self, impression: Impression, feedback_id: str | None = None) -> str:
         """Write an impression; a generated recall id that is already taken (two reranks in one
@@ -245,15 +289,16 @@ class Reranker:
     def _build_items(self, batch: CandidateBatch, info: QueryInfo, cfg: Config, top: np.ndarray,
                      log_score: np.ndarray, signal_matrix: np.ndarray, link_p: np.ndarray,
                      rows: np.ndarray, fired: list[list[tuple[str, float]]],
-                     age: np.ndarray, use_count: np.ndarray) -> tuple[Ranked, ...]:
+                     age: np.ndarray, use_count: np.ndarray,
+                     state_flag: tuple[str, ...] = ()) -> tuple[Ranked, ...]:
         weights = dict(zip(SIGNALS, cfg.weights.as_tuple()))
         names = self._space.names
         best = np.argsort(-link_p[top], axis=1, kind="stable")[:, :TOP_LINKS]
         best_ids = np.take_along_axis(rows[top], best, axis=1).tolist()
         best_p = np.take_along_axis(link_p[top], best, axis=1).tolist()
         signal_rows = signal_matrix[top].tolist()
-        empty_query = () if info.has_content else (
-            "query has no content words: ranked by the other signals",)
+        empty_query = state_flag + (() if info.has_content else (
+            "query has no content words: ranked by the other signals",))
         items = []
         for rank, i in enumerate(top.tolist(), start=1):
             items.append(Ranked(
@@ -326,9 +371,10 @@ class Reranker:
                                    features=imp.features_of(position[d] - 1),
                                    reject_weight=self._reject_weight(position[d]))
                       for d, used in verdicts.items())
-        batch = FeedbackBatch(recall_id=imp.recall_id, namespace=imp.namespace, time=when,
-                              items=items)
         cfg = self.config
+        batch = FeedbackBatch(recall_id=imp.recall_id, namespace=imp.namespace, time=when,
+                              items=items, a0=cfg.prior.a0, b0=cfg.prior.b0,
+                              kappa=cfg.prior.kappa, em=cfg.em_credit)
         credit = functools.partial(linkmath.credit, prior=cfg.prior, em=cfg.em_credit)
         return self.state.apply_feedback(batch, credit)
 
@@ -476,7 +522,8 @@ class Reranker:
         return self._clone(open_state(state), self.config)
 
     def _clone(self, state: StateBackend, config: Config) -> Reranker:
-        clone = Reranker(state, config=config, rules=self.rules, question_classifier=self.classify)
+        clone = Reranker(state, config=config, rules=self.rules, question_classifier=self.classify,
+                         strict=self.strict)
         if config.feature_prefix_chars == self.config.feature_prefix_chars:
             clone._space = self._space  # the same texts featurise the same way: share the cache
         return clone

@@ -139,12 +139,21 @@ class FeedbackItem:
 
 @dataclass(frozen=True, slots=True)
 class FeedbackBatch:
-    """One feedback call's verdicts for items of one impression."""
+    """One feedback call's verdicts for items of one impression.
+
+    ``a0``, ``b0``, ``kappa`` and ``em`` are the learning settings the credit uses (the Beta
+    prior, the pooled share, EM or uniform credit): a backend that computes the credit next to
+    its data (a Redis script) reads them here; the others call the ``credit`` function.
+    """
 
     recall_id: str
     namespace: str
     time: float
     items: tuple[FeedbackItem, ...]
+    a0: float = 0.02
+    b0: float = 1.98
+    kappa: float = 50.0
+    em: bool = True
 
 
 @dataclass(frozen=True, slots=True)

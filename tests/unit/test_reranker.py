@@ -19,6 +19,7 @@ from heaprank import (
     Prior,
     Reranker,
     SQLiteState,
+    StateUnavailableError,
     Weights,
 )
 
@@ -423,3 +424,25 @@ def test_async_over_sqlite_runs_concurrently(tmp_path, cands):
     assert rr.stats()["feedbacks"] == 8
     assert sum(rr.state.read_docs("n", [c["id"] for c in cands]).use_count) == 8
     rr.close()
+
+
+class _Unreachable(MemoryState):
+    """A state whose server is down: every read and write raises StateUnavailableError."""
+
+    def read(self, namespace, features, ids):
+        raise StateUnavailableError("connection refused")
+
+    def put_impression(self, impression, *, feedback_id=None):
+        raise StateUnavailableError("connection refused")
+
+
+def test_an_unreachable_state_degrades_to_the_retriever_and_priors(cands, caplog):
+    rr = Reranker(_Unreachable())
+    with caplog.at_level("WARNING", logger="heaprank"):
+        ranking = rr.rerank(QUERY, cands, namespace="maya", k=3, now=NOW)
+    fresh = Reranker().rerank(QUERY, cands, namespace="maya", k=3, now=NOW, track=False)
+    assert ranking.ids == fresh.ids  # no evidence anywhere: the same as an empty state
+    assert all("state unavailable" in r.explain() for r in ranking)
+    assert "state unavailable" in caplog.text
+    with pytest.raises(StateUnavailableError):
+        Reranker(_Unreachable(), strict=True).rerank(QUERY, cands, namespace="maya", now=NOW)
