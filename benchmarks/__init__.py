@@ -21,6 +21,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 BENCHMARKS = {
     "locomo": ("benchmarks.locomo", "LoCoMo evidence retrieval, side by side with heapdb-memory"),
     "latency": ("benchmarks.latency", "rerank latency, feedback throughput and memory"),
+    "footprint": ("benchmarks.footprint", "state bytes per feedback and per link; caller texts"),
 }
 
 
