@@ -26,6 +26,8 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 QUESTION_TYPES = ("when", "who", "where", "howmany", "howmuch", "what", "why", "how", "yesno",
                   "other")
 
@@ -243,18 +245,16 @@ class FeatureSpace:
         self._shapes: OrderedDict[tuple[object, ...], tuple[Shape, int, frozenset[str], int]] = \
             OrderedDict()
         self.cached_bytes = 0
-        self._rows: dict[tuple[object, ...], tuple[int, ...]] = {}
-        self._row_info: dict[tuple[int, ...], tuple[tuple[str, ...], tuple[str, ...]]] = {}
+        self._rows: dict[tuple[object, ...], int] = {}
+        self._row_info: list[tuple[tuple[str, ...], tuple[str, ...]]] = []
+        self._matrix = np.zeros((256, 24), dtype=np.intp)
         self._serials = itertools.count()
 
     def clear(self) -> None:
         """Drop every cached shape and row (``forget_namespace`` calls this: the cache may hold
         names read from that namespace's candidates)."""
-        self.names.clear()
-        self._ids.clear()
+        self._reset_rows()
         self._shapes.clear()
-        self._rows.clear()
-        self._row_info.clear()
         self.cached_bytes = 0
 
     def _intern(self, features: Sequence[str]) -> tuple[int, ...]:
@@ -270,7 +270,7 @@ class FeatureSpace:
 
     def _shape(self, text: str, kind: str | None, source: str | None, tags: frozenset[str],
                tag_slots: tuple[str, ...]) -> tuple[Shape, int, frozenset[str], int]:
-        prefix = text[:self.prefix_chars]
+        prefix = text if len(text) <= self.prefix_chars else text[:self.prefix_chars]
         key = (hash(prefix), len(prefix), kind, source, tags, tag_slots)
         hit = self._shapes.get(key)
         if hit is not None:
@@ -292,36 +292,60 @@ class FeatureSpace:
     def rows(self, query: QueryInfo, ids: Sequence[str], texts: Sequence[str],
              kinds: Sequence[str | None], sources: Sequence[str | None],
              tags: Sequence[frozenset[str]], tag_slots: tuple[str, ...],
-             doc_features: bool, structure: Sequence[tuple[str, ...]]) -> list[tuple[int, ...]]:
-        """The integer feature row of every candidate for this query; ``structure`` holds each
-        candidate's neighbour slots (:func:`neighbour_slots`)."""
+             doc_features: bool, structure: Sequence[tuple[str, ...]]) -> np.ndarray:
+        """The row index of every candidate for this query (rows of :meth:`matrix`);
+        ``structure`` holds each candidate's neighbour slots (:func:`neighbour_slots`)."""
         if len(self.names) > self.max_features or len(self._rows) > self.max_rows:
-            self.names.clear()
-            self._ids.clear()
-            self._rows.clear()
-            self._row_info.clear()
+            self._reset_rows()
         qtype, qnames, qwords = query.qtype, query.names, query.words
+        shape_of_text = self._shape
+        rows_get = self._rows.get
         out = []
         for doc_id, text, kind, source, tag, nbr in zip(ids, texts, kinds, sources, tags,
                                                         structure):
-            shape, serial, source_words, _ = self._shape(text, kind, source, tag, tag_slots)
-            qsrc = not source_words.isdisjoint(qwords)
-            qent = not qnames.isdisjoint(shape.words)
+            shape, serial, source_words, _ = shape_of_text(text, kind, source, tag, tag_slots)
+            qsrc = bool(source_words) and not source_words.isdisjoint(qwords)
+            qent = bool(qnames) and not qnames.isdisjoint(shape.words)
             key = (serial, qtype, qsrc, qent, nbr, doc_id if doc_features else None)
-            row = self._rows.get(key)
+            row = rows_get(key)
             if row is None:
                 slots = shape.slots + (f"qsrc:{yes(qsrc)}", f"qent:{yes(qent)}") + nbr
-                feats = expand_features(qtype, slots, doc_id if doc_features else None)
-                row = self._rows[key] = self._intern(feats)
-                self._row_info[row] = (feats, slots)
+                row = self._add_row(key, slots, expand_features(
+                    qtype, slots, doc_id if doc_features else None))
             out.append(row)
-        return out
+        return np.array(out, dtype=np.intp)
 
-    def names_of(self, row: tuple[int, ...]) -> tuple[str, ...]:
+    def _add_row(self, key: tuple[object, ...], slots: tuple[str, ...],
+                 feats: tuple[str, ...]) -> int:
+        row = len(self._row_info)
+        ids = self._intern(feats)
+        if row >= self._matrix.shape[0] or len(ids) > self._matrix.shape[1]:
+            grown = np.zeros((max(2 * self._matrix.shape[0], row + 1),
+                              max(self._matrix.shape[1], len(ids))), dtype=np.intp)
+            grown[:self._matrix.shape[0], :self._matrix.shape[1]] = self._matrix
+            self._matrix = grown
+        self._matrix[row, :len(ids)] = ids
+        self._row_info.append((feats, slots))
+        self._rows[key] = row
+        return row
+
+    def _reset_rows(self) -> None:
+        self.names.clear()
+        self._ids.clear()
+        self._rows.clear()
+        self._row_info.clear()
+
+    def matrix(self, rows: np.ndarray) -> np.ndarray:
+        """The ``(len(rows), width)`` feature-id matrix of rows :meth:`rows` returned in one
+        call (every row of one call has the same width)."""
+        width = len(self._row_info[int(rows[0])][0]) if len(rows) else 0
+        return self._matrix[rows, :width]
+
+    def names_of(self, row: int) -> tuple[str, ...]:
         """The feature strings of a row that :meth:`rows` returned."""
         return self._row_info[row][0]
 
-    def slots_of(self, row: tuple[int, ...]) -> tuple[str, ...]:
+    def slots_of(self, row: int) -> tuple[str, ...]:
         """The slots a row was built from (what an impression stores)."""
         return self._row_info[row][1]
 
@@ -338,6 +362,9 @@ def _rank_bucket(rank: int) -> str:
     return "lower"
 
 
+NO_NEIGHBOURS = ("prev:none", "next:none")
+
+
 def neighbour_slots(threads: Sequence[str | None], positions: Sequence[float],
                     retriever_rank: Sequence[int]) -> list[tuple[str, ...]]:
     """Each candidate's structural neighbours among the candidates: how high the retriever
@@ -349,7 +376,7 @@ def neighbour_slots(threads: Sequence[str | None], positions: Sequence[float],
         if thread is not None and pos == pos:  # NaN-safe
             where[(thread, pos)] = i
     if not where:
-        return [("prev:none", "next:none")] * len(threads)
+        return [NO_NEIGHBOURS] * len(threads)
     out: list[tuple[str, ...]] = []
     for thread, pos in zip(threads, positions):
         prev = where.get((thread, pos - 1), -1) if thread is not None else -1

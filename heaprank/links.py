@@ -82,11 +82,13 @@ def posterior_mean(alpha: np.ndarray, beta: np.ndarray) -> np.ndarray:
 def noisy_or(p: np.ndarray) -> np.ndarray:
     """``1 - prod(1 - p)`` along the last axis, computed in log space for accuracy.
 
-    A link of exactly 1 (a posterior mean that rounded to 1) gives ``log1p(-1) = -inf`` and
-    ``U = 1``, which is right; the divide-by-zero warning is not.
+    A link that rounded to exactly 1 contributes ``log(0) = -inf`` and makes ``U = 1``, which is
+    right; it is written in directly rather than computed, so no floating-point warning needs
+    silencing on the hot path.
     """
-    with np.errstate(divide="ignore"):
-        return -np.expm1(np.sum(np.log1p(-p), axis=-1))
+    terms = np.full(p.shape, -np.inf)
+    np.log1p(-p, out=terms, where=p < 1.0)
+    return -np.expm1(terms.sum(axis=-1))
 
 
 def interval(alpha: np.ndarray, beta: np.ndarray, level: float = 0.9) -> tuple[np.ndarray, np.ndarray]:

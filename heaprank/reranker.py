@@ -8,6 +8,7 @@ import logging
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -19,6 +20,7 @@ from .candidates import CandidateBatch, CandidateLike, coerce_candidates
 from .config import DAY_S, SIGNALS, Config
 from .errors import ConfigError, FeedbackError, InputError, StateError, StateUnavailableError
 from .features import (
+    NO_NEIGHBOURS,
     FeatureSpace,
     QueryInfo,
     QuestionClassifier,
@@ -151,19 +153,19 @@ class Reranker:
 
     # ---------------------------------------------------------------- scoring
 
-    def _feature_rows(self, query: QueryInfo, batch: CandidateBatch,
-                      cfg: Config) -> tuple[np.ndarray, list[tuple[int, ...]]]:
-        """``(n, n_features)`` integer feature ids of every candidate (see :class:`FeatureSpace`),
-        and the same rows as tuples (to name them)."""
-        scores = batch.scores if cfg.score_kind == "similarity" else -batch.scores
-        order = np.lexsort((np.arange(len(batch)), -np.nan_to_num(scores, nan=-np.inf)))
-        retriever_rank = np.empty(len(batch), dtype=np.intp)
-        retriever_rank[order] = np.arange(len(batch))
-        structure = neighbour_slots(batch.threads, batch.position.tolist(),
-                                    retriever_rank.tolist())
-        rows = self._space.rows(query, batch.ids, batch.texts, batch.kinds, batch.sources,
+    def _feature_rows(self, query: QueryInfo, batch: CandidateBatch, cfg: Config) -> np.ndarray:
+        """The feature row of every candidate (an index into the feature space's matrix)."""
+        if any(t is not None for t in batch.threads):
+            scores = batch.scores if cfg.score_kind == "similarity" else -batch.scores
+            order = np.lexsort((np.arange(len(batch)), -np.nan_to_num(scores, nan=-np.inf)))
+            retriever_rank = np.empty(len(batch), dtype=np.intp)
+            retriever_rank[order] = np.arange(len(batch))
+            structure = neighbour_slots(batch.threads, batch.position.tolist(),
+                                        retriever_rank.tolist())
+        else:  # no thread anywhere: nobody has a neighbour
+            structure = [NO_NEIGHBOURS] * len(batch)
+        return self._space.rows(query, batch.ids, batch.texts, batch.kinds, batch.sources,
                                 batch.tags, cfg.tag_slots, cfg.doc_features, structure)
-        return np.array(rows, dtype=np.intp), rows
 
     def _config(self, config: Config | None) -> Config:
         if config is None:
@@ -205,8 +207,11 @@ class Reranker:
         batch = coerce_candidates(candidates, now=when, on_invalid=cfg.on_invalid,
                                   future_tolerance_s=cfg.future_tolerance_s)
         info = analyze_query(query, self.classify)
-        rows, row_keys = self._feature_rows(info, batch, cfg)
-        vocab, inverse = np.unique(rows, return_inverse=True)
+        row_ids = self._feature_rows(info, batch, cfg)
+        # Work on the distinct rows: candidates share a few dozen shapes at most.
+        urows, row_of = np.unique(row_ids, return_inverse=True)
+        matrix = self._space.matrix(urows)
+        vocab, where = np.unique(matrix, return_inverse=True)
         names = self._space.names
         state_flag: tuple[str, ...] = ()
         try:
@@ -221,8 +226,8 @@ class Reranker:
             state_flag = ("state unavailable: priors only, not tracked",)
             track = False
         alpha, beta = linkmath.posterior(counts, cfg.prior)
-        link_p = linkmath.posterior_mean(alpha, beta)[inverse.reshape(rows.shape)]
-        use = linkmath.noisy_or(link_p)
+        row_p = linkmath.posterior_mean(alpha, beta)[where.reshape(matrix.shape)]
+        use = linkmath.noisy_or(row_p)[row_of]
         last = np.fmax(np.fmax(docs.last_used, batch.last_used), batch.created_at)
         age = when - last
         rel = sig.relevance(batch.scores, kind=cfg.score_kind, floor=cfg.relevance_floor,
@@ -251,15 +256,15 @@ class Reranker:
             recall_id = self._track(Impression(
                 recall_id=recall_id, namespace=namespace, qtype=info.qtype, time=when,
                 time_explicit=explicit, ids=tuple(batch.ids[i] for i in top.tolist()),
-                slots=tuple(self._space.slots_of(row_keys[i]) for i in top.tolist()),
+                slots=tuple(self._space.slots_of(row_ids[i]) for i in top.tolist()),
                 doc_features=cfg.doc_features, signal_names=IMPRESSION_SIGNALS,
                 signals=tuple(map(tuple, stored.tolist()))))
-        items = self._build_items(batch, info, cfg, top, log_score, signal_matrix, link_p,
-                                  rows, fired, age, docs.use_count, state_flag)
+        items = self._build_items(batch, info, cfg, top, log_score, signal_matrix,
+                                  row_p[row_of[top]], matrix[row_of[top]], fired, age,
+                                  docs.use_count, state_flag)
         dropped = {batch.ids[i]: "rule " + ", ".join(f"{n} x{m:g}" for n, m in fired[i])
                    for i in np.flatnonzero(~kept)}
-        with np.errstate(divide="ignore"):
-            log_rules = np.log(mult)
+        log_rules = sig.log_rules(mult)
         return Ranking(recall_id=recall_id, namespace=namespace, query=query, qtype=info.qtype,
                        items=items, order_ids=tuple(batch.ids[i] for i in order),
                        log_scores=log_score[order], log_terms=log_terms[order],
@@ -287,26 +292,29 @@ class Reranker:
         raise StateError("could not draw an unused recall id")
 
     def _build_items(self, batch: CandidateBatch, info: QueryInfo, cfg: Config, top: np.ndarray,
-                     log_score: np.ndarray, signal_matrix: np.ndarray, link_p: np.ndarray,
-                     rows: np.ndarray, fired: list[list[tuple[str, float]]],
+                     log_score: np.ndarray, signal_matrix: np.ndarray, top_p: np.ndarray,
+                     top_rows: np.ndarray, fired: list[list[tuple[str, float]]],
                      age: np.ndarray, use_count: np.ndarray,
                      state_flag: tuple[str, ...] = ()) -> tuple[Ranked, ...]:
-        weights = dict(zip(SIGNALS, cfg.weights.as_tuple()))
+        """The top results; ``top_p`` and ``top_rows`` are their link means and feature ids."""
+        weights = MappingProxyType(dict(zip(SIGNALS, cfg.weights.as_tuple())))
         names = self._space.names
-        best = np.argsort(-link_p[top], axis=1, kind="stable")[:, :TOP_LINKS]
-        best_ids = np.take_along_axis(rows[top], best, axis=1).tolist()
-        best_p = np.take_along_axis(link_p[top], best, axis=1).tolist()
+        best = np.argsort(-top_p, axis=1, kind="stable")[:, :TOP_LINKS]
+        best_ids = np.take_along_axis(top_rows, best, axis=1).tolist()
+        best_p = np.take_along_axis(top_p, best, axis=1).tolist()
         signal_rows = signal_matrix[top].tolist()
-        empty_query = state_flag + (() if info.has_content else (
+        scores = log_score[top].tolist()
+        flags = state_flag + (() if info.has_content else (
             "query has no content words: ranked by the other signals",))
         items = []
         for rank, i in enumerate(top.tolist(), start=1):
+            j = rank - 1
             items.append(Ranked(
-                rank=rank, score=exp_score(log_score[i]), candidate=batch.candidate(i),
-                signals=dict(zip(SIGNALS, signal_rows[rank - 1])), weights=weights,
+                rank=rank, score=exp_score(scores[j]), candidate=batch.candidate(i),
+                signals=dict(zip(SIGNALS, signal_rows[j])), weights=weights,
                 details=self._details(batch, info, i, age[i], use_count[i]),
-                top_links=tuple(zip([names[j] for j in best_ids[rank - 1]], best_p[rank - 1])),
-                rules=tuple(fired[i]), flags=batch.flags[i] + empty_query))
+                top_links=tuple(zip([names[f] for f in best_ids[j]], best_p[j])),
+                rules=tuple(fired[i]), flags=batch.flags[i] + flags))
         return tuple(items)
 
     @staticmethod
@@ -438,11 +446,11 @@ class Reranker:
         if unknown:  # checked before anything is written: no orphan impression
             raise FeedbackError(f"used id {unknown[0]!r} is not among the shown ids")
         info = analyze_query(query, self.classify)
-        _, row_keys = self._feature_rows(info, batch, cfg)
+        row_ids = self._feature_rows(info, batch, cfg)
         held = self._put_impression(Impression(
             recall_id=new_recall_id(), namespace=namespace, qtype=info.qtype, time=when,
             time_explicit=explicit, ids=batch.ids,
-            slots=tuple(self._space.slots_of(r) for r in row_keys),
+            slots=tuple(self._space.slots_of(r) for r in row_ids.tolist()),
             doc_features=cfg.doc_features), feedback_id)
         if feedback_id is not None:
             stored = self.state.get_impression(held)

@@ -76,8 +76,13 @@ def combine(signals: np.ndarray, weights: np.ndarray, rules: np.ndarray) -> tupl
     A rule multiplier of 0 gives ``-inf`` (the candidate is dropped by the caller). Ordering on
     the log score keeps candidates apart even where the product would underflow.
     """
-    with np.errstate(divide="ignore"):
-        log_terms = weights[None, :] * np.log(signals)
-        log_terms[:, weights == 0] = 0.0
-        log_rules = np.log(rules)
-    return log_terms.sum(axis=1) + log_rules, log_terms
+    log_terms = weights[None, :] * np.log(signals)  # every signal is > 0 by construction
+    log_terms[:, weights == 0] = 0.0
+    return log_terms.sum(axis=1) + log_rules(rules), log_terms
+
+
+def log_rules(rules: np.ndarray) -> np.ndarray:
+    """``log`` of rule multipliers, ``-inf`` for 0 (a dropped candidate), without a warning."""
+    out = np.log(np.where(rules > 0.0, rules, 1.0))
+    out[rules <= 0.0] = -np.inf
+    return out

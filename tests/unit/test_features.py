@@ -292,13 +292,13 @@ def test_feature_space_rows_name_exactly_the_reference_features():
     kinds, sources = ["fact", None, "episode"], ["Maya", None, "Ben"]
     tags = [frozenset()] * 3
     structure = [("prev:none", "next:top1"), ("prev:top1", "next:none"), ("prev:none", "next:none")]
-    for _ in range(2):  # the second pass is served from the caches (and evicts: 1000 bytes hold ~2 shapes)
+    for _ in range(2):  # the second pass is served from the caches (evicting: 1000 B hold ~2)
         rows = space.rows(query, ids, texts, kinds, sources, tags, (), True, structure)
         for i, row in enumerate(rows):
             shape = shape_of(texts[i], kinds[i], sources[i], tags[i], ())
             expected = retrieval_features(query, shape, sources[i], ids[i], structure[i])
             assert space.names_of(row) == expected
-            assert [space.names[j] for j in row] == list(expected)
+            assert [space.names[j] for j in space.matrix(rows)[i]] == list(expected)
 
 
 @pytest.mark.parametrize("query", ["Tell me when Caroline moved", "Когда Маша приехала?"])
