@@ -22,7 +22,6 @@ from __future__ import annotations
 import itertools
 import re
 import unicodedata
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -221,7 +220,7 @@ class FeatureSpace:
 
     A candidate's shape is cached per (hash of its featurised prefix, kind, source, tags): the
     cache never holds a caller's text, only the shape read from it, and is bounded by bytes
-    (``max_bytes``, least recently used first out). Its full feature row is cached per (shape,
+    (``max_bytes``, oldest first out). Its full feature row is cached per (shape,
     question type, relation and neighbour slots) as integer ids, so scoring works on an
     ``(n, n_features)`` integer matrix with no string work per call. Ids are only meaningful
     inside one process; the vocabulary is reset when it outgrows ``max_features``.
@@ -242,8 +241,7 @@ class FeatureSpace:
         self.max_rows = max_rows
         self.names: list[str] = []
         self._ids: dict[str, int] = {}
-        self._shapes: OrderedDict[tuple[object, ...], tuple[Shape, int, frozenset[str], int]] = \
-            OrderedDict()
+        self._shapes: dict[tuple[object, ...], tuple[Shape, int, frozenset[str], int]] = {}
         self.cached_bytes = 0
         self._rows: dict[tuple[object, ...], int] = {}
         self._row_info: list[tuple[tuple[str, ...], tuple[str, ...]]] = []
@@ -268,14 +266,10 @@ class FeatureSpace:
             out.append(i)
         return tuple(out)
 
-    def _shape(self, text: str, kind: str | None, source: str | None, tags: frozenset[str],
-               tag_slots: tuple[str, ...]) -> tuple[Shape, int, frozenset[str], int]:
-        prefix = text if len(text) <= self.prefix_chars else text[:self.prefix_chars]
-        key = (hash(prefix), len(prefix), kind, source, tags, tag_slots)
-        hit = self._shapes.get(key)
-        if hit is not None:
-            self._shapes.move_to_end(key)
-            return hit
+    def _new_shape(self, key: tuple[object, ...], prefix: str, kind: str | None,
+                   source: str | None, tags: frozenset[str],
+                   tag_slots: tuple[str, ...]) -> tuple[Shape, int, frozenset[str], int]:
+        """Featurise a prefix not seen yet and cache it (oldest entries out past the bound)."""
         shape = shape_of(prefix, kind, source, tags, tag_slots)
         source_words = frozenset(t.casefold() for t in tokens(source)) if source else frozenset()
         # Approximate bytes held: the entry, its word set, and the words themselves.
@@ -285,8 +279,9 @@ class FeatureSpace:
         if cost <= self.max_bytes:
             self._shapes[key] = entry
             self.cached_bytes += cost
-            while self.cached_bytes > self.max_bytes:
-                self.cached_bytes -= self._shapes.popitem(last=False)[1][3]
+            while self.cached_bytes > self.max_bytes:  # first in, first out: no per-hit cost
+                oldest = next(iter(self._shapes))
+                self.cached_bytes -= self._shapes.pop(oldest)[3]
         return entry
 
     def rows(self, query: QueryInfo, ids: Sequence[str], texts: Sequence[str],
@@ -298,12 +293,17 @@ class FeatureSpace:
         if len(self.names) > self.max_features or len(self._rows) > self.max_rows:
             self._reset_rows()
         qtype, qnames, qwords = query.qtype, query.names, query.words
-        shape_of_text = self._shape
-        rows_get = self._rows.get
+        limit = self.prefix_chars
+        shapes_get, rows_get = self._shapes.get, self._rows.get
         out = []
         for doc_id, text, kind, source, tag, nbr in zip(ids, texts, kinds, sources, tags,
                                                         structure):
-            shape, serial, source_words, _ = shape_of_text(text, kind, source, tag, tag_slots)
+            prefix = text if len(text) <= limit else text[:limit]
+            skey = (hash(prefix), len(prefix), kind, source, tag, tag_slots)
+            entry = shapes_get(skey)
+            if entry is None:
+                entry = self._new_shape(skey, prefix, kind, source, tag, tag_slots)
+            shape, serial, source_words, _ = entry
             qsrc = bool(source_words) and not source_words.isdisjoint(qwords)
             qent = bool(qnames) and not qnames.isdisjoint(shape.words)
             key = (serial, qtype, qsrc, qent, nbr, doc_id if doc_features else None)

@@ -258,7 +258,7 @@ class Reranker:
                 time_explicit=explicit, ids=tuple(batch.ids[i] for i in top.tolist()),
                 slots=tuple(self._space.slots_of(row_ids[i]) for i in top.tolist()),
                 doc_features=cfg.doc_features, signal_names=IMPRESSION_SIGNALS,
-                signals=tuple(map(tuple, stored.tolist()))))
+                signals=stored))
         items = self._build_items(batch, info, cfg, top, log_score, signal_matrix,
                                   row_p[row_of[top]], matrix[row_of[top]], fired, age,
                                   docs.use_count, state_flag)

@@ -55,6 +55,8 @@ def superseded_mask(batch: CandidateBatch) -> np.ndarray:
     the scores depend on the order the retriever happened to return them in.
     """
     out = batch.superseded.copy()
+    if sum(k is not None for k in batch.keys) < 2:
+        return out  # no key shared by two candidates
     keys = np.array([k if k is not None else "" for k in batch.keys], dtype=object)
     has_key = keys != ""
     if has_key.sum() > 1:

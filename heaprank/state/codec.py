@@ -67,6 +67,29 @@ def _utf8(text: str) -> bytes:
     return _varint(len(encoded)) + encoded
 
 
+_FIXED_ROWS: dict[tuple[str, ...], bytes] = {}  # rows made of codebook slots only: their bytes
+
+
+def _row_codes(row: Sequence[str], table: dict[str, int]) -> bytes:
+    """A row's count byte and slot codes; free-form slots go to this impression's ``table``."""
+    codes = bytearray((len(row),))
+    free = False
+    for slot in row:
+        code = _SLOT_CODE.get(slot)
+        if code is None:
+            free = True
+            code = table.get(slot)
+            if code is None:
+                code = table[slot] = _TABLE_BASE + len(table)
+                if code > 255:
+                    raise StateError("impression: more than 128 distinct free-form slots")
+        codes.append(code)
+    out = bytes(codes)
+    if not free and isinstance(row, tuple) and len(_FIXED_ROWS) < 65_536:
+        _FIXED_ROWS[row] = out
+    return out
+
+
 def encode(*, qtype: str, time: float, time_explicit: bool, doc_features: bool,
            ids: Sequence[str], slots: Sequence[Sequence[str]], signal_names: Sequence[str],
            signals: np.ndarray | Sequence[Sequence[float]] | None,
@@ -76,17 +99,10 @@ def encode(*, qtype: str, time: float, time_explicit: bool, doc_features: bool,
     table: dict[str, int] = {}
     parts: list[bytes] = []
     for doc_id, row in zip(ids, slots):
-        codes = bytearray()
-        for slot in row:
-            code = _SLOT_CODE.get(slot)
-            if code is None:
-                code = table.get(slot)
-                if code is None:
-                    code = table[slot] = _TABLE_BASE + len(table)
-                    if code > 255:
-                        raise StateError("impression: more than 128 distinct free-form slots")
-            codes.append(code)
-        parts.append(_utf8(doc_id) + bytes((len(codes),)) + bytes(codes))
+        codes = _FIXED_ROWS.get(row)
+        if codes is None:
+            codes = _row_codes(row, table)
+        parts.append(_utf8(doc_id) + codes)
     if signals is None:
         values = np.zeros((n, m), dtype="<f4")
     else:
