@@ -99,7 +99,7 @@ def encode(*, qtype: str, time: float, time_explicit: bool, doc_features: bool,
     table: dict[str, int] = {}
     parts: list[bytes] = []
     for doc_id, row in zip(ids, slots):
-        codes = _FIXED_ROWS.get(row)
+        codes = _FIXED_ROWS.get(row) if isinstance(row, tuple) else None
         if codes is None:
             codes = _row_codes(row, table)
         parts.append(_utf8(doc_id) + codes)
