@@ -246,6 +246,7 @@ class FeatureSpace:
         self._rows: dict[tuple[object, ...], int] = {}
         self._row_info: list[tuple[tuple[str, ...], tuple[str, ...]]] = []
         self._matrix = np.zeros((256, 24), dtype=np.intp)
+        self._expanded: dict[tuple[object, ...], tuple[str, ...]] = {}
         self._serials = itertools.count()
 
     def clear(self) -> None:
@@ -253,6 +254,7 @@ class FeatureSpace:
         names read from that namespace's candidates)."""
         self._reset_rows()
         self._shapes.clear()
+        self._expanded.clear()
         self.cached_bytes = 0
 
     def _intern(self, features: Sequence[str]) -> tuple[int, ...]:
@@ -340,6 +342,16 @@ class FeatureSpace:
         call (every row of one call has the same width)."""
         width = len(self._row_info[int(rows[0])][0]) if len(rows) else 0
         return self._matrix[rows, :width]
+
+    def expand(self, qtype: str, slots: tuple[str, ...], doc_id: str | None) -> tuple[str, ...]:
+        """:func:`expand_features`, cached (feedback rebuilds the same rows over and over)."""
+        key = (qtype, slots, doc_id)
+        out = self._expanded.get(key)
+        if out is None:
+            if len(self._expanded) > self.max_rows:
+                self._expanded.clear()
+            out = self._expanded[key] = expand_features(qtype, slots, doc_id)
+        return out
 
     def names_of(self, row: int) -> tuple[str, ...]:
         """The feature strings of a row that :meth:`rows` returned."""

@@ -375,8 +375,10 @@ class Reranker:
             when = imp.time if imp.time_explicit else resolve_now(None)[0]
         else:
             when = to_epoch(now, "now")
+        expand = self._space.expand
         items = tuple(FeedbackItem(id=d, rank=position[d], used=used,
-                                   features=imp.features_of(position[d] - 1),
+                                   features=expand(imp.qtype, imp.slots[position[d] - 1],
+                                                   d if imp.doc_features else None),
                                    reject_weight=self._reject_weight(position[d]))
                       for d, used in verdicts.items())
         cfg = self.config

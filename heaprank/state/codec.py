@@ -67,7 +67,9 @@ def _utf8(text: str) -> bytes:
     return _varint(len(encoded)) + encoded
 
 
-_FIXED_ROWS: dict[tuple[str, ...], bytes] = {}  # rows made of codebook slots only: their bytes
+# Rows made of codebook slots only (no caller data), both ways: their bytes, and back.
+_FIXED_ROWS: dict[tuple[str, ...], bytes] = {}
+_DECODED_ROWS: dict[bytes, tuple[str, ...]] = {}
 
 
 def _row_codes(row: Sequence[str], table: dict[str, int]) -> bytes:
@@ -154,8 +156,13 @@ class Decoded:
                 count = body[pos]
                 codes = body[pos + 1:pos + 1 + count]
                 pos += 1 + count
-                slots.append(tuple(fixed[c] if c < _TABLE_BASE else table[c - _TABLE_BASE]
-                                   for c in codes))
+                row = _DECODED_ROWS.get(codes)
+                if row is None:
+                    row = tuple(fixed[c] if c < _TABLE_BASE else table[c - _TABLE_BASE]
+                                for c in codes)
+                    if max(codes, default=0) < _TABLE_BASE and len(_DECODED_ROWS) < 65_536:
+                        _DECODED_ROWS[bytes(codes)] = row
+                slots.append(row)
             self.ids = tuple(ids)
             self.slots = tuple(slots)
             self.signals = np.frombuffer(body, dtype="<f4", count=n * m, offset=pos).reshape(n, m)
