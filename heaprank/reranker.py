@@ -366,6 +366,10 @@ class Reranker:
         return imp
 
     def _resolve(self, imp: Impression, verdicts: dict[str, bool], now: Any) -> FeedbackOutcome:
+        return self.state.apply_feedback(self._batch(imp, verdicts, now), self._credit())
+
+    def _batch(self, imp: Impression, verdicts: dict[str, bool], now: Any) -> FeedbackBatch:
+        """The feedback batch of verdicts on an impression's shown items."""
         position = {doc_id: rank for rank, doc_id in enumerate(imp.ids, start=1)}
         for doc_id in verdicts:
             if doc_id not in position:
@@ -381,12 +385,13 @@ class Reranker:
                                                    d if imp.doc_features else None),
                                    reject_weight=self._reject_weight(position[d]))
                       for d, used in verdicts.items())
-        cfg = self.config
-        batch = FeedbackBatch(recall_id=imp.recall_id, namespace=imp.namespace, time=when,
-                              items=items, a0=cfg.prior.a0, b0=cfg.prior.b0,
-                              kappa=cfg.prior.kappa, em=cfg.em_credit)
-        credit = functools.partial(linkmath.credit, prior=cfg.prior, em=cfg.em_credit)
-        return self.state.apply_feedback(batch, credit)
+        prior = self.config.prior
+        return FeedbackBatch(recall_id=imp.recall_id, namespace=imp.namespace, time=when,
+                             items=items, a0=prior.a0, b0=prior.b0, kappa=prior.kappa,
+                             em=self.config.em_credit)
+
+    def _credit(self) -> functools.partial[tuple[list[str], np.ndarray, np.ndarray]]:
+        return functools.partial(linkmath.credit, prior=self.config.prior, em=self.config.em_credit)
 
     @staticmethod
     def _ids(ids: object, field: str) -> list[str]:
@@ -430,6 +435,39 @@ class Reranker:
         verdicts = {d: False for d in imp.ids}
         verdicts.update({d: True for d in used_ids})  # an id not shown is rejected in _resolve
         return self._resolve(imp, verdicts, now)
+
+    def feedback_many(self, requests: Iterable[tuple[str, Iterable[str] | str]], *,
+                      now: Any = None) -> list[FeedbackOutcome | FeedbackError]:
+        """Several ``feedback(recall_id, used)`` calls applied together: on SQLite in one
+        transaction (one commit: a group commit), elsewhere one after the other.
+
+        Each feedback is still atomic and idempotent on its own. Returns one entry per request,
+        in order: its :class:`FeedbackOutcome`, or the :class:`FeedbackError` that kept it from
+        being applied (the others are applied all the same).
+        """
+        batches: list[FeedbackBatch | FeedbackError] = []
+        for recall_id, used in requests:
+            try:
+                imp = self._impression(recall_id, None)
+                verdicts = {d: False for d in imp.ids}
+                verdicts.update({d: True for d in self._ids(used, "used")})
+                batches.append(self._batch(imp, verdicts, now))
+            except FeedbackError as exc:
+                batches.append(exc)
+        ready = [b for b in batches if isinstance(b, FeedbackBatch)]
+        many = getattr(self.state, "apply_feedback_many", None)
+        done: list[FeedbackOutcome | FeedbackError]
+        if many is not None:
+            done = many(ready, self._credit())
+        else:
+            done = []
+            for batch in ready:
+                try:
+                    done.append(self.state.apply_feedback(batch, self._credit()))
+                except FeedbackError as exc:
+                    done.append(exc)
+        applied = iter(done)
+        return [b if isinstance(b, FeedbackError) else next(applied) for b in batches]
 
     def _record_shown(self, namespace: str, query: str, shown: Sequence[CandidateLike],
                       used: list[str], now: Any, feedback_id: str | None) -> str:

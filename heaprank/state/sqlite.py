@@ -375,23 +375,47 @@ class SQLiteState:
     # ---------------------------------------------------------------- feedback
 
     def apply_feedback(self, batch: FeedbackBatch, credit: CreditFn) -> FeedbackOutcome:
-        key = recall_key(batch.recall_id)
         with self._write() as conn:
-            row = None if key is None else conn.execute(
-                "SELECT i.ns, i.body FROM impressions i JOIN namespaces n ON n.id = i.ns "
-                "WHERE i.key = ? AND n.name = ?", (key, batch.namespace)).fetchone()
-            if row is None:
-                raise FeedbackError(f"recall_id {batch.recall_id!r}: unknown (never recorded, "
-                                    f"expired or pruned)")
-            ns, body = row
-            verdicts = codec.verdicts_of(body)
-            todo, done = check_resolution(batch, verdicts)
-            if todo:
-                self._apply(conn, ns, batch, todo, credit)
-                body = codec.with_verdicts(body, new_verdicts(verdicts, len(verdicts), todo))
-                conn.execute("UPDATE impressions SET fed = 1, body = ? WHERE key = ?", (body, key))
-                conn.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 "
-                             "WHERE key = 'feedbacks'")
+            return self._feedback(conn, batch, credit)
+
+    def apply_feedback_many(self, batches: Sequence[FeedbackBatch],
+                            credit: CreditFn) -> list[FeedbackOutcome | FeedbackError]:
+        """Apply several feedbacks in ONE transaction (one commit, one fsync: a group commit).
+
+        Each feedback stays atomic and idempotent on its own: it runs inside a savepoint, and
+        one that cannot be applied (an unknown recall, a contradiction) is rolled back alone
+        and reported in its place in the returned list; the others commit.
+        """
+        out: list[FeedbackOutcome | FeedbackError] = []
+        with self._write() as conn:
+            for batch in batches:
+                conn.execute("SAVEPOINT one_feedback")
+                try:
+                    out.append(self._feedback(conn, batch, credit))
+                except FeedbackError as exc:
+                    conn.execute("ROLLBACK TO one_feedback")
+                    out.append(exc)
+                conn.execute("RELEASE one_feedback")
+        return out
+
+    def _feedback(self, conn: sqlite3.Connection, batch: FeedbackBatch,
+                  credit: CreditFn) -> FeedbackOutcome:
+        key = recall_key(batch.recall_id)
+        row = None if key is None else conn.execute(
+            "SELECT i.ns, i.body FROM impressions i JOIN namespaces n ON n.id = i.ns "
+            "WHERE i.key = ? AND n.name = ?", (key, batch.namespace)).fetchone()
+        if row is None:
+            raise FeedbackError(f"recall_id {batch.recall_id!r}: unknown (never recorded, "
+                                f"expired or pruned)")
+        ns, body = row
+        verdicts = codec.verdicts_of(body)
+        todo, done = check_resolution(batch, verdicts)
+        if todo:
+            self._apply(conn, ns, batch, todo, credit)
+            body = codec.with_verdicts(body, new_verdicts(verdicts, len(verdicts), todo))
+            conn.execute("UPDATE impressions SET fed = 1, body = ? WHERE key = ?", (body, key))
+            conn.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 "
+                         "WHERE key = 'feedbacks'")
         return FeedbackOutcome(batch.recall_id, tuple(i.id for i in todo), tuple(done))
 
     def _apply(self, conn: sqlite3.Connection, ns: int, batch: FeedbackBatch,

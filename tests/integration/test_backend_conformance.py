@@ -441,3 +441,33 @@ def test_open_state_sqlite_url_absolute_path(tmp_path):
         assert path.exists() and state.integrity_check() == "ok"
     finally:
         state.close()
+
+
+# ------------------------------------------------------------------------- group commits
+
+def test_feedback_many_equals_one_by_one_and_keeps_each_feedback_atomic(make_backend):
+    cands = [{"id": f"m{i}", "text": f"Note {i} from Monday", "score": float(10 - i),
+              "metadata": {"kind": "fact" if i % 2 else "note"}} for i in range(6)]
+    one, many = Reranker(make_backend()), Reranker(make_backend())
+    plan = [("ns", "When was it?", 0), ("ns", "Who was it?", 1), ("other", "When?", 2)]
+    shown = []
+    for ns, query, used in plan:
+        a = one.rerank(query, cands, namespace=ns, k=3, now=NOW)
+        b = many.rerank(query, cands, namespace=ns, k=3, now=NOW)
+        assert a.ids == b.ids
+        shown.append((a.recall_id, b.recall_id, [a.ids[used]]))
+    # the second recall already got "nothing used": using an item now contradicts it
+    one.feedback(shown[1][0], used=[])
+    many.feedback(shown[1][1], used=[])
+    for i in (0, 2):
+        one.feedback(shown[i][0], used=shown[i][2])
+    out = many.feedback_many([(shown[0][1], shown[0][2]), (shown[1][1], shown[1][2]),
+                              ("0000000000000000", ["x"]), (shown[2][1], shown[2][2])])
+    assert [type(o).__name__ for o in out] == ["FeedbackOutcome", "FeedbackError",
+                                               "FeedbackError", "FeedbackOutcome"]
+    assert len(out[0].applied) == 3 and len(out[3].applied) == 3
+    assert snapshot(many.state) == snapshot(one.state)  # the refused one changed nothing
+    assert many.stats() == one.stats()
+    # replaying the group changes nothing: each feedback stays idempotent
+    again = many.feedback_many([(shown[0][1], shown[0][2]), (shown[2][1], shown[2][2])])
+    assert all(o.applied == () for o in again) and snapshot(many.state) == snapshot(one.state)
