@@ -43,6 +43,7 @@ import math
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter, itemgetter
 from typing import Any, Literal, Protocol, Union, runtime_checkable
 
 import numpy as np
@@ -457,6 +458,13 @@ _STR_INT_OR_NONE = frozenset({str, int, _NONE})
 _BOOL_OR_NONE = frozenset({bool, _NONE})
 _DICT_OR_NONE = frozenset({dict, _NONE})
 _EMPTY: dict[str, Any] = {}
+_NUMERIC_FIELDS = ("created_at", "last_used", *_RANGES)
+#: Inclusive bounds of the numeric columns; (0, 10] is [smallest float > 0, 10] for floats.
+_FAST_BOUNDS: dict[str, tuple[float, float]] = {
+    "score": (-_FLOAT_MAX, _FLOAT_MAX),
+    **{name: (math.nextafter(low, math.inf) if open_low else low, high)
+       for name, (low, high, open_low, _) in _RANGES.items()},
+}
 _Plan = tuple[tuple[str, tuple[str, ...]], ...]
 _PLANS: dict[frozenset[Any], _Plan] = {}
 
@@ -480,27 +488,33 @@ def _plan(keys: frozenset[Any], reverse: dict[str, tuple[str, int]]) -> _Plan:
     return plan
 
 
-def _clean_strings(values: list[Any], *, allow_none: bool) -> bool:
+def _clean_strings(values: list[Any], kinds: set[type] | None = None, *, allow_none: bool) -> bool:
     """True if every value is a str (or None) that encodes as UTF-8."""
-    if not set(map(type, values)) <= (_STR_OR_NONE if allow_none else _STR):
+    if not (set(map(type, values)) if kinds is None else kinds) <= (_STR_OR_NONE if allow_none else _STR):
         return False
-    joined = "".join(filter(None, values))
+    joined = "".join(filter(None, values) if allow_none else values)
     return joined.isascii() or _encodable(joined)
 
 
-def _fast_numbers(values: list[Any], low: float, high: float, open_low: bool) -> np.ndarray | None:
-    """A float64 column (NaN for None) if every value is a plain int or float in range."""
-    if not set(map(type, values)) <= _NUMBERS_OR_NONE:
-        return None
+def _fast_numbers(columns: dict[str, list[Any]], bounds: dict[str, tuple[float, float]],
+                  n: int) -> dict[str, np.ndarray] | None:
+    """float64 columns (NaN for None), or None unless every value is a plain int or float
+    within its column's inclusive ``bounds``. One conversion and one range test for all."""
+    given = []
+    for values in columns.values():
+        kinds = set(map(type, values))
+        if not kinds <= _NUMBERS_OR_NONE:
+            return None
+        given.append(n - values.count(None) if _NONE in kinds else n)
     try:
-        col = np.array(values, dtype=np.float64)
+        block = np.array(list(columns.values()), dtype=np.float64)
     except OverflowError:  # an int beyond the float range
         return None
-    ok = (col > low) if open_low else (col >= low)  # NaN (given, or from None) fails both tests
-    ok &= col <= high
-    if int(np.count_nonzero(ok)) != len(values) - values.count(None):
+    low, high = np.array([bounds[name] for name in columns]).T[:, :, None]
+    ok = (block >= low) & (block <= high)  # NaN (given, or from None) fails both tests
+    if np.count_nonzero(ok, axis=1).tolist() != given:
         return None
-    return col
+    return dict(zip(columns, block))
 
 
 def _fast_labels(values: list[Any], *, ints: bool) -> tuple[str | None, ...] | None:
@@ -509,9 +523,14 @@ def _fast_labels(values: list[Any], *, ints: bool) -> tuple[str | None, ...] | N
         if not kinds <= _STR_INT_OR_NONE:
             return None
         values = [str(v) if type(v) is int else v for v in values]
-    if not _clean_strings(values, allow_none=True):
+        kinds = set(map(type, values))
+    if not _clean_strings(values, kinds, allow_none=True):
         return None
-    return tuple(v or None for v in values)
+    return tuple(v or None for v in values) if "" in values else tuple(values)
+
+
+_GET_TOP = tuple(itemgetter(key) for key in ("id", "text", "score", "metadata"))
+_GET_ATTR = tuple(attrgetter(key) for key in ("id", "text", "score", "metadata"))
 
 
 def _columns(items: Sequence[Any]) -> tuple[list[Any], list[Any], list[Any], list[Any]] | None:
@@ -519,14 +538,42 @@ def _columns(items: Sequence[Any]) -> tuple[list[Any], list[Any], list[Any], lis
     :class:`Candidate` objects; None for anything else."""
     kinds = set(map(type, items))
     if kinds == {dict}:
+        if set(map(len, items)) == {4}:
+            try:  # every dict has 4 keys, and these 4: no other key can be present
+                ids, texts, scores, metas = (list(map(get, items)) for get in _GET_TOP)
+                return ids, texts, scores, metas
+            except KeyError:
+                pass
         if not _TOP_LEVEL.issuperset(set().union(*items)):
             return None
         return ([d.get("id") for d in items], [d.get("text") for d in items],
                 [d.get("score") for d in items], [d.get("metadata") for d in items])
     if kinds == {Candidate}:
-        return ([c.id for c in items], [c.text for c in items], [c.score for c in items],
-                [c.metadata for c in items])
+        ids, texts, scores, metas = (list(map(get, items)) for get in _GET_ATTR)
+        return ids, texts, scores, metas
     return None
+
+
+def _uniform_columns(metas: list[dict[Any, Any]], plan: _Plan) -> dict[str, list[Any]] | None:
+    """The shape columns when every metadata has exactly the keys of the first (checked here:
+    same size, and every key of the first present), or None."""
+    first = metas[0]
+    if set(map(len, metas)) != {len(first)}:
+        return None
+    read = {keys[0] for _, keys in plan}  # the keys every metadata is indexed by below
+    cols: dict[str, list[Any]] = {}
+    try:
+        for name, keys in plan:
+            col = list(map(itemgetter(keys[0]), metas))
+            for key in keys[1:]:
+                col = [m[key] if v is None else v for v, m in zip(col, metas)]
+            cols[name] = col
+        rest = [key for key in first if key not in read]
+        if rest:
+            list(map(itemgetter(*rest), metas))
+    except KeyError:
+        return None
+    return cols
 
 
 def _shape_columns(metas: list[Any], reverse: dict[str, tuple[str, int]]) -> dict[str, list[Any]] | None:
@@ -536,6 +583,10 @@ def _shape_columns(metas: list[Any], reverse: dict[str, tuple[str, int]]) -> dic
         return None
     if _NONE in meta_types:
         metas = [_EMPTY if m is None else m for m in metas]
+    else:
+        uniform = _uniform_columns(metas, _plan(frozenset(metas[0]), reverse))
+        if uniform is not None:
+            return uniform
     cols: dict[str, list[Any]] = {}
     for name, keys in _plan(frozenset().union(*metas), reverse):
         col = [m.get(keys[0]) for m in metas]
@@ -563,26 +614,25 @@ def coerce_fast(items: Sequence[Any], *, now: float, future_tolerance_s: float =
         return None
     if not _clean_strings(texts, allow_none=False) or "" in texts or any(map(str.isspace, texts)):
         return None
-    score_col = _fast_numbers(scores, -_FLOAT_MAX, _FLOAT_MAX, False)
-    if score_col is None or (scores.count(None) not in (0, n)):
+    if scores.count(None) not in (0, n):
         return None
     raw = _shape_columns(metas, reverse)
     if raw is None:
         return None
-    cols: dict[str, Any] = {"ids": ids, "texts": texts, "flags": ((),) * n}
-    blank: tuple[None, ...] = (None,) * n
+    numeric = {"score": scores}
+    numeric.update((name, raw[name]) for name in _NUMERIC_FIELDS if name in raw)
+    latest = min(LATEST_S, now + future_tolerance_s)
+    bounds = {**_FAST_BOUNDS, "created_at": (EARLIEST_S, latest), "last_used": (EARLIEST_S, latest)}
+    arrays = _fast_numbers(numeric, bounds, n)
+    if arrays is None:
+        return None
     for name in ("created_at", "last_used"):
-        if name in raw:
-            col = _fast_numbers(raw[name], EARLIEST_S, min(LATEST_S, now + future_tolerance_s),
-                                False)
-            if col is None:
-                return None
-            cols[name] = np.minimum(col, now)  # within the clock-skew tolerance: now
-    for name, (low, high, open_low, _) in _RANGES.items():
-        if name in raw:
-            cols[name] = _fast_numbers(raw[name], low, high, open_low)
-            if cols[name] is None:
-                return None
+        if name in arrays:  # within the clock-skew tolerance: now
+            np.minimum(arrays[name], now, out=arrays[name])
+    absent = [name for name in _NUMERIC_FIELDS if name not in arrays]
+    arrays.update(zip(absent, np.full((len(absent), n), math.nan)))
+    cols: dict[str, Any] = {"ids": ids, "texts": texts, "flags": ((),) * n, **arrays}
+    blank: tuple[None, ...] = (None,) * n
     for name, ints in (("kind", False), ("source", False), ("key", True), ("thread", True)):
         cols[name] = _fast_labels(raw[name], ints=ints) if name in raw else blank
         if cols[name] is None:
@@ -596,7 +646,4 @@ def coerce_fast(items: Sequence[Any], *, now: float, future_tolerance_s: float =
         cols["superseded"] = raw["superseded"]
     else:
         cols["superseded"] = np.zeros(n, dtype=bool)
-    for name in ("created_at", "last_used", *_RANGES):
-        if name not in cols:
-            cols[name] = np.full(n, math.nan)
-    return _batch(items, cols, score_col)
+    return _batch(items, cols, cols["score"])

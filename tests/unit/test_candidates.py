@@ -395,3 +395,13 @@ def test_candidate_view_is_built_on_demand_with_top_level_fields_merged():
     assert batch.items[0] is item
     assert batch.candidate(0) == Candidate("a", "t", 2.0, {"kind": "fact", "x": 1})
     assert item["metadata"] == {"kind": "note", "x": 1}  # the caller's dict is not touched
+
+
+def test_metadata_key_sets_of_one_size_but_different_keys_are_all_read():
+    # the columnar path reads same-size metadata by the first one's keys: it must notice that
+    # the second has "kind" where the first has a second created_at alias
+    items = [{"id": "a", "text": "t", "metadata": {"created_at": NOW - 5, "timestamp": NOW - 9}},
+             {"id": "b", "text": "t", "metadata": {"created_at": NOW - 5, "kind": "fact"}}]
+    batch = coerce_candidates(items, now=NOW)
+    assert batch.kinds == (None, "fact")
+    assert batch.created_at.tolist() == [NOW - 5, NOW - 5]
