@@ -49,7 +49,7 @@ from typing import Any, Literal, Protocol, Union, runtime_checkable
 import numpy as np
 
 from ._checks import preview
-from ._time import EARLIEST_S, LATEST_S, NUMBER_TYPES, check_epoch, parse_time
+from ._time import EARLIEST_S, LATEST_S, NUMBER_TYPES, check_epoch, parse_time, to_epoch
 from .errors import InputError, InputTypeError
 
 OnInvalid = Literal["raise", "neutral"]
@@ -177,7 +177,7 @@ def coerce_candidates(
     Raises:
         InputError: empty list, duplicate, blank or unencodable id, empty text, NaN/inf score,
             a value out of range, an unparsable or implausible time (unless
-            ``on_invalid="neutral"``), an implausible ``now``.
+            ``on_invalid="neutral"``), a ``now`` that is not a plausible time.
         InputTypeError: a value of the wrong type (non-string id or text, say).
     """
     if isinstance(items, (str, bytes, Mapping)):
@@ -191,7 +191,7 @@ def coerce_candidates(
                                  f"{type(items).__name__}") from None
     if len(items) == 0:
         raise InputError("candidates: empty; pass at least one candidate")
-    now = check_epoch(float(now), "now")
+    now = to_epoch(now, "now")
     reverse = _DEFAULT_REVERSE if field_keys is DEFAULT_FIELD_KEYS else _reverse_keys(field_keys)
     fast = coerce_fast(items, now=now, future_tolerance_s=future_tolerance_s, reverse=reverse)
     if fast is not None:
@@ -512,7 +512,7 @@ def _fast_numbers(columns: dict[str, list[Any]], bounds: dict[str, tuple[float, 
         return None
     low, high = np.array([bounds[name] for name in columns]).T[:, :, None]
     ok = (block >= low) & (block <= high)  # NaN (given, or from None) fails both tests
-    if np.count_nonzero(ok, axis=1).tolist() != given:
+    if ok.sum(axis=1).tolist() != given:
         return None
     return dict(zip(columns, block))
 
