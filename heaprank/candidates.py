@@ -317,11 +317,14 @@ class _Checker:
             return frozenset()
         out = []
         for j, tag in enumerate(value):
-            checked = self.label(f"tags[{j}]", tag)
-            if checked is None and tag:  # a bad tag: no partial tag set
+            if not isinstance(tag, str):
+                self.wrong_type(f"tags[{j}]", "str", tag)
+                return frozenset()  # lenient: a bad tag voids the set, never a partial one
+            if not _encodable(tag):
+                self.bad(f"tags[{j}]", "contains a lone surrogate (not encodable as UTF-8)")
                 return frozenset()
-            if checked is not None:
-                out.append(checked)
+            if tag:
+                out.append(tag)
         return frozenset(out)
 
     def flag(self, name: str, value: Any) -> bool:
@@ -457,6 +460,9 @@ _STR_OR_NONE = frozenset({str, _NONE})
 _STR_INT_OR_NONE = frozenset({str, int, _NONE})
 _BOOL_OR_NONE = frozenset({bool, _NONE})
 _DICT_OR_NONE = frozenset({dict, _NONE})
+_TAG_TYPES = frozenset({str, list, tuple, set, frozenset, _NONE})
+_NO_TAGS: frozenset[str] = frozenset()
+_BLANK = frozenset({""})
 _EMPTY: dict[str, Any] = {}
 _NUMERIC_FIELDS = ("created_at", "last_used", *_RANGES)
 #: Inclusive bounds of the numeric columns; (0, 10] is [smallest float > 0, 10] for floats.
@@ -527,6 +533,16 @@ def _fast_labels(values: list[Any], *, ints: bool) -> tuple[str | None, ...] | N
     if not _clean_strings(values, kinds, allow_none=True):
         return None
     return tuple(v or None for v in values) if "" in values else tuple(values)
+
+
+def _fast_tags(values: list[Any]) -> tuple[frozenset[str], ...] | None:
+    if not set(map(type, values)) <= _TAG_TYPES:
+        return None
+    tags = [(v,) if type(v) is str else v for v in values if v is not None]
+    if not _clean_strings([t for group in tags for t in group], allow_none=False):
+        return None
+    return tuple(_NO_TAGS if v is None else frozenset((v,) if type(v) is str else v) - _BLANK
+                 for v in values)
 
 
 _GET_TOP = tuple(itemgetter(key) for key in ("id", "text", "score", "metadata"))
@@ -637,9 +653,9 @@ def coerce_fast(items: Sequence[Any], *, now: float, future_tolerance_s: float =
         cols[name] = _fast_labels(raw[name], ints=ints) if name in raw else blank
         if cols[name] is None:
             return None
-    if "tags" in raw:  # lists of tags need a per-tag check: the checked path reads them
+    cols["tags"] = _fast_tags(raw["tags"]) if "tags" in raw else (_NO_TAGS,) * n
+    if cols["tags"] is None:
         return None
-    cols["tags"] = (frozenset(),) * n
     if "superseded" in raw:
         if not set(map(type, raw["superseded"])) <= _BOOL_OR_NONE:
             return None

@@ -225,14 +225,14 @@ wild_candidate_lists = st.lists(wild_candidate(), min_size=1, max_size=5)
 
 #: Valid values for every shape field, under any of its metadata keys.
 _CLEAN_VALUES: dict[str, Any] = {
-    "created_at": wild_times.filter(lambda t: isinstance(t, float) and t <= NOW + 300),
+    "created_at": wild_times.filter(lambda t: isinstance(t, float) and -2.2e9 < t <= NOW + 300),
     "last_used": st.integers(0, 1000).map(lambda h: NOW - 3600 * h),
     "importance": st.sampled_from([0.1, 1, 2.5, 10]),
     "kind": st.sampled_from(KINDS + [""]),
     "source": st.sampled_from(SOURCES + [""]),
     "key": st.sampled_from(["plan", "seat", 7, ""]),
     "version": st.integers(-2, 5),
-    "tags": st.sampled_from([None, "travel"]),
+    "tags": st.sampled_from([None, "travel", ["a", "b"], ("x", ""), {"y"}, []]),
     "source_count": st.integers(0, 20),
     "confidence": st.sampled_from([0, 0.5, 1.0]),
     "thread": st.sampled_from(["s1", "s2", 3]),
@@ -288,7 +288,8 @@ def near_clean_candidate_lists(draw: st.DrawFn, target: str | None = None) -> li
         items.append(item)
     for _ in range(draw(st.integers(1, 2))):
         where = target or draw(st.sampled_from(WILD_TARGETS))
-        value = draw(st.one_of(st.sampled_from(EDGES[where]), wild_values))
+        # three times in four an edge value, else anything at all
+        value = draw(st.sampled_from(EDGES[where]) if draw(st.integers(0, 3)) else wild_values)
         item = items[draw(st.integers(0, n - 1))]
         if where in ("id", "text", "score", "metadata"):
             item[where] = value
