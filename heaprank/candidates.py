@@ -211,36 +211,48 @@ _DEFAULT_REVERSE = _reverse_keys(DEFAULT_FIELD_KEYS)
 
 # ------------------------------------------------------------------ the checked path (the spec)
 
-def _shape_fields(meta: Mapping[str, Any], reverse: dict[str, tuple[str, int]]) -> dict[str, Any]:
-    """The shape fields in ``meta``: for each field, the value of its highest-priority key that
-    is present and not None."""
-    found: dict[str, tuple[int, Any]] = {}
+def _located_fields(meta: Mapping[str, Any],
+                    reverse: dict[str, tuple[str, int]]) -> dict[str, tuple[str, Any]]:
+    """The shape fields in ``meta`` and the key each came from: for each field, its
+    highest-priority key that is present with a value other than None."""
+    found: dict[str, tuple[int, str, Any]] = {}
     for key, value in meta.items():
         hit = reverse.get(key) if isinstance(key, str) else None
         if hit is None or value is None:
             continue
         name, rank = hit
         if name not in found or rank < found[name][0]:
-            found[name] = (rank, value)
-    return {name: value for name, (_, value) in found.items()}
+            found[name] = (rank, key, value)
+    return {name: (key, value) for name, (_, key, value) in found.items()}
 
 
 class _Checker:
     """Reads one candidate's fields, raising or flagging bad values by ``on_invalid``."""
 
-    def __init__(self, where: str, on_invalid: OnInvalid) -> None:
+    def __init__(self, where: str, on_invalid: OnInvalid, keys: Mapping[str, str]) -> None:
         self.where = where
         self.strict = on_invalid == "raise"
+        self.keys = keys  # field -> where its value came from, e.g. "metadata.timestamp"
         self.flags: list[str] = []
+
+    def locate(self, name: str) -> str:
+        """``candidates[i] (id ...).metadata.<key>`` for field ``name`` (``tags[2]`` too); the
+        field is added when the key is one of its aliases, so the message says both."""
+        base, _, index = name.partition("[")
+        key = self.keys.get(base)
+        if key is None:
+            return f"{self.where}.{name}"
+        alias = "" if key.endswith("." + base) or key == base else f" ({base})"
+        return f"{self.where}.{key}{'[' + index if index else ''}{alias}"
 
     def bad(self, name: str, message: str) -> None:
         if self.strict:
-            raise InputError(f"{self.where}.{name}: {message}")
+            raise InputError(f"{self.locate(name)}: {message}")
         self.flags.append(f"{name} {message}")
 
     def wrong_type(self, name: str, expected: str, value: object) -> None:
         if self.strict:
-            raise InputTypeError(f"{self.where}.{name}: expected {expected}, got "
+            raise InputTypeError(f"{self.locate(name)}: expected {expected}, got "
                                  f"{type(value).__name__}")
         self.flags.append(f"{name} not {expected} ({type(value).__name__})")
 
@@ -271,7 +283,7 @@ class _Checker:
     def time(self, name: str, value: Any, now: float, tolerance_s: float) -> float:
         if value is None:
             return math.nan
-        where = f"{self.where}.{name}"
+        where = self.locate(name)
         try:
             out = parse_time(value, where)
         except (InputError, InputTypeError):
@@ -404,10 +416,13 @@ def coerce_checked(items: Sequence[Any], *, now: float, on_invalid: OnInvalid = 
             meta = {}
         if not isinstance(meta, Mapping):
             raise InputTypeError(f"{where}.metadata: expected a mapping, got {type(meta).__name__}")
-        check = _Checker(where, on_invalid)
+        located = _located_fields(meta, reverse)
+        keys = {name: f"metadata.{key}" for name, (key, _) in located.items()}
+        keys.update((name, name) for name in top)
+        check = _Checker(where, on_invalid, keys)
         if not text.strip():
             check.bad("text", "empty")
-        values = _shape_fields(meta, reverse)
+        values = {name: value for name, (_, value) in located.items()}
         values.update(top)
         get = values.get
         cols["score"].append(check.number("score", score))

@@ -127,7 +127,7 @@ def test_rerank_rejects_now_in_milliseconds():
 
 def test_candidate_times_follow_the_same_rule_and_lenient_mode_flags_them():
     items = [{"id": "a", "text": "t", "metadata": {"created_at": 4e12, "last_used": NOW - 5}}]
-    with pytest.raises(InputError, match=r"candidates\[0\] \(id 'a'\)\.created_at: .*milliseconds"):
+    with pytest.raises(InputError, match=r"candidates\[0\] \(id 'a'\)\.metadata\.created_at: .*milliseconds"):
         Reranker().rerank("q", items, now=NOW)
     r = Reranker(config=Config(on_invalid="neutral")).rerank("q", items, now=NOW)[0]
     assert "created_at not a plausible time" in r.explain()
