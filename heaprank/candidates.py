@@ -393,6 +393,24 @@ def _check_id(value: Any, where: str) -> str:
     return value
 
 
+def _shape_row(check: _Checker, score: Any, values: Mapping[str, Any], now: float,
+               future_tolerance_s: float) -> dict[str, Any]:
+    """One candidate's checked score and shape fields, by field name."""
+    get = values.get
+    row: dict[str, Any] = {"score": check.number("score", score)}
+    for name in ("created_at", "last_used"):
+        row[name] = check.time(name, get(name), now, future_tolerance_s)
+    for name in _RANGES:
+        row[name] = check.ranged(name, get(name))
+    for name in ("kind", "source"):
+        row[name] = check.label(name, get(name))
+    for name in ("key", "thread"):
+        row[name] = check.label(name, get(name), ints=True)
+    row["tags"] = check.tags(get("tags"))
+    row["superseded"] = check.flag("superseded", get("superseded"))
+    return row
+
+
 def coerce_checked(items: Sequence[Any], *, now: float, on_invalid: OnInvalid = "raise",
                    reverse: dict[str, tuple[str, int]] = _DEFAULT_REVERSE,
                    future_tolerance_s: float = 300.0) -> CandidateBatch:
@@ -412,30 +430,16 @@ def coerce_checked(items: Sequence[Any], *, now: float, on_invalid: OnInvalid = 
             raise InputTypeError(f"{where}.text: expected str, got {type(text).__name__}")
         if not _encodable(text):
             raise InputError(f"{where}.text: contains a lone surrogate (not encodable as UTF-8)")
-        if meta is None:
-            meta = {}
-        if not isinstance(meta, Mapping):
+        if not isinstance(meta, (Mapping, type(None))):
             raise InputTypeError(f"{where}.metadata: expected a mapping, got {type(meta).__name__}")
-        located = _located_fields(meta, reverse)
-        keys = {name: f"metadata.{key}" for name, (key, _) in located.items()}
-        keys.update((name, name) for name in top)
-        check = _Checker(where, on_invalid, keys)
+        located = _located_fields(meta or {}, reverse)
+        check = _Checker(where, on_invalid, {**{name: f"metadata.{key}" for name, (key, _) in
+                                                 located.items()}, **{name: name for name in top}})
         if not text.strip():
             check.bad("text", "empty")
-        values = {name: value for name, (_, value) in located.items()}
-        values.update(top)
-        get = values.get
-        cols["score"].append(check.number("score", score))
-        for name in ("created_at", "last_used"):
-            cols[name].append(check.time(name, get(name), now, future_tolerance_s))
-        for name in _RANGES:
-            cols[name].append(check.ranged(name, get(name)))
-        for name in ("kind", "source"):
-            cols[name].append(check.label(name, get(name)))
-        for name in ("key", "thread"):
-            cols[name].append(check.label(name, get(name), ints=True))
-        cols["tags"].append(check.tags(get("tags")))
-        cols["superseded"].append(check.flag("superseded", get("superseded")))
+        values = {**{name: value for name, (_, value) in located.items()}, **top}
+        for name, value in _shape_row(check, score, values, now, future_tolerance_s).items():
+            cols[name].append(value)
         cols["flags"].append(tuple(check.flags))
         cols["ids"].append(cid)
         cols["texts"].append(text)
@@ -627,42 +631,17 @@ def _shape_columns(metas: list[Any], reverse: dict[str, tuple[str, int]]) -> dic
     return cols
 
 
-def coerce_fast(items: Sequence[Any], *, now: float, future_tolerance_s: float = 300.0,
-                reverse: dict[str, tuple[str, int]] = _DEFAULT_REVERSE) -> CandidateBatch | None:
-    """The batch :func:`coerce_checked` would build, column by column, or None.
+def _clean_ids_and_texts(ids: list[Any], texts: list[Any]) -> bool:
+    """Unique, non-blank, encodable str ids, and non-blank encodable str texts."""
+    return (_clean_strings(ids, allow_none=False) and "" not in ids
+            and not any(map(str.isspace, ids)) and len(set(ids)) == len(ids)
+            and _clean_strings(texts, allow_none=False) and "" not in texts
+            and not any(map(str.isspace, texts)))
 
-    Handles plain dicts and :class:`Candidate` objects whose values are plain ``str``, ``int``,
-    ``float``, ``bool`` and ``None``; returns None (never raises) at anything else, including
-    every value the checked path would reject or flag, so the checked path then decides.
-    """
-    columns = _columns(items)
-    if columns is None:
-        return None
-    ids, texts, scores, metas = columns
-    n = len(ids)
-    if not _clean_strings(ids, allow_none=False) or "" in ids or any(map(str.isspace, ids)) \
-            or len(set(ids)) != n:
-        return None
-    if not _clean_strings(texts, allow_none=False) or "" in texts or any(map(str.isspace, texts)):
-        return None
-    if scores.count(None) not in (0, n):
-        return None
-    raw = _shape_columns(metas, reverse)
-    if raw is None:
-        return None
-    numeric = {"score": scores}
-    numeric.update((name, raw[name]) for name in _NUMERIC_FIELDS if name in raw)
-    latest = min(LATEST_S, now + future_tolerance_s)
-    bounds = {**_FAST_BOUNDS, "created_at": (EARLIEST_S, latest), "last_used": (EARLIEST_S, latest)}
-    arrays = _fast_numbers(numeric, bounds, n)
-    if arrays is None:
-        return None
-    for name in ("created_at", "last_used"):
-        if name in arrays:  # within the clock-skew tolerance: now
-            np.minimum(arrays[name], now, out=arrays[name])
-    absent = [name for name in _NUMERIC_FIELDS if name not in arrays]
-    arrays.update(zip(absent, np.full((len(absent), n), math.nan)))
-    cols: dict[str, Any] = {"ids": ids, "texts": texts, "flags": ((),) * n, **arrays}
+
+def _fast_label_columns(raw: dict[str, list[Any]], n: int) -> dict[str, Any] | None:
+    """kind, source, key, thread, tags and superseded as the checked path reads them, or None."""
+    cols: dict[str, Any] = {}
     blank: tuple[None, ...] = (None,) * n
     for name, ints in (("kind", False), ("source", False), ("key", True), ("thread", True)):
         cols[name] = _fast_labels(raw[name], ints=ints) if name in raw else blank
@@ -677,4 +656,40 @@ def coerce_fast(items: Sequence[Any], *, now: float, future_tolerance_s: float =
         cols["superseded"] = raw["superseded"]
     else:
         cols["superseded"] = np.zeros(n, dtype=bool)
-    return _batch(items, cols, cols["score"])
+    return cols
+
+
+def coerce_fast(items: Sequence[Any], *, now: float, future_tolerance_s: float = 300.0,
+                reverse: dict[str, tuple[str, int]] = _DEFAULT_REVERSE) -> CandidateBatch | None:
+    """The batch :func:`coerce_checked` would build, column by column, or None.
+
+    Handles plain dicts and :class:`Candidate` objects whose values are plain ``str``, ``int``,
+    ``float``, ``bool``, lists of ``str`` and ``None``; returns None (never raises) at anything
+    else, including every value the checked path would reject or flag, so the checked path
+    then decides.
+    """
+    columns = _columns(items)
+    if columns is None:
+        return None
+    ids, texts, scores, metas = columns
+    n = len(ids)
+    if not _clean_ids_and_texts(ids, texts) or scores.count(None) not in (0, n):
+        return None
+    raw = _shape_columns(metas, reverse)
+    if raw is None:
+        return None
+    numeric = {"score": scores}
+    numeric.update((name, raw[name]) for name in _NUMERIC_FIELDS if name in raw)
+    latest = min(LATEST_S, now + future_tolerance_s)
+    bounds = {**_FAST_BOUNDS, "created_at": (EARLIEST_S, latest), "last_used": (EARLIEST_S, latest)}
+    arrays = _fast_numbers(numeric, bounds, n)
+    labels = None if arrays is None else _fast_label_columns(raw, n)
+    if arrays is None or labels is None:
+        return None
+    for name in ("created_at", "last_used"):
+        if name in arrays:  # within the clock-skew tolerance: now
+            np.minimum(arrays[name], now, out=arrays[name])
+    absent = [name for name in _NUMERIC_FIELDS if name not in arrays]
+    arrays.update(zip(absent, np.full((len(absent), n), math.nan)))
+    return _batch(items, {"ids": ids, "texts": texts, "flags": ((),) * n, **arrays, **labels},
+                  arrays["score"])
