@@ -45,6 +45,35 @@ def check_encodable(value: str, field: str) -> str:
     return value
 
 
+def check_id(value: object, field: str) -> str:
+    """A document id: a non-blank ``str`` that encodes as UTF-8.
+
+    Raises:
+        InputTypeError: not a ``str``.
+        InputError: empty, whitespace only, or a lone surrogate.
+    """
+    if not isinstance(value, str):
+        raise InputTypeError(f"{field}: expected str, got {type(value).__name__}")
+    if not value:
+        raise InputError(f"{field}: empty")
+    if value.isspace():
+        raise InputError(f"{field}: whitespace only")
+    return check_encodable(value, field)
+
+
+def check_ids(value: object, field: str) -> tuple[str, ...]:
+    """A list or tuple of ids (``shown``, ``used``), each checked by :func:`check_id`.
+
+    Raises:
+        InputTypeError: not a list or tuple (``None`` and a bare ``str`` included), or an id
+            that is not a ``str`` (the message gives its index).
+        InputError: an empty, blank or unencodable id.
+    """
+    if not isinstance(value, (list, tuple)):
+        raise InputTypeError(f"{field}: expected a list of ids, got {type(value).__name__}")
+    return tuple(check_id(item, f"{field}[{j}]") for j, item in enumerate(value))
+
+
 def check_namespace(value: object) -> str:
     """A namespace: a non-blank string of at most :data:`MAX_NAMESPACE_CHARS` characters.
 

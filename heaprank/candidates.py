@@ -48,7 +48,7 @@ from typing import Any, Literal, Protocol, Union, runtime_checkable
 
 import numpy as np
 
-from ._checks import preview
+from ._checks import check_id, preview
 from ._time import EARLIEST_S, LATEST_S, NUMBER_TYPES, check_epoch, parse_time, to_epoch
 from .errors import InputError, InputTypeError
 
@@ -381,18 +381,6 @@ def _parts(item: object, where: str) -> tuple[Candidate | Mapping[str, Any], Any
                          f"to_candidate(), got {type(item).__name__}")
 
 
-def _check_id(value: Any, where: str) -> str:
-    if not isinstance(value, str):
-        raise InputTypeError(f"{where}.id: expected str, got {type(value).__name__}")
-    if not value:
-        raise InputError(f"{where}.id: empty")
-    if value.isspace():
-        raise InputError(f"{where}.id: whitespace only")
-    if not _encodable(value):
-        raise InputError(f"{where}.id: contains a lone surrogate (not encodable as UTF-8)")
-    return value
-
-
 def _shape_row(check: _Checker, score: Any, values: Mapping[str, Any], now: float,
                future_tolerance_s: float) -> dict[str, Any]:
     """One candidate's checked score and shape fields, by field name."""
@@ -421,7 +409,7 @@ def coerce_checked(items: Sequence[Any], *, now: float, on_invalid: OnInvalid = 
     cols: dict[str, list[Any]] = {name: [] for name in ("ids", "texts", "score", "flags", *_FIELDS)}
     for i, item in enumerate(items):
         kept, cid, text, score, meta, top = _parts(item, f"candidates[{i}]")
-        cid = _check_id(cid, f"candidates[{i}]")
+        cid = check_id(cid, f"candidates[{i}].id")
         where = f"candidates[{i}] (id {preview(cid)})"
         if cid in seen:
             raise InputError(f"{where}.id: duplicate of candidates[{seen[cid]}]")

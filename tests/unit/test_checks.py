@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from heaprank._checks import MAX_NAMESPACE_CHARS, check_encodable, check_namespace, check_query, preview
+from heaprank._checks import (
+    MAX_NAMESPACE_CHARS,
+    check_encodable,
+    check_ids,
+    check_namespace,
+    check_query,
+    preview,
+)
 from heaprank.errors import InputError, InputTypeError
 
 
@@ -60,3 +67,22 @@ def test_preview_shortens_long_values():
     assert preview("abc") == "'abc'"
     long = preview("x" * 10_000)
     assert len(long) < 80 and long.endswith("(10000 chars)")
+
+
+@pytest.mark.parametrize("value, exc, match", [
+    (None, InputTypeError, r"^used: expected a list of ids, got NoneType$"),
+    ("doc-1", InputTypeError, r"^used: expected a list of ids, got str$"),
+    ({"doc-1"}, InputTypeError, r"^used: expected a list of ids, got set$"),
+    (["a", 3], InputTypeError, r"^used\[1\]: expected str, got int$"),
+    (["a", ""], InputError, r"^used\[1\]: empty$"),
+    ([" "], InputError, r"^used\[0\]: whitespace only$"),
+    (["ok", "x\ud800"], InputError, r"^used\[1\]: contains a lone surrogate at index 1"),
+])
+def test_bad_id_lists_name_the_field_and_index(value, exc, match):
+    with pytest.raises(exc, match=match):
+        check_ids(value, "used")
+
+
+@pytest.mark.parametrize("value", [[], ["a", "b"], ("a",), ["Zoë", "doc 1"]])
+def test_id_lists_come_back_as_tuples(value):
+    assert check_ids(value, "shown") == tuple(value)
