@@ -27,6 +27,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .errors import ConfigError
+
 QUESTION_TYPES = ("when", "who", "where", "howmany", "howmuch", "what", "why", "how", "yesno",
                   "other")
 
@@ -141,7 +143,7 @@ class QueryInfo:
 def analyze_query(query: str, classify: QuestionClassifier = english_question_type) -> QueryInfo:
     qtype = classify(query)
     if qtype not in QUESTION_TYPES:
-        raise ValueError(f"question classifier returned {qtype!r}; expected one of "
+        raise ConfigError(f"question classifier returned {qtype!r}; expected one of "
                          f"{', '.join(QUESTION_TYPES)}")
     words = frozenset(t.casefold() for t in tokens(query))
     # Only names that do not start a sentence: a question's first word is usually a verb

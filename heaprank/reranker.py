@@ -15,10 +15,18 @@ import numpy as np
 
 from . import links as linkmath
 from . import signals as sig
+from ._checks import MAX_NAMESPACE_CHARS, check_id, check_ids, check_namespace, check_query
 from ._time import resolve_now, to_epoch
 from .candidates import CandidateBatch, CandidateLike, coerce_candidates
 from .config import DAY_S, SIGNALS, Config
-from .errors import ConfigError, FeedbackError, InputError, StateError, StateUnavailableError
+from .errors import (
+    ConfigError,
+    FeedbackError,
+    InputError,
+    InputTypeError,
+    StateError,
+    StateUnavailableError,
+)
 from .features import (
     NO_NEIGHBOURS,
     FeatureSpace,
@@ -72,37 +80,13 @@ LEARNING_FIELDS = ("prior", "em_credit", "reject_discount", "doc_features", "tag
 #: What an impression stores per shown item, for tuning and replay.
 IMPRESSION_SIGNALS = ("relevance", "age_days", "importance", "usefulness", "rules")
 
-MAX_NAMESPACE_CHARS = 256
-
-
-def _check_namespace(namespace: object) -> str:
-    if not isinstance(namespace, str):
-        raise TypeError(f"namespace: expected str, got {type(namespace).__name__}")
-    if not namespace.strip() or namespace == "*":
-        raise InputError("namespace: must be a non-blank string other than '*'")
-    if len(namespace) > MAX_NAMESPACE_CHARS:
-        raise InputError(f"namespace: longer than {MAX_NAMESPACE_CHARS} characters "
-                         f"({len(namespace)})")
-    try:
-        namespace.encode("utf-8")
-    except UnicodeEncodeError:
-        raise InputError("namespace: not encodable as UTF-8 (a lone surrogate?)") from None
-    return namespace
-
-
-def _check_query(query: object) -> str:
-    if not isinstance(query, str):
-        raise TypeError(f"query: expected str, got {type(query).__name__}")
-    try:
-        query.encode("utf-8")
-    except UnicodeEncodeError:
-        raise InputError("query: not encodable as UTF-8 (a lone surrogate?)") from None
-    return query
+_check_namespace = check_namespace
+_check_query = check_query
 
 
 def _check_k(k: object) -> int:
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
-        raise TypeError(f"k: expected int, got {type(k).__name__}")
+        raise InputTypeError(f"k: expected int, got {type(k).__name__}")
     if k < 1:
         raise InputError(f"k: must be >= 1, got {k}")
     return int(k)
@@ -135,13 +119,13 @@ class Reranker:
                  feature_cache_bytes: int = 64 * 2**20, strict: bool = False) -> None:
         self.config = config if config is not None else Config()
         if not isinstance(self.config, Config):
-            raise TypeError(f"config: expected Config, got {type(self.config).__name__}")
+            raise InputTypeError(f"config: expected Config, got {type(self.config).__name__}")
         self.rules = tuple(rules)
         for rule in self.rules:
             if not isinstance(rule, Rule):
-                raise TypeError(f"rules: expected Rule objects, got {type(rule).__name__}")
+                raise InputTypeError(f"rules: expected Rule objects, got {type(rule).__name__}")
         if not callable(question_classifier):
-            raise TypeError("question_classifier: expected a callable")
+            raise InputTypeError("question_classifier: expected a callable")
         self.classify = question_classifier
         self.strict = bool(strict)
         self._space = FeatureSpace(max_bytes=feature_cache_bytes,
@@ -171,7 +155,7 @@ class Reranker:
         if config is None:
             return self.config
         if not isinstance(config, Config):
-            raise TypeError(f"config: expected Config, got {type(config).__name__}")
+            raise InputTypeError(f"config: expected Config, got {type(config).__name__}")
         changed = [f for f in LEARNING_FIELDS if getattr(config, f) != getattr(self.config, f)]
         if changed:
             raise ConfigError(f"config: a per-call config may change scoring fields only, not "
@@ -353,8 +337,7 @@ class Reranker:
         return 1.0
 
     def _impression(self, recall_id: object, namespace: str | None) -> Impression:
-        if not isinstance(recall_id, str):
-            raise TypeError(f"recall_id: expected str, got {type(recall_id).__name__}")
+        recall_id = check_id(recall_id, "recall_id")
         imp = self.state.get_impression(recall_id)
         if imp is None:
             raise FeedbackError(f"recall_id {recall_id!r}: unknown (never recorded, expired or "
@@ -396,15 +379,10 @@ class Reranker:
     @staticmethod
     def _ids(ids: object, field: str) -> list[str]:
         if isinstance(ids, str):
-            return [ids]
-        if ids is None or isinstance(ids, (bytes, Mapping)) or not isinstance(ids, Iterable):
-            raise TypeError(f"{field}: expected a string id or an iterable of string ids, got "
-                            f"{type(ids).__name__}")
-        out = list(ids)
-        for doc_id in out:
-            if not isinstance(doc_id, str):
-                raise TypeError(f"{field}: expected string ids, got {type(doc_id).__name__}")
-        return out
+            return [check_id(ids, field)]
+        if isinstance(ids, Iterable) and not isinstance(ids, (list, tuple, bytes, Mapping)):
+            ids = tuple(ids)  # a set or a generator of ids
+        return list(check_ids(ids, field))
 
     def feedback(self, recall_id: str | None = None, used: Iterable[str] | str = (), *,
                  now: Any = None, namespace: str | None = None, query: str | None = None,
@@ -475,7 +453,7 @@ class Reranker:
         query = _check_query(query)
         if feedback_id is not None:
             if not isinstance(feedback_id, str):
-                raise TypeError(f"feedback_id: expected str, got {type(feedback_id).__name__}")
+                raise InputTypeError(f"feedback_id: expected str, got {type(feedback_id).__name__}")
             if not feedback_id or len(feedback_id) > MAX_NAMESPACE_CHARS:
                 raise InputError(f"feedback_id: must be 1 to {MAX_NAMESPACE_CHARS} characters")
         when, explicit = resolve_now(now)

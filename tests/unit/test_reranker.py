@@ -14,6 +14,7 @@ from heaprank import (
     Config,
     FeedbackError,
     InputError,
+    InputTypeError,
     Link,
     MemoryState,
     Prior,
@@ -193,8 +194,10 @@ def test_feedback_accepts_a_single_id_and_no_id(rr, cands):
 
 def test_feedback_type_errors(rr, cands):
     ranking = rr.rerank(QUERY, cands, k=2, now=NOW)
-    with pytest.raises(TypeError, match="used: expected string ids"):
+    with pytest.raises(InputTypeError, match=r"used\[0\]: expected str, got int"):
         rr.feedback(ranking.recall_id, used=[1])
+    with pytest.raises(InputTypeError, match="used: expected a list of ids, got NoneType"):
+        rr.feedback(ranking.recall_id, used=None)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="recall_id: expected str"):
         rr.feedback(12345, used=[])  # type: ignore[arg-type]
 
