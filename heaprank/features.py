@@ -291,14 +291,17 @@ class FeatureSpace:
     def rows(self, query: QueryInfo, ids: Sequence[str], texts: Sequence[str],
              kinds: Sequence[str | None], sources: Sequence[str | None],
              tags: Sequence[frozenset[str]], tag_slots: tuple[str, ...],
-             doc_features: bool, structure: Sequence[tuple[str, ...]]) -> np.ndarray:
-        """The row index of every candidate for this query (rows of :meth:`matrix`);
+             doc_features: bool, structure: Sequence[tuple[str, ...]]
+             ) -> tuple[np.ndarray, np.ndarray]:
+        """``(distinct, of)``: the distinct feature rows of these candidates for this query
+        (rows of :meth:`matrix`), and for each candidate the position of its row among them.
         ``structure`` holds each candidate's neighbour slots (:func:`neighbour_slots`)."""
         if len(self.names) > self.max_features or len(self._rows) > self.max_rows:
             self._reset_rows()
         qtype, qnames, qwords = query.qtype, query.names, query.words
         limit = self.prefix_chars
         shapes_get, rows_get = self._shapes.get, self._rows.get
+        distinct: dict[int, int] = {}
         out = []
         for doc_id, text, kind, source, tag, nbr in zip(ids, texts, kinds, sources, tags,
                                                         structure):
@@ -316,8 +319,12 @@ class FeatureSpace:
                 slots = shape.slots + (f"qsrc:{yes(qsrc)}", f"qent:{yes(qent)}") + nbr
                 row = self._add_row(key, slots, expand_features(
                     qtype, slots, doc_id if doc_features else None))
-            out.append(row)
-        return np.array(out, dtype=np.intp)
+            local = distinct.get(row)
+            if local is None:
+                local = distinct[row] = len(distinct)
+            out.append(local)
+        return np.fromiter(distinct, dtype=np.intp, count=len(distinct)), \
+            np.array(out, dtype=np.intp)
 
     def _add_row(self, key: tuple[object, ...], slots: tuple[str, ...],
                  feats: tuple[str, ...]) -> int:

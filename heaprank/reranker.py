@@ -137,8 +137,10 @@ class Reranker:
 
     # ---------------------------------------------------------------- scoring
 
-    def _feature_rows(self, query: QueryInfo, batch: CandidateBatch, cfg: Config) -> np.ndarray:
-        """The feature row of every candidate (an index into the feature space's matrix)."""
+    def _feature_rows(self, query: QueryInfo, batch: CandidateBatch,
+                      cfg: Config) -> tuple[np.ndarray, np.ndarray]:
+        """The distinct feature rows of the candidates and each candidate's position among them
+        (see :meth:`FeatureSpace.rows`)."""
         if any(t is not None for t in batch.threads):
             scores = batch.scores if cfg.score_kind == "similarity" else -batch.scores
             order = np.lexsort((np.arange(len(batch)), -np.nan_to_num(scores, nan=-np.inf)))
@@ -191,9 +193,8 @@ class Reranker:
         batch = coerce_candidates(candidates, now=when, on_invalid=cfg.on_invalid,
                                   future_tolerance_s=cfg.future_tolerance_s)
         info = analyze_query(query, self.classify)
-        row_ids = self._feature_rows(info, batch, cfg)
         # Work on the distinct rows: candidates share a few dozen shapes at most.
-        urows, row_of = np.unique(row_ids, return_inverse=True)
+        urows, row_of = self._feature_rows(info, batch, cfg)
         matrix = self._space.matrix(urows)
         vocab, where = np.unique(matrix, return_inverse=True)
         names = self._space.names
@@ -240,7 +241,7 @@ class Reranker:
             recall_id = self._track(Impression(
                 recall_id=recall_id, namespace=namespace, qtype=info.qtype, time=when,
                 time_explicit=explicit, ids=tuple(batch.ids[i] for i in top.tolist()),
-                slots=tuple(self._space.slots_of(row_ids[i]) for i in top.tolist()),
+                slots=tuple(self._space.slots_of(urows[row_of[i]]) for i in top.tolist()),
                 doc_features=cfg.doc_features, signal_names=IMPRESSION_SIGNALS,
                 signals=stored))
         items = self._build_items(batch, info, cfg, top, log_score, signal_matrix,
@@ -284,8 +285,9 @@ class Reranker:
         weights = MappingProxyType(dict(zip(SIGNALS, cfg.weights.as_tuple())))
         names = self._space.names
         best = np.argsort(-top_p, axis=1, kind="stable")[:, :TOP_LINKS]
-        best_ids = np.take_along_axis(top_rows, best, axis=1).tolist()
-        best_p = np.take_along_axis(top_p, best, axis=1).tolist()
+        which = np.arange(len(top))[:, None]
+        best_ids = top_rows[which, best].tolist()
+        best_p = top_p[which, best].tolist()
         signal_rows = signal_matrix[top].tolist()
         scores = log_score[top].tolist()
         flags = state_flag + (() if info.has_content else (
@@ -464,11 +466,11 @@ class Reranker:
         if unknown:  # checked before anything is written: no orphan impression
             raise FeedbackError(f"used id {unknown[0]!r} is not among the shown ids")
         info = analyze_query(query, self.classify)
-        row_ids = self._feature_rows(info, batch, cfg)
+        urows, row_of = self._feature_rows(info, batch, cfg)
         held = self._put_impression(Impression(
             recall_id=new_recall_id(), namespace=namespace, qtype=info.qtype, time=when,
             time_explicit=explicit, ids=batch.ids,
-            slots=tuple(self._space.slots_of(r) for r in row_ids.tolist()),
+            slots=tuple(self._space.slots_of(r) for r in urows[row_of].tolist()),
             doc_features=cfg.doc_features), feedback_id)
         if feedback_id is not None:
             stored = self.state.get_impression(held)

@@ -64,7 +64,11 @@ def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
 
 def _utf8(text: str) -> bytes:
     encoded = text.encode("utf-8")
-    return _varint(len(encoded)) + encoded
+    n = len(encoded)
+    return (_SMALL[n] if n < 128 else _varint(n)) + encoded
+
+
+_SMALL = [bytes((n,)) for n in range(128)]  # one-byte lengths, prebuilt
 
 
 # Rows made of codebook slots only (no caller data), both ways: their bytes, and back.

@@ -293,7 +293,8 @@ def test_feature_space_rows_name_exactly_the_reference_features():
     tags = [frozenset()] * 3
     structure = [("prev:none", "next:top1"), ("prev:top1", "next:none"), ("prev:none", "next:none")]
     for _ in range(2):  # the second pass is served from the caches (evicting: 1000 B hold ~2)
-        rows = space.rows(query, ids, texts, kinds, sources, tags, (), True, structure)
+        distinct, of = space.rows(query, ids, texts, kinds, sources, tags, (), True, structure)
+        rows = distinct[of]
         for i, row in enumerate(rows):
             shape = shape_of(texts[i], kinds[i], sources[i], tags[i], ())
             expected = retrieval_features(query, shape, sources[i], ids[i], structure[i])
