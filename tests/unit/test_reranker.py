@@ -449,3 +449,21 @@ def test_an_unreachable_state_degrades_to_the_retriever_and_priors(cands, caplog
     assert "state unavailable" in caplog.text
     with pytest.raises(StateUnavailableError):
         Reranker(_Unreachable(), strict=True).rerank(QUERY, cands, namespace="maya", now=NOW)
+
+
+@pytest.mark.parametrize("bad", [4e12, 1e300, -1e12])
+def test_an_implausible_now_is_refused_by_every_entry_point(cands, bad):
+    rr = Reranker()
+    with pytest.raises(InputError, match="now"):
+        rr.rerank(QUERY, cands, namespace="maya", now=bad)
+    ranking = rr.rerank(QUERY, cands, namespace="maya", k=2, now=NOW)
+    for call in (lambda: rr.feedback(ranking.recall_id, used=[ranking.ids[0]], now=bad),
+                 lambda: rr.mark_used(ranking.recall_id, [ranking.ids[0]], now=bad),
+                 lambda: rr.mark_ignored(ranking.recall_id, [ranking.ids[1]], now=bad),
+                 lambda: rr.feedback(namespace="maya", query=QUERY, shown=cands[:2],
+                                     used=[], now=bad)):
+        with pytest.raises(InputError, match="now"):
+            call()
+    assert rr.stats()["feedbacks"] == 0 and rr.stats()["impressions"] == 1
+    out = rr.feedback(ranking.recall_id, used=[ranking.ids[0]])  # still open, still usable
+    assert out.applied == tuple(ranking.ids)
