@@ -8,7 +8,6 @@ import logging
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -282,7 +281,7 @@ class Reranker:
                      age: np.ndarray, use_count: np.ndarray,
                      state_flag: tuple[str, ...] = ()) -> tuple[Ranked, ...]:
         """The top results; ``top_p`` and ``top_rows`` are their link means and feature ids."""
-        weights = MappingProxyType(dict(zip(SIGNALS, cfg.weights.as_tuple())))
+        weights = dict(zip(SIGNALS, cfg.weights.as_tuple()))  # one per call, shared by its results
         names = self._space.names
         best = np.argsort(-top_p, axis=1, kind="stable")[:, :TOP_LINKS]
         which = np.arange(len(top))[:, None]
