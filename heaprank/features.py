@@ -127,6 +127,7 @@ def english_question_type(query: str) -> str:
 
 
 QuestionClassifier = Callable[[str], str]
+_QTYPE_CODE = {q: i for i, q in enumerate(QUESTION_TYPES)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,7 +246,7 @@ class FeatureSpace:
         self._ids: dict[str, int] = {}
         self._shapes: dict[tuple[object, ...], tuple[Shape, int, frozenset[str], int]] = {}
         self.cached_bytes = 0
-        self._rows: dict[tuple[object, ...], int] = {}
+        self._rows: dict[object, int] = {}
         self._row_info: list[tuple[tuple[str, ...], tuple[str, ...]]] = []
         self._matrix = np.zeros((256, 24), dtype=np.intp)
         self._expanded: dict[tuple[object, ...], tuple[str, ...]] = {}
@@ -299,6 +300,8 @@ class FeatureSpace:
         if len(self.names) > self.max_features or len(self._rows) > self.max_rows:
             self._reset_rows()
         qtype, qnames, qwords = query.qtype, query.names, query.words
+        qcode = _QTYPE_CODE[qtype]
+        nbr_code = _NEIGHBOUR_CODE.get
         limit = self.prefix_chars
         shapes_get, rows_get = self._shapes.get, self._rows.get
         distinct: dict[int, int] = {}
@@ -313,7 +316,12 @@ class FeatureSpace:
             shape, serial, source_words, _ = entry
             qsrc = bool(source_words) and not source_words.isdisjoint(qwords)
             qent = bool(qnames) and not qnames.isdisjoint(shape.words)
-            key = (serial, qtype, qsrc, qent, nbr, doc_id if doc_features else None)
+            code = None if doc_features else nbr_code(nbr)
+            # One int per (shape, question type, relation and neighbour slots): cheaper to hash
+            # than a tuple; the tuple form remains for doc features and unusual neighbours.
+            key: object = ((serial * 16 + qcode) * 4 + 2 * qsrc + qent) * 32 + code \
+                if code is not None else (serial, qtype, qsrc, qent, nbr, doc_id if doc_features
+                                          else None)
             row = rows_get(key)
             if row is None:
                 slots = shape.slots + (f"qsrc:{yes(qsrc)}", f"qent:{yes(qent)}") + nbr
@@ -326,7 +334,7 @@ class FeatureSpace:
         return np.fromiter(distinct, dtype=np.intp, count=len(distinct)), \
             np.array(out, dtype=np.intp)
 
-    def _add_row(self, key: tuple[object, ...], slots: tuple[str, ...],
+    def _add_row(self, key: object, slots: tuple[str, ...],
                  feats: tuple[str, ...]) -> int:
         row = len(self._row_info)
         ids = self._intern(feats)
@@ -384,6 +392,9 @@ def _rank_bucket(rank: int) -> str:
 
 
 NO_NEIGHBOURS = ("prev:none", "next:none")
+_BUCKETS = ("top1", "top3", "top10", "lower", "none")
+_NEIGHBOUR_CODE = {(f"prev:{a}", f"next:{b}"): 5 * i + j
+                   for i, a in enumerate(_BUCKETS) for j, b in enumerate(_BUCKETS)}
 
 
 def neighbour_slots(threads: Sequence[str | None], positions: Sequence[float],
