@@ -39,7 +39,7 @@ import threading
 import time
 import zlib
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import numpy as np
@@ -57,6 +57,9 @@ from .base import (
     recall_born_s,
     recall_key,
 )
+
+if TYPE_CHECKING:
+    from .copy import StateDump
 
 DAY_S = 86_400.0
 _SLOTS = 16_384
@@ -543,6 +546,86 @@ class RedisState:
                 self.client.delete(key)
             return len(keys)
         return self._call("clear", run, idempotent=True)
+
+    # ------------------------------------------------------- export (state copy)
+
+    def iter_docs(self, namespace: str) -> list[tuple[str, float, float]]:
+        """``(id, last_used, use_count)`` of each used document of ``namespace``."""
+        rows = self._call("iter_docs", lambda: self.client.hgetall(
+            self._key(self._tag(namespace), "d", namespace)), idempotent=True)
+        return [(i.decode("utf-8"), *map(float, _unpack([v], 2)[0])) for i, v in sorted(rows.items())]
+
+    def iter_impressions(self) -> list[tuple[str, str, bytes]]:
+        """``(recall_id, namespace, codec bytes)`` of every live impression."""
+        def run() -> list[tuple[str, str, bytes]]:
+            keys = sorted(self._scan(_GLOB.sub(r"\\\1", self.prefix) + ":{*}:i:*"))
+            pipe = self.client.pipeline(transaction=False)
+            for key in keys:
+                pipe.get(key)
+            out = []
+            for key, body in zip(keys, pipe.execute()):
+                name = key.decode("utf-8")
+                head = name.index("}:i:") + 4
+                if body is not None:
+                    out.append((name[-16:], name[head:-17], body))
+            return out
+        return self._call("iter_impressions", run, idempotent=True)
+
+    def import_state(self, dump: StateDump) -> None:
+        """Write a whole state (from :func:`heaprank.state.copy.export_state`) into this empty one.
+
+        Each global shard gets the sums of its own namespaces' links; evidence no namespace holds
+        any more (left by a forget without scrub) goes to the shard of the first namespace with
+        the feature, so the shards still add up to the copied global layer.
+        """
+        shard_sums: dict[str, dict[str, list[float]]] = {t: {} for t in self._tags}
+        for ns, (features, pos, neg) in sorted(dump.links.items()):
+            sums = shard_sums[self._tag(ns)]
+            for f, p, n in zip(features, pos.tolist(), neg.tolist()):
+                row = sums.setdefault(f, [0.0, 0.0, 0.0])
+                row[0] += p
+                row[1] += n
+                row[2] += 1
+        gf, gpos, gneg = dump.global_links
+        first = {f: t for t in self._tags for f in shard_sums[t]}
+        for f, p, n in zip(gf, gpos.tolist(), gneg.tolist()):
+            t = first.get(f, self._tags[0])
+            row = shard_sums[t].setdefault(f, [0.0, 0.0, 0.0])
+            held = [shard_sums[u][f] for u in self._tags if f in shard_sums[u]]
+            row[0] += p - sum(h[0] for h in held)
+            row[1] += n - sum(h[1] for h in held)
+        now_ms = time.time() * 1000
+
+        def run() -> None:
+            pipe = self.client.pipeline(transaction=False)
+            for t, sums in shard_sums.items():
+                if sums:
+                    pipe.hset(self._key(t, "g"), mapping={
+                        f: np.array(v, dtype="<f8").tobytes() for f, v in sums.items()})
+            for ns, (features, pos, neg) in dump.links.items():
+                tag = self._tag(ns)
+                if features:
+                    packed = np.column_stack([pos, neg]).astype("<f8")
+                    pipe.hset(self._key(tag, "l", ns), mapping={
+                        f: packed[j].tobytes() for j, f in enumerate(features)})
+                pipe.sadd(self._key(tag, "n"), ns)
+            for ns, rows in dump.docs.items():
+                if rows:
+                    pipe.hset(self._key(self._tag(ns), "d", ns), mapping={
+                        i: np.array([last, uses], dtype="<f8").tobytes() for i, last, uses in rows})
+            for rid, ns, body in dump.impressions:
+                fed = any(codec.verdicts_of(body))
+                expire_ms = int((recall_born_s(rid) + self.impression_ttl_s) * 1000)
+                if not fed and expire_ms <= now_ms:
+                    continue
+                tag, ttl = self._tag(ns), None if fed else expire_ms
+                pipe.set(self._body_key(ns, rid), body, pxat=ttl)
+                pipe.set(self._pointer_key(rid), f"{tag}:{ns}", pxat=ttl)
+                if fed:
+                    pipe.zadd(self._key(tag, "f"), {self._body_key(ns, rid): int(recall_born_s(rid) * 1000)})
+            pipe.set(self._key(self._tags[0], "c"), dump.feedbacks)
+            pipe.execute()
+        self._call("import_state", run, idempotent=True)
 
     def close(self) -> None:
         """Release the connection pool."""
