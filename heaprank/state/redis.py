@@ -22,7 +22,8 @@ the links exactly as they were. In a Cluster the other shards' counts are read b
 before the script (one round trip) and passed in: the pooled part of the credit may miss
 feedbacks of other shards applied in that window (bounded staleness of one round trip); the
 namespace's own counts and its shard are always exact, and no increment is ever lost or doubled.
-A rerank reads in one pipelined round trip (one per node in a Cluster); with
+A rerank reads in one round trip: one script on a server (which sums the global shards), a
+pipeline in a Cluster (one request per node); with
 ``global_cache_ttl_s > 0`` the pooled counts may be that many seconds old.
 
 Every Redis error or timeout raises :class:`~heaprank.errors.StateUnavailableError`. Reads and
@@ -159,7 +160,7 @@ class RedisState:
         self._cache_lock = threading.Lock()
         self._feedbacks = 0
         self._scripts = {name: self.client.register_script(getattr(redis_lua, name))
-                         for name in ("PUT", "GET_LOCAL", "FEEDBACK", "FORGET", "DROP_UNHELD",
+                         for name in ("READ_LOCAL", "PUT", "GET_LOCAL", "FEEDBACK", "FORGET", "DROP_UNHELD",
                                       "DROP_FED")}
         self._check_meta()
         # Loaded up front on every primary: redis-py leaks a connection when a cluster answers
@@ -271,6 +272,20 @@ class RedisState:
              ids: Sequence[str]) -> tuple[LinkCounts, DocStats]:
         features, ids = list(features), list(ids)
         tag = self._tag(namespace)
+
+        if not self.cluster and self.global_cache_ttl_s <= 0:  # one script sums the shards
+            keys = [self._key(tag, "l", namespace), self._key(tag, "d", namespace),
+                    *self._global_keys()]
+
+            def run_local() -> tuple[LinkCounts, DocStats]:
+                own_b, pooled_b, docs_b = self._scripts["READ_LOCAL"](
+                    keys=keys, args=[len(features), *features, *ids])
+                own, pooled, docs = (np.frombuffer(b, dtype="<f8").reshape(-1, 2).astype(np.float64)
+                                     for b in (own_b, pooled_b, docs_b))
+                return (LinkCounts(own[:, 0].copy(), own[:, 1].copy(), pooled[:, 0].copy(),
+                                   pooled[:, 1].copy()),
+                        DocStats(docs[:, 0].copy(), docs[:, 1].copy()))
+            return self._call("read", run_local, idempotent=True)
 
         def run() -> tuple[LinkCounts, DocStats]:
             pipe = self.client.pipeline(transaction=False)

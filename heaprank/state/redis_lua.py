@@ -8,6 +8,48 @@ Python reference (:func:`heaprank.links.credit`) to rounding.
 
 from __future__ import annotations
 
+#: One server only: everything a rerank reads, the global shards summed here, returned as packed
+#: doubles in one reply. KEYS: links, docs, every global shard in order. ARGV: n features, the
+#: features, then the document ids. Returns {own <dd>..., pooled <dd>..., docs <dd>...}, a
+#: missing document as (NaN, 0).
+READ_LOCAL = """
+local function hmget(key, fields)
+  local out = {}
+  for first = 1, #fields, 4000 do
+    local part = redis.call('HMGET', key, unpack(fields, first, math.min(first + 3999, #fields)))
+    for j = 1, #part do out[first + j - 1] = part[j] end
+  end
+  return out
+end
+local nf = tonumber(ARGV[1])
+local feats, ids = {}, {}
+for j = 1, nf do feats[j] = ARGV[1 + j] end
+for j = nf + 2, #ARGV do ids[#ids + 1] = ARGV[j] end
+local zero = string.rep('\0', 16)
+local own, pooled, docs = {}, {}, {}
+if nf > 0 then
+  local vals = hmget(KEYS[1], feats)
+  local gp, gn = {}, {}
+  for j = 1, nf do own[j] = vals[j] or zero; gp[j] = 0; gn[j] = 0 end
+  for k = 3, #KEYS do
+    local g = hmget(KEYS[k], feats)
+    for j = 1, nf do
+      if g[j] then
+        local p, q = struct.unpack('<dd', g[j])
+        gp[j] = gp[j] + p; gn[j] = gn[j] + q
+      end
+    end
+  end
+  for j = 1, nf do pooled[j] = struct.pack('<dd', gp[j], gn[j]) end
+end
+if #ids > 0 then
+  local never = struct.pack('<dd', 0 / 0, 0)
+  local d = hmget(KEYS[2], ids)
+  for j = 1, #ids do docs[j] = d[j] or never end
+end
+return {table.concat(own), table.concat(pooled), table.concat(docs)}
+"""
+
 #: Record an impression. KEYS: body, explicit-id hash[, recall-id pointer]. ARGV: body,
 #: expire-at (ms), explicit id or "", key prefix of this namespace's bodies, recall id, pointer
 #: value. Returns {"new"}, {"taken"} (recall id in use) or {"held", recall id}.
