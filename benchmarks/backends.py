@@ -1,15 +1,16 @@
 """``python -m benchmarks backends``: the state backends side by side, with concurrent clients.
 
-For memory, SQLite (one WAL file), Redis (the server at ``--redis-url``) and a Redis Cluster of
-3 masters this command starts on free local ports, with 1, 4 and 16 client processes:
+For memory, SQLite (one WAL file), Redis (a server this command starts, or ``--redis-url``) and
+a Redis Cluster of 3 masters it starts on free local ports, with 1, 4 and 16 client processes:
 
 * rerank latency p50/p95 at 50 candidates (k=10, impression tracked), every process timing its own
   calls, all processes started together;
 * feedbacks per second: every process sends feedback (1 used + 9 ignored) for its own reranks
   through ``Reranker.feedback`` (read the impression, apply), total over the common wall time;
 * round trips per rerank and per feedback, counted by the client (each request written to a
-  socket, a pipeline being one), and the server's command calls per operation from
-  ``INFO commandstats`` (which also counts the commands a script runs);
+  socket, a pipeline being one), the server's command calls per operation from
+  ``INFO commandstats`` (which also counts the commands a script runs), and the servers'
+  main-thread CPU per operation (``INFO cpu``), what capacity is planned from;
 * bytes per link (``MEMORY USAGE`` of each namespace's links hash / its links) and per impression.
 
 Memory is per process (nothing shared): its rows show the cost of the ranking alone. Each
@@ -50,8 +51,8 @@ NAMESPACES = 32
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quick", action="store_true", help="fewer calls per process")
     p.add_argument("--json", help="also write the figures to this JSON file")
-    p.add_argument("--redis-url", default=os.environ.get("HEAPRANK_REDIS_URL",
-                                                         "redis://127.0.0.1:6379/15"))
+    p.add_argument("--redis-url", help="a Redis server to use (default: start one, so no other "
+                   "client shares its CPU)")
     p.add_argument("--backends", default="memory,sqlite,redis,redis-cluster")
     p.add_argument("--procs", default="1,4,16")
 
@@ -110,11 +111,15 @@ def _run(url: str, procs: int, calls: int, warmup: int) -> dict[str, Any]:
             "feedbacks_per_s": sum(r["feedbacks"] for r in rows) / fb_wall, "late": late}
 
 
-def _commandstats(clients: list[Any]) -> dict[str, int]:
-    total: dict[str, int] = {}
+def _commandstats(clients: list[Any]) -> dict[str, float]:
+    """Calls per command summed over the nodes, and the servers' main-thread CPU seconds
+    (``"cpu"``): what a node spends per operation, network handling included."""
+    total: dict[str, float] = {"cpu": 0.0}
     for client in clients:
         for name, row in client.info("commandstats").items():
             total[name] = total.get(name, 0) + int(row["calls"])
+        cpu = client.info("cpu")
+        total["cpu"] += cpu["used_cpu_user_main_thread"] + cpu["used_cpu_sys_main_thread"]
     return total
 
 
@@ -159,8 +164,10 @@ def _round_trips(url: str, n: int) -> dict[str, Any]:
         requests = sent[0] - len(nodes)  # less the INFO requests of this measurement
         after = _commandstats(nodes)
         calls = {k[len("cmdstat_"):]: (after[k] - before.get(k, 0)) / n for k in after
-                 if k != "cmdstat_info" and after[k] > before.get(k, 0)}  # less this INFO
-        out[phase] = {"requests": requests / n, "server_calls": calls}
+                 if k.startswith("cmdstat_") and k != "cmdstat_info"
+                 and after[k] > before.get(k, 0)}  # less this INFO
+        usec = (after["cpu"] - before["cpu"]) * 1e6 / n
+        out[phase] = {"requests": requests / n, "server_calls": calls, "server_usec": usec}
     rr.close()
     for node in nodes:
         node.close()
@@ -216,17 +223,21 @@ def _git_commit() -> str:
 
 def run(args: argparse.Namespace) -> int:
     sys.path.insert(0, str(REPO_ROOT))
-    from tests.integration.redis_servers import start_cluster
+    from tests.integration.redis_servers import RedisServer, start_cluster
 
     calls, warmup = (60, 10) if args.quick else (200, 20)
     kinds = args.backends.split(",")
     procs = [int(p) for p in args.procs.split(",")]
     folder = Path(tempfile.mkdtemp(prefix="heaprank-bench-"))
-    nodes = start_cluster(folder / "cluster") if "redis-cluster" in kinds else []
+    cluster = start_cluster(folder / "cluster") if "redis-cluster" in kinds else []
+    nodes = list(cluster)
+    if "redis" in kinds and not args.redis_url:
+        nodes.append(RedisServer(folder / "single", "--appendonly", "no"))
+        args.redis_url = nodes[-1].url
     tag = f"bench{os.getpid()}"
     urls = {"memory": "memory://", "sqlite": f"sqlite:///{folder / 'state.db'}",
             "redis": f"{args.redis_url}?prefix={tag}",
-            "redis-cluster": f"redis+cluster://127.0.0.1:{nodes[0].port}?prefix={tag}" if nodes else ""}
+            "redis-cluster": f"redis+cluster://127.0.0.1:{cluster[0].port}?prefix={tag}" if cluster else ""}
     started = time.time()
     report: dict[str, Any] = {"commit": _git_commit(), "date": time.strftime("%Y-%m-%dT%H:%M:%SZ",
                                                                             time.gmtime()),
@@ -273,7 +284,8 @@ def _print(report: dict[str, Any]) -> None:
               f"commands inside scripts included)")
         for phase, row in rt.items():
             calls = ", ".join(f"{k} {v:g}" for k, v in sorted(row["server_calls"].items()))
-            print(f"  per {phase:<8}: {row['requests']:g} client round trips; server calls: {calls}")
+            print(f"  per {phase:<8}: {row['requests']:g} client round trips, "
+                  f"{row['server_usec']:.0f} us of server CPU; server calls: {calls}")
     for kind, size in report["sizes"].items():
         print(f"\nMemory, {kind}: {size['links']} links, {size['bytes_per_link']:.1f} bytes per link "
               f"(MEMORY USAGE of the links hashes)")
