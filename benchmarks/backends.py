@@ -223,6 +223,7 @@ def _git_commit() -> str:
 
 def run(args: argparse.Namespace) -> int:
     sys.path.insert(0, str(REPO_ROOT))
+    from heaprank import SQLiteState
     from tests.integration.redis_servers import RedisServer, start_cluster
 
     calls, warmup = (60, 10) if args.quick else (200, 20)
@@ -246,9 +247,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         for kind in kinds:
             for p in procs:
-                if kind == "sqlite":
+                if kind == "sqlite":  # a fresh file, its schema made before the processes open it
                     for f in folder.glob("state.db*"):
                         f.unlink()
+                    SQLiteState(folder / "state.db").close()
                 row = _run(urls[kind], p, max(calls * 4 // p, 30), warmup)
                 report["rows"].append({"backend": kind, **row})
                 if kind.startswith("redis"):

@@ -201,7 +201,7 @@ class RedisState:
                     continue
                 raise StateUnavailableError(f"Redis state: {what} failed: "
                                             f"{type(exc).__name__}: {exc}") from None
-            except (OSError, IndexError) as exc:  # a socket torn down mid-reply
+            except OSError as exc:  # a socket torn down mid-reply
                 if attempt + 1 < attempts:
                     time.sleep(min(0.05 * 2 ** attempt, self.timeout_s))
                     continue
@@ -395,7 +395,12 @@ class RedisState:
 
     def apply_feedback(self, batch: FeedbackBatch, credit: CreditFn) -> FeedbackOutcome:
         """Apply one feedback in one Lua script (``credit`` is not called: the script computes
-        the same credit from ``batch.a0``, ``b0``, ``kappa`` and ``em`` next to the data)."""
+        the same credit from ``batch.a0``, ``b0``, ``kappa`` and ``em`` next to the data).
+
+        After a connection error the call is retried; if the first attempt had been applied
+        before the reply was lost, its items come back as ``already_recorded``: the evidence is
+        counted once either way.
+        """
         ns, rid = batch.namespace, batch.recall_id
         if recall_key(rid) is None:
             raise FeedbackError(f"recall_id {rid!r}: unknown (never recorded, expired or pruned)")
@@ -433,7 +438,7 @@ class RedisState:
                 if str(exc).startswith("HEAPRANK_"):
                     return [str(exc)]
                 raise
-            if self.cluster and reply[0]:
+            if self.cluster and (reply[0] or reply[1]):  # again on a retry: idempotent
                 self.client.persist(self._pointer_key(rid))
             return list(reply)
         reply = self._call("feedback", run, idempotent=True)
