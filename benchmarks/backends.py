@@ -204,6 +204,29 @@ def _sizes(url: str) -> dict[str, Any]:
             "codec_bytes": codec_bytes / n}
 
 
+def _link_sizes(url: str) -> list[tuple[int, str, float]]:
+    """Bytes per link of one namespace's links hash at 10 to 1,000 links (``MEMORY USAGE``),
+    names like the real ones (``qt:when&kind:fact``, 17 characters on average here)."""
+    import numpy as np
+
+    from heaprank.state.copy import StateDump
+    from heaprank.state.redis import RedisState, redis_options
+
+    base, options = redis_options(url)
+    out = []
+    for n in (10, 100, 128, 129, 500, 1000):
+        state = RedisState(base, **{**options, "prefix": f"{options.get('prefix', 'b')}-size{n}"})
+        features = [f"qt:when&kind:f{i:04d}" for i in range(n)]
+        counts = np.full(n, 0.5)
+        state.import_state(StateDump(global_links=(features, counts, counts),
+                                     links={"ns": (features, counts, counts)}))
+        usage = state.memory_usage("ns")
+        out.append((n, str(usage["encoding"]), int(usage["bytes"]) / n))
+        state.clear()
+        state.close()
+    return out
+
+
 def _clear(url: str) -> None:
     from heaprank.state.redis import RedisState, redis_options
 
@@ -243,7 +266,7 @@ def run(args: argparse.Namespace) -> int:
     report: dict[str, Any] = {"commit": _git_commit(), "date": time.strftime("%Y-%m-%dT%H:%M:%SZ",
                                                                             time.gmtime()),
                               "load": os.getloadavg(), "calls_per_process": calls, "rows": [],
-                              "round_trips": {}, "sizes": {}}
+                              "round_trips": {}, "sizes": {}, "link_sizes": {}}
     try:
         for kind in kinds:
             for p in procs:
@@ -259,6 +282,7 @@ def run(args: argparse.Namespace) -> int:
                     _clear(urls[kind])
             if kind.startswith("redis"):
                 report["round_trips"][kind] = _round_trips(urls[kind], 100)
+                report["link_sizes"][kind] = _link_sizes(urls[kind])
                 _clear(urls[kind])
     finally:
         for node in nodes:
@@ -294,6 +318,10 @@ def _print(report: dict[str, Any]) -> None:
         for enc, (count, links, nbytes) in sorted(size["by_encoding"].items()):
             print(f"  {enc:<10} {count:>3} namespaces, {links / count:.0f} links each, "
                   f"{nbytes / links:.1f} bytes per link")
+        sweep = report["link_sizes"].get(kind, [])
+        if sweep:
+            print("  one namespace's links hash: " + ", ".join(
+                f"{n} links {enc} {per:.1f} B/link" for n, enc, per in sweep))
         print(f"  impression: {size['bytes_per_impression']:.0f} bytes (codec body "
               f"{size['codec_bytes']:.0f}) + {size['pointer_bytes']:.0f} bytes recall-id pointer, "
               f"{size['impressions_sampled']} sampled")
