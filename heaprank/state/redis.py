@@ -4,7 +4,7 @@ Key layout (``P`` the prefix, ``t`` the hash tag of global shard ``s = crc32(ns)
 
     P:{t}:l:<ns>          hash  feature -> <dd> pos, neg          (a namespace's links)
     P:{t}:d:<ns>          hash  doc id -> <dd> last used, uses    (used documents only)
-    P:{t}:x:<ns>          hash  explicit feedback id -> recall id
+    P:{t}:x:<ns>          hash  explicit feedback id -> recall id (expires with its newest)
     P:{t}:i:<ns>:<rid>    string  the codec bytes of an impression (TTL until its first feedback)
     P:{t}:g               hash  feature -> <ddd> pos, neg, namespaces holding it   (global shard s)
     P:{t}:n               set   the namespaces of shard s with evidence
@@ -497,6 +497,10 @@ class RedisState:
         return list(self.client.scan_iter(match=pattern, count=1000))
 
     def forget_namespace(self, namespace: str, *, scrub_global: bool = True) -> None:
+        """Remove the namespace's keys in one script in its slot (links, documents, explicit
+        ids, impressions found by SCAN, its global-shard contribution with ``scrub_global``),
+        then the recall-id pointers, then the global fields no namespace holds anywhere. An
+        impression written while this runs may survive until its TTL."""
         tag = self._tag(namespace)
         pattern = _GLOB.sub(r"\\\1", f"{self._key(tag, 'i', namespace)}:") + "?" * 16
 
