@@ -18,7 +18,8 @@ process warms up (reranks and feedback, untimed) before timing. The machine is s
 with 16 processes the latency is mostly waiting for a core. Needs ``pip install 'heaprank[redis]'``
 and ``redis-server``/``redis-cli`` for the Cluster.
 
-Run: ``python -m benchmarks backends [--quick] [--json FILE] [--redis-url URL]``
+Run: ``python -m benchmarks backends [--quick] [--calls N] [--json FILE] [--redis-url URL]
+[--backends memory,sqlite,redis,redis-cluster] [--procs 1,4,16]``
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ NAMESPACES = 32
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quick", action="store_true", help="fewer calls per process")
+    p.add_argument("--calls", type=int, help="reranks per single process (split over several)")
     p.add_argument("--json", help="also write the figures to this JSON file")
     p.add_argument("--redis-url", help="a Redis server to use (default: start one, so no other "
                    "client shares its CPU)")
@@ -161,7 +163,7 @@ def _round_trips(url: str, n: int) -> dict[str, Any]:
                                           now=NOW))
             else:
                 rr.feedback(rankings[i].recall_id, used=[rankings[i].ids[0]])
-        requests = sent[0] - len(nodes)  # less the INFO requests of this measurement
+        requests = sent[0]  # the INFO of this measurement goes through other clients
         after = _commandstats(nodes)
         calls = {k[len("cmdstat_"):]: (after[k] - before.get(k, 0)) / n for k in after
                  if k.startswith("cmdstat_") and k != "cmdstat_info"
@@ -250,6 +252,8 @@ def run(args: argparse.Namespace) -> int:
     from tests.integration.redis_servers import RedisServer, start_cluster
 
     calls, warmup = (60, 10) if args.quick else (200, 20)
+    if args.calls:
+        calls, warmup = args.calls, min(warmup, args.calls)
     kinds = args.backends.split(",")
     procs = [int(p) for p in args.procs.split(",")]
     folder = Path(tempfile.mkdtemp(prefix="heaprank-bench-"))
@@ -274,7 +278,7 @@ def run(args: argparse.Namespace) -> int:
                     for f in folder.glob("state.db*"):
                         f.unlink()
                     SQLiteState(folder / "state.db").close()
-                row = _run(urls[kind], p, max(calls * 4 // p, 30), warmup)
+                row = _run(urls[kind], p, max(calls * 4 // p, min(calls, 30)), warmup)
                 report["rows"].append({"backend": kind, **row})
                 if kind.startswith("redis"):
                     if p == procs[-1]:
