@@ -47,3 +47,12 @@ __all__ = [
     "WhyNot",
     "__version__",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """``heaprank.RedisState`` on first use, so ``import heaprank`` never needs redis-py."""
+    if name == "RedisState":
+        from .state.redis import RedisState
+
+        return RedisState
+    raise AttributeError(f"module 'heaprank' has no attribute {name!r}")

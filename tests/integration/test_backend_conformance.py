@@ -1,4 +1,5 @@
-"""One conformance suite, run against every state backend (memory, and SQLite in a real file)."""
+"""One conformance suite, run against every state backend (memory, SQLite in a real file, and Redis
+on the shared server and on a local 3-master Cluster started for the session)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ from heaprank import FeedbackError, MemoryState, Prior, Reranker, SQLiteState, S
 from heaprank import links as linkmath
 from heaprank.state import open_state
 from heaprank.state.base import FeedbackBatch, FeedbackItem, Impression
+from tests.integration.redis_servers import unique_prefix
 
-BACKENDS = ["memory", "sqlite"]
+BACKENDS = ["memory", "sqlite", "redis", "redis-cluster"]
 NOW = 1_750_000_000.0
 FEATURES_A = ("kind:fact", "len:<=3", "qt:when&kind:fact", "qt:when&len:<=3")
 FEATURES_B = ("kind:note", "len:<=3", "qt:when&kind:note", "qt:when&len:<=3")
@@ -30,13 +32,21 @@ def make_backend(request, tmp_path):
     def make(**options) -> StateBackend:
         if request.param == "memory":
             state = MemoryState(**options)
-        else:
+        elif request.param == "sqlite":
             state = SQLiteState(tmp_path / f"state{len(opened)}.db", **options)
+        else:
+            from heaprank.state.redis import RedisState
+
+            url = request.getfixturevalue("redis_url" if request.param == "redis"
+                                          else "redis_cluster_url")
+            state = RedisState(url, prefix=unique_prefix(), **options)
         opened.append(state)
         return state
 
     yield make
     for state in opened:
+        if hasattr(state, "clear"):
+            state.clear()
         state.close()
 
 
@@ -72,7 +82,9 @@ def batch(recall_id=R1, namespace="ns", verdicts=(("a", True), ("b", False)), ti
     features = features or {"a": FEATURES_A, "b": FEATURES_B, "c": FEATURES_A}
     items = tuple(FeedbackItem(id=i, rank="abc".index(i) + 1, used=used, features=features[i])
                   for i, used in verdicts)  # the impressions below show "a", "b"[, "c"] in order
-    return FeedbackBatch(recall_id=recall_id, namespace=namespace, time=time, items=items)
+    # The learning settings ride along for backends that compute the credit server-side.
+    return FeedbackBatch(recall_id=recall_id, namespace=namespace, time=time, items=items,
+                         a0=PRIOR.a0, b0=PRIOR.b0, kappa=PRIOR.kappa)
 
 
 def snapshot(state: StateBackend):
