@@ -19,7 +19,6 @@ Each slot also appears crossed with the question type, ``qt:when&date:yes``; opt
 
 from __future__ import annotations
 
-import itertools
 import re
 import unicodedata
 from collections.abc import Callable, Sequence
@@ -250,15 +249,13 @@ class FeatureSpace:
         self._row_info: list[tuple[tuple[str, ...], tuple[str, ...]]] = []
         self._matrix = np.zeros((256, 24), dtype=np.intp)
         self._expanded: dict[tuple[object, ...], tuple[str, ...]] = {}
-        self._serials = itertools.count()
+        self._slot_ids: dict[tuple[str, ...], int] = {}
 
     def clear(self) -> None:
         """Drop every cached shape and row (``forget_namespace`` calls this: the cache may hold
         names read from that namespace's candidates)."""
         self._reset_rows()
-        self._shapes.clear()
         self._expanded.clear()
-        self.cached_bytes = 0
 
     def _intern(self, features: Sequence[str]) -> tuple[int, ...]:
         ids = self._ids
@@ -280,7 +277,12 @@ class FeatureSpace:
         # Approximate bytes held: the entry, its word set, and the words themselves.
         cost = 400 + 60 * (len(shape.words) + len(source_words)) \
             + sum(map(len, shape.words)) + (len(source) if source else 0)
-        entry = (shape, next(self._serials), source_words, cost)
+        # Shapes with the same slots (most of them) share one id, so their feature rows are
+        # built once and stay few however many texts pass through.
+        slot_id = self._slot_ids.get(shape.slots)
+        if slot_id is None:
+            slot_id = self._slot_ids[shape.slots] = len(self._slot_ids)
+        entry = (shape, slot_id, source_words, cost)
         if cost <= self.max_bytes:
             self._shapes[key] = entry
             self.cached_bytes += cost
@@ -297,7 +299,8 @@ class FeatureSpace:
         """``(distinct, of)``: the distinct feature rows of these candidates for this query
         (rows of :meth:`matrix`), and for each candidate the position of its row among them.
         ``structure`` holds each candidate's neighbour slots (:func:`neighbour_slots`)."""
-        if len(self.names) > self.max_features or len(self._rows) > self.max_rows:
+        if len(self.names) > self.max_features or len(self._rows) > self.max_rows \
+                or len(self._slot_ids) > self.max_rows:
             self._reset_rows()
         qtype, qnames, qwords = query.qtype, query.names, query.words
         qcode = _QTYPE_CODE[qtype]
@@ -313,14 +316,14 @@ class FeatureSpace:
             entry = shapes_get(skey)
             if entry is None:
                 entry = self._new_shape(skey, prefix, kind, source, tag, tag_slots)
-            shape, serial, source_words, _ = entry
+            shape, slot_id, source_words, _ = entry
             qsrc = bool(source_words) and not source_words.isdisjoint(qwords)
             qent = bool(qnames) and not qnames.isdisjoint(shape.words)
             code = None if doc_features else nbr_code(nbr)
             # One int per (shape, question type, relation and neighbour slots): cheaper to hash
             # than a tuple; the tuple form remains for doc features and unusual neighbours.
-            key: object = ((serial * 16 + qcode) * 4 + 2 * qsrc + qent) * 32 + code \
-                if code is not None else (serial, qtype, qsrc, qent, nbr, doc_id if doc_features
+            key: object = ((slot_id * 16 + qcode) * 4 + 2 * qsrc + qent) * 32 + code \
+                if code is not None else (slot_id, qtype, qsrc, qent, nbr, doc_id if doc_features
                                           else None)
             row = rows_get(key)
             if row is None:
@@ -353,6 +356,9 @@ class FeatureSpace:
         self._ids.clear()
         self._rows.clear()
         self._row_info.clear()
+        self._shapes.clear()  # their slot ids go with the rows
+        self._slot_ids.clear()
+        self.cached_bytes = 0
 
     def matrix(self, rows: np.ndarray) -> np.ndarray:
         """The ``(len(rows), width)`` feature-id matrix of rows :meth:`rows` returned in one
