@@ -210,18 +210,20 @@ class HeapRankFeedbackHandler(BaseCallbackHandler):
     def _report(self, run_id: UUID, trace: _Trace, used: Iterable[str], source: str,
                 now: Any = None) -> None:
         wanted = list(used)
+        per_ranking = []
         claimed: set[str] = set()
         for ranking in trace.rankings:
             names = {}
             for s in ranking["shown"]:
                 names[s["id"]] = s["id"]
                 names.update({alias: s["id"] for alias in s["aliases"]})
-            mine = [names[u] for u in wanted if u in names]
+            per_ranking.append((ranking, [names[u] for u in wanted if u in names]))
             claimed.update(u for u in wanted if u in names)
-            self._apply(run_id, ranking, mine, source, now)
         unknown = [u for u in wanted if u not in claimed]
-        if unknown:
+        if unknown:  # checked before any write: all of it applies, or none
             raise FeedbackError(f"used: {unknown} were not shown in run {run_id}")
+        for ranking, mine in per_ranking:
+            self._apply(run_id, ranking, mine, source, now)
 
     def _apply(self, run_id: UUID, ranking: dict[str, Any], used: Sequence[str], source: str,
                now: Any = None) -> None:
