@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import math
+import numbers
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -68,7 +69,8 @@ def _fail(strict: bool, where: str, message: str) -> None:
 def _score(value: Any, where: str, strict: bool) -> float | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    # numbers.Real takes numpy scalars too (FAISS returns float32 scores).
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
         _fail(strict, where, f"expected a finite number, got {value!r}")
         return None
     return float(value)

@@ -164,3 +164,12 @@ def test_feedback_moves_a_used_document_up() -> None:
         rr.reranker.feedback(out[0].metadata["heaprank_recall_id"], used=["price"])
     after = [d.id for d in rr.compress_documents(_docs(), query)]
     assert after.index("price") < before.index("price")
+
+
+def test_numpy_scores_are_numbers(reranker: HeapRankReranker) -> None:
+    np = pytest.importorskip("numpy")
+    docs = [Document("alpha", id="a", metadata={"relevance_score": np.float32(0.1)}),
+            Document("beta", id="b", metadata={"relevance_score": np.float32(0.8)})]
+    out = reranker.compress_documents(docs, "text")
+    assert [d.id for d in out] == ["b", "a"]
+    assert " ! " not in out[0].metadata["heaprank_explain"]

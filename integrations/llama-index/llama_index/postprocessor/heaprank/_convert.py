@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import math
+import numbers
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -86,7 +87,7 @@ def to_candidates(nodes: Sequence[NodeWithScore], *, metadata_keys: Mapping[str,
                                 "metadata": meta}
         score = nws.score
         if score is not None:
-            if isinstance(score, bool) or not isinstance(score, (int, float)) or not math.isfinite(score):
+            if isinstance(score, bool) or not isinstance(score, numbers.Real) or not math.isfinite(score):
                 if strict:
                     raise InputError(f"{where}.score: expected a finite number, got {score!r}")
                 flags.append("score not a finite number, ignored")
