@@ -52,9 +52,11 @@ bench-locomo: $(VENV)/.test
 bench-latency: $(VENV)/.test
 	$(BIN)/heaprank bench latency
 
-lint: $(VENV)/.test
+lint: $(VENV)/.test $(VENV)/.integrations
 	$(BIN)/ruff check heaprank tests examples benchmarks integrations
 	$(BIN)/mypy heaprank
+	cd integrations/langchain && ../../$(BIN)/mypy langchain_heaprank
+	cd integrations/llama-index && ../../$(BIN)/mypy -p llama_index.postprocessor.heaprank
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis build *.egg-info integrations/*/*.egg-info

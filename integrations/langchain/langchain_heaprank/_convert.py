@@ -16,7 +16,7 @@ from langchain_core.documents import Document
 logger = logging.getLogger("langchain_heaprank")
 
 #: heaprank candidate field -> the Document metadata key it is read from, by default.
-DEFAULT_METADATA_KEYS: Mapping[str, str] = {
+DEFAULT_METADATA_KEYS: Mapping[str, str | None] = {
     "created_at": "created_at",
     "last_used": "last_accessed_at",
     "importance": "importance",

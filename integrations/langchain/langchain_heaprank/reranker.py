@@ -52,7 +52,7 @@ class HeapRankReranker(BaseDocumentCompressor):
     """Whose learned links to use; run config metadata ``heaprank_namespace`` overrides it."""
     strict: bool = False
     """Raise on bad metadata instead of neutralising the signal (flagged in EXPLAIN and logged)."""
-    metadata_keys: dict[str, str | None] = Field(default_factory=lambda: dict(DEFAULT_METADATA_KEYS))
+    metadata_keys: dict[str, str | None] = Field(default_factory=lambda: {**DEFAULT_METADATA_KEYS})
     """heaprank field -> Document metadata key (merged over the defaults; ``None`` ignores it)."""
     relevance_key: str | None = "relevance_score"
     """Metadata key of an upstream score; without one, relevance comes from the retriever's order."""

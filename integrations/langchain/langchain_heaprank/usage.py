@@ -29,7 +29,7 @@ def cited(answer: str, shown: Sequence[Shown]) -> list[str]:
     A bracket token that names a shown id or alias wins over a position, so a document whose
     id is ``"2"`` is cited by ``[2]`` whatever its position.
     """
-    by_name = {}
+    by_name: dict[str, str] = {}
     for item in shown:
         for name in (item.id, *item.aliases):
             by_name.setdefault(name, item.id)

@@ -17,7 +17,7 @@ logger = logging.getLogger("llama_index.postprocessor.heaprank")
 
 #: heaprank candidate field -> node metadata key, by default (``__last_accessed__`` is the key
 #: LlamaIndex's TimeWeightedPostprocessor writes).
-DEFAULT_METADATA_KEYS: Mapping[str, str] = {
+DEFAULT_METADATA_KEYS: Mapping[str, str | None] = {
     "created_at": "created_at",
     "last_used": "__last_accessed__",
     "importance": "importance",

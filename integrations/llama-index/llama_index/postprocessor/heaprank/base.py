@@ -47,7 +47,7 @@ class HeapRankPostprocessor(BaseNodePostprocessor):
     """Whose learned links to use; the instrument tag ``heaprank_namespace`` overrides it."""
     strict: bool = False
     """Raise on bad metadata instead of neutralising the signal (flagged in EXPLAIN and logged)."""
-    metadata_keys: dict[str, str | None] = Field(default_factory=lambda: dict(DEFAULT_METADATA_KEYS))
+    metadata_keys: dict[str, str | None] = Field(default_factory=lambda: {**DEFAULT_METADATA_KEYS})
     """heaprank field -> node metadata key (merged over the defaults; ``None`` ignores it)."""
     id_key: str | None = None
     """Metadata key of your own stable id; else ``ref_doc_id`` + a content hash."""

@@ -196,7 +196,8 @@ class HeapRankFeedbackHandler(BaseSpanHandler[SimpleSpan]):
         if not rankings:
             raise FeedbackError("response: no source node carries a heaprank recall id")
         wanted = list(used)
-        plan, claimed = [], set()
+        plan: list[tuple[str, list[Shown], list[str]]] = []
+        claimed: set[str] = set()
         for recall_id, shown in rankings.items():
             names = {name: s.id for s in shown for name in (s.id, *s.aliases)}
             plan.append((recall_id, shown, [names[u] for u in wanted if u in names]))
