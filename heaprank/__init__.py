@@ -14,6 +14,7 @@ from .errors import (
                      InputError,
                      MissingDependencyError,
                      StateError,
+                     StateUnavailableError,
 )
 from .links import Prior
 from .reranker import Link, Reranker
@@ -39,6 +40,7 @@ __all__ = [
     "SQLiteState",
     "StateBackend",
     "StateError",
+    "StateUnavailableError",
     "Weights",
     "WhyNot",
     "__version__",

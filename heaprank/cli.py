@@ -1,36 +1,124 @@
-"""``heaprank`` command line: demo, links, explain, stats, bench."""
+"""``heaprank`` command line: demo, links, explain, stats.
+
+A mistake in what the user typed or pointed at (a missing file, bad JSON, a candidate of the wrong
+type, an unknown state URL, a bad ``--now``) ends the command with one line on stderr, starting
+``heaprank:``, and exit status 2; tracebacks are kept for heaprank's own bugs.
+"""
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
+import math
 import os
+import sqlite3
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from ._version import __version__
 from .errors import HeapRankError
 from .state import sqlite_path
 
 DEFAULT_STATE = "sqlite:///heaprank.db"
+MEMORY_STATE = "memory://"
 
 
-def _state_url(args: argparse.Namespace, *, must_exist: bool = True) -> str:
-    url: str = args.state or os.environ.get("HEAPRANK_STATE") or DEFAULT_STATE
-    if must_exist and url.startswith("sqlite://"):
-        path = sqlite_path(url)
-        if not Path(path).exists():
-            raise SystemExit(f"heaprank: no state at {url!r} (file {path!r} does not exist); "
-                             f"pass --state or set HEAPRANK_STATE")
+class UsageError(Exception):
+    """A mistake in the command line or in a file it names; printed as one line, exit 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors, like every other user error of this command."""
+
+    def error(self, message: str) -> NoReturn:
+        _report(f"{message} (see {self.prog} --help)")
+        raise SystemExit(2)
+
+
+def _report(message: str) -> None:
+    # One line even when a message quotes user text with newlines in it.
+    print("heaprank: " + " ".join(message.split()), file=sys.stderr)
+
+
+def _non_negative_int(text: str) -> int:
+    value = int(text)  # argparse turns the ValueError into "invalid value" with the option name
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+def _non_negative_float(text: str) -> float:
+    value = float(text)
+    if not value >= 0:  # also refuses nan
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+    return value
+
+
+def _now(text: str | None) -> float | str | None:
+    """Epoch seconds as a float; anything else is passed on as ISO 8601 for the library to parse."""
+    if text is None:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        return text
+    if not math.isfinite(value):
+        raise UsageError(f"--now: expected epoch seconds or an ISO 8601 time, got {text!r}")
+    return value
+
+
+def _existing_state(url: str) -> str:
+    """``url`` if it names a state that exists, opened read-only: inspecting a state must never
+    create or change one."""
+    if url.startswith("sqlite:"):
+        path = os.path.expanduser(sqlite_path(url))
+        if not Path(path).is_file():
+            raise UsageError(f"no state at {url!r} (file {path!r} does not exist); "
+                             "pass --state or set HEAPRANK_STATE")
+        if "mode=" not in url.partition("?")[2]:
+            url += ("&" if "?" in url else "?") + "mode=ro"
     return url
+
+
+def _state_url(args: argparse.Namespace) -> str:
+    return _existing_state(args.state or os.environ.get("HEAPRANK_STATE") or DEFAULT_STATE)
+
+
+def _explain_state_url(args: argparse.Namespace) -> str:
+    """The state to rank with: a named one must exist; by default ``./heaprank.db`` if it exists,
+    else an empty in-memory state (``explain`` only reads, so it never creates a file)."""
+    named = args.state or os.environ.get("HEAPRANK_STATE")
+    if named:
+        return _existing_state(named)
+    return DEFAULT_STATE if Path(sqlite_path(DEFAULT_STATE)).is_file() else MEMORY_STATE
 
 
 def _print_json(data: Any) -> None:
     json.dump(data, sys.stdout, indent=2, ensure_ascii=False)
     sys.stdout.write("\n")
+
+
+def _load_candidates(name: str) -> list[Any]:
+    """The candidates of a JSON file: a list, or an object with a ``candidates`` list."""
+    try:
+        text = Path(name).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"--candidates: cannot read {name!r}: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"--candidates: {name!r} is not UTF-8 text ({exc.reason})") from exc
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"--candidates: {name!r} is not valid JSON: {exc.msg} at line "
+                         f"{exc.lineno} column {exc.colno}") from exc
+    if isinstance(data, dict) and "candidates" in data:
+        data = data["candidates"]
+    if not isinstance(data, list):
+        raise UsageError(f"--candidates: {name!r} must hold a JSON list of candidates or "
+                         f'{{"candidates": [...]}}, got {type(data).__name__}')
+    return data
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -74,12 +162,14 @@ def _cmd_links(args: argparse.Namespace) -> int:
 def _cmd_explain(args: argparse.Namespace) -> int:
     from .reranker import Reranker
 
-    data = json.loads(Path(args.candidates).read_text(encoding="utf-8"))
-    if isinstance(data, dict):
-        data = data.get("candidates", data)
-    with Reranker(_state_url(args, must_exist=False)) as rr:
-        ranking = rr.rerank(args.query, data, namespace=args.namespace, k=args.k, now=args.now,
-                            track=False)
+    candidates = _load_candidates(args.candidates)
+    now = _now(args.now)
+    with Reranker(_explain_state_url(args)) as rr:
+        try:
+            ranking = rr.rerank(args.query, candidates, namespace=args.namespace, k=args.k, now=now,
+                                track=False)
+        except (TypeError, ValueError) as exc:  # the library names the field the input got wrong
+            raise UsageError(str(exc)) from exc
     if args.json:
         _print_json({"query": ranking.query, "qtype": ranking.qtype,
                      "namespace": ranking.namespace, "results": ranking.to_dicts()})
@@ -104,38 +194,36 @@ def _cmd_stats(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_bench(args: argparse.Namespace) -> int:
-    module = importlib.import_module(args.bench_module)
-    return int(module.run(args))
-
-
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="heaprank", description=(
+    parser = _Parser(prog="heaprank", description=(
         "Re-rank retrieved candidates by relevance, recency, importance and learned usefulness."))
     parser.add_argument("--version", action="version", version=f"heaprank {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    def command(name: str, help_text: str, func: Any, state: bool = True) -> argparse.ArgumentParser:
+    def command(name: str, help_text: str, func: Any, state_help: str) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text, description=help_text)
-        if state:
-            p.add_argument("--state", help=f"state URL (default $HEAPRANK_STATE or {DEFAULT_STATE})")
-            p.add_argument("--json", action="store_true", help="print JSON")
+        p.add_argument("--state", help=state_help)
+        p.add_argument("--json", action="store_true", help="print JSON")
         p.set_defaults(func=func)
         return p
 
+    existing = f"URL of an existing state (default $HEAPRANK_STATE or {DEFAULT_STATE})"
     demo = sub.add_parser("demo", help="the Lisbon example: search vs heaprank, before and after "
                           "feedback")
     demo.add_argument("--state", help="state URL (default: a temporary SQLite file)")
     demo.set_defaults(func=_cmd_demo)
 
-    links = command("links", "list learned links, strongest first", _cmd_links)
+    links = command("links", "list learned links, strongest first", _cmd_links, existing)
     links.add_argument("--namespace", default="*", help="a namespace, or * for the pooled layer")
-    links.add_argument("--min-n", type=float, default=0.0, help="only links with this much evidence")
-    links.add_argument("--limit", type=int, default=30, help="rows to show (0: all)")
+    links.add_argument("--min-n", type=_non_negative_float, default=0.0,
+                       help="only links with this much evidence")
+    links.add_argument("--limit", type=_non_negative_int, default=30, help="rows to show (0: all)")
     links.add_argument("--prefix", action="append", help="only features starting with this")
 
-    explain = command("explain", "rank candidates from a JSON file and explain each position",
-                      _cmd_explain)
+    explain = command("explain", "rank candidates from a JSON file and explain each position "
+                      "(reads the state, never writes it)", _cmd_explain,
+                      f"URL of an existing state (default $HEAPRANK_STATE, or {DEFAULT_STATE} if "
+                      "that file exists, else nothing learned)")
     explain.add_argument("--query", required=True)
     explain.add_argument("--candidates", required=True,
                          help="JSON file: a list of {id, text, score, metadata}")
@@ -143,37 +231,20 @@ def _parser() -> argparse.ArgumentParser:
     explain.add_argument("-k", type=int, default=10)
     explain.add_argument("--now", help="current time (epoch seconds or ISO 8601)")
 
-    command("stats", "counts of what the state holds", _cmd_stats)
-
-    from .bench import BENCHMARKS
-
-    bench = sub.add_parser("bench", help="benchmarks (needs heaprank[bench])")
-    bench_sub = bench.add_subparsers(dest="bench_command", required=True)
-    for name, (module_name, help_text) in BENCHMARKS.items():
-        p = bench_sub.add_parser(name, help=help_text, description=help_text)
-        try:
-            module = importlib.import_module(module_name)
-        except ImportError:
-            continue
-        module.add_arguments(p)
-        p.set_defaults(func=_cmd_bench, bench_module=module_name)
+    command("stats", "counts of what the state holds", _cmd_stats, existing)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; 0 on success, 2 on a user error (one line on stderr)."""
     args = _parser().parse_args(argv)
     try:
-        if getattr(args, "now", None) is not None:
-            try:
-                args.now = float(args.now)
-            except ValueError:
-                pass
         return int(args.func(args))
-    except HeapRankError as exc:
-        print(f"heaprank: {exc}", file=sys.stderr)
+    except (UsageError, HeapRankError, OSError, sqlite3.Error) as exc:
+        if isinstance(exc, BrokenPipeError):
+            return 0  # the reader (head, less) went away: nothing left to say
+        _report(str(exc))
         return 2
-    except BrokenPipeError:
-        return 0
 
 
 if __name__ == "__main__":  # pragma: no cover

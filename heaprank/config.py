@@ -68,6 +68,9 @@ class Config:
         superseded_multiplier: Rule multiplier for the older of two candidates with one key.
         on_invalid: ``"raise"`` on bad candidate fields, or ``"neutral"``: neutral signal, flagged.
         future_tolerance_s: Times up to this far in the future count as now (clock skew).
+        feature_prefix_chars: Only this many leading characters of a text are featurised, so
+            a candidate's cost does not grow with its size (the length bucket tops out far
+            below it).
     """
 
     weights: Weights = field(default_factory=Weights)
@@ -85,6 +88,7 @@ class Config:
     superseded_multiplier: float = 0.1
     on_invalid: Literal["raise", "neutral"] = "raise"
     future_tolerance_s: float = 300.0
+    feature_prefix_chars: int = 2000
 
     def __post_init__(self) -> None:
         if not isinstance(self.weights, Weights):
@@ -108,6 +112,10 @@ class Config:
             if value == 0:
                 raise ConfigError(f"{name}: must be > 0")
         _check_nonneg("future_tolerance_s", self.future_tolerance_s)
+        if isinstance(self.feature_prefix_chars, bool) or not isinstance(self.feature_prefix_chars, int) \
+                or self.feature_prefix_chars < 100:
+            raise ConfigError(f"feature_prefix_chars: must be an int >= 100, got "
+                              f"{self.feature_prefix_chars!r}")
         _check_nonneg("superseded_multiplier", self.superseded_multiplier)
         if self.superseded_multiplier > 1:
             raise ConfigError("superseded_multiplier: must be in [0, 1]")

@@ -8,6 +8,7 @@ The tree::
      +-- FeedbackError      (also a ValueError): feedback names an unknown recall or an id not shown,
      |                      or contradicts feedback already recorded
      +-- StateError         the state backend failed or holds something unreadable
+ |    +-- StateUnavailableError  the backend cannot be reached (a server down or timing out)
      +-- MissingDependencyError (also an ImportError): an optional extra is not installed
 
 ``TypeError`` is raised as is for values of the wrong type (a non-string id, say).
@@ -38,3 +39,11 @@ class StateError(HeapRankError):
 
 class MissingDependencyError(HeapRankError, ImportError):
     """An optional dependency is missing; the message names the extra that installs it."""
+
+
+class StateUnavailableError(StateError):
+    """The state backend cannot be reached right now (a server down, a timeout).
+
+    ``rerank`` then ranks on the retriever and the priors, flagged in EXPLAIN (unless the
+    reranker is strict); ``feedback`` raises it, having applied nothing, so it can be retried.
+    """

@@ -172,6 +172,16 @@ def yes(flag: bool) -> str:
     return "yes" if flag else "no"
 
 
+def expand_features(qtype: str, slots: Sequence[str], doc_id: str | None = None) -> tuple[str, ...]:
+    """A candidate's retrieval features from its slots: the slots, each slot x the question type,
+    then ``doc:<id>`` when document features are on. The single definition of a feature row:
+    rerank builds rows with it, and feedback rebuilds them from a stored impression with it."""
+    out = tuple(slots) + tuple(f"qt:{qtype}&{s}" for s in slots)
+    if doc_id is not None:
+        out = out + (f"doc:{doc_id}",)
+    return out
+
+
 def shape_of(text: str, kind: str | None, source: str | None, tags: frozenset[str],
              tag_slots: Sequence[str]) -> Shape:
     toks = tokens(text)
@@ -201,31 +211,51 @@ def retrieval_features(query: QueryInfo, shape: Shape, source: str | None,
     """All features of one candidate for one query: its slots (shape, relation, ``structure``
     from :func:`neighbour_slots`), each slot x the question type, then ``doc:``."""
     slots = shape.slots + relation_slots(query, shape, source) + structure
-    crossed = tuple(f"qt:{query.qtype}&{s}" for s in slots)
-    out = slots + crossed
-    if doc_id is not None:
-        out = out + (f"doc:{doc_id}",)
-    return out
+    return expand_features(query.qtype, slots, doc_id)
 
 
 class FeatureSpace:
     """Interns feature strings as integers and caches every candidate's features.
 
-    A candidate's shape is cached per ``(id, text, kind, source, tags)``; its full feature row
-    per (shape, question type, relation slots), as integer ids. Scoring then works on an
-    ``(n, n_features)`` integer matrix with no string work per call. The vocabulary is reset
-    when it outgrows ``max_features`` (ids are only meaningful inside one process).
+    A candidate's shape is cached per (hash of its featurised prefix, kind, source, tags): the
+    cache never holds a caller's text, only the shape read from it, and is bounded by bytes
+    (``max_bytes``, least recently used first out). Its full feature row is cached per (shape,
+    question type, relation and neighbour slots) as integer ids, so scoring works on an
+    ``(n, n_features)`` integer matrix with no string work per call. Ids are only meaningful
+    inside one process; the vocabulary is reset when it outgrows ``max_features``.
+
+    Only the first ``prefix_chars`` characters of a text are featurised, so the cost of a
+    candidate does not grow with its size (a 10 MB text costs what its prefix costs).
     """
 
-    def __init__(self, maxsize: int = 100_000, max_features: int = 1_000_000) -> None:
-        self.maxsize = maxsize
+    def __init__(self, *, max_bytes: int = 64 * 2**20, prefix_chars: int = 2000,
+                 max_features: int = 1_000_000, max_rows: int = 200_000) -> None:
+        if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 0:
+            raise ValueError("feature_cache_bytes: must be an int >= 0")
+        if isinstance(prefix_chars, bool) or not isinstance(prefix_chars, int) or prefix_chars < 1:
+            raise ValueError("prefix_chars: must be an int >= 1")
+        self.max_bytes = max_bytes
+        self.prefix_chars = prefix_chars
         self.max_features = max_features
+        self.max_rows = max_rows
         self.names: list[str] = []
         self._ids: dict[str, int] = {}
-        self._shapes: OrderedDict[tuple[object, ...], tuple[Shape, int, frozenset[str]]] = OrderedDict()
+        self._shapes: OrderedDict[tuple[object, ...], tuple[Shape, int, frozenset[str], int]] = \
+            OrderedDict()
+        self.cached_bytes = 0
         self._rows: dict[tuple[object, ...], tuple[int, ...]] = {}
-        self._row_names: dict[tuple[int, ...], tuple[str, ...]] = {}
+        self._row_info: dict[tuple[int, ...], tuple[tuple[str, ...], tuple[str, ...]]] = {}
         self._serials = itertools.count()
+
+    def clear(self) -> None:
+        """Drop every cached shape and row (``forget_namespace`` calls this: the cache may hold
+        names read from that namespace's candidates)."""
+        self.names.clear()
+        self._ids.clear()
+        self._shapes.clear()
+        self._rows.clear()
+        self._row_info.clear()
+        self.cached_bytes = 0
 
     def _intern(self, features: Sequence[str]) -> tuple[int, ...]:
         ids = self._ids
@@ -238,18 +268,25 @@ class FeatureSpace:
             out.append(i)
         return tuple(out)
 
-    def _shape(self, key: tuple[object, ...], text: str, kind: str | None, source: str | None,
-               tags: frozenset[str], tag_slots: Sequence[str]) -> tuple[Shape, int, frozenset[str]]:
+    def _shape(self, text: str, kind: str | None, source: str | None, tags: frozenset[str],
+               tag_slots: tuple[str, ...]) -> tuple[Shape, int, frozenset[str], int]:
+        prefix = text[:self.prefix_chars]
+        key = (hash(prefix), len(prefix), kind, source, tags, tag_slots)
         hit = self._shapes.get(key)
         if hit is not None:
             self._shapes.move_to_end(key)
             return hit
-        shape = shape_of(text, kind, source, tags, tag_slots)
+        shape = shape_of(prefix, kind, source, tags, tag_slots)
         source_words = frozenset(t.casefold() for t in tokens(source)) if source else frozenset()
-        entry = (shape, next(self._serials), source_words)
-        self._shapes[key] = entry
-        if len(self._shapes) > self.maxsize:
-            self._shapes.popitem(last=False)
+        # Approximate bytes held: the entry, its word set, and the words themselves.
+        cost = 400 + 60 * (len(shape.words) + len(source_words)) \
+            + sum(map(len, shape.words)) + (len(source) if source else 0)
+        entry = (shape, next(self._serials), source_words, cost)
+        if cost <= self.max_bytes:
+            self._shapes[key] = entry
+            self.cached_bytes += cost
+            while self.cached_bytes > self.max_bytes:
+                self.cached_bytes -= self._shapes.popitem(last=False)[1][3]
         return entry
 
     def rows(self, query: QueryInfo, ids: Sequence[str], texts: Sequence[str],
@@ -258,32 +295,35 @@ class FeatureSpace:
              doc_features: bool, structure: Sequence[tuple[str, ...]]) -> list[tuple[int, ...]]:
         """The integer feature row of every candidate for this query; ``structure`` holds each
         candidate's neighbour slots (:func:`neighbour_slots`)."""
-        if len(self.names) > self.max_features or len(self._rows) > 4 * self.maxsize:
+        if len(self.names) > self.max_features or len(self._rows) > self.max_rows:
             self.names.clear()
             self._ids.clear()
             self._rows.clear()
-            self._row_names.clear()
+            self._row_info.clear()
         qtype, qnames, qwords = query.qtype, query.names, query.words
         out = []
         for doc_id, text, kind, source, tag, nbr in zip(ids, texts, kinds, sources, tags,
                                                         structure):
-            shape, serial, source_words = self._shape(
-                (doc_id, text, kind, source, tag, tag_slots), text, kind, source, tag, tag_slots)
+            shape, serial, source_words, _ = self._shape(text, kind, source, tag, tag_slots)
             qsrc = not source_words.isdisjoint(qwords)
             qent = not qnames.isdisjoint(shape.words)
             key = (serial, qtype, qsrc, qent, nbr, doc_id if doc_features else None)
             row = self._rows.get(key)
             if row is None:
-                feats = retrieval_features(query, shape, source,
-                                           doc_id if doc_features else None, nbr)
+                slots = shape.slots + (f"qsrc:{yes(qsrc)}", f"qent:{yes(qent)}") + nbr
+                feats = expand_features(qtype, slots, doc_id if doc_features else None)
                 row = self._rows[key] = self._intern(feats)
-                self._row_names[row] = feats
+                self._row_info[row] = (feats, slots)
             out.append(row)
         return out
 
     def names_of(self, row: tuple[int, ...]) -> tuple[str, ...]:
         """The feature strings of a row that :meth:`rows` returned."""
-        return self._row_names[row]
+        return self._row_info[row][0]
+
+    def slots_of(self, row: tuple[int, ...]) -> tuple[str, ...]:
+        """The slots a row was built from (what an impression stores)."""
+        return self._row_info[row][1]
 
 
 def _rank_bucket(rank: int) -> str:
@@ -317,3 +357,20 @@ def neighbour_slots(threads: Sequence[str | None], positions: Sequence[float],
         out.append((f"prev:{_rank_bucket(retriever_rank[prev] if prev >= 0 else -1)}",
                     f"next:{_rank_bucket(retriever_rank[nxt] if nxt >= 0 else -1)}"))
     return out
+
+
+# The slot codebook of stored impressions: slots that carry no caller data get a fixed one-byte
+# code, so an impression stores ~11 bytes of features per shown item instead of ~400 bytes of
+# names. Append only: a stored code must keep its meaning in every later version.
+_COMMON_KINDS = ("instruction", "preference", "decision", "error", "summary", "insight", "fact",
+                 "note", "episode", "tool_result")
+FIXED_SLOTS: tuple[str, ...] = (
+    ("kind:none", "source:none")
+    + tuple(f"kind:{k}" for k in _COMMON_KINDS)
+    + tuple(f"len:<={e}" for e in _LEN_EDGES) + (f"len:>{_LEN_EDGES[-1]}",)
+    + tuple(f"{slot}:{v}" for slot in ("date", "num", "ent", "q", "qsrc", "qent")
+            for v in ("yes", "no"))
+    + tuple(f"{side}:{b}" for side in ("prev", "next")
+            for b in ("top1", "top3", "top10", "lower", "none"))
+    + tuple(f"source:{s}" for s in ("user", "assistant", "system", "tool"))
+)

@@ -1,4 +1,4 @@
-"""Beta links with a pooled prior, noisy-OR usefulness and EM credit (DESIGN.md sections 4, 6).
+"""Beta links with a pooled prior, noisy-OR usefulness and EM credit (docs/design.md, "Learning").
 
 For feature ``f`` in namespace ``n`` the state keeps evidence ``(pos, neg)``; the global layer
 keeps the sums over all namespaces ``(G+, G-)``. With ``G+'``, ``G-'`` the pooled counts leaving

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 import math
-import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -16,8 +16,8 @@ from . import links as linkmath
 from . import signals as sig
 from ._time import resolve_now, to_epoch
 from .candidates import CandidateBatch, CandidateLike, coerce_candidates
-from .config import SIGNALS, Config
-from .errors import FeedbackError, InputError
+from .config import DAY_S, SIGNALS, Config
+from .errors import ConfigError, FeedbackError, InputError, StateError, StateUnavailableError
 from .features import (
     FeatureSpace,
     QueryInfo,
@@ -29,9 +29,26 @@ from .features import (
 from .results import Ranked, Ranking, exp_score
 from .rules import Rule, apply_rules
 from .state import StateBackend, open_state
-from .state.base import FeedbackBatch, FeedbackItem, FeedbackOutcome, Impression
+from .state.base import (
+    DocStats,
+    FeedbackBatch,
+    FeedbackItem,
+    FeedbackOutcome,
+    Impression,
+    LinkCounts,
+    new_recall_id,
+)
 
 TOP_LINKS = 3
+
+logger = logging.getLogger("heaprank")
+
+
+def _no_state(n_features: int, n_docs: int) -> tuple[LinkCounts, DocStats]:
+    """What a rerank reads when the state cannot be reached: no evidence, no use."""
+    zero = np.zeros(n_features)
+    return (LinkCounts(zero, zero, zero, zero),
+            DocStats(np.full(n_docs, math.nan), np.zeros(n_docs)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,12 +64,38 @@ class Link:
     neg: float
 
 
+#: Config fields that shape what feedback learns; a per-call config may not change them (the
+#: feedback for that recall would otherwise learn under other settings than the ranking used).
+LEARNING_FIELDS = ("prior", "em_credit", "reject_discount", "doc_features", "tag_slots")
+#: What an impression stores per shown item, for tuning and replay.
+IMPRESSION_SIGNALS = ("relevance", "age_days", "importance", "usefulness", "rules")
+
+MAX_NAMESPACE_CHARS = 256
+
+
 def _check_namespace(namespace: object) -> str:
     if not isinstance(namespace, str):
         raise TypeError(f"namespace: expected str, got {type(namespace).__name__}")
-    if not namespace or namespace == "*":
-        raise InputError("namespace: must be a non-empty string other than '*'")
+    if not namespace.strip() or namespace == "*":
+        raise InputError("namespace: must be a non-blank string other than '*'")
+    if len(namespace) > MAX_NAMESPACE_CHARS:
+        raise InputError(f"namespace: longer than {MAX_NAMESPACE_CHARS} characters "
+                         f"({len(namespace)})")
+    try:
+        namespace.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InputError("namespace: not encodable as UTF-8 (a lone surrogate?)") from None
     return namespace
+
+
+def _check_query(query: object) -> str:
+    if not isinstance(query, str):
+        raise TypeError(f"query: expected str, got {type(query).__name__}")
+    try:
+        query.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InputError("query: not encodable as UTF-8 (a lone surrogate?)") from None
+    return query
 
 
 def _check_k(k: object) -> int:
@@ -72,6 +115,11 @@ class Reranker:
         config: Weights and signal settings (:class:`~heaprank.Config`).
         rules: Extra named multipliers (:class:`~heaprank.Rule`).
         question_classifier: Maps a query to a question type (English rules by default).
+        feature_cache_bytes: Bound of the per-process cache of candidate shapes (it holds no
+            caller text, only what featurisation read from it).
+        strict: Raise :class:`~heaprank.StateUnavailableError` from ``rerank`` when the state
+            cannot be reached, instead of ranking on the retriever and the priors (flagged in
+            EXPLAIN, logged as a warning).
 
     Example:
         >>> rr = Reranker()
@@ -81,8 +129,8 @@ class Reranker:
 
     def __init__(self, state: str | StateBackend | None = None, *, config: Config | None = None,
                  rules: Sequence[Rule] = (),
-                 question_classifier: QuestionClassifier = english_question_type) -> None:
-        self.state: StateBackend = open_state(state)
+                 question_classifier: QuestionClassifier = english_question_type,
+                 feature_cache_bytes: int = 64 * 2**20, strict: bool = False) -> None:
         self.config = config if config is not None else Config()
         if not isinstance(self.config, Config):
             raise TypeError(f"config: expected Config, got {type(self.config).__name__}")
@@ -90,8 +138,13 @@ class Reranker:
         for rule in self.rules:
             if not isinstance(rule, Rule):
                 raise TypeError(f"rules: expected Rule objects, got {type(rule).__name__}")
+        if not callable(question_classifier):
+            raise TypeError("question_classifier: expected a callable")
         self.classify = question_classifier
-        self._space = FeatureSpace()
+        self.strict = bool(strict)
+        self._space = FeatureSpace(max_bytes=feature_cache_bytes,
+                                   prefix_chars=self.config.feature_prefix_chars)
+        self.state: StateBackend = open_state(state)
 
     def __repr__(self) -> str:
         return f"Reranker(state={self.state!r})"
@@ -112,15 +165,17 @@ class Reranker:
                                 batch.tags, cfg.tag_slots, cfg.doc_features, structure)
         return np.array(rows, dtype=np.intp), rows
 
-    def _usefulness(self, namespace: str, rows: np.ndarray,
-                    cfg: Config) -> tuple[np.ndarray, np.ndarray]:
-        """``(U, P)``: noisy-OR usefulness per candidate and the ``(n, n_features)`` link means."""
-        vocab, inverse = np.unique(rows, return_inverse=True)
-        names = self._space.names
-        counts = self.state.read_links(namespace, [names[i] for i in vocab.tolist()])
-        alpha, beta = linkmath.posterior(counts, cfg.prior)
-        matrix = linkmath.posterior_mean(alpha, beta)[inverse.reshape(rows.shape)]
-        return linkmath.noisy_or(matrix), matrix
+    def _config(self, config: Config | None) -> Config:
+        if config is None:
+            return self.config
+        if not isinstance(config, Config):
+            raise TypeError(f"config: expected Config, got {type(config).__name__}")
+        changed = [f for f in LEARNING_FIELDS if getattr(config, f) != getattr(self.config, f)]
+        if changed:
+            raise ConfigError(f"config: a per-call config may change scoring fields only, not "
+                              f"what feedback learns ({', '.join(changed)}); use "
+                              f"Reranker.with_config(...) for another learning setup")
+        return config
 
     def rerank(self, query: str, candidates: Sequence[CandidateLike], *, namespace: str = "default",
                k: int = 10, now: Any = None, track: bool = True,
@@ -134,34 +189,51 @@ class Reranker:
             k: How many results to return (the "shown" ones that feedback refers to).
             now: The current time (epoch seconds, datetime, ISO string); the wall clock if None.
             track: Write the impression so ``feedback(recall_id, ...)`` can follow.
-            config: Override this reranker's config for one call.
+            config: Override this reranker's *scoring* settings for one call (weights, floors,
+                half-life, ...). Learning settings (prior, credit, rejects, doc and tag
+                features) belong to the reranker: changing them here is a ``ConfigError``.
 
         Raises:
-            InputError: bad candidates, ``k < 1``, empty namespace (the message names the field).
+            InputError: bad candidates, ``k < 1``, blank namespace (the message names the field).
             TypeError: a value of the wrong type.
         """
-        if not isinstance(query, str):
-            raise TypeError(f"query: expected str, got {type(query).__name__}")
+        query = _check_query(query)
         namespace = _check_namespace(namespace)
         k = _check_k(k)
-        cfg = config if config is not None else self.config
+        cfg = self._config(config)
         when, explicit = resolve_now(now)
         batch = coerce_candidates(candidates, now=when, on_invalid=cfg.on_invalid,
                                   future_tolerance_s=cfg.future_tolerance_s)
         info = analyze_query(query, self.classify)
         rows, row_keys = self._feature_rows(info, batch, cfg)
-        use, link_p = self._usefulness(namespace, rows, cfg)
-        docs = self.state.read_docs(namespace, batch.ids)
+        vocab, inverse = np.unique(rows, return_inverse=True)
+        names = self._space.names
+        state_flag: tuple[str, ...] = ()
+        try:
+            counts, docs = self.state.read(namespace, [names[i] for i in vocab.tolist()],
+                                           batch.ids)
+        except StateUnavailableError as exc:
+            if self.strict:
+                raise
+            logger.warning("heaprank: state unavailable, ranking on the retriever and the "
+                           "priors: %s", exc)
+            counts, docs = _no_state(len(vocab), len(batch))
+            state_flag = ("state unavailable: priors only, not tracked",)
+            track = False
+        alpha, beta = linkmath.posterior(counts, cfg.prior)
+        link_p = linkmath.posterior_mean(alpha, beta)[inverse.reshape(rows.shape)]
+        use = linkmath.noisy_or(link_p)
         last = np.fmax(np.fmax(docs.last_used, batch.last_used), batch.created_at)
         age = when - last
         rel = sig.relevance(batch.scores, kind=cfg.score_kind, floor=cfg.relevance_floor,
                             rank_tau=cfg.rank_tau)
         if not info.has_content:
             rel = np.ones_like(rel)
+        imp = sig.importance(batch, cfg.kind_importance)
         columns = {
             "relevance": rel,
             "recency": sig.recency(age, half_life_s=cfg.half_life_s, floor=cfg.recency_floor),
-            "importance": sig.importance(batch, cfg.kind_importance),
+            "importance": imp,
             "usefulness": use,
         }
         signal_matrix = np.column_stack([columns[name] for name in SIGNALS])
@@ -173,16 +245,17 @@ class Reranker:
         order = np.lexsort((np.arange(len(batch)), -rel, -log_score))
         order = order[kept[order]]
         top = order[:k]
-        recall_id = uuid.uuid4().hex
-        items = self._build_items(batch, info, cfg, top, log_score, signal_matrix, link_p,
-                                  rows, fired, age, docs.use_count)
+        recall_id = new_recall_id()
         if track and len(top):
-            self.state.put_impression(Impression(
-                recall_id=recall_id, namespace=namespace, query=query, qtype=info.qtype,
-                time=when, time_explicit=explicit, ids=tuple(batch.ids[i] for i in top),
-                features=tuple(self._space.names_of(row_keys[i]) for i in top),
-                signal_names=SIGNALS,
-                signals=tuple(tuple(float(x) for x in signal_matrix[i]) for i in top)))
+            stored = np.column_stack([rel, age / DAY_S, imp, use, mult])[top]
+            recall_id = self._track(Impression(
+                recall_id=recall_id, namespace=namespace, qtype=info.qtype, time=when,
+                time_explicit=explicit, ids=tuple(batch.ids[i] for i in top.tolist()),
+                slots=tuple(self._space.slots_of(row_keys[i]) for i in top.tolist()),
+                doc_features=cfg.doc_features, signal_names=IMPRESSION_SIGNALS,
+                signals=tuple(map(tuple, stored.tolist()))))
+        items = self._build_items(batch, info, cfg, top, log_score, signal_matrix, link_p,
+                                  rows, fired, age, docs.use_count, state_flag)
         dropped = {batch.ids[i]: "rule " + ", ".join(f"{n} x{m:g}" for n, m in fired[i])
                    for i in np.flatnonzero(~kept)}
         with np.errstate(divide="ignore"):
@@ -192,18 +265,40 @@ class Reranker:
                        log_scores=log_score[order], log_terms=log_terms[order],
                        signal_names=SIGNALS, log_rules=log_rules[order], dropped=dropped)
 
+    def _track(self, impression: Impression) -> str:
+        """Write a rerank's impression; with an unreachable state (and not strict) the ranking
+        is still returned, its feedback then reports an unknown recall."""
+        try:
+            return self._put_impression(impression)
+        except StateUnavailableError as exc:
+            if self.strict:
+                raise
+            logger.warning("heaprank: state unavailable, impression not recorded: %s", exc)
+            return impression.recall_id
+
+    def _put_impression(self, impression: Impression, feedback_id: str | None = None) -> str:
+        """Write an impression; a generated recall id that is already taken (two reranks in one
+        millisecond drawing the same 20 random bits) is drawn again."""
+        for _ in range(8):
+            held = self.state.put_impression(impression, feedback_id=feedback_id)
+            if held is not None:
+                return held
+            impression = replace(impression, recall_id=new_recall_id())
+        raise StateError("could not draw an unused recall id")
+
     def _build_items(self, batch: CandidateBatch, info: QueryInfo, cfg: Config, top: np.ndarray,
                      log_score: np.ndarray, signal_matrix: np.ndarray, link_p: np.ndarray,
                      rows: np.ndarray, fired: list[list[tuple[str, float]]],
-                     age: np.ndarray, use_count: np.ndarray) -> tuple[Ranked, ...]:
+                     age: np.ndarray, use_count: np.ndarray,
+                     state_flag: tuple[str, ...] = ()) -> tuple[Ranked, ...]:
         weights = dict(zip(SIGNALS, cfg.weights.as_tuple()))
         names = self._space.names
         best = np.argsort(-link_p[top], axis=1, kind="stable")[:, :TOP_LINKS]
         best_ids = np.take_along_axis(rows[top], best, axis=1).tolist()
         best_p = np.take_along_axis(link_p[top], best, axis=1).tolist()
         signal_rows = signal_matrix[top].tolist()
-        empty_query = () if info.has_content else (
-            "query has no content words: ranked by the other signals",)
+        empty_query = state_flag + (() if info.has_content else (
+            "query has no content words: ranked by the other signals",))
         items = []
         for rank, i in enumerate(top.tolist(), start=1):
             items.append(Ranked(
@@ -227,7 +322,7 @@ class Reranker:
         if math.isnan(age_s):
             rec = "no date"
         else:
-            rec = f"age {age_s / 86_400.0:.1f}d"
+            rec = f"age {age_s / DAY_S:.1f}d"
             if use_count > 0:
                 rec += f", used {use_count:g}x"
         if not math.isnan(batch.importance[i]):
@@ -244,44 +339,52 @@ class Reranker:
 
     # ---------------------------------------------------------------- feedback
 
-    def _reject_weight(self, rank: int, cfg: Config) -> float:
-        if cfg.reject_discount == "log":
+    def _reject_weight(self, rank: int) -> float:
+        if self.config.reject_discount == "log":
             return 1.0 / math.log2(1.0 + rank)
         return 1.0
 
-    def _impression(self, recall_id: object) -> Impression:
+    def _impression(self, recall_id: object, namespace: str | None) -> Impression:
         if not isinstance(recall_id, str):
             raise TypeError(f"recall_id: expected str, got {type(recall_id).__name__}")
         imp = self.state.get_impression(recall_id)
         if imp is None:
-            raise FeedbackError(f"recall_id {recall_id!r}: unknown (never recorded, or pruned)")
+            raise FeedbackError(f"recall_id {recall_id!r}: unknown (never recorded, expired or "
+                                f"pruned)")
+        if namespace is not None and imp.namespace != _check_namespace(namespace):
+            # Says nothing of the namespace that does own it.
+            raise FeedbackError(f"recall_id {recall_id!r} is not a recall of namespace "
+                                f"{namespace!r}")
         return imp
 
-    def _resolve(self, imp: Impression, verdicts: dict[str, bool], now: Any,
-                 cfg: Config) -> FeedbackOutcome:
+    def _resolve(self, imp: Impression, verdicts: dict[str, bool], now: Any) -> FeedbackOutcome:
         position = {doc_id: rank for rank, doc_id in enumerate(imp.ids, start=1)}
         for doc_id in verdicts:
             if doc_id not in position:
-                raise FeedbackError(f"id {doc_id!r} was not shown in recall {imp.recall_id!r} "
-                                    f"(shown: {list(imp.ids)})")
+                raise FeedbackError(f"id {doc_id!r} was not shown in recall {imp.recall_id!r}")
         if now is None:
             # The impression's clock, when the caller chose it: never mix in the wall clock.
             when = imp.time if imp.time_explicit else resolve_now(None)[0]
         else:
             when = to_epoch(now, "now")
         items = tuple(FeedbackItem(id=d, rank=position[d], used=used,
-                                   features=imp.features[position[d] - 1],
-                                   reject_weight=self._reject_weight(position[d], cfg))
+                                   features=imp.features_of(position[d] - 1),
+                                   reject_weight=self._reject_weight(position[d]))
                       for d, used in verdicts.items())
+        cfg = self.config
         batch = FeedbackBatch(recall_id=imp.recall_id, namespace=imp.namespace, time=when,
-                              items=items)
+                              items=items, a0=cfg.prior.a0, b0=cfg.prior.b0,
+                              kappa=cfg.prior.kappa, em=cfg.em_credit)
         credit = functools.partial(linkmath.credit, prior=cfg.prior, em=cfg.em_credit)
         return self.state.apply_feedback(batch, credit)
 
     @staticmethod
-    def _ids(ids: Iterable[str] | str, field: str) -> list[str]:
+    def _ids(ids: object, field: str) -> list[str]:
         if isinstance(ids, str):
-            ids = [ids]
+            return [ids]
+        if ids is None or isinstance(ids, (bytes, Mapping)) or not isinstance(ids, Iterable):
+            raise TypeError(f"{field}: expected a string id or an iterable of string ids, got "
+                            f"{type(ids).__name__}")
         out = list(ids)
         for doc_id in out:
             if not isinstance(doc_id, str):
@@ -294,53 +397,71 @@ class Reranker:
                  feedback_id: str | None = None) -> FeedbackOutcome:
         """Report which shown items the answer used; every other shown item counts as ignored.
 
-        Either pass the ``recall_id`` of a :class:`Ranking` (from any process sharing the state),
-        or the explicit form ``namespace=, query=, shown=[candidates in shown order], used=``.
-        Feedback is applied once per (recall, item): sending it again changes nothing.
+        Either pass the ``recall_id`` of a :class:`Ranking` (from any process sharing the state;
+        with ``namespace=`` it must be a recall of that namespace), or the explicit form
+        ``namespace=, query=, shown=[candidates in shown order], used=`` (with ``feedback_id=``
+        a retry-safe id of your own, scoped to the namespace). Feedback is applied once per
+        (recall, item): sending it again changes nothing.
 
         Raises:
-            FeedbackError: unknown recall id, an id that was not shown, or a contradiction of
+            FeedbackError: unknown recall id, a recall of another namespace, an id that was not
+                shown, a reused ``feedback_id`` with another shown list, or a contradiction of
                 feedback already recorded.
         """
-        cfg = self.config
         used_ids = self._ids(used, "used")
         if recall_id is None:
             if namespace is None or query is None or shown is None:
                 raise InputError("feedback: pass recall_id, or namespace=, query= and shown=")
-            recall_id = self._record_shown(namespace, query, shown, now, feedback_id)
-        imp = self._impression(recall_id)
+            recall_id = self._record_shown(namespace, query, shown, used_ids, now, feedback_id)
+        elif feedback_id is not None:
+            raise InputError("feedback_id: only with the explicit form (namespace=, query=, "
+                             "shown=), not with a recall_id")
+        imp = self._impression(recall_id, namespace)
         verdicts = {d: False for d in imp.ids}
         verdicts.update({d: True for d in used_ids})  # an id not shown is rejected in _resolve
-        return self._resolve(imp, verdicts, now, cfg)
+        return self._resolve(imp, verdicts, now)
 
     def _record_shown(self, namespace: str, query: str, shown: Sequence[CandidateLike],
-                      now: Any, feedback_id: str | None) -> str:
+                      used: list[str], now: Any, feedback_id: str | None) -> str:
         namespace = _check_namespace(namespace)
-        if not isinstance(query, str):
-            raise TypeError(f"query: expected str, got {type(query).__name__}")
+        query = _check_query(query)
+        if feedback_id is not None:
+            if not isinstance(feedback_id, str):
+                raise TypeError(f"feedback_id: expected str, got {type(feedback_id).__name__}")
+            if not feedback_id or len(feedback_id) > MAX_NAMESPACE_CHARS:
+                raise InputError(f"feedback_id: must be 1 to {MAX_NAMESPACE_CHARS} characters")
         when, explicit = resolve_now(now)
         cfg = self.config
         batch = coerce_candidates(shown, now=when, on_invalid=cfg.on_invalid,
                                   future_tolerance_s=cfg.future_tolerance_s)
-        recall_id = feedback_id or uuid.uuid4().hex
+        unknown = [d for d in used if d not in set(batch.ids)]
+        if unknown:  # checked before anything is written: no orphan impression
+            raise FeedbackError(f"used id {unknown[0]!r} is not among the shown ids")
         info = analyze_query(query, self.classify)
         _, row_keys = self._feature_rows(info, batch, cfg)
-        self.state.put_impression(Impression(
-            recall_id=recall_id, namespace=namespace, query=query, qtype=info.qtype, time=when,
+        held = self._put_impression(Impression(
+            recall_id=new_recall_id(), namespace=namespace, qtype=info.qtype, time=when,
             time_explicit=explicit, ids=batch.ids,
-            features=tuple(self._space.names_of(r) for r in row_keys)))
-        return recall_id
+            slots=tuple(self._space.slots_of(r) for r in row_keys),
+            doc_features=cfg.doc_features), feedback_id)
+        if feedback_id is not None:
+            stored = self.state.get_impression(held)
+            if stored is None or stored.ids != batch.ids:
+                raise FeedbackError(f"feedback_id {feedback_id!r} was already used in this "
+                                    f"namespace for another shown list")
+        return held
 
-    def mark_used(self, recall_id: str, ids: Iterable[str] | str, *, now: Any = None) -> FeedbackOutcome:
+    def mark_used(self, recall_id: str, ids: Iterable[str] | str, *, now: Any = None,
+                  namespace: str | None = None) -> FeedbackOutcome:
         """Record that these shown items were used; the rest of the impression stays open."""
         verdicts = {d: True for d in self._ids(ids, "ids")}
-        return self._resolve(self._impression(recall_id), verdicts, now, self.config)
+        return self._resolve(self._impression(recall_id, namespace), verdicts, now)
 
-    def mark_ignored(self, recall_id: str, ids: Iterable[str] | str, *,
-                     now: Any = None) -> FeedbackOutcome:
+    def mark_ignored(self, recall_id: str, ids: Iterable[str] | str, *, now: Any = None,
+                     namespace: str | None = None) -> FeedbackOutcome:
         """Record that these shown items were not used."""
         verdicts = {d: False for d in self._ids(ids, "ids")}
-        return self._resolve(self._impression(recall_id), verdicts, now, self.config)
+        return self._resolve(self._impression(recall_id, namespace), verdicts, now)
 
     async def afeedback(self, recall_id: str | None = None, used: Iterable[str] | str = (),
                         **kwargs: Any) -> FeedbackOutcome:
@@ -373,8 +494,11 @@ class Reranker:
         return rows
 
     def forget_namespace(self, namespace: str, *, scrub_global: bool = True) -> None:
-        """Drop a namespace's evidence, docs and impressions (and its share of the pool)."""
+        """Drop every record of a namespace: evidence, documents, impressions, explicit feedback
+        ids and the feature names only it had (and, with ``scrub_global``, its share of the
+        pool). This process's feature cache is cleared too."""
         self.state.forget_namespace(_check_namespace(namespace), scrub_global=scrub_global)
+        self._space.clear()
 
     def stats(self) -> dict[str, int]:
         return self.state.stats()
@@ -398,6 +522,8 @@ class Reranker:
         return self._clone(open_state(state), self.config)
 
     def _clone(self, state: StateBackend, config: Config) -> Reranker:
-        clone = Reranker(state, config=config, rules=self.rules, question_classifier=self.classify)
-        clone._space = self._space  # the same texts featurise the same way: share the cache
+        clone = Reranker(state, config=config, rules=self.rules, question_classifier=self.classify,
+                         strict=self.strict)
+        if config.feature_prefix_chars == self.config.feature_prefix_chars:
+            clone._space = self._space  # the same texts featurise the same way: share the cache
         return clone

@@ -105,7 +105,7 @@ class WhyNot:
         return self.message
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Ranking(Sequence[Ranked]):
     """The top ``k`` results, best first, plus what ``why_not`` needs about the rest.
 
@@ -128,6 +128,20 @@ class Ranking(Sequence[Ranked]):
     signal_names: tuple[str, ...] = ()
     log_rules: np.ndarray = field(default_factory=lambda: np.empty(0))
     dropped: Mapping[str, str] = field(default_factory=dict)
+
+    def __eq__(self, other: object) -> bool:
+        """Equal when every field is: the results, and the arrays element by element."""
+        if not isinstance(other, Ranking):
+            return NotImplemented
+        return (self.recall_id, self.namespace, self.query, self.qtype, self.items,
+                self.order_ids, self.signal_names, dict(self.dropped)) == (
+                    other.recall_id, other.namespace, other.query, other.qtype, other.items,
+                    other.order_ids, other.signal_names, dict(other.dropped)) and all(
+            np.array_equal(a, b, equal_nan=True) for a, b in (
+                (self.log_scores, other.log_scores), (self.log_terms, other.log_terms),
+                (self.log_rules, other.log_rules)))
+
+    __hash__ = None  # type: ignore[assignment]  # holds arrays: a value, not a key
 
     @overload
     def __getitem__(self, index: int) -> Ranked: ...

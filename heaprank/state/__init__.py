@@ -1,8 +1,13 @@
-"""State backends, named by URL: ``memory://``, ``sqlite:///path`` (``sqlite:////abs``)."""
+"""State backends, named by URL: ``memory://``, ``sqlite:///path`` (``sqlite:////abs``, ``~``).
+
+SQLite URLs take options as a query string: ``?mode=ro`` (read only), ``synchronous=NORMAL``,
+``busy_timeout=5`` (seconds), ``max_impressions=100000``, ``impression_ttl=86400`` (seconds).
+"""
 
 from __future__ import annotations
 
-from urllib.parse import urlparse
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
 
 from ..errors import ConfigError
 from .base import (
@@ -13,22 +18,53 @@ from .base import (
     Impression,
     LinkCounts,
     StateBackend,
+    new_recall_id,
 )
 from .memory import MemoryState
 from .sqlite import SQLiteState
 
 __all__ = ["DocStats", "FeedbackBatch", "FeedbackItem", "FeedbackOutcome", "Impression",
-           "LinkCounts", "MemoryState", "SQLiteState", "StateBackend", "open_state", "sqlite_path"]
+           "LinkCounts", "MemoryState", "SQLiteState", "StateBackend", "new_recall_id",
+           "open_state", "sqlite_path", "sqlite_options"]
+
+_SQLITE_OPTIONS = {"mode": str, "synchronous": str, "busy_timeout": float,
+                   "max_impressions": int, "impression_ttl": float}
 
 
 def sqlite_path(url: str) -> str:
     """The file a ``sqlite:///relative.db`` or ``sqlite:////abs/path.db`` URL names."""
-    path = url[len("sqlite://"):]
+    path = url[len("sqlite://"):].split("?", 1)[0]
     if path.startswith("/"):
         path = path[1:]  # sqlite:///rel.db -> rel.db; sqlite:////abs.db -> /abs.db
     if not path:
         raise ConfigError(f"state: {url!r} names no file; use sqlite:///path/to/file.db")
     return path
+
+
+def sqlite_options(url: str) -> dict[str, Any]:
+    """The keyword options of :class:`SQLiteState` given in a URL's query string."""
+    out: dict[str, Any] = {}
+    for name, value in parse_qsl(urlsplit(url).query, keep_blank_values=True):
+        kind = _SQLITE_OPTIONS.get(name)
+        if kind is None:
+            raise ConfigError(f"state: unknown option {name!r} in {url!r}; expected one of "
+                              f"{', '.join(_SQLITE_OPTIONS)}")
+        try:
+            parsed = kind(value)
+        except ValueError:
+            raise ConfigError(f"state: option {name}={value!r} is not a valid "
+                              f"{kind.__name__}") from None
+        if name == "mode":
+            if parsed not in ("ro", "rw", "rwc"):
+                raise ConfigError(f"state: mode={value!r}; expected ro, rw or rwc")
+            out["read_only"] = parsed == "ro"
+        elif name == "busy_timeout":
+            out["busy_timeout_s"] = parsed
+        elif name == "impression_ttl":
+            out["impression_ttl_s"] = parsed
+        else:
+            out[name] = parsed
+    return out
 
 
 def open_state(state: str | StateBackend | None) -> StateBackend:
@@ -39,12 +75,17 @@ def open_state(state: str | StateBackend | None) -> StateBackend:
         if isinstance(state, StateBackend):
             return state
         raise TypeError(f"state: expected a URL or a StateBackend, got {type(state).__name__}")
-    url = urlparse(state)
-    if url.scheme == "memory":
+    scheme = state.split(":", 1)[0] if ":" in state else ""
+    if scheme == "memory":
         return MemoryState()
-    if url.scheme == "sqlite":
-        return SQLiteState(sqlite_path(state))
-    if url.scheme in ("redis", "rediss", "unix"):
+    if scheme == "sqlite":
+        try:
+            return SQLiteState(sqlite_path(state), **sqlite_options(state))
+        except ValueError as exc:
+            if isinstance(exc, ConfigError):
+                raise
+            raise ConfigError(f"state: {exc}") from None
+    if scheme in ("redis", "rediss", "unix", "redis+cluster"):
         raise ConfigError(f"state: the Redis backend is not available in this version ({state!r})")
-    raise ConfigError(f"state: unknown backend URL {state!r}; expected memory://, "
-                      f"sqlite:///path or redis://host:port/db")
+    raise ConfigError(f"state: unknown backend URL {state!r}; expected memory:// or "
+                      f"sqlite:///path")

@@ -1,18 +1,51 @@
 """The state backend Protocol and the records it stores.
 
-Batch-shaped so scoring stays vectorised: one call reads the link counts of many features of a
-namespace together with the global layer; one call applies a whole feedback atomically.
+Batch-shaped so scoring stays vectorised: one call reads what a rerank needs (link counts of many
+features in a namespace and in the global layer, and the stats of the candidates' documents); one
+call applies a whole feedback atomically. The layout every backend follows is described in
+``docs/design.md`` ("State layout").
 """
 
 from __future__ import annotations
 
+import re
+import secrets
+import time as _time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 import numpy as np
 
 from ..errors import FeedbackError
+from ..features import expand_features
+from . import codec
+
+#: Clock skew allowed when a stored ``last_used`` lies after a feedback's time: a stored time
+#: later than this is taken as a bad clock and replaced, so no single call pins recency forever.
+LAST_USED_SKEW_S = 300.0
+
+_RECALL_ID = re.compile(r"[0-9a-f]{16}\Z")
+
+
+def new_recall_id() -> str:
+    """A fresh recall id: 16 hex digits of a 64-bit key, the wall-clock millisecond in the high
+    43 bits (so keys sort by age and expire by range) and 20 random bits."""
+    ms = _time.time_ns() // 1_000_000
+    return f"{(ms << 20) | secrets.randbits(20):016x}"
+
+
+def recall_key(recall_id: str) -> int | None:
+    """The 64-bit key of a well-formed recall id, else None (such an id is simply unknown)."""
+    if isinstance(recall_id, str) and _RECALL_ID.match(recall_id):
+        return int(recall_id, 16)
+    return None
+
+
+def recall_born_s(recall_id: str) -> float:
+    """Wall-clock time (epoch seconds) at which a recall id was made."""
+    key = recall_key(recall_id)
+    return 0.0 if key is None else (key >> 20) / 1000.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,24 +64,66 @@ class DocStats:
 
     last_used: np.ndarray
     use_count: np.ndarray
-    ignore_count: np.ndarray
 
 
 @dataclass(frozen=True, slots=True)
 class Impression:
-    """What one rerank showed: enough to apply feedback later, from any process."""
+    """What one rerank showed: enough to apply feedback later, from any process.
+
+    No query text is kept: feedback needs only the question type and each item's slots.
+
+    Attributes:
+        recall_id: From :func:`new_recall_id`.
+        namespace: The namespace that owns it; feedback for another namespace is refused.
+        qtype: Question type of the query.
+        time: The rerank's ``now`` (epoch seconds); ``time_explicit`` if the caller chose it.
+        ids: Shown ids, best first.
+        slots: Per shown item, its feature slots (see :func:`expand_features`).
+        doc_features: Whether each item's features end with ``doc:<id>``.
+        signal_names, signals: Per shown item, the signal values the ranking used (float32).
+        verdicts: Per shown item, 0 open, 1 used, 2 ignored (empty: all open).
+    """
 
     recall_id: str
     namespace: str
-    query: str
     qtype: str
     time: float
     time_explicit: bool
     ids: tuple[str, ...]
-    features: tuple[tuple[str, ...], ...]
+    slots: tuple[tuple[str, ...], ...]
+    doc_features: bool = False
     signal_names: tuple[str, ...] = ()
     signals: tuple[tuple[float, ...], ...] = ()
-    resolved: dict[str, bool] = field(default_factory=dict)  # id -> used, once feedback came
+    verdicts: tuple[int, ...] = ()
+
+    def features_of(self, i: int) -> tuple[str, ...]:
+        """The retrieval features of shown item ``i``, rebuilt from its slots."""
+        return expand_features(self.qtype, self.slots[i], self.ids[i] if self.doc_features else None)
+
+    @property
+    def features(self) -> tuple[tuple[str, ...], ...]:
+        """The retrieval features of every shown item, in shown order."""
+        return tuple(self.features_of(i) for i in range(len(self.ids)))
+
+    @property
+    def resolved(self) -> dict[str, bool]:
+        """Shown id -> used, for the items that already have a verdict."""
+        return {i: v == codec.USED for i, v in zip(self.ids, self.verdicts) if v != codec.OPEN}
+
+    def encode(self) -> bytes:
+        return codec.encode(qtype=self.qtype, time=self.time, time_explicit=self.time_explicit,
+                            doc_features=self.doc_features, ids=self.ids, slots=self.slots,
+                            signal_names=self.signal_names,
+                            signals=self.signals if self.signals else None,
+                            verdicts=self.verdicts or None)
+
+    @classmethod
+    def decode(cls, recall_id: str, namespace: str, body: bytes) -> Impression:
+        d = codec.Decoded(body)
+        return cls(recall_id=recall_id, namespace=namespace, qtype=d.qtype, time=d.time,
+                   time_explicit=d.time_explicit, ids=d.ids, slots=d.slots,
+                   doc_features=d.doc_features, signal_names=d.signal_names,
+                   signals=tuple(map(tuple, d.signals.tolist())), verdicts=d.verdicts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,10 +139,21 @@ class FeedbackItem:
 
 @dataclass(frozen=True, slots=True)
 class FeedbackBatch:
+    """One feedback call's verdicts for items of one impression.
+
+    ``a0``, ``b0``, ``kappa`` and ``em`` are the learning settings the credit uses (the Beta
+    prior, the pooled share, EM or uniform credit): a backend that computes the credit next to
+    its data (a Redis script) reads them here; the others call the ``credit`` function.
+    """
+
     recall_id: str
     namespace: str
     time: float
     items: tuple[FeedbackItem, ...]
+    a0: float = 0.02
+    b0: float = 1.98
+    kappa: float = 50.0
+    em: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,16 +171,29 @@ CreditFn = Callable[[ReadLinks, Sequence[FeedbackItem]], tuple[list[str], np.nda
 
 @runtime_checkable
 class StateBackend(Protocol):
-    """Where heaprank keeps what it learns. Every method is safe to call from several threads."""
+    """Where heaprank keeps what it learns. Every method is safe to call from several threads.
+
+    A namespace's data (its links, documents, impressions, explicit feedback ids and the feature
+    names only it contributed) is reachable only under its own name, and
+    :meth:`forget_namespace` removes all of it.
+    """
 
     def read_links(self, namespace: str, features: Sequence[str]) -> LinkCounts:
         """Counts of ``features`` in ``namespace`` and in the global layer, in one read."""
         ...
 
-    def read_docs(self, namespace: str, ids: Sequence[str]) -> DocStats: ...
+    def read(self, namespace: str, features: Sequence[str],
+             ids: Sequence[str]) -> tuple[LinkCounts, DocStats]:
+        """Everything a rerank reads, in one read: link counts and the documents' stats."""
+        ...
 
-    def put_impression(self, impression: Impression) -> None:
-        """Record an impression; a ``recall_id`` already recorded is kept as it is."""
+    def put_impression(self, impression: Impression, *, feedback_id: str | None = None) -> str | None:
+        """Record an impression and return the recall id that holds it.
+
+        With ``feedback_id`` (an explicit id chosen by the caller, scoped to the namespace), an
+        impression already recorded under that id in that namespace is kept and its recall id
+        returned. Without it, a ``recall_id`` already taken returns None and writes nothing.
+        """
         ...
 
     def get_impression(self, recall_id: str) -> Impression | None: ...
@@ -115,26 +214,49 @@ class StateBackend(Protocol):
 
     def namespaces(self) -> list[str]: ...
 
-    def forget_namespace(self, namespace: str, *, scrub_global: bool = True) -> None: ...
+    def forget_namespace(self, namespace: str, *, scrub_global: bool = True) -> None:
+        """Remove every record of ``namespace``; with ``scrub_global`` its evidence leaves the
+        pool too. Features that only this namespace ever had leave the pool in either case:
+        their names are its data (a source, a kind, a document id)."""
+        ...
 
     def stats(self) -> dict[str, int]: ...
 
     def close(self) -> None: ...
 
 
-def check_resolution(batch: FeedbackBatch, resolved: dict[str, bool]) -> tuple[list[FeedbackItem], list[str]]:
-    """Split a batch into items still to apply and ids already recorded with the same verdict."""
+def check_resolution(batch: FeedbackBatch, verdicts: Sequence[int]) -> tuple[list[FeedbackItem], list[str]]:
+    """Split a batch into items still to apply and ids already recorded with the same verdict.
+
+    ``verdicts`` are the impression's stored verdict codes, indexed by ``rank - 1``.
+    """
     todo: list[FeedbackItem] = []
     done: list[str] = []
     for item in batch.items:
-        previous = resolved.get(item.id)
-        if previous is None:
+        previous = verdicts[item.rank - 1] if item.rank - 1 < len(verdicts) else codec.OPEN
+        if previous == codec.OPEN:
             todo.append(item)
-        elif previous == item.used:
+        elif (previous == codec.USED) == item.used:
             done.append(item.id)
         else:
-            was = "used" if previous else "ignored"
+            was = "used" if previous == codec.USED else "ignored"
             raise FeedbackError(
                 f"recall {batch.recall_id}: id {item.id!r} was already recorded as {was}; "
                 f"feedback for an impression cannot be changed")
     return todo, done
+
+
+def new_verdicts(verdicts: Sequence[int], n: int, todo: Sequence[FeedbackItem]) -> list[int]:
+    """``verdicts`` (length ``n``) with the verdicts of ``todo`` recorded."""
+    out = list(verdicts) if verdicts else [codec.OPEN] * n
+    for item in todo:
+        out[item.rank - 1] = codec.USED if item.used else codec.IGNORED
+    return out
+
+
+def merge_last_used(old: float, new: float) -> float:
+    """The later of two use times, except that a stored time beyond ``new`` by more than the
+    allowed skew is a bad clock, replaced by ``new``."""
+    if old != old or old > new + LAST_USED_SKEW_S:  # NaN or a bad clock
+        return new
+    return max(old, new)

@@ -1,15 +1,20 @@
-"""In-memory state: dicts under one lock. The reference every other backend is tested against."""
+"""In-memory state under one lock: the reference every other backend is tested against.
+
+Compact on purpose: feature names are interned once (global arrays of counts indexed by feature
+id), a namespace keeps sorted feature ids with two float arrays, documents get a row only once
+used, and impressions are kept in their binary form (:mod:`heaprank.state.codec`).
+"""
 
 from __future__ import annotations
 
 import math
 import threading
-from collections import OrderedDict, defaultdict
+import time
 from collections.abc import Sequence
-from dataclasses import replace
 
 import numpy as np
 
+from . import codec
 from .base import (
     CreditFn,
     DocStats,
@@ -18,40 +23,96 @@ from .base import (
     Impression,
     LinkCounts,
     check_resolution,
+    merge_last_used,
+    new_verdicts,
+    recall_born_s,
 )
+
+DAY_S = 86_400.0
+_PRUNE_EVERY = 256
+
+
+class _Namespace:
+    """One namespace's links (sorted feature ids) and used documents."""
+
+    __slots__ = ("name", "fids", "pos", "neg", "docs")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.fids = np.empty(0, dtype=np.int64)
+        self.pos = np.empty(0)
+        self.neg = np.empty(0)
+        self.docs: dict[str, tuple[float, float]] = {}
+
+    def gather(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        if not len(self.fids):
+            zero = np.zeros(len(idx))
+            return zero, zero.copy()
+        at = np.minimum(np.searchsorted(self.fids, idx), len(self.fids) - 1)
+        hit = self.fids[at] == idx
+        return np.where(hit, self.pos[at], 0.0), np.where(hit, self.neg[at], 0.0)
 
 
 class MemoryState:
     """Learned state in this process only; gone when it exits.
 
     Args:
-        max_impressions: How many impressions to keep (oldest dropped first). Large by default:
-            feedback may arrive long after the rerank.
+        max_impressions: How many impressions that received feedback to keep (oldest dropped
+            first): they are what tuning and replay read.
+        impression_ttl_s: Impressions that never received feedback expire after this long
+            (wall clock), one day by default.
     """
 
-    def __init__(self, *, max_impressions: int = 1_000_000) -> None:
-        if max_impressions < 1:
-            raise ValueError("max_impressions: must be >= 1")
+    def __init__(self, *, max_impressions: int = 100_000, impression_ttl_s: float = DAY_S) -> None:
+        if isinstance(max_impressions, bool) or not isinstance(max_impressions, int) \
+                or max_impressions < 1:
+            raise ValueError("max_impressions: must be an int >= 1")
+        if not (isinstance(impression_ttl_s, (int, float)) and impression_ttl_s > 0):
+            raise ValueError("impression_ttl_s: must be > 0")
         self.max_impressions = max_impressions
+        self.impression_ttl_s = float(impression_ttl_s)
         self._lock = threading.RLock()
-        self._links: dict[str, dict[str, list[float]]] = defaultdict(dict)
-        self._global: dict[str, list[float]] = {}
-        self._docs: dict[str, dict[str, list[float]]] = defaultdict(dict)
-        self._impressions: OrderedDict[str, Impression] = OrderedDict()
-        self._resolved: dict[str, dict[str, bool]] = {}
+        self._fid: dict[str, int] = {}
+        self._fname: list[str | None] = []
+        self._free: list[int] = []
+        self._gpos = np.zeros(64)
+        self._gneg = np.zeros(64)
+        self._gns = np.zeros(64, dtype=np.int64)  # namespaces holding a link of the feature
+        self._ns: dict[str, _Namespace] = {}
+        self._open: dict[str, tuple[_Namespace, bytes]] = {}  # no feedback yet, oldest first
+        self._fed: dict[str, tuple[_Namespace, bytes]] = {}  # in order of first feedback
+        self._explicit: dict[tuple[str, str], str] = {}  # (namespace, feedback id) -> recall id
+        self._puts = 0
         self._feedbacks = 0
 
     def __repr__(self) -> str:
         return "MemoryState()"
 
+    # ------------------------------------------------------------------ links
+
+    def _index(self, features: Sequence[str]) -> np.ndarray:
+        get = self._fid.get
+        return np.fromiter((get(f, -1) for f in features), dtype=np.int64, count=len(features))
+
     def _counts(self, namespace: str, features: Sequence[str]) -> LinkCounts:
-        own = self._links.get(namespace, {})
-        zero = (0.0, 0.0)
-        mine = [own.get(f, zero) for f in features]
-        glob = [self._global.get(f, zero) for f in features]
-        arr = np.array(mine, dtype=np.float64).reshape(-1, 2)
-        garr = np.array(glob, dtype=np.float64).reshape(-1, 2)
-        return LinkCounts(arr[:, 0].copy(), arr[:, 1].copy(), garr[:, 0].copy(), garr[:, 1].copy())
+        idx = self._index(features)
+        known = idx >= 0
+        gpos = np.where(known, self._gpos[idx], 0.0)
+        gneg = np.where(known, self._gneg[idx], 0.0)
+        ns = self._ns.get(namespace)
+        if ns is None:
+            pos, neg = np.zeros(len(idx)), np.zeros(len(idx))
+        else:
+            pos, neg = ns.gather(idx)
+        return LinkCounts(pos, neg, gpos, gneg)
+
+    def _docs(self, namespace: str, ids: Sequence[str]) -> DocStats:
+        ns = self._ns.get(namespace)
+        if ns is None or not ns.docs:
+            return DocStats(np.full(len(ids), math.nan), np.zeros(len(ids)))
+        get, never = ns.docs.get, (math.nan, 0.0)
+        rows = np.array([get(i, never) for i in ids], dtype=np.float64).reshape(-1, 2)
+        return DocStats(rows[:, 0].copy(), rows[:, 1].copy())
 
     def read_links(self, namespace: str, features: Sequence[str]) -> LinkCounts:
         with self._lock:
@@ -59,86 +120,181 @@ class MemoryState:
 
     def read_docs(self, namespace: str, ids: Sequence[str]) -> DocStats:
         with self._lock:
-            docs = self._docs.get(namespace, {})
-            rows = np.array([docs.get(i, (math.nan, 0.0, 0.0)) for i in ids],
-                            dtype=np.float64).reshape(-1, 3)
-        return DocStats(rows[:, 0].copy(), rows[:, 1].copy(), rows[:, 2].copy())
+            return self._docs(namespace, ids)
 
-    def put_impression(self, impression: Impression) -> None:
+    def read(self, namespace: str, features: Sequence[str],
+             ids: Sequence[str]) -> tuple[LinkCounts, DocStats]:
         with self._lock:
-            if impression.recall_id in self._impressions:
-                return  # first write wins, as in every backend
-            self._impressions[impression.recall_id] = replace(impression, resolved={})
-            while len(self._impressions) > self.max_impressions:
-                old, _ = self._impressions.popitem(last=False)
-                self._resolved.pop(old, None)
+            return self._counts(namespace, features), self._docs(namespace, ids)
+
+    def _intern(self, features: Sequence[str]) -> np.ndarray:
+        out = np.empty(len(features), dtype=np.int64)
+        for j, f in enumerate(features):
+            i = self._fid.get(f)
+            if i is None:
+                if self._free:
+                    i = self._free.pop()
+                    self._fname[i] = f
+                else:
+                    i = len(self._fname)
+                    self._fname.append(f)
+                    if i >= len(self._gpos):
+                        grow = len(self._gpos)
+                        self._gpos = np.concatenate([self._gpos, np.zeros(grow)])
+                        self._gneg = np.concatenate([self._gneg, np.zeros(grow)])
+                        self._gns = np.concatenate([self._gns, np.zeros(grow, dtype=np.int64)])
+                self._fid[f] = i
+            out[j] = i
+        return out
+
+    def _add(self, ns: _Namespace, idx: np.ndarray, dpos: np.ndarray, dneg: np.ndarray) -> None:
+        """Add evidence to a namespace and the pool; ``idx`` holds distinct feature ids."""
+        self._gpos[idx] += dpos
+        self._gneg[idx] += dneg
+        at = np.searchsorted(ns.fids, idx)
+        clipped = np.minimum(at, max(len(ns.fids) - 1, 0))
+        present = (at < len(ns.fids)) & (ns.fids[clipped] == idx) if len(ns.fids) else \
+            np.zeros(len(idx), dtype=bool)
+        ns.pos[clipped[present]] += dpos[present]
+        ns.neg[clipped[present]] += dneg[present]
+        new = ~present
+        if new.any():
+            self._gns[idx[new]] += 1
+            fids = np.concatenate([ns.fids, idx[new]])
+            order = np.argsort(fids, kind="stable")
+            ns.fids = fids[order]
+            ns.pos = np.concatenate([ns.pos, dpos[new]])[order]
+            ns.neg = np.concatenate([ns.neg, dneg[new]])[order]
+
+    # ------------------------------------------------------------- impressions
+
+    def _namespace(self, name: str) -> _Namespace:
+        ns = self._ns.get(name)
+        if ns is None:
+            ns = self._ns[name] = _Namespace(name)
+        return ns
+
+    def put_impression(self, impression: Impression, *, feedback_id: str | None = None) -> str | None:
+        body = impression.encode()
+        with self._lock:
+            rid = impression.recall_id
+            if feedback_id is not None:
+                held = self._explicit.get((impression.namespace, feedback_id))
+                if held is not None and (held in self._open or held in self._fed):
+                    return held
+            if rid in self._open or rid in self._fed:
+                return None
+            self._open[rid] = (self._namespace(impression.namespace), body)
+            if feedback_id is not None:
+                self._explicit[(impression.namespace, feedback_id)] = rid
+            self._puts += 1
+            if self._puts % _PRUNE_EVERY == 1:
+                self._prune()
+            return rid
+
+    def _prune(self) -> None:
+        cutoff = time.time() - self.impression_ttl_s
+        while self._open:
+            rid = next(iter(self._open))
+            if recall_born_s(rid) >= cutoff:
+                break
+            del self._open[rid]
+        while len(self._fed) > self.max_impressions:
+            del self._fed[next(iter(self._fed))]
+        if len(self._explicit) > 2 * (len(self._open) + len(self._fed)) + 64:
+            self._explicit = {k: r for k, r in self._explicit.items()
+                              if r in self._open or r in self._fed}
+
+    def prune(self) -> None:
+        """Expire impressions now (normally done every few hundred writes)."""
+        with self._lock:
+            self._prune()
+
+    def _entry(self, recall_id: str) -> tuple[_Namespace, bytes] | None:
+        return self._open.get(recall_id) or self._fed.get(recall_id)
 
     def get_impression(self, recall_id: str) -> Impression | None:
         with self._lock:
-            imp = self._impressions.get(recall_id)
-            if imp is None:
-                return None
-            return replace(imp, resolved=dict(self._resolved.get(recall_id, {})))
+            entry = self._entry(recall_id)
+        if entry is None:
+            return None
+        return Impression.decode(recall_id, entry[0].name, entry[1])
+
+    # ---------------------------------------------------------------- feedback
 
     def apply_feedback(self, batch: FeedbackBatch, credit: CreditFn) -> FeedbackOutcome:
+        from ..errors import FeedbackError
+
         with self._lock:
-            resolved = self._resolved.setdefault(batch.recall_id, {})
-            todo, done = check_resolution(batch, resolved)
+            entry = self._entry(batch.recall_id)
+            if entry is None or entry[0].name != batch.namespace:
+                raise FeedbackError(f"recall_id {batch.recall_id!r}: unknown (never recorded, "
+                                    f"expired or pruned)")
+            ns, body = entry
+            verdicts = codec.verdicts_of(body)
+            todo, done = check_resolution(batch, verdicts)
             if todo:
-                features, dpos, dneg = credit(lambda fs: self._counts(batch.namespace, fs), todo)
-                own = self._links[batch.namespace]
-                for f, dp, dn in zip(features, dpos.tolist(), dneg.tolist()):
-                    row = own.setdefault(f, [0.0, 0.0])
-                    row[0] += dp
-                    row[1] += dn
-                    grow = self._global.setdefault(f, [0.0, 0.0])
-                    grow[0] += dp
-                    grow[1] += dn
-                docs = self._docs[batch.namespace]
+                features, dpos, dneg = credit(lambda fs: self._counts(ns.name, fs), todo)
+                self._add(ns, self._intern(features), dpos, dneg)
                 for item in todo:
-                    stats = docs.setdefault(item.id, [math.nan, 0.0, 0.0])
                     if item.used:
-                        stats[0] = batch.time if math.isnan(stats[0]) else max(stats[0], batch.time)
-                        stats[1] += 1.0
-                    else:
-                        stats[2] += 1.0
-                    resolved[item.id] = item.used
+                        last, uses = ns.docs.get(item.id, (math.nan, 0.0))
+                        ns.docs[item.id] = (merge_last_used(last, batch.time), uses + 1.0)
+                body = codec.with_verdicts(body, new_verdicts(verdicts, len(verdicts), todo))
+                self._open.pop(batch.recall_id, None)
+                self._fed[batch.recall_id] = (ns, body)
                 self._feedbacks += 1
         return FeedbackOutcome(batch.recall_id, tuple(i.id for i in todo), tuple(done))
 
+    # ------------------------------------------------------------------ audit
+
     def list_links(self, namespace: str | None) -> tuple[list[str], np.ndarray, np.ndarray]:
         with self._lock:
-            table = self._global if namespace is None else self._links.get(namespace, {})
-            features = sorted(table)
-            rows = np.array([table[f] for f in features], dtype=np.float64).reshape(-1, 2)
-        return features, rows[:, 0].copy(), rows[:, 1].copy()
+            if namespace is None:
+                live = [(name, i) for i, name in enumerate(self._fname)
+                        if name is not None and self._gns[i] > 0]
+                live.sort()
+                idx = np.array([i for _, i in live], dtype=np.int64)
+                return [n for n, _ in live], self._gpos[idx].copy(), self._gneg[idx].copy()
+            ns = self._ns.get(namespace)
+            if ns is None or not len(ns.fids):
+                return [], np.empty(0), np.empty(0)
+            names = [str(self._fname[i]) for i in ns.fids.tolist()]
+            order = np.argsort(np.array(names, dtype=object), kind="stable")
+            return [names[j] for j in order.tolist()], ns.pos[order], ns.neg[order]
 
     def namespaces(self) -> list[str]:
         with self._lock:
-            return sorted(set(self._links) | set(self._docs))
+            return sorted(n for n, ns in self._ns.items() if len(ns.fids) or ns.docs)
 
     def forget_namespace(self, namespace: str, *, scrub_global: bool = True) -> None:
         with self._lock:
-            own = self._links.pop(namespace, {})
-            if scrub_global:
-                for f, (p, n) in own.items():
-                    grow = self._global.get(f)
-                    if grow is not None:
-                        grow[0] = max(grow[0] - p, 0.0)
-                        grow[1] = max(grow[1] - n, 0.0)
-            self._docs.pop(namespace, None)
-            for rid in [r for r, imp in self._impressions.items() if imp.namespace == namespace]:
-                del self._impressions[rid]
-                self._resolved.pop(rid, None)
+            ns = self._ns.pop(namespace, None)
+            if ns is not None:
+                idx = ns.fids
+                if scrub_global:
+                    self._gpos[idx] = np.maximum(self._gpos[idx] - ns.pos, 0.0)
+                    self._gneg[idx] = np.maximum(self._gneg[idx] - ns.neg, 0.0)
+                self._gns[idx] -= 1
+                for i in idx[self._gns[idx] <= 0].tolist():
+                    del self._fid[self._fname[i]]  # type: ignore[arg-type]
+                    self._fname[i] = None
+                    self._gpos[i] = self._gneg[i] = 0.0
+                    self._gns[i] = 0
+                    self._free.append(i)
+            for table in (self._open, self._fed):
+                for rid in [r for r, (owner, _) in table.items() if owner.name == namespace]:
+                    del table[rid]
+            self._explicit = {k: r for k, r in self._explicit.items() if k[0] != namespace}
 
     def stats(self) -> dict[str, int]:
         with self._lock:
             return {
                 "namespaces": len(self.namespaces()),
-                "links": sum(len(t) for t in self._links.values()),
-                "global_links": len(self._global),
-                "documents": sum(len(d) for d in self._docs.values()),
-                "impressions": len(self._impressions),
+                "links": sum(len(ns.fids) for ns in self._ns.values()),
+                "global_links": int((self._gns > 0).sum()),
+                "documents": sum(len(ns.docs) for ns in self._ns.values()),
+                "impressions": len(self._open) + len(self._fed),
                 "feedbacks": self._feedbacks,
             }
 

@@ -2,7 +2,12 @@
 
 Each feedback is one ``BEGIN IMMEDIATE`` transaction: the credit is computed from the counts read
 inside it, so concurrent writers serialise and no update is lost, and a process killed mid-write
-leaves the last committed state (SQLite's journal rolls the rest back).
+leaves the last committed state (SQLite's journal rolls the rest back). Feedback commits with
+``synchronous=FULL`` by default; impressions, which feedback needs only for a while and which a
+power cut may cost without harm, commit with ``NORMAL`` (no fsync on the rerank path). Deleted
+rows are overwritten (``secure_delete``), so forgetting a namespace leaves none of its bytes.
+
+The layout (schema 2) is in ``docs/design.md``, "State layout".
 """
 
 from __future__ import annotations
@@ -12,14 +17,18 @@ import math
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from ..errors import StateError
+from ..errors import FeedbackError, StateError
+from . import codec
 from .base import (
+    LAST_USED_SKEW_S,
     CreditFn,
     DocStats,
     FeedbackBatch,
@@ -27,284 +36,451 @@ from .base import (
     Impression,
     LinkCounts,
     check_resolution,
+    new_verdicts,
+    recall_key,
 )
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+APPLICATION = "heaprank"
+DAY_S = 86_400.0
+_PRUNE_EVERY = 256
+_SYNC_LEVELS = ("OFF", "NORMAL", "FULL", "EXTRA")
 
 _SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS links (
-    namespace TEXT NOT NULL, feature TEXT NOT NULL,
-    pos REAL NOT NULL DEFAULT 0, neg REAL NOT NULL DEFAULT 0,
-    PRIMARY KEY (namespace, feature)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS global_links (
-    feature TEXT PRIMARY KEY, pos REAL NOT NULL DEFAULT 0, neg REAL NOT NULL DEFAULT 0
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS docs (
-    namespace TEXT NOT NULL, id TEXT NOT NULL, last_used REAL,
-    use_count REAL NOT NULL DEFAULT 0, ignore_count REAL NOT NULL DEFAULT 0,
-    PRIMARY KEY (namespace, id)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS impressions (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT, recall_id TEXT NOT NULL UNIQUE,
-    namespace TEXT NOT NULL, time REAL NOT NULL, payload TEXT NOT NULL);
-CREATE INDEX IF NOT EXISTS impressions_ns ON impressions (namespace);
-CREATE TABLE IF NOT EXISTS resolutions (
-    recall_id TEXT NOT NULL, id TEXT NOT NULL, used INTEGER NOT NULL,
-    PRIMARY KEY (recall_id, id)) WITHOUT ROWID;
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+CREATE TABLE namespaces (id INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT NOT NULL UNIQUE);
+CREATE TABLE features (
+    id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE,
+    pos REAL NOT NULL DEFAULT 0, neg REAL NOT NULL DEFAULT 0, nscount INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE links (
+    ns INTEGER NOT NULL, fid INTEGER NOT NULL, pos REAL NOT NULL, neg REAL NOT NULL,
+    PRIMARY KEY (ns, fid)) WITHOUT ROWID;
+CREATE TABLE docs (
+    ns INTEGER NOT NULL, id TEXT NOT NULL, last_used REAL NOT NULL, use_count REAL NOT NULL,
+    PRIMARY KEY (ns, id)) WITHOUT ROWID;
+CREATE TABLE impressions (key INTEGER PRIMARY KEY, ns INTEGER NOT NULL, fed INTEGER NOT NULL,
+    body BLOB NOT NULL);
+CREATE TABLE feedback_ids (ns INTEGER NOT NULL, fid TEXT NOT NULL, key INTEGER NOT NULL,
+    PRIMARY KEY (ns, fid)) WITHOUT ROWID
 """
 
-_CHUNK = 500  # stay well below SQLite's bound-parameter limit
+_NS_ID = "(SELECT id FROM namespaces WHERE name = ?)"
+_READ_LINKS = (f"SELECT f.name, f.pos, f.neg, l.pos, l.neg FROM features f LEFT JOIN links l "
+               f"ON l.ns = {_NS_ID} AND l.fid = f.id "
+               f"WHERE f.name IN (SELECT value FROM json_each(?))")
+_READ_DOCS = (f"SELECT id, last_used, use_count FROM docs WHERE ns = {_NS_ID} "
+              f"AND id IN (SELECT value FROM json_each(?))")
 
 
-def _chunks(items: Sequence[str]) -> Iterator[Sequence[str]]:
-    for start in range(0, len(items), _CHUNK):
-        yield items[start:start + _CHUNK]
+def _json(items: Sequence[str]) -> str:
+    return json.dumps(list(items), ensure_ascii=False)
 
 
 class SQLiteState:
     """Learned state in one SQLite file (``":memory:"`` for a private in-memory database).
 
     Args:
-        path: The database file; created with its schema when missing.
+        path: The database file (``~`` is expanded). Created with its schema when missing; its
+            folder must exist. A file of another application is refused, never altered.
+        read_only: Open without writing (for inspection: ``links``, ``stats``, ``explain``).
         busy_timeout_s: How long a writer waits for another process's transaction.
-        max_impressions: How many impressions to keep (oldest pruned first).
-        synchronous: SQLite ``PRAGMA synchronous``; ``FULL`` survives power loss too.
+        max_impressions: How many impressions with feedback to keep (oldest pruned first).
+        impression_ttl_s: Impressions without feedback expire after this long (wall clock).
+        synchronous: ``PRAGMA synchronous`` of feedback commits; ``FULL`` survives power loss.
+
+    Raises:
+        StateError: the folder is missing, the file belongs to another application, has a newer
+            schema, or is unreadable.
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, busy_timeout_s: float = 30.0,
-                 max_impressions: int = 1_000_000, synchronous: str = "FULL") -> None:
-        if max_impressions < 1:
-            raise ValueError("max_impressions: must be >= 1")
-        if synchronous.upper() not in ("OFF", "NORMAL", "FULL", "EXTRA"):
+    def __init__(self, path: str | os.PathLike[str], *, read_only: bool = False,
+                 busy_timeout_s: float = 30.0, max_impressions: int = 100_000,
+                 impression_ttl_s: float = DAY_S, synchronous: str = "FULL") -> None:
+        if isinstance(max_impressions, bool) or not isinstance(max_impressions, int) \
+                or max_impressions < 1:
+            raise ValueError("max_impressions: must be an int >= 1")
+        if not (isinstance(impression_ttl_s, (int, float)) and impression_ttl_s > 0):
+            raise ValueError("impression_ttl_s: must be > 0")
+        if not isinstance(synchronous, str) or synchronous.upper() not in _SYNC_LEVELS:
             raise ValueError(f"synchronous: expected OFF, NORMAL, FULL or EXTRA, got {synchronous!r}")
-        self.path = str(path)
+        raw = os.fspath(path)
+        self.path = raw if raw == ":memory:" else os.path.expanduser(raw)
+        self.read_only = read_only
         self.busy_timeout_s = busy_timeout_s
         self.max_impressions = max_impressions
+        self.impression_ttl_s = float(impression_ttl_s)
         self.synchronous = synchronous.upper()
         self._lock = threading.RLock()
         self._pid = -1
         self._conn: sqlite3.Connection | None = None
-        self._inserts = 0
+        self._sync = ""
+        self._puts = 0
         self._connect()
 
     def __repr__(self) -> str:
-        return f"SQLiteState({self.path!r})"
+        return f"SQLiteState({self.path!r}{', read_only=True' if self.read_only else ''})"
+
+    # ------------------------------------------------------------ connection
 
     def _connect(self) -> sqlite3.Connection:
         # A connection must not cross a fork: reopen in a child process.
         if self._conn is not None and self._pid == os.getpid():
             return self._conn
         if self.path != ":memory:":
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            folder = Path(self.path).parent
+            if not folder.is_dir():
+                raise StateError(f"SQLite state {self.path!r}: folder {str(folder)!r} does not "
+                                 f"exist (heaprank does not create folders: a typo would "
+                                 f"silently start an empty state)")
+            if self.read_only and not Path(self.path).exists():
+                raise StateError(f"SQLite state {self.path!r}: no such file")
         try:
-            conn = sqlite3.connect(self.path, timeout=self.busy_timeout_s, isolation_level=None,
-                                   check_same_thread=False)
+            if self.read_only:
+                uri = Path(os.path.abspath(self.path)).as_uri() + "?mode=ro"
+                conn = sqlite3.connect(uri, uri=True, timeout=self.busy_timeout_s,
+                                       isolation_level=None, check_same_thread=False)
+            else:
+                conn = sqlite3.connect(self.path, timeout=self.busy_timeout_s,
+                                       isolation_level=None, check_same_thread=False)
             conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_s * 1000)}")
-            if self.path != ":memory:":
-                conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute(f"PRAGMA synchronous = {self.synchronous}")
-            self._migrate(conn)
+            try:
+                self._meta(conn)  # refuse another application's file before changing anything
+            except StateError:
+                conn.close()
+                raise
+            if not self.read_only:
+                if self.path != ":memory:":
+                    conn.execute("PRAGMA journal_mode = WAL")
+                conn.execute("PRAGMA secure_delete = ON")
+                self._sync = ""
+            self._check_schema(conn)
         except sqlite3.DatabaseError as exc:
-            raise StateError(f"cannot open SQLite state at {self.path!r}: {exc}") from exc
+            raise StateError(f"cannot open SQLite state at {self.path!r}: {exc}") from None
         self._conn, self._pid = conn, os.getpid()
         return conn
 
+    def _meta(self, conn: sqlite3.Connection) -> dict[str, str] | None:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if not tables:
+            return None
+        if "meta" not in tables:
+            raise StateError(f"{self.path!r} is a SQLite file of another application (it has no "
+                             f"heaprank meta table); refusing to use or alter it")
+        meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+        if meta.get("application", APPLICATION) != APPLICATION or "schema_version" not in meta:
+            raise StateError(f"{self.path!r} is a SQLite file of another application; refusing "
+                             f"to use or alter it")
+        return meta
+
+    def _check_schema(self, conn: sqlite3.Connection) -> None:
+        meta = self._meta(conn)
+        if meta is None:
+            if self.read_only:
+                raise StateError(f"SQLite state {self.path!r} is empty")
+            self._create(conn)
+            return
+        try:
+            version = int(meta["schema_version"])
+            int(meta.get("feedbacks", "0"))
+        except ValueError:
+            raise StateError(f"SQLite state {self.path!r}: corrupted meta values "
+                             f"(schema_version={meta.get('schema_version')!r})") from None
+        if version > SCHEMA_VERSION:
+            raise StateError(f"SQLite state {self.path!r} has schema {version}, newer than this "
+                             f"heaprank ({SCHEMA_VERSION}); upgrade heaprank")
+        if version < SCHEMA_VERSION:
+            if self.read_only:
+                raise StateError(f"SQLite state {self.path!r} has schema {version}; open it "
+                                 f"writable once to migrate it to {SCHEMA_VERSION}")
+            self._migrate_from_1(conn)
+
     @staticmethod
-    def _migrate(conn: sqlite3.Connection) -> None:
+    def _create(conn: sqlite3.Connection) -> None:
         conn.execute("BEGIN IMMEDIATE")
         try:
-            for statement in _SCHEMA.split(";"):
-                if statement.strip():
+            if conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()[0] == 0:
+                for statement in _SCHEMA.split(";"):
                     conn.execute(statement)
-            row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-            if row is None:
-                conn.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
-                conn.execute("INSERT INTO meta VALUES ('feedbacks', '0')")
-            elif int(row[0]) > SCHEMA_VERSION:
-                raise StateError(f"SQLite state has schema {row[0]}, newer than this heaprank "
-                                 f"({SCHEMA_VERSION}); upgrade heaprank")
+                conn.executemany("INSERT INTO meta VALUES (?, ?)", [
+                    ("application", APPLICATION), ("schema_version", str(SCHEMA_VERSION)),
+                    ("feedbacks", "0")])
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
             raise
+
+    @staticmethod
+    def _migrate_from_1(conn: sqlite3.Connection) -> None:
+        """Schema 1 (names repeated in every row, JSON impressions) to 2. Links, the pool and
+        document use are kept; old impressions are dropped (feedback for them reports an
+        unknown recall)."""
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            version = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+            if int(version[0]) == 1:
+                for old in ("links", "global_links", "docs", "impressions", "resolutions"):
+                    conn.execute(f"ALTER TABLE {old} RENAME TO v1_{old}")
+                conn.execute("DROP INDEX IF EXISTS impressions_ns")
+                for statement in _SCHEMA.split(";")[1:]:
+                    conn.execute(statement)
+                conn.execute("INSERT INTO namespaces (name) SELECT namespace FROM v1_links "
+                             "UNION SELECT namespace FROM v1_docs WHERE use_count > 0")
+                conn.execute("INSERT INTO features (name, pos, neg, nscount) SELECT g.feature, "
+                             "g.pos, g.neg, (SELECT COUNT(*) FROM v1_links l WHERE l.feature = "
+                             "g.feature) FROM v1_global_links g")
+                conn.execute("INSERT INTO links SELECT n.id, f.id, l.pos, l.neg FROM v1_links l "
+                             "JOIN namespaces n ON n.name = l.namespace "
+                             "JOIN features f ON f.name = l.feature")
+                conn.execute("INSERT INTO docs SELECT n.id, d.id, d.last_used, d.use_count "
+                             "FROM v1_docs d JOIN namespaces n ON n.name = d.namespace "
+                             "WHERE d.use_count > 0 AND d.last_used IS NOT NULL")
+                for old in ("links", "global_links", "docs", "impressions", "resolutions"):
+                    conn.execute(f"DROP TABLE v1_{old}")
+                conn.execute("INSERT OR REPLACE INTO meta VALUES ('application', ?)", (APPLICATION,))
+                conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'",
+                             (str(SCHEMA_VERSION),))
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    def _set_sync(self, conn: sqlite3.Connection, level: str) -> None:
+        if self._sync != level:
+            conn.execute(f"PRAGMA synchronous = {level}")
+            self._sync = level
 
     @contextmanager
     def _read(self) -> Iterator[sqlite3.Connection]:
         with self._lock:
             conn = self._connect()
             try:
-                yield conn
+                conn.execute("BEGIN")
+                try:
+                    yield conn
+                finally:
+                    conn.execute("COMMIT")
             except sqlite3.DatabaseError as exc:
-                raise StateError(f"SQLite state {self.path!r}: {exc}") from exc
+                raise StateError(f"SQLite state {self.path!r}: {exc}") from None
 
     @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
+    def _write(self, sync: str | None = None) -> Iterator[sqlite3.Connection]:
+        if self.read_only:
+            raise StateError(f"SQLite state {self.path!r} is open read-only")
         with self._lock:
             conn = self._connect()
             try:
+                self._set_sync(conn, sync or self.synchronous)
                 conn.execute("BEGIN IMMEDIATE")
             except sqlite3.DatabaseError as exc:
-                raise StateError(f"SQLite state {self.path!r}: {exc}") from exc
+                raise StateError(f"SQLite state {self.path!r}: {exc}") from None
             try:
                 yield conn
                 conn.execute("COMMIT")
             except BaseException as exc:
                 conn.execute("ROLLBACK")
                 if isinstance(exc, sqlite3.DatabaseError):
-                    raise StateError(f"SQLite state {self.path!r}: {exc}") from exc
+                    raise StateError(f"SQLite state {self.path!r}: {exc}") from None
                 raise
 
     @staticmethod
+    def _ns_id(conn: sqlite3.Connection, namespace: str) -> int:
+        row = conn.execute("INSERT INTO namespaces (name) VALUES (?) ON CONFLICT (name) DO UPDATE "
+                           "SET name = excluded.name RETURNING id", (namespace,)).fetchone()
+        return int(row[0])
+
+    # ------------------------------------------------------------------ reads
+
+    @staticmethod
     def _counts(conn: sqlite3.Connection, namespace: str, features: Sequence[str]) -> LinkCounts:
-        own: dict[str, tuple[float, float]] = {}
-        glob: dict[str, tuple[float, float]] = {}
-        for part in _chunks(list(features)):
-            marks = ",".join("?" * len(part))
-            for f, p, n in conn.execute(
-                    f"SELECT feature, pos, neg FROM links WHERE namespace = ? AND feature IN ({marks})",
-                    (namespace, *part)):
-                own[f] = (p, n)
-            for f, p, n in conn.execute(
-                    f"SELECT feature, pos, neg FROM global_links WHERE feature IN ({marks})", part):
-                glob[f] = (p, n)
-        zero = (0.0, 0.0)
-        arr = np.array([own.get(f, zero) for f in features], dtype=np.float64).reshape(-1, 2)
-        garr = np.array([glob.get(f, zero) for f in features], dtype=np.float64).reshape(-1, 2)
-        return LinkCounts(arr[:, 0].copy(), arr[:, 1].copy(), garr[:, 0].copy(), garr[:, 1].copy())
+        found = {f: (gp, gn, p or 0.0, n or 0.0)
+                 for f, gp, gn, p, n in conn.execute(_READ_LINKS, (namespace, _json(features)))}
+        zero = (0.0, 0.0, 0.0, 0.0)
+        arr = np.array([found.get(f, zero) for f in features], dtype=np.float64).reshape(-1, 4)
+        return LinkCounts(arr[:, 2].copy(), arr[:, 3].copy(), arr[:, 0].copy(), arr[:, 1].copy())
+
+    @staticmethod
+    def _docs(conn: sqlite3.Connection, namespace: str, ids: Sequence[str]) -> DocStats:
+        found = {i: (last, uses) for i, last, uses in conn.execute(
+            _READ_DOCS, (namespace, _json(ids)))}
+        if not found:
+            return DocStats(np.full(len(ids), math.nan), np.zeros(len(ids)))
+        never = (math.nan, 0.0)
+        rows = np.array([found.get(i, never) for i in ids], dtype=np.float64).reshape(-1, 2)
+        return DocStats(rows[:, 0].copy(), rows[:, 1].copy())
 
     def read_links(self, namespace: str, features: Sequence[str]) -> LinkCounts:
         with self._read() as conn:
             return self._counts(conn, namespace, features)
 
     def read_docs(self, namespace: str, ids: Sequence[str]) -> DocStats:
-        found: dict[str, tuple[float, float, float]] = {}
         with self._read() as conn:
-            for part in _chunks(list(ids)):
-                marks = ",".join("?" * len(part))
-                for i, last, uses, ignores in conn.execute(
-                        f"SELECT id, last_used, use_count, ignore_count FROM docs "
-                        f"WHERE namespace = ? AND id IN ({marks})", (namespace, *part)):
-                    found[i] = (math.nan if last is None else last, uses, ignores)
-        rows = np.array([found.get(i, (math.nan, 0.0, 0.0)) for i in ids],
-                        dtype=np.float64).reshape(-1, 3)
-        return DocStats(rows[:, 0].copy(), rows[:, 1].copy(), rows[:, 2].copy())
+            return self._docs(conn, namespace, ids)
 
-    def put_impression(self, impression: Impression) -> None:
-        payload = json.dumps({
-            "query": impression.query, "qtype": impression.qtype,
-            "time_explicit": impression.time_explicit, "ids": impression.ids,
-            "features": impression.features, "signal_names": impression.signal_names,
-            "signals": impression.signals,
-        }, separators=(",", ":"), ensure_ascii=False)
-        with self._write() as conn:
-            conn.execute("INSERT OR IGNORE INTO impressions (recall_id, namespace, time, payload) "
-                         "VALUES (?, ?, ?, ?)",
-                         (impression.recall_id, impression.namespace, impression.time, payload))
-            self._inserts += 1
-            if self._inserts % 256 == 1:  # first write of a connection, then every 256
+    def read(self, namespace: str, features: Sequence[str],
+             ids: Sequence[str]) -> tuple[LinkCounts, DocStats]:
+        with self._read() as conn:
+            return self._counts(conn, namespace, features), self._docs(conn, namespace, ids)
+
+    # ------------------------------------------------------------- impressions
+
+    def put_impression(self, impression: Impression, *, feedback_id: str | None = None) -> str | None:
+        key = recall_key(impression.recall_id)
+        if key is None:
+            raise ValueError(f"recall_id: {impression.recall_id!r} is not a heaprank recall id")
+        body = impression.encode()
+        with self._write(sync="NORMAL") as conn:
+            ns = self._ns_id(conn, impression.namespace)
+            if feedback_id is not None:
+                row = conn.execute("SELECT key FROM feedback_ids WHERE ns = ? AND fid = ? AND key IN "
+                                   "(SELECT key FROM impressions)", (ns, feedback_id)).fetchone()
+                if row is not None:
+                    return f"{row[0]:016x}"
+            cur = conn.execute("INSERT OR IGNORE INTO impressions (key, ns, fed, body) "
+                               "VALUES (?, ?, 0, ?)", (key, ns, body))
+            if cur.rowcount == 0:
+                return None
+            if feedback_id is not None:
+                conn.execute("INSERT OR REPLACE INTO feedback_ids VALUES (?, ?, ?)",
+                             (ns, feedback_id, key))
+            self._puts += 1
+            if self._puts % _PRUNE_EVERY == 1:  # the first write of a connection, then every 256
                 self._prune(conn)
+        return impression.recall_id
 
     def _prune(self, conn: sqlite3.Connection) -> None:
-        row = conn.execute("SELECT MAX(seq) FROM impressions").fetchone()
-        cutoff = (row[0] or 0) - self.max_impressions
-        if cutoff > 0:
-            conn.execute("DELETE FROM resolutions WHERE recall_id IN "
-                         "(SELECT recall_id FROM impressions WHERE seq <= ?)", (cutoff,))
-            conn.execute("DELETE FROM impressions WHERE seq <= ?", (cutoff,))
+        cutoff = int((time.time() - self.impression_ttl_s) * 1000) << 20
+        conn.execute("DELETE FROM impressions WHERE key < ? AND fed = 0", (cutoff,))
+        row = conn.execute("SELECT key FROM impressions WHERE fed = 1 ORDER BY key DESC "
+                           "LIMIT 1 OFFSET ?", (self.max_impressions,)).fetchone()
+        if row is not None:
+            conn.execute("DELETE FROM impressions WHERE fed = 1 AND key <= ?", (row[0],))
+        conn.execute("DELETE FROM feedback_ids WHERE key NOT IN (SELECT key FROM impressions)")
+
+    def prune(self) -> None:
+        """Expire impressions now (normally done every few hundred writes)."""
+        with self._write() as conn:
+            self._prune(conn)
 
     def get_impression(self, recall_id: str) -> Impression | None:
+        key = recall_key(recall_id)
+        if key is None:
+            return None
         with self._read() as conn:
-            row = conn.execute("SELECT namespace, time, payload FROM impressions "
-                               "WHERE recall_id = ?", (recall_id,)).fetchone()
-            if row is None:
-                return None
-            resolved = {i: bool(u) for i, u in conn.execute(
-                "SELECT id, used FROM resolutions WHERE recall_id = ?", (recall_id,))}
-        try:
-            data = json.loads(row[2])
-            return Impression(
-                recall_id=recall_id, namespace=row[0], query=data["query"], qtype=data["qtype"],
-                time=row[1], time_explicit=data["time_explicit"], ids=tuple(data["ids"]),
-                features=tuple(tuple(f) for f in data["features"]),
-                signal_names=tuple(data["signal_names"]),
-                signals=tuple(tuple(s) for s in data["signals"]), resolved=resolved)
-        except (KeyError, TypeError, ValueError) as exc:
-            raise StateError(f"impression {recall_id!r} is unreadable: {exc}") from exc
+            row = conn.execute("SELECT n.name, i.body FROM impressions i JOIN namespaces n "
+                               "ON n.id = i.ns WHERE i.key = ?", (key,)).fetchone()
+        if row is None:
+            return None
+        return Impression.decode(recall_id, row[0], row[1])
+
+    # ---------------------------------------------------------------- feedback
 
     def apply_feedback(self, batch: FeedbackBatch, credit: CreditFn) -> FeedbackOutcome:
+        key = recall_key(batch.recall_id)
         with self._write() as conn:
-            resolved = {i: bool(u) for i, u in conn.execute(
-                "SELECT id, used FROM resolutions WHERE recall_id = ?", (batch.recall_id,))}
-            todo, done = check_resolution(batch, resolved)
+            row = None if key is None else conn.execute(
+                "SELECT i.ns, i.body FROM impressions i JOIN namespaces n ON n.id = i.ns "
+                "WHERE i.key = ? AND n.name = ?", (key, batch.namespace)).fetchone()
+            if row is None:
+                raise FeedbackError(f"recall_id {batch.recall_id!r}: unknown (never recorded, "
+                                    f"expired or pruned)")
+            ns, body = row
+            verdicts = codec.verdicts_of(body)
+            todo, done = check_resolution(batch, verdicts)
             if todo:
-                features, dpos, dneg = credit(
-                    lambda fs: self._counts(conn, batch.namespace, fs), todo)
-                rows = list(zip(features, dpos.tolist(), dneg.tolist()))
-                conn.executemany(
-                    "INSERT INTO links (namespace, feature, pos, neg) VALUES (?, ?, ?, ?) "
-                    "ON CONFLICT (namespace, feature) DO UPDATE SET "
-                    "pos = pos + excluded.pos, neg = neg + excluded.neg",
-                    [(batch.namespace, f, p, n) for f, p, n in rows])
-                conn.executemany(
-                    "INSERT INTO global_links (feature, pos, neg) VALUES (?, ?, ?) "
-                    "ON CONFLICT (feature) DO UPDATE SET "
-                    "pos = pos + excluded.pos, neg = neg + excluded.neg", rows)
-                conn.executemany(
-                    "INSERT INTO docs (namespace, id, last_used, use_count, ignore_count) "
-                    "VALUES (?, ?, ?, ?, ?) ON CONFLICT (namespace, id) DO UPDATE SET "
-                    "last_used = CASE WHEN excluded.last_used IS NULL THEN last_used "
-                    "WHEN last_used IS NULL THEN excluded.last_used "
-                    "ELSE MAX(last_used, excluded.last_used) END, "
-                    "use_count = use_count + excluded.use_count, "
-                    "ignore_count = ignore_count + excluded.ignore_count",
-                    [(batch.namespace, item.id, batch.time if item.used else None,
-                      1.0 if item.used else 0.0, 0.0 if item.used else 1.0) for item in todo])
-                conn.executemany("INSERT INTO resolutions (recall_id, id, used) VALUES (?, ?, ?)",
-                                 [(batch.recall_id, item.id, int(item.used)) for item in todo])
+                self._apply(conn, ns, batch, todo, credit)
+                body = codec.with_verdicts(body, new_verdicts(verdicts, len(verdicts), todo))
+                conn.execute("UPDATE impressions SET fed = 1, body = ? WHERE key = ?", (body, key))
                 conn.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 "
                              "WHERE key = 'feedbacks'")
         return FeedbackOutcome(batch.recall_id, tuple(i.id for i in todo), tuple(done))
 
+    def _apply(self, conn: sqlite3.Connection, ns: int, batch: FeedbackBatch,
+               todo: Sequence[Any], credit: CreditFn) -> None:
+        wanted = sorted({f for item in todo for f in item.features})
+        conn.executemany("INSERT OR IGNORE INTO features (name) VALUES (?)", [(f,) for f in wanted])
+        rows = {name: (fid, gp, gn, p, n) for name, fid, gp, gn, p, n in conn.execute(
+            "SELECT f.name, f.id, f.pos, f.neg, l.pos, l.neg FROM features f LEFT JOIN links l "
+            "ON l.ns = ? AND l.fid = f.id WHERE f.name IN (SELECT value FROM json_each(?))",
+            (ns, _json(wanted)))}
+
+        def read(features: Sequence[str]) -> LinkCounts:
+            arr = np.array([(rows[f][3] or 0.0, rows[f][4] or 0.0, rows[f][1], rows[f][2])
+                            for f in features], dtype=np.float64).reshape(-1, 4)
+            return LinkCounts(arr[:, 0].copy(), arr[:, 1].copy(), arr[:, 2].copy(), arr[:, 3].copy())
+
+        features, dpos, dneg = credit(read, todo)
+        inc = list(zip(dpos.tolist(), dneg.tolist()))
+        conn.executemany(
+            "INSERT INTO links (ns, fid, pos, neg) VALUES (?, ?, ?, ?) ON CONFLICT (ns, fid) "
+            "DO UPDATE SET pos = pos + excluded.pos, neg = neg + excluded.neg",
+            [(ns, rows[f][0], p, n) for f, (p, n) in zip(features, inc)])
+        conn.executemany(
+            "UPDATE features SET pos = pos + ?, neg = neg + ?, nscount = nscount + ? WHERE id = ?",
+            [(p, n, 1 if rows[f][3] is None else 0, rows[f][0]) for f, (p, n) in zip(features, inc)])
+        used = [(ns, item.id, batch.time) for item in todo if item.used]
+        if used:
+            conn.executemany(
+                "INSERT INTO docs (ns, id, last_used, use_count) VALUES (?, ?, ?, 1) "
+                "ON CONFLICT (ns, id) DO UPDATE SET use_count = use_count + 1, last_used = "
+                f"CASE WHEN last_used > excluded.last_used + {LAST_USED_SKEW_S!r} "
+                "THEN excluded.last_used ELSE MAX(last_used, excluded.last_used) END", used)
+
+    # ------------------------------------------------------------------ audit
+
     def list_links(self, namespace: str | None) -> tuple[list[str], np.ndarray, np.ndarray]:
         with self._read() as conn:
             if namespace is None:
-                rows = conn.execute("SELECT feature, pos, neg FROM global_links ORDER BY feature")
+                data = conn.execute("SELECT name, pos, neg FROM features WHERE nscount > 0 "
+                                    "ORDER BY name").fetchall()
             else:
-                rows = conn.execute("SELECT feature, pos, neg FROM links WHERE namespace = ? "
-                                    "ORDER BY feature", (namespace,))
-            data = rows.fetchall()
-        features = [r[0] for r in data]
+                data = conn.execute(f"SELECT f.name, l.pos, l.neg FROM links l JOIN features f "
+                                    f"ON f.id = l.fid WHERE l.ns = {_NS_ID} ORDER BY f.name",
+                                    (namespace,)).fetchall()
         arr = np.array([r[1:] for r in data], dtype=np.float64).reshape(-1, 2)
-        return features, arr[:, 0].copy(), arr[:, 1].copy()
+        return [r[0] for r in data], arr[:, 0].copy(), arr[:, 1].copy()
 
     def namespaces(self) -> list[str]:
         with self._read() as conn:
             return [r[0] for r in conn.execute(
-                "SELECT namespace FROM links UNION SELECT namespace FROM docs ORDER BY 1")]
+                "SELECT name FROM namespaces n WHERE EXISTS (SELECT 1 FROM links WHERE ns = n.id) "
+                "OR EXISTS (SELECT 1 FROM docs WHERE ns = n.id) ORDER BY name")]
 
     def forget_namespace(self, namespace: str, *, scrub_global: bool = True) -> None:
         with self._write() as conn:
-            if scrub_global:
-                conn.execute(
-                    "UPDATE global_links SET "
-                    "pos = MAX(pos - COALESCE((SELECT l.pos FROM links l WHERE l.namespace = ? "
-                    "AND l.feature = global_links.feature), 0), 0), "
-                    "neg = MAX(neg - COALESCE((SELECT l.neg FROM links l WHERE l.namespace = ? "
-                    "AND l.feature = global_links.feature), 0), 0)", (namespace, namespace))
-            conn.execute("DELETE FROM links WHERE namespace = ?", (namespace,))
-            conn.execute("DELETE FROM docs WHERE namespace = ?", (namespace,))
-            conn.execute("DELETE FROM resolutions WHERE recall_id IN "
-                         "(SELECT recall_id FROM impressions WHERE namespace = ?)", (namespace,))
-            conn.execute("DELETE FROM impressions WHERE namespace = ?", (namespace,))
+            row = conn.execute("SELECT id FROM namespaces WHERE name = ?", (namespace,)).fetchone()
+            if row is None:
+                return
+            ns = row[0]
+            scrub = ("pos = MAX(features.pos - l.pos, 0), neg = MAX(features.neg - l.neg, 0), "
+                     if scrub_global else "")
+            conn.execute(f"UPDATE features SET {scrub}nscount = nscount - 1 FROM "
+                         f"(SELECT fid, pos, neg FROM links WHERE ns = ?) AS l "
+                         f"WHERE features.id = l.fid", (ns,))
+            conn.execute("DELETE FROM features WHERE nscount <= 0")
+            for table in ("links", "docs", "impressions", "feedback_ids"):
+                conn.execute(f"DELETE FROM {table} WHERE ns = ?", (ns,))
+            conn.execute("DELETE FROM namespaces WHERE id = ?", (ns,))
+        self._checkpoint()
+
+    def _checkpoint(self) -> None:
+        """Fold the WAL into the file and truncate it, so no older page image survives there."""
+        if self.path == ":memory:":
+            return
+        with self._lock:
+            try:
+                self._connect().execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            except sqlite3.DatabaseError as exc:
+                raise StateError(f"SQLite state {self.path!r}: {exc}") from None
 
     def stats(self) -> dict[str, int]:
         with self._read() as conn:
             one = lambda sql: int(conn.execute(sql).fetchone()[0])  # noqa: E731
             return {
-                "namespaces": one("SELECT COUNT(*) FROM (SELECT namespace FROM links UNION "
-                                  "SELECT namespace FROM docs)"),
+                "namespaces": one("SELECT COUNT(*) FROM namespaces n WHERE EXISTS (SELECT 1 FROM "
+                                  "links WHERE ns = n.id) OR EXISTS (SELECT 1 FROM docs "
+                                  "WHERE ns = n.id)"),
                 "links": one("SELECT COUNT(*) FROM links"),
-                "global_links": one("SELECT COUNT(*) FROM global_links"),
+                "global_links": one("SELECT COUNT(*) FROM features WHERE nscount > 0"),
                 "documents": one("SELECT COUNT(*) FROM docs"),
                 "impressions": one("SELECT COUNT(*) FROM impressions"),
                 "feedbacks": one("SELECT value FROM meta WHERE key = 'feedbacks'"),

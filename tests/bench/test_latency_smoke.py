@@ -1,4 +1,4 @@
-"""Smoke test of ``heaprank bench latency``: runs ``--quick`` on a tiny store and checks the
+"""Smoke test of ``python -m benchmarks latency``: runs ``--quick`` on a tiny store and checks the
 JSON shape. No timing assertions: speed targets are judged by the benchmark itself."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from heaprank.bench import latency
+from benchmarks import latency
 
 pytestmark = pytest.mark.bench
 
@@ -17,7 +17,7 @@ TIMING_KEYS = {"reps", "p50_ms", "p95_ms", "mean_ms", "min_ms"}
 
 def run_quick(tmp_path, capsys, *extra: str) -> tuple[dict, dict]:
     pytest.importorskip("tqdm")
-    parser = argparse.ArgumentParser(prog="heaprank bench latency")
+    parser = argparse.ArgumentParser(prog="python -m benchmarks latency")
     latency.add_arguments(parser)
     out = tmp_path / "latency.json"
     args = parser.parse_args(["--quick", "--json", "--no-progress", "--sizes", "10,50",
@@ -72,7 +72,7 @@ def test_quick_with_heapdb_memory(tmp_path, capsys):
 
 def test_tables_render(tmp_path, capsys):
     result, _ = run_quick(tmp_path, capsys, "--no-heapdb", "--backends", "sqlite")
-    from heaprank.bench._latency_report import render
+    from benchmarks._latency_report import render
 
     text = render(result)
     assert "Rerank latency" in text and "Feedback" in text and "Memory per link" in text

@@ -1,4 +1,4 @@
-"""Smoke tests of ``heaprank bench locomo`` on a tiny invented conversation set in LoCoMo's format
+"""Smoke tests of ``python -m benchmarks locomo`` on a tiny invented conversation set in LoCoMo's format
 (``locomo_tiny.json``, two conversations, no dataset needed): the JSON shape, metric ranges,
 determinism, evidence-id repair, and that the weight grid's shortcut reproduces real reranks."""
 
@@ -11,10 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from benchmarks import locomo
+from benchmarks.locomo_data import load_locomo, parse_session_date, stem, tokenize
+from benchmarks.metrics import Bootstrap, score_ranking
 from heaprank import Config, Reranker
-from heaprank.bench import locomo
-from heaprank.bench.locomo_data import load_locomo, parse_session_date, stem, tokenize
-from heaprank.bench.metrics import Bootstrap, score_ranking
 
 pytestmark = pytest.mark.bench
 
@@ -24,7 +24,7 @@ FIXTURE = Path(__file__).with_name("locomo_tiny.json")
 def run_bench(capsys: pytest.CaptureFixture[str], *extra: str) -> dict:
     pytest.importorskip("bm25s")
     pytest.importorskip("tqdm")
-    parser = argparse.ArgumentParser(prog="heaprank bench locomo")
+    parser = argparse.ArgumentParser(prog="python -m benchmarks locomo")
     locomo.add_arguments(parser)
     args = parser.parse_args(["--data", str(FIXTURE), "--json", "--no-progress", "--no-timing",
                               "--resamples", "200", *extra])
@@ -64,7 +64,8 @@ def test_json_shape_and_ranges(capsys: pytest.CaptureFixture[str]) -> None:
         assert set(row["per_category"]) <= {"1", "2", "3", "4", "5"}
     base = next(r for r in res["rows"] if r["key"] == "baseline")
     assert base["diff_vs_baseline"]["mrr"] == {"diff": 0.0, "ci": [0.0, 0.0]}
-    # With no feedback and recency off, heaprank's order is the retriever's (DESIGN section 5).
+    # With no feedback and recency off, heaprank's order is the retriever's
+    # (docs/design.md, "Signals and the score").
     nofb = next(r for r in res["rows"] if r["key"] == "nofb_norecency")
     assert nofb["mrr"] == base["mrr"]
     assert set(res["diagnostics"]["chosen_weights"]) == {"tiny-a", "tiny-b"}
@@ -141,14 +142,9 @@ def test_metrics() -> None:
 
 def test_grid_shortcut_matches_real_reranks() -> None:
     pytest.importorskip("bm25s")
-    from heaprank.bench.locomo_data import BM25Scorer, build_candidates
-    from heaprank.bench.locomo_sim import (
-        HeaprankRunner,
-        LeaveNamespaceOut,
-        eval_questions,
-        grid_points,
-        prepare,
-    )
+    from benchmarks.locomo_data import BM25Scorer, build_candidates
+    from benchmarks.locomo_sim import HeaprankRunner, eval_questions, grid_points, prepare
+    from heaprank.evaluation import LeaveNamespaceOut
 
     data = load_locomo(FIXTURE)
     prep = prepare(data, build_candidates(data, "bm25", bm25=BM25Scorer(data)), 1.0)

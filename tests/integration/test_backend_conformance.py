@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import time
 
 import numpy as np
 import pytest
@@ -14,8 +15,8 @@ from heaprank.state.base import FeedbackBatch, FeedbackItem, Impression
 
 BACKENDS = ["memory", "sqlite"]
 NOW = 1_750_000_000.0
-FEATURES_A = ("kind:fact", "len:<=3", "qt:when&kind:fact")
-FEATURES_B = ("kind:note", "len:<=3", "qt:when&kind:note")
+FEATURES_A = ("kind:fact", "len:<=3", "qt:when&kind:fact", "qt:when&len:<=3")
+FEATURES_B = ("kind:note", "len:<=3", "qt:when&kind:note", "qt:when&len:<=3")
 #: The prior every credit below uses, pinned so the exact EM-credit checks never follow a
 #: retuned default.
 PRIOR = Prior(mean=0.02, strength=2.0, kappa=50.0)
@@ -48,19 +49,29 @@ def credit(read, items):
     return linkmath.credit(read, items, PRIOR)
 
 
-def impression(recall_id="r1", namespace="ns", ids=("a", "b"), features=(FEATURES_A, FEATURES_B),
-               time=NOW, explicit=True, query="When is it?") -> Impression:
-    return Impression(recall_id=recall_id, namespace=namespace, query=query, qtype="when",
+def rid(n: int) -> str:
+    """A well-formed recall id made now (distinct per ``n``)."""
+    return f"{(int(time.time() * 1000) << 20) | n:016x}"
+
+
+R1, R2, R3, R4 = rid(1), rid(2), rid(3), rid(4)
+SLOTS_A = ("kind:fact", "len:<=3")
+SLOTS_B = ("kind:note", "len:<=3")
+
+
+def impression(recall_id=R1, namespace="ns", ids=("a", "b"), slots=(SLOTS_A, SLOTS_B),
+               time=NOW, explicit=True) -> Impression:
+    return Impression(recall_id=recall_id, namespace=namespace, qtype="when",
                       time=time, time_explicit=explicit, ids=tuple(ids),
-                      features=tuple(features), signal_names=("relevance", "usefulness"),
+                      slots=tuple(slots), signal_names=("relevance", "usefulness"),
                       signals=tuple((1.0, 0.25) for _ in ids))
 
 
-def batch(recall_id="r1", namespace="ns", verdicts=(("a", True), ("b", False)), time=NOW,
+def batch(recall_id=R1, namespace="ns", verdicts=(("a", True), ("b", False)), time=NOW,
           features=None) -> FeedbackBatch:
     features = features or {"a": FEATURES_A, "b": FEATURES_B, "c": FEATURES_A}
-    items = tuple(FeedbackItem(id=i, rank=rank, used=used, features=features[i])
-                  for rank, (i, used) in enumerate(verdicts, start=1))
+    items = tuple(FeedbackItem(id=i, rank="abc".index(i) + 1, used=used, features=features[i])
+                  for i, used in verdicts)  # the impressions below show "a", "b"[, "c"] in order
     return FeedbackBatch(recall_id=recall_id, namespace=namespace, time=time, items=items)
 
 
@@ -90,7 +101,7 @@ def test_read_links_of_unknown_features_gives_zeros(backend):
 def test_read_docs_of_unknown_ids_is_never_used(backend):
     docs = backend.read_docs("nobody", ["x", "y"])
     assert np.all(np.isnan(docs.last_used))
-    assert docs.use_count.tolist() == [0.0, 0.0] and docs.ignore_count.tolist() == [0.0, 0.0]
+    assert docs.use_count.tolist() == [0.0, 0.0]
 
 
 def test_read_links_follows_the_requested_order_and_duplicates(backend):
@@ -104,31 +115,50 @@ def test_read_links_follows_the_requested_order_and_duplicates(backend):
 # ------------------------------------------------------------------------------ impressions
 
 def test_impressions_round_trip(backend):
-    imp = impression(recall_id="r-ü", query="Когда рейс в Лиссабон? 3月14日", time=NOW + 0.25,
-                     explicit=False)
-    backend.put_impression(imp)
-    got = backend.get_impression("r-ü")
+    imp = impression(recall_id=R2, ids=("a", "Лиссабон-3月14日"), time=NOW + 0.25, explicit=False,
+                     slots=(SLOTS_A, ("kind:секрет", "source:zoë@example.com", "len:<=3")))
+    assert backend.put_impression(imp) == R2
+    got = backend.get_impression(R2)
     assert got is not None
-    assert got.recall_id == "r-ü" and got.namespace == "ns"
-    assert got.query == imp.query and got.qtype == "when"
+    assert got.recall_id == R2 and got.namespace == "ns" and got.qtype == "when"
     assert got.time == NOW + 0.25 and got.time_explicit is False
-    assert got.ids == ("a", "b") and got.features == (FEATURES_A, FEATURES_B)
+    assert got.ids == imp.ids and got.slots == imp.slots
+    assert got.features == (FEATURES_A[:2] + FEATURES_A[2:],
+                            ("kind:секрет", "source:zoë@example.com", "len:<=3",
+                             "qt:when&kind:секрет", "qt:when&source:zoë@example.com",
+                             "qt:when&len:<=3"))
     assert got.signal_names == imp.signal_names and got.signals == imp.signals
     assert got.resolved == {}
-    assert backend.get_impression("r-unknown") is None
+    assert backend.get_impression(R3) is None
+    assert backend.get_impression("not-a-recall-id") is None
 
 
 def test_impression_records_its_resolutions(backend):
     backend.put_impression(impression())
     backend.apply_feedback(batch(verdicts=(("a", True),)), credit)
-    assert backend.get_impression("r1").resolved == {"a": True}
+    assert backend.get_impression(R1).resolved == {"a": True}
     backend.apply_feedback(batch(verdicts=(("b", False),)), credit)
-    assert backend.get_impression("r1").resolved == {"a": True, "b": False}
+    assert backend.get_impression(R1).resolved == {"a": True, "b": False}
 
 
 def test_time_explicit_round_trips_true(backend):
     backend.put_impression(impression(explicit=True))
-    assert backend.get_impression("r1").time_explicit is True
+    assert backend.get_impression(R1).time_explicit is True
+
+
+def test_an_impression_stays_compact(backend):
+    """Ten shown items with ordinary slots: per item its id with a length byte, a count byte and
+    a byte per slot, five float32 signals; and a header of ~30 bytes."""
+    slots = ("kind:fact", "source:none", "len:<=10", "date:yes", "num:no", "ent:yes", "q:no",
+             "qsrc:no", "qent:yes", "prev:top1", "next:none")
+    imp = Impression(recall_id=R1, namespace="ns", qtype="when", time=NOW, time_explicit=True,
+                     ids=tuple(f"conv-26/D{i}:1{i}" for i in range(10)), slots=(slots,) * 10,
+                     signal_names=("relevance", "age_days", "importance", "usefulness", "rules"),
+                     signals=((0.5, 3.0, 1.0, 0.25, 1.0),) * 10,  # exact in float32
+                     verdicts=(0,) * 10)
+    body = imp.encode()
+    assert len(body) <= 10 * (1 + 13 + 1 + 11 + 5 * 4) + 32
+    assert Impression.decode(R1, "ns", body) == imp
 
 
 # --------------------------------------------------------------------------------- feedback
@@ -140,12 +170,13 @@ def test_apply_feedback_adds_one_unit_of_evidence_per_feature_and_item(backend):
     features, pos, neg = backend.list_links("ns")
     total = dict(zip(features, (pos + neg).tolist(), strict=False))
     assert total == pytest.approx({"kind:fact": 1.0, "kind:note": 1.0, "len:<=3": 2.0,
-                                   "qt:when&kind:fact": 1.0, "qt:when&kind:note": 1.0})
+                                   "qt:when&kind:fact": 1.0, "qt:when&kind:note": 1.0,
+                                   "qt:when&len:<=3": 2.0})
     counts = backend.read_links("ns", ["kind:note"])
     assert counts.pos[0] == 0.0 and counts.neg[0] == 1.0  # rejected: all negative
-    # EM credit with equal priors: each of the used item's 3 links gets min(1, p / U).
+    # EM credit with equal priors: each of the used item's 4 links gets min(1, p / U).
     p = PRIOR.mean
-    u = 1 - (1 - p) ** 3
+    u = 1 - (1 - p) ** 4
     assert backend.read_links("ns", ["kind:fact"]).pos[0] == pytest.approx(p / u, rel=1e-12)
 
 
@@ -160,12 +191,10 @@ def test_apply_feedback_is_idempotent_per_recall_and_item(backend):
     assert backend.stats() == stats
     docs2 = backend.read_docs("ns", ["a", "b"])
     assert docs2.use_count.tolist() == docs.use_count.tolist()
-    assert docs2.ignore_count.tolist() == docs.ignore_count.tolist()
 
 
 def test_partially_repeated_feedback_applies_only_the_new_items(backend):
-    backend.put_impression(impression(ids=("a", "b", "c"), features=(FEATURES_A, FEATURES_B,
-                                                                     FEATURES_A)))
+    backend.put_impression(impression(ids=("a", "b", "c"), slots=(SLOTS_A, SLOTS_B, SLOTS_A)))
     backend.apply_feedback(batch(verdicts=(("a", True),)), credit)
     out = backend.apply_feedback(batch(verdicts=(("a", True), ("c", False))), credit)
     assert out.applied == ("c",) and out.already_recorded == ("a",)
@@ -174,14 +203,13 @@ def test_partially_repeated_feedback_applies_only_the_new_items(backend):
 
 
 def test_conflicting_feedback_raises_and_changes_nothing(backend):
-    backend.put_impression(impression(ids=("a", "b", "c"), features=(FEATURES_A, FEATURES_B,
-                                                                     FEATURES_A)))
+    backend.put_impression(impression(ids=("a", "b", "c"), slots=(SLOTS_A, SLOTS_B, SLOTS_A)))
     backend.apply_feedback(batch(verdicts=(("a", True),)), credit)
     before, stats = snapshot(backend), backend.stats()
     with pytest.raises(FeedbackError, match="'a' was already recorded as used"):
         backend.apply_feedback(batch(verdicts=(("c", True), ("a", False))), credit)
     assert snapshot(backend) == before and backend.stats() == stats
-    assert backend.get_impression("r1").resolved == {"a": True}  # "c" was not applied either
+    assert backend.get_impression(R1).resolved == {"a": True}  # "c" was not applied either
 
 
 def test_doc_stats_update(backend):
@@ -190,25 +218,33 @@ def test_doc_stats_update(backend):
     docs = backend.read_docs("ns", ["a", "b", "zzz"])
     assert docs.last_used[0] == NOW + 10 and math.isnan(docs.last_used[1])
     assert docs.use_count.tolist() == [1.0, 0.0, 0.0]
-    assert docs.ignore_count.tolist() == [0.0, 1.0, 0.0]
+    assert backend.stats()["documents"] == 1  # a row only for what was used
     # A later feedback stamped earlier never moves last_used back.
-    backend.put_impression(impression(recall_id="r2"))
-    backend.apply_feedback(batch(recall_id="r2", verdicts=(("a", True), ("b", False)), time=NOW),
+    backend.put_impression(impression(recall_id=R2))
+    backend.apply_feedback(batch(recall_id=R2, verdicts=(("a", True), ("b", False)), time=NOW),
                            credit)
-    backend.put_impression(impression(recall_id="r3"))
-    backend.apply_feedback(batch(recall_id="r3", verdicts=(("b", True), ("a", False)),
+    backend.put_impression(impression(recall_id=R3))
+    backend.apply_feedback(batch(recall_id=R3, verdicts=(("b", True), ("a", False)),
                                  time=NOW + 20), credit)
     docs = backend.read_docs("ns", ["a", "b"])
     assert docs.last_used.tolist() == [NOW + 10, NOW + 20]
     assert docs.use_count.tolist() == [2.0, 1.0]
-    assert docs.ignore_count.tolist() == [1.0, 2.0]
     assert backend.read_docs("other", ["a"]).use_count[0] == 0.0  # per namespace
 
 
+def test_a_use_time_from_a_bad_clock_does_not_pin_a_document(backend):
+    """One feedback stamped far in the future is replaced by the next sane one."""
+    backend.put_impression(impression())
+    backend.apply_feedback(batch(verdicts=(("a", True),), time=NOW + 400 * 86_400), credit)
+    backend.put_impression(impression(recall_id=R2))
+    backend.apply_feedback(batch(recall_id=R2, verdicts=(("a", True),), time=NOW + 5), credit)
+    assert backend.read_docs("ns", ["a"]).last_used.tolist() == [NOW + 5]
+
+
 def test_list_links_and_the_global_layer(backend):
-    for rid, ns in (("r1", "ns"), ("r2", "other")):
-        backend.put_impression(impression(recall_id=rid, namespace=ns))
-        backend.apply_feedback(batch(recall_id=rid, namespace=ns), credit)
+    for r, ns in ((R1, "ns"), (R2, "other")):
+        backend.put_impression(impression(recall_id=r, namespace=ns))
+        backend.apply_feedback(batch(recall_id=r, namespace=ns), credit)
     features, pos, neg = backend.list_links("ns")
     assert features == sorted(set(FEATURES_A) | set(FEATURES_B))
     other_features, opos, oneg = backend.list_links("other")
@@ -226,25 +262,33 @@ def test_list_links_and_the_global_layer(backend):
 
 def test_namespaces(backend):
     assert backend.namespaces() == []
-    for rid, ns in (("r1", "zeta"), ("r2", "alpha"), ("r3", "zeta")):
-        backend.put_impression(impression(recall_id=rid, namespace=ns))
-        backend.apply_feedback(batch(recall_id=rid, namespace=ns), credit)
+    for r, ns in ((R1, "zeta"), (R2, "alpha"), (R3, "zeta")):
+        backend.put_impression(impression(recall_id=r, namespace=ns))
+        backend.apply_feedback(batch(recall_id=r, namespace=ns), credit)
     assert backend.namespaces() == ["alpha", "zeta"]
+
+
+def test_feedback_for_a_recall_of_another_namespace_is_unknown(backend):
+    backend.put_impression(impression(namespace="alice"))
+    with pytest.raises(FeedbackError, match="unknown") as info:
+        backend.apply_feedback(batch(namespace="bob"), credit)
+    assert "alice" not in str(info.value)
+    assert backend.list_links("bob")[0] == [] and backend.list_links(None)[0] == []
 
 
 @pytest.mark.parametrize("scrub", [True, False])
 def test_forget_namespace(backend, scrub):
-    for rid, ns in (("r1", "keep"), ("r2", "gone"), ("r3", "gone")):
-        backend.put_impression(impression(recall_id=rid, namespace=ns))
-        backend.apply_feedback(batch(recall_id=rid, namespace=ns), credit)
+    for r, ns in ((R1, "keep"), (R2, "gone"), (R3, "gone")):
+        backend.put_impression(impression(recall_id=r, namespace=ns))
+        backend.apply_feedback(batch(recall_id=r, namespace=ns), credit)
     _, kpos, kneg = backend.list_links("keep")
     _, gpos_before, gneg_before = backend.list_links(None)
     backend.forget_namespace("gone", scrub_global=scrub)
     assert backend.namespaces() == ["keep"]
     assert backend.list_links("gone")[0] == []
     assert backend.read_docs("gone", ["a"]).use_count[0] == 0.0
-    assert backend.get_impression("r2") is None and backend.get_impression("r3") is None
-    assert backend.get_impression("r1") is not None
+    assert backend.get_impression(R2) is None and backend.get_impression(R3) is None
+    assert backend.get_impression(R1) is not None
     _, gpos, gneg = backend.list_links(None)
     if scrub:  # the pool holds only what "keep" taught
         np.testing.assert_allclose(gpos, kpos, rtol=1e-12, atol=1e-12)
@@ -252,35 +296,66 @@ def test_forget_namespace(backend, scrub):
     else:
         assert gpos.tolist() == gpos_before.tolist() and gneg.tolist() == gneg_before.tolist()
     # The namespace can start again from scratch.
-    backend.put_impression(impression(recall_id="r4", namespace="gone"))
-    assert backend.apply_feedback(batch(recall_id="r4", namespace="gone"), credit).applied
+    backend.put_impression(impression(recall_id=R4, namespace="gone"))
+    assert backend.apply_feedback(batch(recall_id=R4, namespace="gone"), credit).applied
+
+
+@pytest.mark.parametrize("scrub", [True, False])
+def test_forget_removes_the_feature_names_only_that_namespace_had(backend, scrub):
+    private = ("kind:fact", "source:alice@example.com")
+    imp = impression(namespace="alice", slots=(private, SLOTS_B))
+    backend.put_impression(imp)
+    backend.apply_feedback(batch(namespace="alice", features={
+        "a": imp.features_of(0), "b": imp.features_of(1)}), credit)
+    backend.put_impression(impression(recall_id=R2, namespace="bob"))
+    backend.apply_feedback(batch(recall_id=R2, namespace="bob"), credit)
+    assert "qt:when&source:alice@example.com" in backend.list_links(None)[0]
+    backend.forget_namespace("alice", scrub_global=scrub)
+    pooled = backend.list_links(None)[0]
+    assert not any("alice" in f for f in pooled)
+    assert "kind:fact" in pooled  # bob has it too
+    assert backend.stats()["global_links"] == len(pooled)
 
 
 def test_stats(backend):
     assert backend.stats() == {"namespaces": 0, "links": 0, "global_links": 0, "documents": 0,
                                "impressions": 0, "feedbacks": 0}
-    for rid, ns in (("r1", "ns"), ("r2", "other")):
-        backend.put_impression(impression(recall_id=rid, namespace=ns))
-        backend.apply_feedback(batch(recall_id=rid, namespace=ns), credit)
-    backend.put_impression(impression(recall_id="r3"))
-    assert backend.stats() == {"namespaces": 2, "links": 10, "global_links": 5, "documents": 4,
+    for r, ns in ((R1, "ns"), (R2, "other")):
+        backend.put_impression(impression(recall_id=r, namespace=ns))
+        backend.apply_feedback(batch(recall_id=r, namespace=ns), credit)
+    backend.put_impression(impression(recall_id=R3))
+    assert backend.stats() == {"namespaces": 2, "links": 12, "global_links": 6, "documents": 2,
                                "impressions": 3, "feedbacks": 2}
 
 
-# ---------------------------------------------------------------------------------- pruning
+# ----------------------------------------------------------------------- expiry and bounds
 
-def test_pruning_drops_the_oldest_impressions(make_backend):
-    state = make_backend(max_impressions=10)
-    for i in range(600):
-        state.put_impression(impression(recall_id=f"r{i}"))
-    assert state.get_impression("r0") is None
-    for i in range(590, 600):  # the newest max_impressions are always kept
-        assert state.get_impression(f"r{i}") is not None
-    # Pruning may be lazy (batched), but the log stays bounded well below what was written.
-    assert 10 <= state.stats()["impressions"] < 600
+def _aged(seconds: float, n: int) -> str:
+    return f"{(int((time.time() - seconds) * 1000) << 20) | n:016x}"
+
+
+def test_impressions_without_feedback_expire_by_age(make_backend):
+    state = make_backend(impression_ttl_s=3600)
+    old = [_aged(7200, i) for i in range(5)]
+    fresh = [_aged(60, i) for i in range(5)]
+    for r in old + fresh:
+        state.put_impression(impression(recall_id=r))
+    state.prune()
+    assert [state.get_impression(r) is None for r in old] == [True] * 5
+    assert all(state.get_impression(r) is not None for r in fresh)
     rr = Reranker(state)
     with pytest.raises(FeedbackError, match="unknown"):
-        rr.feedback("r0", used=["a"])
+        rr.feedback(old[0], used=["a"])
+
+
+def test_impressions_with_feedback_are_kept_up_to_a_count(make_backend):
+    state = make_backend(max_impressions=3, impression_ttl_s=10 * 86_400)
+    ids = [_aged(7200 - i, i) for i in range(6)]
+    for r in ids:
+        state.put_impression(impression(recall_id=r))
+        state.apply_feedback(batch(recall_id=r), credit)
+    state.prune()
+    assert [state.get_impression(r) is not None for r in ids] == [False] * 3 + [True] * 3
 
 
 def test_an_impression_survives_500_later_recalls_by_default(make_backend):
@@ -292,6 +367,26 @@ def test_an_impression_survives_500_later_recalls_by_default(make_backend):
     out = rr.feedback(first.recall_id, used=[first.ids[0]])
     assert out.applied == tuple(first.ids)
     assert rr.stats()["impressions"] == 501
+
+
+# ------------------------------------------------------------------------- explicit ids
+
+def test_an_explicit_feedback_id_is_scoped_to_its_namespace(backend):
+    first = backend.put_impression(impression(recall_id=R1, namespace="alice"), feedback_id="42")
+    assert first == R1
+    # bob's "42" is his own: a new impression, not alice's
+    assert backend.put_impression(impression(recall_id=R2, namespace="bob",
+                                             ids=("x",), slots=(SLOTS_A,)), feedback_id="42") == R2
+    # alice's retry with "42" finds her impression again
+    assert backend.put_impression(impression(recall_id=R3, namespace="alice"),
+                                  feedback_id="42") == R1
+    assert backend.get_impression(R3) is None
+
+
+def test_a_generated_recall_id_already_taken_is_refused(backend):
+    assert backend.put_impression(impression(ids=("a", "b"))) == R1
+    assert backend.put_impression(impression(ids=("c",), slots=(SLOTS_A,))) is None
+    assert backend.get_impression(R1).ids == ("a", "b")
 
 
 # ------------------------------------------------------------------------ through Reranker
@@ -338,6 +433,7 @@ def test_open_state_memory_urls(url):
 
 
 def test_open_state_sqlite_url_absolute_path(tmp_path):
+    (tmp_path / "sub").mkdir()
     path = tmp_path / "sub" / "x.db"
     state = open_state(f"sqlite:///{path}")
     try:
@@ -345,9 +441,3 @@ def test_open_state_sqlite_url_absolute_path(tmp_path):
         assert path.exists() and state.integrity_check() == "ok"
     finally:
         state.close()
-
-
-def test_an_impression_written_twice_keeps_the_first(backend):
-    backend.put_impression(impression(ids=("a", "b")))
-    backend.put_impression(impression(ids=("c",), features=(FEATURES_A,)))
-    assert backend.get_impression("r1").ids == ("a", "b")

@@ -286,13 +286,13 @@ def test_empty_or_stop_word_queries_have_no_content(query):
 # ------------------------------------------------------------------------------- cache
 
 def test_feature_space_rows_name_exactly_the_reference_features():
-    space = FeatureSpace(maxsize=2)
+    space = FeatureSpace(max_bytes=1000)
     query = analyze_query("When did Maya fly to Lisbon?")
     ids, texts = ["a", "b", "c"], ["Maya flew on March 3", "Lisbon is hilly", "Is it far?"]
     kinds, sources = ["fact", None, "episode"], ["Maya", None, "Ben"]
     tags = [frozenset()] * 3
     structure = [("prev:none", "next:top1"), ("prev:top1", "next:none"), ("prev:none", "next:none")]
-    for _ in range(2):  # the second pass is served from the caches (and evicts: maxsize 2)
+    for _ in range(2):  # the second pass is served from the caches (and evicts: 1000 bytes hold ~2 shapes)
         rows = space.rows(query, ids, texts, kinds, sources, tags, (), True, structure)
         for i, row in enumerate(rows):
             shape = shape_of(texts[i], kinds[i], sources[i], tags[i], ())

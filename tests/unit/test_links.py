@@ -1,5 +1,5 @@
 """Beta links: the pooled posterior, noisy-OR, intervals and EM credit, against hand-computed
-values (DESIGN.md section 6)."""
+values (docs/design.md, "Learning")."""
 
 from __future__ import annotations
 

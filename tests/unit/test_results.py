@@ -91,7 +91,7 @@ def test_ranking_is_a_sequence(ranking):
     assert [r.id for r in ranking] == ranking.ids
     assert ranking.namespace == "default" and ranking.qtype == "when"
     assert ranking.query == "When is my flight to Lisbon?"
-    assert len(ranking.recall_id) == 32
+    assert len(ranking.recall_id) == 16
     assert all(a.score >= b.score for a, b in zip(ranking, ranking[1:], strict=False))
 
 

@@ -1,4 +1,4 @@
-"""The signals, each a vectorised function with a closed form (DESIGN.md section 5)."""
+"""The signals, each a vectorised function with a closed form (docs/design.md, "Signals and the score")."""
 
 from __future__ import annotations
 

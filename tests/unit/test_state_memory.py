@@ -1,35 +1,62 @@
-"""MemoryState specifics: immediate pruning and copies that cannot alter the state."""
+"""MemoryState specifics: expiry, the count bound, copies that cannot alter the state."""
 
 from __future__ import annotations
+
+import time
 
 import pytest
 
 from heaprank import MemoryState
-from heaprank.state.base import Impression
+from heaprank.state.base import Impression, new_recall_id
 
 
 def imp(recall_id: str) -> Impression:
-    return Impression(recall_id=recall_id, namespace="n", query="q", qtype="other", time=0.0,
-                      time_explicit=True, ids=("a",), features=(("kind:none",),))
+    return Impression(recall_id=recall_id, namespace="n", qtype="other", time=0.0,
+                      time_explicit=True, ids=("a",), slots=(("kind:none",),))
 
 
-def test_prunes_to_exactly_max_impressions():
-    state = MemoryState(max_impressions=3)
-    for i in range(5):
-        state.put_impression(imp(f"r{i}"))
-    assert [state.get_impression(f"r{i}") is not None for i in range(5)] == \
-        [False, False, True, True, True]
+def _aged(seconds: float, salt: int) -> str:
+    """A recall id made ``seconds`` ago."""
+    return f"{(int((time.time() - seconds) * 1000) << 20) | salt:016x}"
+
+
+def test_impressions_without_feedback_expire_after_their_time_to_live():
+    state = MemoryState(impression_ttl_s=3600)
+    old, fresh = _aged(7200, 1), _aged(10, 2)
+    for rid in (old, fresh):
+        state.put_impression(imp(rid))
+    state.prune()
+    assert state.get_impression(old) is None and state.get_impression(fresh) is not None
+
+
+def test_impressions_with_feedback_are_bounded_by_count_not_by_age():
+    from heaprank import links as linkmath
+    from heaprank.state.base import FeedbackBatch, FeedbackItem
+
+    state = MemoryState(max_impressions=3, impression_ttl_s=10 * 3600)
+    ids = [_aged(7200 - i, i) for i in range(5)]
+    for rid in ids:
+        state.put_impression(imp(rid))
+        item = FeedbackItem(id="a", rank=1, used=True, features=("kind:none",))
+        state.apply_feedback(FeedbackBatch(rid, "n", 0.0, (item,)),
+                             lambda read, items: linkmath.credit(read, items, linkmath.Prior()))
+    state.prune()
+    assert [state.get_impression(r) is not None for r in ids] == [False, False, True, True, True]
     assert state.stats()["impressions"] == 3
 
 
-def test_returned_impressions_are_copies():
+def test_returned_impressions_are_values():
     state = MemoryState()
-    state.put_impression(imp("r"))
-    got = state.get_impression("r")
-    got.resolved["a"] = True
-    assert state.get_impression("r").resolved == {}
+    rid = new_recall_id()
+    state.put_impression(imp(rid))
+    got = state.get_impression(rid)
+    got.resolved["a"] = True  # a fresh dict: the state is not touched
+    assert state.get_impression(rid).resolved == {}
+    assert state.get_impression(rid) == got
 
 
 def test_max_impressions_must_be_positive():
     with pytest.raises(ValueError, match="max_impressions"):
         MemoryState(max_impressions=0)
+    with pytest.raises(ValueError, match="impression_ttl_s"):
+        MemoryState(impression_ttl_s=0)

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import sqlite3
+import time
 
 import pytest
 
 from heaprank import ConfigError, Reranker, SQLiteState, StateError
 from heaprank.state import open_state
+from heaprank.state.base import Impression
 from heaprank.state.sqlite import SCHEMA_VERSION
 
 NOW = 1_750_000_000.0
@@ -16,7 +18,7 @@ CANDS = [{"id": "a", "text": "Flight on Monday", "score": 2.0},
 
 
 def test_file_is_created_in_wal_mode_with_a_schema_version(tmp_path):
-    path = tmp_path / "deep" / "dir" / "state.db"
+    path = tmp_path / "state.db"
     with SQLiteState(path) as state:
         assert state.integrity_check() == "ok"
     conn = sqlite3.connect(path)
@@ -100,16 +102,145 @@ def test_relative_sqlite_url(tmp_path, monkeypatch):
 
 
 def test_the_log_stays_bounded_across_short_lived_connections(tmp_path):
-    """A CLI or a worker that opens the file, reranks once and exits must still prune."""
-    from heaprank.state.base import Impression
-
+    """A CLI or a worker that opens the file, reranks once and exits must still prune: here
+    every connection writes one impression that is already past its time to live."""
     path = tmp_path / "short.db"
+    old = int((time.time() - 2 * 86_400) * 1000)
     for i in range(40):
-        with SQLiteState(path, max_impressions=10) as state:
+        with SQLiteState(path) as state:
             state.put_impression(Impression(
-                recall_id=f"r{i}", namespace="n", query="q", qtype="other", time=NOW + i,
-                time_explicit=True, ids=("a",), features=(("kind:none",),)))
-    with SQLiteState(path, max_impressions=10) as state:
-        assert state.stats()["impressions"] < 40
-        assert state.get_impression("r0") is None
-        assert all(state.get_impression(f"r{i}") is not None for i in range(30, 40))
+                recall_id=f"{(old + i) << 20:016x}", namespace="n", qtype="other", time=NOW + i,
+                time_explicit=True, ids=("a",), slots=(("kind:none",),)))
+    with SQLiteState(path) as state:
+        assert state.stats()["impressions"] <= 1  # each new connection prunes on its first write
+
+
+def test_a_missing_folder_is_an_error_naming_the_path(tmp_path):
+    path = tmp_path / "typo" / "state.db"
+    with pytest.raises(StateError, match="folder .*typo.* does not exist"):
+        SQLiteState(path)
+    assert not (tmp_path / "typo").exists()
+
+
+def test_home_is_expanded(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    with open_state("sqlite:///~/home.db") as state:
+        assert state.path == str(tmp_path / "home.db")
+    assert (tmp_path / "home.db").exists()
+
+
+def _foreign(path):
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE invoices (id INTEGER PRIMARY KEY, total REAL)")
+    conn.execute("INSERT INTO invoices VALUES (1, 9.5)")
+    conn.commit()
+    conn.close()
+
+
+def test_a_file_of_another_application_is_refused_and_left_as_it_was(tmp_path):
+    path = tmp_path / "app.db"
+    _foreign(path)
+    before = path.read_bytes()
+    with pytest.raises(StateError, match="another application"):
+        SQLiteState(path)
+    conn = sqlite3.connect(path)
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    conn.close()
+    assert tables == {"invoices"} and path.read_bytes() == before
+
+
+def test_a_file_with_someone_elses_meta_table_is_refused(tmp_path):
+    path = tmp_path / "meta.db"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)")
+    conn.execute("INSERT INTO meta VALUES ('owner', 'billing')")
+    conn.commit()
+    conn.close()
+    with pytest.raises(StateError, match="another application"):
+        SQLiteState(path)
+
+
+def test_corrupted_meta_values_are_a_state_error(tmp_path):
+    path = tmp_path / "meta.db"
+    SQLiteState(path).close()
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE meta SET value = 'two' WHERE key = 'schema_version'")
+    conn.commit()
+    conn.close()
+    with pytest.raises(StateError, match="corrupted meta"):
+        SQLiteState(path)
+
+
+def test_read_only_mode_reads_and_never_writes(tmp_path):
+    path = tmp_path / "ro.db"
+    with Reranker(f"sqlite:///{path}") as rr:
+        ranking = rr.rerank("When is the flight?", CANDS, namespace="n", k=2, now=NOW)
+        rr.feedback(ranking.recall_id, used=["a"])
+        links = rr.links("*")
+    before = path.read_bytes()
+    with Reranker(f"sqlite:///{path}?mode=ro") as ro:
+        assert ro.state.read_only and ro.links("*") == links
+        assert ro.rerank("When?", CANDS, namespace="n", k=2, now=NOW, track=False).ids
+        with pytest.raises(StateError, match="read-only"):
+            ro.rerank("When?", CANDS, namespace="n", k=2, now=NOW)
+    assert path.read_bytes() == before
+    with pytest.raises(StateError, match="no such file"):
+        open_state(f"sqlite:///{tmp_path / 'absent.db'}?mode=ro")
+
+
+@pytest.mark.parametrize("url, match", [
+    ("sqlite:///x.db?mode=sideways", "mode="),
+    ("sqlite:///x.db?colour=blue", "unknown option 'colour'"),
+    ("sqlite:///x.db?max_impressions=many", "max_impressions"),
+])
+def test_bad_url_options(url, match, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError, match=match):
+        open_state(url)
+
+
+def test_url_options_reach_the_backend(tmp_path):
+    with open_state(f"sqlite:///{tmp_path / 'o.db'}?synchronous=normal&max_impressions=7"
+                    f"&impression_ttl=60&busy_timeout=2") as state:
+        assert (state.synchronous, state.max_impressions, state.impression_ttl_s,
+                state.busy_timeout_s) == ("NORMAL", 7, 60.0, 2.0)
+
+
+def test_a_schema_1_file_is_migrated_keeping_links_pool_and_documents(tmp_path):
+    path = tmp_path / "v1.db"
+    conn = sqlite3.connect(path)
+    conn.executescript("""
+        CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+        INSERT INTO meta VALUES ('schema_version', '1'), ('feedbacks', '3');
+        CREATE TABLE links (namespace TEXT NOT NULL, feature TEXT NOT NULL, pos REAL NOT NULL
+            DEFAULT 0, neg REAL NOT NULL DEFAULT 0, PRIMARY KEY (namespace, feature)) WITHOUT ROWID;
+        CREATE TABLE global_links (feature TEXT PRIMARY KEY, pos REAL NOT NULL DEFAULT 0,
+            neg REAL NOT NULL DEFAULT 0) WITHOUT ROWID;
+        CREATE TABLE docs (namespace TEXT NOT NULL, id TEXT NOT NULL, last_used REAL,
+            use_count REAL NOT NULL DEFAULT 0, ignore_count REAL NOT NULL DEFAULT 0,
+            PRIMARY KEY (namespace, id)) WITHOUT ROWID;
+        CREATE TABLE impressions (seq INTEGER PRIMARY KEY AUTOINCREMENT, recall_id TEXT NOT NULL
+            UNIQUE, namespace TEXT NOT NULL, time REAL NOT NULL, payload TEXT NOT NULL);
+        CREATE INDEX impressions_ns ON impressions (namespace);
+        CREATE TABLE resolutions (recall_id TEXT NOT NULL, id TEXT NOT NULL, used INTEGER NOT NULL,
+            PRIMARY KEY (recall_id, id)) WITHOUT ROWID;
+        INSERT INTO links VALUES ('a', 'kind:fact', 1.5, 2.0), ('b', 'kind:fact', 0.5, 1.0),
+            ('b', 'date:yes', 1.0, 0.0);
+        INSERT INTO global_links VALUES ('kind:fact', 2.0, 3.0), ('date:yes', 1.0, 0.0);
+        INSERT INTO docs VALUES ('a', 'd1', 1750000000.0, 2, 1), ('b', 'd2', NULL, 0, 4);
+        INSERT INTO impressions (recall_id, namespace, time, payload) VALUES ('r', 'a', 1, '{}');
+    """)
+    conn.close()
+    with SQLiteState(path) as state:
+        features, pos, neg = state.list_links(None)
+        assert features == ["date:yes", "kind:fact"]
+        assert pos.tolist() == [1.0, 2.0] and neg.tolist() == [0.0, 3.0]
+        features, pos, neg = state.list_links("b")
+        assert features == ["date:yes", "kind:fact"] and pos.tolist() == [1.0, 0.5]
+        docs = state.read_docs("a", ["d1"])
+        assert docs.use_count.tolist() == [2.0] and docs.last_used.tolist() == [1750000000.0]
+        stats = state.stats()
+        assert stats["feedbacks"] == 3 and stats["impressions"] == 0 and stats["documents"] == 1
+        # forgetting after a migration still removes the names only that namespace had
+        state.forget_namespace("b")
+        assert state.list_links(None)[0] == ["kind:fact"]

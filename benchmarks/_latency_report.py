@@ -1,4 +1,4 @@
-"""Aligned text tables for ``heaprank bench latency`` (the JSON holds the same numbers)."""
+"""Aligned text tables for ``python -m benchmarks latency`` (the JSON holds the same numbers)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""``heaprank bench locomo``: LoCoMo evidence retrieval, heaprank beside its retriever and
-beside heapdb-memory 0.1.0, leave-one-conversation-out (DESIGN.md section 14).
+"""``python -m benchmarks locomo``: LoCoMo evidence retrieval, heaprank beside its retriever and
+beside heapdb-memory 0.1.0, leave-one-conversation-out (docs/design.md, "Evaluation").
 
 One command runs one candidate set (``--candidates``) with one kind of feedback
 (``--feedback``) and every row that goes with it:
@@ -39,7 +39,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
 
+from . import REPO_ROOT
+
 ROW_GROUPS = ("core", "heapdb", "diagnostics", "ablations")
+#: Relative to the repository root, so the default does not depend on the working directory.
 DEFAULT_DATA = "../shared/data/locomo10.json"
 #: heaprank's default weights, recency floor, reject discount and prior were chosen on these
 #: (README, "a development split of LoCoMo (conversations 0-4)"), so only the others are
@@ -51,7 +54,8 @@ RETRIEVER_LABEL = {"bm25": "BM25 top 50 (bm25s)", "dense": "dense top 50 (MiniLM
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data", metavar="PATH",
-                        help=f"locomo10.json (default $HEAPRANK_LOCOMO or {DEFAULT_DATA})")
+                        help=f"locomo10.json (default $HEAPRANK_LOCOMO, or {DEFAULT_DATA} from the "
+                        "repository root)")
     parser.add_argument("--candidates", choices=("bm25", "dense", "union"), default="bm25",
                         help="candidate retriever (default bm25)")
     parser.add_argument("--feedback", choices=("oracle", "noisy", "none"), default="oracle",
@@ -78,9 +82,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _data_path(arg: str | None) -> Path:
-    candidates = [arg] if arg else [os.environ.get("HEAPRANK_LOCOMO"), DEFAULT_DATA,
-                                    str(Path(__file__).resolve().parents[3] / "shared" / "data"
-                                        / "locomo10.json")]
+    default = str((REPO_ROOT / DEFAULT_DATA).resolve())
+    candidates = [arg] if arg else [os.environ.get("HEAPRANK_LOCOMO"), default]
     for c in candidates:
         if c and Path(c).is_file():
             return Path(c)
@@ -147,8 +150,9 @@ def _heaprank_config(cfg: Any, **extra: Any) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..config import SIGNALS, Config
-    from ..reranker import Reranker
+    from heaprank.config import SIGNALS, Config
+    from heaprank.reranker import Reranker
+
     from . import heapdb_ref
     from .locomo_data import BM25Scorer, DenseScorer, build_candidates, load_locomo
     from .locomo_report import finish
@@ -159,18 +163,18 @@ def run(args: argparse.Namespace) -> int:
     try:
         path = _data_path(args.data)
     except FileNotFoundError as exc:
-        print(f"heaprank bench locomo: {exc}", file=sys.stderr)
+        print(f"python -m benchmarks locomo: {exc}", file=sys.stderr)
         return 2
     groups = [g.strip() for g in args.rows.split(",") if g.strip()]
     unknown = set(groups) - set(ROW_GROUPS)
     if unknown:
-        print(f"heaprank bench locomo: --rows: unknown group(s) {sorted(unknown)}; "
+        print(f"python -m benchmarks locomo: --rows: unknown group(s) {sorted(unknown)}; "
               f"choose from {', '.join(ROW_GROUPS)}", file=sys.stderr)
         return 2
     data = load_locomo(path, conversations=args.conversations,
                        questions_per_conversation=args.questions_limit)
     if len(data.conversations) < 2:
-        print("heaprank bench locomo: leave-one-conversation-out needs at least 2 conversations",
+        print("python -m benchmarks locomo: leave-one-conversation-out needs at least 2 conversations",
               file=sys.stderr)
         return 2
     folds = _folds(args.folds, data)

@@ -1,6 +1,6 @@
 """The heaprank side of the LoCoMo benchmark: feedback simulation, evaluation, weight grid.
 
-Protocol (DESIGN.md section 14), per held-out conversation (a *fold*):
+Protocol (docs/design.md, "Evaluation"), per held-out conversation (a *fold*):
 
 1. a fresh :class:`~heaprank.Reranker` with in-memory state;
 2. every question of the other conversations, in one seeded order shared by all folds, is
@@ -12,8 +12,9 @@ Protocol (DESIGN.md section 14), per held-out conversation (a *fold*):
    never received feedback, and scored on the full re-ranked candidate list.
 
 The weight grid (row 4) is chosen on the training conversations only, each scored as a new user
-through :class:`LeaveNamespaceOut` (its own evidence and document stats hidden, the pool minus its
-own contribution visible), so no held-out question ever influences a choice.
+through :class:`heaprank.evaluation.LeaveNamespaceOut` (its own evidence and document stats
+hidden, the pool minus its own contribution visible), so no held-out question ever influences a
+choice.
 """
 
 from __future__ import annotations
@@ -27,12 +28,12 @@ from typing import Any
 
 import numpy as np
 
-from ..candidates import Candidate
-from ..config import SIGNALS, Config, Weights
-from ..errors import StateError
-from ..reranker import Reranker
-from ..results import Ranking
-from ..state.base import DocStats, FeedbackBatch, FeedbackOutcome, Impression, LinkCounts
+from heaprank.candidates import Candidate
+from heaprank.config import SIGNALS, Config, Weights
+from heaprank.evaluation import LeaveNamespaceOut
+from heaprank.reranker import Reranker
+from heaprank.results import Ranking
+
 from .locomo_data import CandidateList, Dataset, question_time
 from .metrics import score_ranking
 
@@ -137,53 +138,6 @@ def noisy_used(rng: np.random.Generator, shown: Sequence[str],
         if others:
             used.append(others[int(rng.integers(len(others)))])
     return used
-
-
-class LeaveNamespaceOut:
-    """A read-only view of a state in which every namespace is a *new* user.
-
-    ``read_links(ns, f)`` returns no own evidence and the pooled counts minus ``ns``'s own
-    contribution; ``read_docs`` returns no usage. Scoring a training conversation through it
-    shows what the *other* training conversations taught, exactly what a held-out conversation
-    sees, so weights can be chosen without touching the held-out one.
-    """
-
-    def __init__(self, base: object) -> None:
-        self.base = base
-
-    def read_links(self, namespace: str, features: Sequence[str]) -> LinkCounts:
-        c = self.base.read_links(namespace, features)  # type: ignore[attr-defined]
-        zero = np.zeros_like(c.pos)
-        return LinkCounts(zero, zero.copy(), np.maximum(c.gpos - c.pos, 0.0),
-                          np.maximum(c.gneg - c.neg, 0.0))
-
-    def read_docs(self, namespace: str, ids: Sequence[str]) -> DocStats:
-        n = len(ids)
-        return DocStats(np.full(n, np.nan), np.zeros(n), np.zeros(n))
-
-    def put_impression(self, impression: Impression) -> None:
-        raise StateError("LeaveNamespaceOut is read-only: rerank with track=False")
-
-    def get_impression(self, recall_id: str) -> Impression | None:
-        return None
-
-    def apply_feedback(self, batch: FeedbackBatch, credit: object) -> FeedbackOutcome:
-        raise StateError("LeaveNamespaceOut is read-only")
-
-    def list_links(self, namespace: str | None) -> tuple[list[str], np.ndarray, np.ndarray]:
-        return self.base.list_links(namespace)  # type: ignore[attr-defined,no-any-return]
-
-    def namespaces(self) -> list[str]:
-        return self.base.namespaces()  # type: ignore[attr-defined,no-any-return]
-
-    def forget_namespace(self, namespace: str, *, scrub_global: bool = True) -> None:
-        raise StateError("LeaveNamespaceOut is read-only")
-
-    def stats(self) -> dict[str, int]:
-        return self.base.stats()  # type: ignore[attr-defined,no-any-return]
-
-    def close(self) -> None:
-        """The view owns nothing."""
 
 
 Score = tuple[float, dict[int, float]]

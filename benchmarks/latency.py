@@ -1,6 +1,6 @@
-"""``heaprank bench latency``: rerank latency, feedback throughput and memory per link.
+"""``python -m benchmarks latency``: rerank latency, feedback throughput and memory per link.
 
-Measures, in one run on one seeded synthetic store (:mod:`heaprank.bench._workload`):
+Measures, in one run on one seeded synthetic store (:mod:`benchmarks._workload`):
 
 * rerank latency p50/p95/mean for 10, 50, 200 and 1000 candidates, with and without EXPLAIN
   (``explain()`` called on every returned result), on the memory and SQLite backends;
@@ -23,14 +23,14 @@ interleaved call by call so a noisy machine slows them alike. The stores built b
 are moved out of the garbage collector's reach (``gc.freeze``), so a collection triggered by
 one system does not scan the other's store (a harness artefact); objects made while timing are
 collected as usual. The workload is deterministic (``--seed``); the timings are not.
-Install with ``pip install 'heaprank[bench]'``; plot with ``benchmarks/plot_latency.py``.
+Install with ``pip install -r benchmarks/requirements.txt``; plot with ``benchmarks/plot_latency.py``.
 
 JSON keys: ``rerank`` (one row per backend x n x mode), ``reference_recall`` (heapdb-memory per
 n, with its actual pool), ``side_by_side`` (rows and ratios at 50 candidates), ``feedback``,
 ``memory``, ``targets`` (ratio of medians against the issue's 10x / 5x), plus the machine,
 software versions, commit and workload.
 
-Run: ``heaprank bench latency [--json] [--quick] [--out FILE] [--seed N]``
+Run: ``python -m benchmarks latency [--json] [--quick] [--out FILE] [--seed N]``
 """
 
 from __future__ import annotations
@@ -48,6 +48,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from . import REPO_ROOT, require
 from ._latency_timing import (
     RERANK_MODES,
     K,
@@ -192,9 +193,8 @@ def _build(cfg: dict[str, Any], workload: Workload, retriever: Retriever,
 
 
 def _git(*argv: str) -> str:
-    root = Path(__file__).resolve().parents[2]
     try:
-        proc = subprocess.run(["git", "-C", str(root), *argv], capture_output=True, text=True,
+        proc = subprocess.run(["git", "-C", str(REPO_ROOT), *argv], capture_output=True, text=True,
                               timeout=10, check=False)
     except (OSError, subprocess.SubprocessError):
         return ""
@@ -249,17 +249,15 @@ def _targets(side: dict[str, Any] | None, feedback: list[dict[str, Any]]) -> lis
 
 def run(args: argparse.Namespace) -> int:
     """Run the benchmark; print tables (or JSON with ``--json``); 0 on success."""
-    from .._optional import require
-
     cfg = _settings(args)
-    require("tqdm", extra="bench", feature="heaprank bench latency")
+    require("tqdm", feature="python -m benchmarks latency")
     if cfg["heapdb"]:
-        require("heapdb_memory", extra="bench",
-                feature="heaprank bench latency (heapdb-memory side by side; --no-heapdb skips it)")
+        require("heapdb_memory",
+                feature="python -m benchmarks latency (heapdb-memory side by side; --no-heapdb skips it)")
     started = time.time()
     result: dict[str, Any] = {
         "benchmark": "latency", "schema": SCHEMA,
-        "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
+        "command": " ".join(["python -m benchmarks", *sys.argv[1:]]),
         "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
         **_environment()}
     n_questions = cfg["warm_feedbacks"] + 8 * cfg["timed_questions"]

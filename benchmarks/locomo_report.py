@@ -1,4 +1,4 @@
-"""Statistics, targets and the printed table of ``heaprank bench locomo``."""
+"""Statistics, targets and the printed table of ``python -m benchmarks locomo``."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ from typing import Any
 
 import numpy as np
 
-from .._version import __version__
+from heaprank._version import __version__
+
 from .metrics import Bootstrap, PerQuestion, collect
 
 METRICS = ("mrr", "recall@1", "recall@5", "recall@10")
@@ -130,9 +131,10 @@ def _targets(by_key: dict[str, Any], per_q: dict[str, Any], boot: Bootstrap, mod
 def _git() -> dict[str, Any] | None:
     """The commit of the heaprank checkout and whether its tracked files differ from it."""
     import subprocess
-    from pathlib import Path
 
-    root = Path(__file__).resolve().parents[2]
+    from . import REPO_ROOT
+
+    root = REPO_ROOT
     try:
         commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
                                 text=True, timeout=10, check=True).stdout.strip()
@@ -241,7 +243,7 @@ def finish(rows: Any, ctx: dict[str, Any]) -> tuple[dict[str, Any], str]:
         diagnostics["feedback_log"] = ctx["feedback_log"]
 
     folds = [data.conversations[f].sample_id for f in ctx["folds"]]
-    command = (f"heaprank bench locomo --candidates {ctx['kind']} --feedback {mode} "
+    command = (f"python -m benchmarks locomo --candidates {ctx['kind']} --feedback {mode} "
                f"--rows {','.join(ctx['groups'])} --seed {args.seed}")
     result: dict[str, Any] = {
         "benchmark": "locomo",

@@ -1,4 +1,4 @@
-"""Timing helpers, the two systems and the timed phases of ``heaprank bench latency``."""
+"""Timing helpers, the two systems and the timed phases of ``python -m benchmarks latency``."""
 
 from __future__ import annotations
 

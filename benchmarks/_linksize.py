@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from . import REPO_ROOT
 from ._workload import T0
 
 QTYPES = ("when", "who", "where", "howmany", "howmuch", "what", "why", "how", "yesno", "other")
@@ -52,7 +53,7 @@ def links_child(backend: str, links: int, path: str) -> dict[str, Any]:
     """Fill a fresh state with ``links`` namespace links through ``apply_feedback``; measure."""
     from heaprank.links import Prior, credit
     from heaprank.state import MemoryState, SQLiteState
-    from heaprank.state.base import FeedbackBatch, FeedbackItem
+    from heaprank.state.base import FeedbackBatch, FeedbackItem, Impression, new_recall_id
 
     prior = Prior()
     state = MemoryState() if backend == "memory" else SQLiteState(path, synchronous="OFF")
@@ -61,9 +62,13 @@ def links_child(backend: str, links: int, path: str) -> dict[str, Any]:
     before = _rss_bytes()
     t0 = time.perf_counter()
     for i in range(namespaces):
+        recall_id, namespace = new_recall_id(), f"user:{i:06d}"
+        state.put_impression(Impression(recall_id=recall_id, namespace=namespace, qtype="other",
+                                        time=T0, time_explicit=True, ids=("d0",),
+                                        slots=(("kind:none",),)))
         item = FeedbackItem(id="d0", rank=1, used=False,
                             features=_namespace_features(min(links, PER_NAMESPACE)))
-        state.apply_feedback(FeedbackBatch(f"fill-{i}", f"user:{i:06d}", T0, (item,)),
+        state.apply_feedback(FeedbackBatch(recall_id, namespace, T0, (item,)),
                              lambda read, items: credit(read, items, prior))
     fill_s = time.perf_counter() - t0
     gc.collect()
@@ -84,10 +89,11 @@ def links_child(backend: str, links: int, path: str) -> dict[str, Any]:
 def measure_links(backend: str, links: int, tmp: str) -> dict[str, Any]:
     """:func:`links_child` in a fresh interpreter, so the RSS growth is the state's alone."""
     path = str(Path(tmp) / "links.db")
-    code = ("import json, sys; from heaprank.bench._linksize import links_child; "
+    code = ("import json, sys; from benchmarks._linksize import links_child; "
             "print(json.dumps(links_child(sys.argv[1], int(sys.argv[2]), sys.argv[3])))")
+    # cwd: the child imports this package, which is importable from the repository root only.
     proc = subprocess.run([sys.executable, "-c", code, backend, str(links), path],
-                          capture_output=True, text=True, check=False)
+                          capture_output=True, text=True, check=False, cwd=REPO_ROOT)
     if proc.returncode != 0:
         raise RuntimeError(f"memory measurement ({backend}) failed:\n{proc.stderr}")
     return json.loads(proc.stdout.strip().splitlines()[-1])

@@ -1,6 +1,6 @@
-"""LoCoMo loading and candidate generation for ``heaprank bench locomo``.
+"""LoCoMo loading and candidate generation for ``python -m benchmarks locomo``.
 
-Data model (DESIGN.md section 14):
+Data model (docs/design.md, "Evaluation"):
 
 - every dialog turn is a memory ``id = dia_id`` (unique within its conversation), ``text =
   "speaker: text"``, created at its session's date (``session_N_date_time``, read as UTC),

@@ -1,0 +1,37 @@
+"""heaprank's benchmarks: LoCoMo ranking quality and latency, kept outside the installed package.
+
+Run from the repository root, after ``pip install -r benchmarks/requirements.txt``::
+
+    python -m benchmarks locomo --candidates bm25 --feedback oracle
+    python -m benchmarks latency --quick
+
+Each benchmark module exposes ``add_arguments(parser)`` and ``run(args) -> int`` and imports its
+heavy dependencies (bm25s, sentence-transformers, heapdb-memory) only inside ``run``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from types import ModuleType
+
+#: The repository checkout these benchmarks live in (git commit, default data path).
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+BENCHMARKS = {
+    "locomo": ("benchmarks.locomo", "LoCoMo evidence retrieval, side by side with heapdb-memory"),
+    "latency": ("benchmarks.latency", "rerank latency, feedback throughput and memory"),
+}
+
+
+class MissingRequirement(ImportError):
+    """A package from ``benchmarks/requirements.txt`` is not installed."""
+
+
+def require(module: str, *, feature: str) -> ModuleType:
+    """Import ``module`` or raise :class:`MissingRequirement` naming the requirements file."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise MissingRequirement(f"{feature} needs the '{module}' package: "
+                                 "pip install -r benchmarks/requirements.txt") from exc

@@ -1,0 +1,161 @@
+"""The compact binary form of an impression, shared by every backend.
+
+An impression is what one rerank showed: per shown item its id, its feature *slots* (the crossed
+``qt:`` features and ``doc:`` are rebuilt from them with :func:`~heaprank.features.expand_features`),
+the signal values the ranking used, and the feedback verdict once it came. Stored as names it
+took ~4 KB for ten items; this form takes ~35 bytes per item plus the ids' own bytes.
+
+Layout (little-endian)::
+
+    u8  format version (1)          u8  flags (1: time given by the caller, 2: doc features)
+    u8  question type code          u16 n shown items
+    u8  m signal columns            f64 time of the rerank
+    u8[n]  verdict per item: 0 open, 1 used, 2 ignored   (fixed offset 14: rewritten in place)
+    u8[m]  signal column codes (SIGNAL_CODES)
+    u8  k, then k x (varint length, UTF-8): slot strings outside the codebook
+    n x (varint length, UTF-8 id, u8 slot count, slot codes: < 128 codebook, >= 128 table + 128)
+    f32[n * m] signal values, row by row
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..errors import StateError
+from ..features import FIXED_SLOTS, QUESTION_TYPES
+
+FORMAT_VERSION = 1
+OPEN, USED, IGNORED = 0, 1, 2
+VERDICT_OFFSET = 14
+
+#: Signal columns an impression may carry, by code. Append only.
+SIGNAL_CODES = ("relevance", "recency", "importance", "usefulness", "age_days", "rules")
+
+_HEADER = struct.Struct("<BBBHBd")
+_SLOT_CODE = {s: i for i, s in enumerate(FIXED_SLOTS)}
+_QTYPE_CODE = {q: i for i, q in enumerate(QUESTION_TYPES)}
+_SIGNAL_CODE = {s: i for i, s in enumerate(SIGNAL_CODES)}
+_TABLE_BASE = 128
+assert len(FIXED_SLOTS) < _TABLE_BASE
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
+    shift = result = 0
+    while True:
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            return result, pos
+        shift += 7
+
+
+def _utf8(text: str) -> bytes:
+    encoded = text.encode("utf-8")
+    return _varint(len(encoded)) + encoded
+
+
+def encode(*, qtype: str, time: float, time_explicit: bool, doc_features: bool,
+           ids: Sequence[str], slots: Sequence[Sequence[str]], signal_names: Sequence[str],
+           signals: np.ndarray | Sequence[Sequence[float]] | None,
+           verdicts: Sequence[int] | None = None) -> bytes:
+    """The stored form of one impression (see the module docstring)."""
+    n, m = len(ids), len(signal_names)
+    table: dict[str, int] = {}
+    parts: list[bytes] = []
+    for doc_id, row in zip(ids, slots):
+        codes = bytearray()
+        for slot in row:
+            code = _SLOT_CODE.get(slot)
+            if code is None:
+                code = table.get(slot)
+                if code is None:
+                    code = table[slot] = _TABLE_BASE + len(table)
+                    if code > 255:
+                        raise StateError("impression: more than 128 distinct free-form slots")
+            codes.append(code)
+        parts.append(_utf8(doc_id) + bytes((len(codes),)) + bytes(codes))
+    if signals is None:
+        values = np.zeros((n, m), dtype="<f4")
+    else:
+        with np.errstate(over="ignore"):  # a value past float32's range is stored as inf
+            values = np.asarray(signals, dtype=np.float64).astype("<f4")
+    if values.shape != (n, m):
+        raise ValueError(f"impression signals: expected shape {(n, m)}, got {values.shape}")
+    flags = (1 if time_explicit else 0) | (2 if doc_features else 0)
+    head = _HEADER.pack(FORMAT_VERSION, flags, _QTYPE_CODE[qtype], n, m, time)
+    verdict_bytes = bytes(verdicts) if verdicts is not None else bytes(n)
+    names = bytes(_SIGNAL_CODE[s] for s in signal_names)
+    strings = bytes((len(table),)) + b"".join(_utf8(s) for s in table)
+    return b"".join((head, verdict_bytes, names, strings, *parts, values.tobytes()))
+
+
+class Decoded:
+    """A stored impression read back: plain fields, features rebuilt on demand."""
+
+    __slots__ = ("time_explicit", "doc_features", "qtype", "time", "verdicts", "signal_names",
+                 "ids", "slots", "signals")
+
+    def __init__(self, body: bytes) -> None:
+        try:
+            version, flags, qcode, n, m, self.time = _HEADER.unpack_from(body, 0)
+            if version != FORMAT_VERSION:
+                raise StateError(f"impression format {version} is not readable by this heaprank")
+            self.time_explicit = bool(flags & 1)
+            self.doc_features = bool(flags & 2)
+            self.qtype = QUESTION_TYPES[qcode]
+            pos = VERDICT_OFFSET
+            self.verdicts = tuple(body[pos:pos + n])
+            pos += n
+            self.signal_names = tuple(SIGNAL_CODES[c] for c in body[pos:pos + m])
+            pos += m
+            k = body[pos]
+            pos += 1
+            table = []
+            for _ in range(k):
+                length, pos = _read_varint(body, pos)
+                table.append(body[pos:pos + length].decode("utf-8"))
+                pos += length
+            ids: list[str] = []
+            slots: list[tuple[str, ...]] = []
+            fixed = FIXED_SLOTS
+            for _ in range(n):
+                length, pos = _read_varint(body, pos)
+                ids.append(body[pos:pos + length].decode("utf-8"))
+                pos += length
+                count = body[pos]
+                codes = body[pos + 1:pos + 1 + count]
+                pos += 1 + count
+                slots.append(tuple(fixed[c] if c < _TABLE_BASE else table[c - _TABLE_BASE]
+                                   for c in codes))
+            self.ids = tuple(ids)
+            self.slots = tuple(slots)
+            self.signals = np.frombuffer(body, dtype="<f4", count=n * m, offset=pos).reshape(n, m)
+        except StateError:
+            raise
+        except (IndexError, ValueError, struct.error, UnicodeDecodeError) as exc:
+            raise StateError(f"impression is unreadable: {type(exc).__name__}") from None
+
+
+def verdicts_of(body: bytes) -> tuple[int, ...]:
+    """The verdict bytes alone (what feedback needs to check idempotence)."""
+    n = _HEADER.unpack_from(body, 0)[3]
+    return tuple(body[VERDICT_OFFSET:VERDICT_OFFSET + n])
+
+
+def with_verdicts(body: bytes, verdicts: Sequence[int]) -> bytes:
+    """``body`` with its verdict bytes replaced."""
+    n = len(verdicts)
+    return body[:VERDICT_OFFSET] + bytes(verdicts) + body[VERDICT_OFFSET + n:]

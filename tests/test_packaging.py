@@ -1,0 +1,57 @@
+"""The installed package is the library: the wheel holds heaprank* only, and the library never
+reaches outside itself for benchmarks or their data."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH_ONLY = ("torch", "heapdb-memory", "bm25s", "sentence-transformers", "matplotlib", "tqdm")
+
+
+def test_library_code_never_reaches_for_the_benchmarks_or_their_data():
+    offenders = []
+    for path in sorted((ROOT / "heaprank").rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        if re.search(r"\.\./shared|parents\[\d\]|^\s*(from|import) benchmarks\b", text, re.MULTILINE):
+            offenders.append(str(path.relative_to(ROOT)))
+    assert offenders == []
+    assert not (ROOT / "heaprank" / "bench").exists()
+
+
+def test_no_extra_of_the_package_pins_benchmark_requirements():
+    import tomllib
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"].get(
+        "optional-dependencies", {})
+    pinned = {name: reqs for name, reqs in extras.items()
+              if any(req.lower().startswith(BENCH_ONLY) for req in reqs)}
+    assert pinned == {}
+    requirements = (ROOT / "benchmarks" / "requirements.txt").read_text(encoding="utf-8")
+    assert "torch==2.13.0" in requirements and "heapdb-memory==0.1.0" in requirements
+
+
+@pytest.mark.slow
+def test_the_wheel_holds_only_heaprank(tmp_path):
+    # Built from a copy of the checkout: setuptools writes build/ next to the sources.
+    source = tmp_path / "src"
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(
+        ".git", ".venv", "build", "*.egg-info", "__pycache__", ".*_cache", ".hypothesis"))
+    out = tmp_path / "dist"
+    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", str(source), "--no-deps", "-q",
+                           "-w", str(out)], capture_output=True, text=True, timeout=300,
+                          check=False)
+    if proc.returncode != 0 and "No matching distribution found for setuptools" in proc.stderr:
+        pytest.skip("no package index to fetch the build backend from")
+    assert proc.returncode == 0, proc.stderr
+    (wheel,) = out.glob("heaprank-*.whl")
+    tops = {name.split("/", 1)[0] for name in zipfile.ZipFile(wheel).namelist()}
+    assert tops == {"heaprank", wheel.name.split("-py3")[0] + ".dist-info"}, tops
+    assert "heaprank/evaluation.py" in zipfile.ZipFile(wheel).namelist()
