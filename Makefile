@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 PIP := $(BIN)/python -m pip
 
-.PHONY: demo test test-fast bench-locomo bench-latency lint clean
+.PHONY: demo test test-fast bench-locomo bench-latency bench-langchain lint clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -52,6 +52,12 @@ bench-locomo: $(VENV)/.test
 
 bench-latency: $(VENV)/.test
 	$(BIN)/python -m benchmarks latency
+
+# LoCoMo end to end through langchain-heaprank (store, retriever, feedback callback), beside the
+# core benchmark's dense path; fails if the two gains differ by more than 0.01 MRR.
+bench-langchain: $(VENV)/.integrations
+	HF_HUB_OFFLINE=1 $(BIN)/python -m benchmarks locomo-langchain \
+		--out benchmarks/results/locomo_langchain.json
 
 lint: $(VENV)/.test $(VENV)/.integrations
 	$(BIN)/ruff check heaprank tests examples benchmarks integrations

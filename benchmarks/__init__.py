@@ -21,6 +21,8 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 BENCHMARKS = {
     "locomo": ("benchmarks.locomo", "LoCoMo evidence retrieval, side by side with heapdb-memory"),
     "latency": ("benchmarks.latency", "rerank latency, feedback throughput and memory"),
+    "locomo-langchain": ("benchmarks.locomo_langchain",
+                         "LoCoMo end to end through langchain-heaprank (dense candidates, oracle)"),
 }
 
 
