@@ -21,6 +21,7 @@ os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
 import sys  # noqa: E402
+import uuid  # noqa: E402
 import warnings  # noqa: E402
 
 # FAISS still lives in langchain-community, which warns on import that it is being sunset.
@@ -93,8 +94,9 @@ def main(state_path: str) -> None:
         | StrOutputParser()
     handler = HeapRankFeedbackHandler(engine)
     for _ in ANSWERS:
-        answer = chain.invoke(QUESTION, config={"callbacks": [handler]})
-        [report] = [r for reports in handler.reports.values() for r in reports][-1:]
+        run_id = uuid.uuid4()  # the trace's root run id: what the handler files its report under
+        answer = chain.invoke(QUESTION, config={"callbacks": [handler], "run_id": run_id})
+        [report] = handler.reports[run_id]
         print(f"\nA: {answer}\n   feedback via callback: shown={list(report.shown)} used={list(report.used)}")
 
     show("ranking after feedback:", peek.invoke(QUESTION))

@@ -112,21 +112,20 @@ class HeapRankReranker(BaseDocumentCompressor):
         k = top_n if top_n is not None else len(converted.candidates)
         ranking = self.engine.rerank(query, converted.candidates, namespace=namespace, k=k,
                                      now=self.now, track=self.track)
-        return self._documents(documents, converted, ranking), self._payload(documents, converted,
-                                                                             ranking)
-
-    def _documents(self, documents: Sequence[Document], converted: Converted,
-                   ranking: Ranking) -> list[Document]:
         position = {cand["id"]: pos for cand, pos in zip(converted.candidates, converted.positions)}
+        ranked = [documents[position[item.id]] for item in ranking]  # the caller's, best first
+        return self._documents(ranked, converted, ranking), self._payload(ranked, ranking)
+
+    def _documents(self, ranked: list[Document], converted: Converted,
+                   ranking: Ranking) -> list[Document]:
         out = []
-        for item in ranking:
+        for doc, item in zip(ranked, ranking):
             explain = item.explain()
             extra = converted.flags.get(item.id)
             if extra:
                 explain += (" ! " if " ! " not in explain else "; ") + "; ".join(extra)
             if item.flags or extra:
                 logger.warning("heaprank: %s: %s", item.id, "; ".join([*item.flags, *(extra or [])]))
-            doc = documents[position[item.id]]
             out.append(doc.model_copy(update={"metadata": {
                 **doc.metadata,
                 self.score_key: item.score, self.rank_key: item.rank,
@@ -135,14 +134,11 @@ class HeapRankReranker(BaseDocumentCompressor):
             }}))
         return out
 
-    def _payload(self, documents: Sequence[Document], converted: Converted,
-                 ranking: Ranking) -> dict[str, Any] | None:
+    def _payload(self, ranked: list[Document], ranking: Ranking) -> dict[str, Any] | None:
         if not self.track:
             return None
-        position = {cand["id"]: pos for cand, pos in zip(converted.candidates, converted.positions)}
         shown = []
-        for item in ranking:
-            doc = documents[position[item.id]]
+        for doc, item in zip(ranked, ranking):
             aliases = [str(doc.id)] if doc.id and str(doc.id) != item.id else []
             shown.append({"id": item.id, "aliases": aliases, "text": doc.page_content})
         return {"recall_id": ranking.recall_id, "namespace": ranking.namespace,
