@@ -132,3 +132,13 @@ def test_learning_through_the_handler_moves_the_cited_node_up(index, llm, postpr
     llm.answer = "no citation"
     after = _ids(engine.query(QUERY))
     assert after.index(target) < before.index(target)
+
+
+def test_streaming_chat_is_reported_when_drained(index, llm, postprocessor, handler) -> None:
+    llm.answer = "March 14 [1]."
+    chat = index.as_chat_engine(chat_mode="context", llm=llm, node_postprocessors=[postprocessor])
+    response = chat.stream_chat(QUERY)
+    assert handler.reports == []  # never the still-empty answer reported as "nothing used"
+    assert "March 14" in "".join(response.response_gen)
+    [report] = handler.reports
+    assert report.used == (_ids(response)[0],)

@@ -17,6 +17,7 @@ from typing import Any, Literal
 from heaprank import FeedbackError, Reranker
 from llama_index.core.base.response.schema import AsyncStreamingResponse, StreamingResponse
 from llama_index.core.bridge.pydantic import PrivateAttr
+from llama_index.core.chat_engine.types import StreamingAgentChatResponse
 from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.instrumentation.span import SimpleSpan
 from llama_index.core.instrumentation.span_handlers import BaseSpanHandler
@@ -147,6 +148,11 @@ class HeapRankFeedbackHandler(BaseSpanHandler[SimpleSpan]):
         return fresh
 
     def _on_response(self, response: Any) -> None:
+        if isinstance(response, StreamingAgentChatResponse):
+            # Still empty here, its text arrives through a queue with no end hook. The context
+            # engines stream through a synthesizer's StreamingResponse, which was wrapped when its
+            # span exited; any other engine's stream is reported with feedback(response, used=...).
+            return
         rankings = self._claim(_rankings(response.source_nodes))
         if not rankings:
             return
