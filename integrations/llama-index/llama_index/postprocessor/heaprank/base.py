@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from heaprank import Config, Ranking, Reranker
 from llama_index.core.bridge.pydantic import Field, PrivateAttr, field_validator
@@ -84,7 +84,7 @@ class HeapRankPostprocessor(BaseNodePostprocessor):
         return top_n
 
     def model_post_init(self, context: Any) -> None:
-        wanted = "raise" if self.strict else "neutral"
+        wanted: Literal["raise", "neutral"] = "raise" if self.strict else "neutral"
         if self.reranker is None:
             self.reranker = Reranker(self.state_url, config=Config(on_invalid=wanted))
         elif self.reranker.config.on_invalid != wanted:
