@@ -165,7 +165,8 @@ def _langchain_rows(data: Any, stores: list[Any], folds: Sequence[int], qs: Sequ
         rows["nofb"][where[qi]] = score_ranking([d.id for d in docs], evidence[qi])
     for f in folds:
         rr = Reranker()
-        handler = HeapRankFeedbackHandler(rr)
+        # keep: remember every trace of the fold, so the tally below sees every report.
+        handler = HeapRankFeedbackHandler(rr, keep=len(order))
         chains = {}
         for ci in range(len(data.conversations)):
             if ci != f:
@@ -178,6 +179,10 @@ def _langchain_rows(data: Any, stores: list[Any], folds: Sequence[int], qs: Sequ
                 continue
             chains[q.conv].invoke({"question": q.text, "qid": qi},
                                   config={"callbacks": [handler], **ns(q.conv)})
+        recorded = rr.stats()["feedbacks"]  # what reached the state, independent of the log
+        logged = sum(len(reports) for reports in handler.reports.values())
+        if recorded != logged:
+            raise RuntimeError(f"fold {f}: {recorded} feedbacks in the state, {logged} reported")
         for reports in handler.reports.values():
             for report in reports:
                 tally["feedbacks"] += 1
