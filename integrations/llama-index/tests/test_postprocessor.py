@@ -1,0 +1,177 @@
+"""HeapRankPostprocessor on a real VectorStoreIndex and query engine."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import pickle
+from pathlib import Path
+
+import pytest
+from heaprank import InputError, Reranker
+from llama_index.core import VectorStoreIndex
+from llama_index.core.instrumentation.dispatcher import instrument_tags
+from llama_index.core.postprocessor.types import BaseNodePostprocessor
+from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, TextNode
+
+from li_support import NOW, CitingLLM, HashedBagOfWords, memories
+from llama_index.postprocessor.heaprank import HeapRankPostprocessor
+
+QUERY = "When is my flight to Lisbon?"
+
+
+def _retrieve(index: VectorStoreIndex, k: int = 4) -> list[NodeWithScore]:
+    return index.as_retriever(similarity_top_k=k).retrieve(QUERY)
+
+
+def test_class() -> None:
+    assert BaseNodePostprocessor in HeapRankPostprocessor.__mro__
+    assert HeapRankPostprocessor.class_name() == "HeapRankPostprocessor"
+
+
+def test_query_engine_gets_reranked_nodes_with_final_scores(index: VectorStoreIndex, llm: CitingLLM,
+                                                            postprocessor: HeapRankPostprocessor) -> None:
+    engine = index.as_query_engine(llm=llm, similarity_top_k=4, node_postprocessors=[postprocessor])
+    response = engine.query(QUERY)
+    nodes = response.source_nodes
+    assert len(nodes) == 3
+    scores = [n.score for n in nodes]
+    assert scores == sorted(scores, reverse=True)
+    assert [n.node.metadata["heaprank_rank"] for n in nodes] == [1, 2, 3]
+    assert all(n.node.metadata["heaprank_explain"].startswith("rel ") for n in nodes)
+    assert len({n.node.metadata["heaprank_recall_id"] for n in nodes}) == 1
+
+
+def test_explain_is_hidden_from_the_llm_and_the_embedding(index: VectorStoreIndex, llm: CitingLLM,
+                                                          postprocessor: HeapRankPostprocessor) -> None:
+    engine = index.as_query_engine(llm=llm, similarity_top_k=4, node_postprocessors=[postprocessor])
+    node = engine.query(QUERY).source_nodes[0].node
+    assert "heaprank" not in node.get_content(MetadataMode.LLM)
+    assert "heaprank" not in node.get_content(MetadataMode.EMBED)
+    assert "kind: " in llm.prompts[-1] and "heaprank" not in llm.prompts[-1]
+
+
+def test_standalone_and_edge_cases(index: VectorStoreIndex, postprocessor: HeapRankPostprocessor) -> None:
+    nodes = _retrieve(index)
+    assert len(postprocessor.postprocess_nodes(nodes, query_str=QUERY)) == 3
+    assert postprocessor.postprocess_nodes([], query_str=QUERY) == []
+    with pytest.raises(ValueError, match="query_bundle"):
+        postprocessor.postprocess_nodes(nodes)
+    everything = postprocessor.model_copy(update={"top_n": None})
+    assert len(everything.postprocess_nodes(nodes, query_str=QUERY)) == 4
+
+
+def test_retrieval_score_is_kept_when_asked(index: VectorStoreIndex,
+                                            postprocessor: HeapRankPostprocessor) -> None:
+    nodes = _retrieve(index)
+    by_id = {n.node.node_id: n.score for n in nodes}
+    keeper = postprocessor.model_copy(update={"keep_retrieval_score": True})
+    for n in keeper.postprocess_nodes(nodes, query_str=QUERY):
+        assert n.node.metadata["retrieval_score"] == by_id[n.node.node_id]
+        assert "retrieval_score" in n.node.excluded_llm_metadata_keys
+    plain = postprocessor.postprocess_nodes(nodes, query_str=QUERY)
+    assert "retrieval_score" not in plain[0].node.metadata
+
+
+def test_source_nodes_are_not_mutated(index: VectorStoreIndex, postprocessor: HeapRankPostprocessor) -> None:
+    nodes = _retrieve(index)
+    before = [(dict(n.node.metadata), n.score, list(n.node.excluded_llm_metadata_keys)) for n in nodes]
+    postprocessor.postprocess_nodes(nodes, query_str=QUERY)
+    assert [(dict(n.node.metadata), n.score, list(n.node.excluded_llm_metadata_keys))
+            for n in nodes] == before
+
+
+def test_ids_survive_reindexing(postprocessor: HeapRankPostprocessor) -> None:
+    first = VectorStoreIndex.from_documents(memories(), embed_model=HashedBagOfWords())
+    second = VectorStoreIndex.from_documents(memories(), embed_model=HashedBagOfWords())
+    a, b = _retrieve(first), _retrieve(second)
+    assert {n.node.node_id for n in a}.isdisjoint({n.node.node_id for n in b})
+    ids = [{n.node.metadata["heaprank_id"] for n in postprocessor.postprocess_nodes(x, query_str=QUERY)}
+           for x in (a, b)]
+    assert ids[0] == ids[1]
+    assert all(i.split("#")[0] in {"booked", "wish", "price", "dentist"} for i in ids[0])
+
+
+def test_relevance_from_node_scores(postprocessor: HeapRankPostprocessor) -> None:
+    same = {"kind": "fact", "created_at": NOW - 86_400}
+    nodes = [NodeWithScore(node=TextNode(text="alpha", id_="a", metadata=dict(same)), score=0.1),
+             NodeWithScore(node=TextNode(text="beta", id_="b", metadata=dict(same)), score=0.9)]
+    out = postprocessor.postprocess_nodes(nodes, query_str="text")
+    assert [n.node.node_id for n in out] == ["b", "a"]
+    unscored = [NodeWithScore(node=n.node, score=None) for n in nodes]
+    out = postprocessor.postprocess_nodes(unscored, query_str="text")
+    assert [n.node.node_id for n in out] == ["a", "b"]
+    assert "(rank 1)" in out[0].node.metadata["heaprank_explain"]
+
+
+def test_async_is_native_and_agrees_with_sync(index: VectorStoreIndex,
+                                              postprocessor: HeapRankPostprocessor) -> None:
+    assert HeapRankPostprocessor._apostprocess_nodes is not BaseNodePostprocessor._apostprocess_nodes
+    pp = postprocessor.model_copy(update={"track": False})
+    nodes = _retrieve(index)
+    sync = pp.postprocess_nodes(nodes, query_bundle=QueryBundle(QUERY))
+    asyn = asyncio.run(pp.apostprocess_nodes(nodes, query_bundle=QueryBundle(QUERY)))
+    assert [(n.node.node_id, n.score) for n in sync] == [(n.node.node_id, n.score) for n in asyn]
+
+
+def test_bad_metadata_is_neutralised_flagged_and_logged(postprocessor: HeapRankPostprocessor,
+                                                        caplog: pytest.LogCaptureFixture) -> None:
+    nodes = [NodeWithScore(node=TextNode(text="one", id_="x", metadata={
+        "kind": ["list"], "created_at": "someday", "__last_accessed__": float("nan")}), score=0.5)]
+    with caplog.at_level(logging.WARNING, logger="llama_index.postprocessor.heaprank"):
+        out = postprocessor.postprocess_nodes(nodes, query_str="one")
+    explain = out[0].node.metadata["heaprank_explain"]
+    assert "kind not a string (list), ignored" in explain
+    assert "created_at unparsable" in explain
+    assert caplog.records
+    strict = HeapRankPostprocessor(strict=True, now=NOW)
+    with pytest.raises(InputError, match="kind"):
+        strict.postprocess_nodes(nodes, query_str="one")
+
+
+def test_namespace_from_instrument_tags(index: VectorStoreIndex,
+                                        postprocessor: HeapRankPostprocessor) -> None:
+    with instrument_tags({"heaprank_namespace": "user:maya"}):
+        out = postprocessor.postprocess_nodes(_retrieve(index), query_str=QUERY)
+    postprocessor.engine.feedback(out[0].node.metadata["heaprank_recall_id"], used=[])
+    assert postprocessor.engine.links("user:maya")
+    assert not postprocessor.engine.links("default")
+
+
+def _learn(pp: HeapRankPostprocessor, index: VectorStoreIndex) -> None:
+    out = pp.postprocess_nodes(_retrieve(index), query_str=QUERY)
+    pp.engine.feedback(out[0].node.metadata["heaprank_recall_id"],
+                       used=[out[-1].node.metadata["heaprank_id"]])
+
+
+def test_pickle_keeps_a_working_persistent_state(tmp_path: Path, index: VectorStoreIndex) -> None:
+    url = f"sqlite:///{tmp_path / 'state.db'}"
+    pp = HeapRankPostprocessor(state_url=url, top_n=3, now=NOW)
+    _learn(pp, index)
+    clone = pickle.loads(pickle.dumps(pp))
+    assert clone.state_url == url and clone.top_n == 3
+    assert clone.engine.links("default") == pp.engine.links("default")
+    _learn(clone, index)  # the clone writes to the same file
+    assert Reranker(url).links("default") == clone.engine.links("default") != []
+    assert pp.engine.stats()["feedbacks"] == 2
+
+
+def test_to_dict_from_dict_round_trip(tmp_path: Path, index: VectorStoreIndex) -> None:
+    url = f"sqlite:///{tmp_path / 'state.db'}"
+    pp = HeapRankPostprocessor(state_url=url, top_n=2, metadata_keys={"created_at": "ts"}, now=NOW)
+    _learn(pp, index)
+    data = pp.to_dict()
+    assert data["class_name"] == "HeapRankPostprocessor" and "reranker" not in data
+    clone = HeapRankPostprocessor.from_dict(data)
+    assert clone.metadata_keys["created_at"] == "ts" and clone.top_n == 2
+    assert clone.engine.links("default") == pp.engine.links("default") != []
+    assert HeapRankPostprocessor.from_json(pp.to_json()).engine.stats() == pp.engine.stats()
+
+
+def test_model_json_schema_builds() -> None:
+    assert "state_url" in HeapRankPostprocessor.model_json_schema()["properties"]
+
+
+def test_unknown_metadata_field_is_named() -> None:
+    with pytest.raises(ValueError, match="when"):
+        HeapRankPostprocessor(metadata_keys={"when": "ts"})
