@@ -228,7 +228,7 @@ class Reranker:
         signal_matrix = np.column_stack([columns[name] for name in SIGNALS])
         weights = np.array(cfg.weights.as_tuple())
         mult, fired = apply_rules(batch, self.rules, cfg.superseded_multiplier, when)
-        log_score, log_terms = sig.combine(signal_matrix, weights, mult)
+        log_score, log_terms, log_rules = sig.combine(signal_matrix, weights, mult)
         kept = np.isfinite(log_score)
         # Best first; ties keep the retriever's order (relevance, then input position).
         order = np.lexsort((np.arange(len(batch)), -rel, -log_score))
@@ -247,8 +247,7 @@ class Reranker:
                                   row_p[row_of[top]], matrix[row_of[top]], fired, age,
                                   docs.use_count, state_flag)
         dropped = {batch.ids[i]: "rule " + ", ".join(f"{n} x{m:g}" for n, m in fired[i])
-                   for i in np.flatnonzero(~kept)}
-        log_rules = sig.log_rules(mult)
+                   for i in np.flatnonzero(~kept).tolist()}
         return Ranking(recall_id=recall_id, namespace=namespace, query=query, qtype=info.qtype,
                        items=items, order_ids=tuple(batch.ids[i] for i in order),
                        log_scores=log_score[order], log_terms=log_terms[order],
@@ -277,7 +276,7 @@ class Reranker:
 
     def _build_items(self, batch: CandidateBatch, info: QueryInfo, cfg: Config, top: np.ndarray,
                      log_score: np.ndarray, signal_matrix: np.ndarray, top_p: np.ndarray,
-                     top_rows: np.ndarray, fired: list[list[tuple[str, float]]],
+                     top_rows: np.ndarray, fired: dict[int, list[tuple[str, float]]],
                      age: np.ndarray, use_count: np.ndarray,
                      state_flag: tuple[str, ...] = ()) -> tuple[Ranked, ...]:
         """The top results; ``top_p`` and ``top_rows`` are their link means and feature ids."""
@@ -299,7 +298,7 @@ class Reranker:
                 signals=dict(zip(SIGNALS, signal_rows[j])), weights=weights,
                 details=self._details(batch, info, i, age[i], use_count[i]),
                 top_links=tuple(zip([names[f] for f in best_ids[j]], best_p[j])),
-                rules=tuple(fired[i]), flags=batch.flags[i] + flags))
+                rules=tuple(fired.get(i, ())), flags=batch.flags[i] + flags))
         return tuple(items)
 
     @staticmethod

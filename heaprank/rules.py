@@ -76,16 +76,16 @@ def superseded_mask(batch: CandidateBatch) -> np.ndarray:
 
 
 def apply_rules(batch: CandidateBatch, rules: tuple[Rule, ...], superseded_multiplier: float,
-                now: float) -> tuple[np.ndarray, list[list[tuple[str, float]]]]:
-    """Per-candidate multiplier and the rules that fired on each."""
+                now: float) -> tuple[np.ndarray, dict[int, list[tuple[str, float]]]]:
+    """Per-candidate multiplier, and the rules that fired, for the candidates where any did."""
     n = len(batch)
     mult = np.ones(n)
-    fired: list[list[tuple[str, float]]] = [[] for _ in range(n)]
+    fired: dict[int, list[tuple[str, float]]] = {}
     sup = superseded_mask(batch)
     if sup.any():
         mult[sup] *= superseded_multiplier
         for j in np.flatnonzero(sup).tolist():
-            fired[j].append(("superseded", superseded_multiplier))
+            fired.setdefault(j, []).append(("superseded", superseded_multiplier))
     if rules:
         age_days = (now - batch.created_at) / DAY_S
         for i in range(n):  # user predicates are Python by nature
@@ -95,5 +95,5 @@ def apply_rules(batch: CandidateBatch, rules: tuple[Rule, ...], superseded_multi
             for rule in rules:
                 if rule.predicate(view):
                     mult[i] *= rule.multiplier
-                    fired[i].append((rule.name, rule.multiplier))
+                    fired.setdefault(i, []).append((rule.name, rule.multiplier))
     return mult, fired

@@ -72,8 +72,10 @@ def importance(batch: CandidateBatch, kind_importance: Mapping[str, float]) -> n
     return base
 
 
-def combine(signals: np.ndarray, weights: np.ndarray, rules: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``(log_score, log_terms)``: the log of ``prod_i signals[:, i] ** weights[i] x rules``.
+def combine(signals: np.ndarray, weights: np.ndarray,
+            rules: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(log_score, log_terms, log_rules)``: the log of ``prod_i signals[:, i] ** weights[i] x
+    rules``, with its terms.
 
     ``log_terms[:, i] = weights[i] * log(signals[:, i])`` is kept for EXPLAIN and why_not.
     A rule multiplier of 0 gives ``-inf`` (the candidate is dropped by the caller). Ordering on
@@ -81,7 +83,8 @@ def combine(signals: np.ndarray, weights: np.ndarray, rules: np.ndarray) -> tupl
     """
     log_terms = weights[None, :] * np.log(signals)  # every signal is > 0 by construction
     log_terms[:, weights == 0] = 0.0
-    return log_terms.sum(axis=1) + log_rules(rules), log_terms
+    logged_rules = log_rules(rules)
+    return log_terms.sum(axis=1) + logged_rules, log_terms, logged_rules
 
 
 def log_rules(rules: np.ndarray) -> np.ndarray:

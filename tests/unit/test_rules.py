@@ -96,7 +96,7 @@ def test_user_rule_multiplies_and_sees_the_candidate():
     batch = coerce_candidates(cands, now=NOW)
     mult, fired = apply_rules(batch, (rule,), 0.1, NOW)
     assert mult.tolist() == [0.5, 1.0, 1.0]
-    assert fired == [[("stale tool output", 0.5)], [], []]
+    assert fired == {0: [("stale tool output", 0.5)]}  # only where a rule fired
     assert seen[0].age_days == pytest.approx(10.0) and seen[0].metadata["extra"] == 1
     assert math.isnan(seen[2].age_days)
     ranked = Reranker(rules=[rule]).rerank("What did the tool say?", cands, k=3, now=NOW)

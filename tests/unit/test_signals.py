@@ -132,14 +132,14 @@ def test_insight_formula():
 def test_combine_is_the_weighted_log_product():
     signals = np.array([[0.5, 0.8, 1.3, 0.2]])
     weights = np.array([1.0, 2.0, 0.5, 0.0])
-    log_score, terms = combine(signals, weights, np.array([0.1]))
+    log_score, terms, _ = combine(signals, weights, np.array([0.1]))
     expected = [math.log(0.5), 2 * math.log(0.8), 0.5 * math.log(1.3), 0.0]
     assert terms[0].tolist() == pytest.approx(expected)
     assert log_score[0] == pytest.approx(sum(expected) + math.log(0.1))
 
 
 def test_zero_weight_switches_a_signal_off_and_zero_rule_gives_minus_inf():
-    log_score, terms = combine(np.array([[1e-300, 1.0]]), np.array([0.0, 1.0]), np.array([0.0]))
+    log_score, terms, _ = combine(np.array([[1e-300, 1.0]]), np.array([0.0, 1.0]), np.array([0.0]))
     assert terms[0, 0] == 0.0 and log_score[0] == -math.inf
 
 
