@@ -193,9 +193,9 @@ def texts_child(argv: list[str]) -> dict[str, Any]:
         text = (base * (size // len(base) + 1))[:size]
         samples = []
         for j in range(5):
+            cand = [{"id": f"s{j}", "text": f"{j}" + text, "score": 1.0}]  # built before timing
             t0 = time.perf_counter()
-            rr.rerank("When?", [{"id": f"s{j}", "text": f"{j}" + text, "score": 1.0}],
-                      namespace="texts", k=1, now=T0, track=False)
+            rr.rerank("When?", cand, namespace="texts", k=1, now=T0, track=False)
             samples.append(time.perf_counter() - t0)
         timings[label] = sorted(samples)[2] * 1000
     return {"rss_before_mb": before / 2**20, "rss_after_mb": after / 2**20,
@@ -231,7 +231,8 @@ def run(args: argparse.Namespace) -> int:
 
 def render(r: dict[str, Any]) -> str:
     a = r["args"]
-    lines = [f"workload: {a['namespaces']} namespaces x {a['memories']} memories, rerank of "
+    lines = [f"$ python -m benchmarks footprint --feedbacks {a['feedbacks']} --warmup {a['warmup']}",
+             f"workload: {a['namespaces']} namespaces x {a['memories']} memories, rerank of "
              f"{N_CANDIDATES} candidates with k={K} + feedback (1 used, 9 ignored) per step; "
              f"{a['warmup']} warm-up steps, {a['feedbacks']} measured; run {r['run_s']:.0f} s", "",
              "State growth per feedback of 10 shown items (target <= 800 B; memory within 2x)",
