@@ -4,6 +4,7 @@ Run from the repository root, after ``pip install -r benchmarks/requirements.txt
 
     python -m benchmarks locomo --candidates bm25 --feedback oracle
     python -m benchmarks latency --quick
+    python -m benchmarks backends --quick
 
 Each benchmark module exposes ``add_arguments(parser)`` and ``run(args) -> int`` and imports its
 heavy dependencies (bm25s, sentence-transformers, heapdb-memory) only inside ``run``.
@@ -21,6 +22,9 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 BENCHMARKS = {
     "locomo": ("benchmarks.locomo", "LoCoMo evidence retrieval, side by side with heapdb-memory"),
     "latency": ("benchmarks.latency", "rerank latency, feedback throughput and memory"),
+    "footprint": ("benchmarks.footprint", "state bytes per feedback and per link; caller texts"),
+    "backends": ("benchmarks.backends", "memory, SQLite, Redis and Redis Cluster with concurrent "
+                 "clients"),
     "locomo-langchain": ("benchmarks.locomo_langchain",
                          "LoCoMo end to end through langchain-heaprank (dense candidates, oracle)"),
 }

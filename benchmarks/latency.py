@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from . import REPO_ROOT, require
+from ._feedback_procs import measure as measure_processes
 from ._latency_timing import (
     RERANK_MODES,
     K,
@@ -230,20 +231,38 @@ def _environment() -> dict[str, Any]:
     }
 
 
-def _targets(side: dict[str, Any] | None, feedback: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The issue's speed targets, judged on the ratio of medians measured side by side."""
-    out = []
+def _targets(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """The speed targets (issue 7): ratios of medians measured side by side in this run, and
+    throughputs measured in this run."""
+    out: list[dict[str, Any]] = []
+
+    def add(name: str, wanted: str, value: float, met: bool) -> None:
+        out.append({"name": name, "wanted": wanted, "value": value, "met": met})
+
+    side = result.get("side_by_side")
     if side is not None:
-        r = side["ratios"]["recall / heaprank rerank+explain"]
-        out.append({"name": "rerank 50 + EXPLAIN (memory) vs heapdb-memory recall", "target": 10.0,
-                    "ratio_p50": r["p50"], "ratio_mean": r["mean"], "met": r["p50"] >= 10.0})
-    by = {(row["system"], row["backend"], row["durability"]): row for row in feedback}
-    ref = by.get(("heapdb-memory", "memory", "in-process"))
+        r = side["ratios"]["recall / heaprank rerank+explain"]["p50"]
+        add("rerank 50 + EXPLAIN (memory) vs heapdb-memory recall+explain, x faster", ">= 5",
+            r, r >= 5.0)
+    p50 = {(row["backend"], row["n"], row["mode"]): row["p50_ms"] for row in result["rerank"]}
+    if ("memory", 50, "rerank+explain") in p50 and ("memory", 1000, "rerank+explain") in p50:
+        ratio = p50[("memory", 1000, "rerank+explain")] / p50[("memory", 50, "rerank+explain")]
+        add("rerank 1,000 / rerank 50 (memory, EXPLAIN, k=10), time ratio", "<= 10", ratio,
+            ratio <= 10.0)
+    if ("memory", 50, "rerank+explain") in p50 and ("sqlite", 50, "rerank+explain") in p50:
+        ratio = p50[("sqlite", 50, "rerank+explain")] / p50[("memory", 50, "rerank+explain")]
+        add("rerank 50 SQLite / memory, time ratio", "<= 1.5", ratio, ratio <= 1.5)
+    by = {(row["system"], row["backend"], row["durability"]): row for row in result["feedback"]}
     mine = by.get(("heaprank", "memory", "in-process"))
-    if ref is not None and mine is not None:
-        p50, mean = ref["p50_ms"] / mine["p50_ms"], ref["mean_ms"] / mine["mean_ms"]
-        out.append({"name": "feedback (memory) vs heapdb-memory feedback", "target": 5.0,
-                    "ratio_p50": p50, "ratio_mean": mean, "met": p50 >= 5.0})
+    if mine is not None:
+        rate = 1000.0 / mine["p50_ms"]
+        add("feedback memory, per s (of p50)", ">= 15,000", rate, rate >= 15_000)
+    wanted = {("FULL", 1, 1): 1_200, ("NORMAL", 1, 1): 2_000, ("NORMAL", 4, 16): 3_000}
+    for row in result.get("feedback_processes", []):
+        key = (row["synchronous"], row["processes"], row["group"])
+        if key in wanted:
+            add(f"feedback SQLite {key[0]}, {key[1]} process(es), {key[2]} per commit, per s",
+                f">= {wanted[key]:,}", row["per_s"], row["per_s"] >= wanted[key])
     return out
 
 
@@ -290,7 +309,7 @@ def run(args: argparse.Namespace) -> int:
                 for backend in cfg["backends"]:
                     result["memory"].append(measure_links(backend, cfg["links"], tmp))
                     bar.update(1)
-    result["targets"] = _targets(result["side_by_side"], result["feedback"])
+    result["targets"] = _targets(result)
     result["machine"]["loadavg_end"] = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
     result["duration_s"] = time.time() - started
     _emit(args, result)
@@ -316,6 +335,16 @@ def _measure(cfg: dict[str, Any], result: dict[str, Any], systems: dict[str, Any
                                                   timed, cfg, bar)
     with _progress(cfg, cfg["feedback_reps"] + cfg["warmup"], "feedback") as bar:
         result["feedback"] = time_feedback(systems, mem, retriever, timed, cfg, bar)
+    result["feedback_processes"] = []
+    if "sqlite" in cfg["backends"]:
+        per = 40 if cfg["quick"] else 600
+        plan = [("FULL", 1, 1), ("NORMAL", 1, 1), ("NORMAL", 4, 1), ("NORMAL", 4, 16),
+                ("FULL", 4, 16)]
+        with tempfile.TemporaryDirectory(prefix="heaprank-procs-") as tmp, \
+                _progress(cfg, len(plan), "feedback processes") as bar:
+            for sync, procs, group in plan:
+                result["feedback_processes"].append(measure_processes(tmp, sync, procs, per, group))
+                bar.update(1)
 
 
 def _emit(args: argparse.Namespace, result: dict[str, Any]) -> None:

@@ -79,13 +79,15 @@ def stage_rerank(rr: Reranker, cands: list, calls: int) -> None:
     import heaprank.signals as sig
 
     st = StageTimer()
+    import heaprank.links as links
+
     st.wrap(R, "coerce_candidates", "coerce_candidates (validate + convert)")
     st.wrap(R, "analyze_query", "analyze_query")
-    st.wrap(Reranker, "_features", "_features (shape cache + retrieval_features)")
-    st.wrap(Reranker, "_usefulness", "_usefulness (np.unique + read_links + posterior)")
-    st.wrap(rr.state, "read_links", "  of which state.read_links")
-    st.wrap(rr.state, "read_docs", "state.read_docs")
-    st.wrap(rr.state, "put_impression", "state.put_impression")
+    st.wrap(Reranker, "_feature_rows", "_feature_rows (neighbours + shape cache + rows)")
+    st.wrap(rr.state, "read", "state.read (links of both layers + documents)")
+    st.wrap(links, "posterior", "links.posterior")
+    st.wrap(links, "noisy_or", "links.noisy_or")
+    st.wrap(rr.state, "put_impression", "state.put_impression (encode + store)")
     for name in ("relevance", "recency", "importance", "combine"):
         st.wrap(sig, name, f"signals.{name}")
     st.wrap(R, "apply_rules", "apply_rules")
@@ -109,7 +111,7 @@ def stage_feedback(rr: Reranker, pending: list) -> None:
     import heaprank.links as links
 
     st = StageTimer()
-    st.wrap(rr.state, "get_impression", "state.get_impression (called twice)")
+    st.wrap(rr.state, "get_impression", "state.get_impression (decode)")
     st.wrap(rr.state, "apply_feedback", "state.apply_feedback")
     st.wrap(links, "credit", "  of which links.credit")
     st.wrap(type(rr.state), "_counts", "    of which state._counts (read inside credit)")

@@ -12,6 +12,7 @@ from .errors import (
                      FeedbackError,
                      HeapRankError,
                      InputError,
+                     InputTypeError,
                      MissingDependencyError,
                      StateError,
                      StateUnavailableError,
@@ -29,6 +30,7 @@ __all__ = [
     "FeedbackError",
     "HeapRankError",
     "InputError",
+    "InputTypeError",
     "Link",
     "MemoryState",
     "MissingDependencyError",
@@ -45,3 +47,12 @@ __all__ = [
     "WhyNot",
     "__version__",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """``heaprank.RedisState`` on first use, so ``import heaprank`` never needs redis-py."""
+    if name == "RedisState":
+        from .state.redis import RedisState
+
+        return RedisState
+    raise AttributeError(f"module 'heaprank' has no attribute {name!r}")

@@ -1,22 +1,56 @@
 """Candidates: what a retriever returned, converted once at the boundary into arrays.
 
 A candidate is a :class:`Candidate`, a mapping ``{"id", "text", "score", "metadata"}`` (the
-shape fields of DESIGN.md section 3 may sit in ``metadata`` or at the top level), or any object
-with a ``to_candidate()`` method. :func:`coerce_candidates` validates them and returns a
-:class:`CandidateBatch` of numpy arrays; after that point the scoring code sees arrays only.
+shape fields below may also sit at the top level of the mapping, where they win over
+``metadata``), or any object with a ``to_candidate()`` method. :func:`coerce_candidates`
+validates them and returns a :class:`CandidateBatch` of arrays; after that point the scoring
+code sees arrays only.
+
+There is one specification of a valid candidate, :func:`coerce_checked`, which goes candidate
+by candidate and names the candidate and field of the first bad value. :func:`coerce_fast`
+builds the same batch column by column for clean input and returns ``None`` (never raises) at
+anything it is not sure of, so the checked path decides; a property test proves the two agree.
+
+Typed fields (in ``metadata`` under any of the keys of :data:`DEFAULT_FIELD_KEYS`):
+
+- ``id``: ``str``, not empty, not whitespace only, encodable as UTF-8 (no lone surrogates).
+- ``text``: ``str`` encodable as UTF-8; empty or blank text is invalid.
+- ``score``: a finite number (``int``, ``float``, numpy number; not ``bool``); every candidate
+  has one or none does.
+- ``created_at``, ``last_used``: a time (see :mod:`heaprank._time`): a plausible epoch in
+  seconds (1900-2200), a ``datetime`` (naive is UTC) or an ISO 8601 string; up to
+  ``future_tolerance_s`` in the future counts as now.
+- ``importance``: a dose in (0, :data:`MAX_IMPORTANCE`]; 1.0 is neutral.
+- ``source_count`` >= 0, ``confidence`` in [0, 1], ``version`` and ``position`` finite numbers.
+- ``kind``, ``source``: ``str``; ``""`` means absent.
+- ``key``, ``thread``: ``str`` or ``int`` (an int is read as its decimal string, so ``7`` and
+  ``"7"`` are the same key); ``""`` means absent.
+- ``tags``: a ``str`` (one tag) or a list, tuple or set of ``str``; empty tags are dropped.
+- ``superseded``: ``bool`` only (the string ``"false"`` is an error, not true).
+
+Label values (``kind``, ``source``, ``key``, ``thread``, ``tags``) must be encodable as UTF-8.
+A value of the wrong type raises :class:`~heaprank.errors.InputTypeError`, a bad value
+:class:`~heaprank.errors.InputError`, both naming the field
+(``candidates[3] (id 'x').importance: ...``). With ``on_invalid="neutral"`` a bad shape field,
+score or blank text is neutralised instead (absent, or ``False`` for ``superseded``) and
+flagged; a bad id, a text of the wrong type or with a lone surrogate, a metadata that is not a
+mapping, or an unknown top-level field is always an error.
 """
 
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter, itemgetter
 from typing import Any, Literal, Protocol, Union, runtime_checkable
 
 import numpy as np
 
-from ._time import to_epoch
-from .errors import InputError
+from ._checks import check_id, preview
+from ._time import EARLIEST_S, LATEST_S, NUMBER_TYPES, check_epoch, parse_time, to_epoch
+from .errors import InputError, InputTypeError
 
 OnInvalid = Literal["raise", "neutral"]
 
@@ -37,12 +71,32 @@ DEFAULT_FIELD_KEYS: Mapping[str, tuple[str, ...]] = {
     "superseded": ("superseded",),
 }
 
-_TOP_LEVEL = {"id", "text", "score", "metadata"}
+#: Largest explicit importance dose accepted. The kind priors span 0.6-1.5 and aggregated
+#: memories are clamped to 3, so a dose beyond 10 is a unit mistake, not a preference.
+MAX_IMPORTANCE = 10.0
+
+_FIELDS = tuple(DEFAULT_FIELD_KEYS)
+_TOP_LEVEL = frozenset({"id", "text", "score", "metadata"})
+_ALLOWED_TOP_LEVEL = _TOP_LEVEL | frozenset(_FIELDS)
+_FLOAT_MAX = sys.float_info.max
+#: Numeric shape fields: (lowest, highest, lowest excluded, the rule as the error states it).
+#: Times are checked separately; every number must also be finite.
+_RANGES: dict[str, tuple[float, float, bool, str]] = {
+    "importance": (0.0, MAX_IMPORTANCE, True, f"must be in (0, {MAX_IMPORTANCE:g}]"),
+    "source_count": (0.0, _FLOAT_MAX, False, "must be >= 0"),
+    "confidence": (0.0, 1.0, False, "must be in [0, 1]"),
+    "version": (-_FLOAT_MAX, _FLOAT_MAX, False, "must be finite"),
+    "position": (-_FLOAT_MAX, _FLOAT_MAX, False, "must be finite"),
+}
 
 
 @dataclass(frozen=True, slots=True)
 class Candidate:
     """One retrieved item. heaprank never stores it; the ``id`` is what learned stats hang on.
+
+    The accepted types and ranges of each metadata field are listed in the
+    :mod:`heaprank.candidates` module docstring (``superseded`` is a ``bool``, ``importance``
+    in (0, 10], ``key`` a ``str`` or ``int``, ``tags`` a ``str`` or a list of ``str``, ...).
 
     Args:
         id: Stable identity across calls.
@@ -69,11 +123,11 @@ class SupportsCandidate(Protocol):
 CandidateLike = Union[Candidate, Mapping[str, Any], SupportsCandidate]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class CandidateBatch:
     """The validated candidates as parallel arrays (internal; one row per candidate)."""
 
-    items: tuple[Candidate | Mapping[str, Any], ...]  # validated inputs, converted on demand
+    items: tuple[Candidate | Mapping[str, Any], ...]  # the caller's items, converted on demand
     ids: tuple[str, ...]
     texts: tuple[str, ...]
     scores: np.ndarray  # float64, NaN where the retriever gave none
@@ -96,162 +150,18 @@ class CandidateBatch:
         return len(self.ids)
 
     def candidate(self, i: int) -> Candidate:
-        """Candidate ``i`` as a :class:`Candidate`, its metadata a copy of the caller's."""
+        """Candidate ``i`` as a :class:`Candidate` (built on demand from a mapping, its metadata
+        a copy of the caller's with top-level shape fields merged in)."""
         item = self.items[i]
         if isinstance(item, Candidate):
             return item
-        return Candidate(self.ids[i], self.texts[i], item.get("score"),
-                         dict(item.get("metadata") or {}))
+        meta = dict(item.get("metadata") or {})
+        meta.update((k, v) for k, v in item.items() if k in DEFAULT_FIELD_KEYS and v is not None)
+        return Candidate(self.ids[i], self.texts[i], item.get("score"), meta)
 
     @property
     def candidates(self) -> tuple[Candidate, ...]:
         return tuple(self.candidate(i) for i in range(len(self.ids)))
-
-
-def _to_candidate(item: object, where: str) -> Candidate:
-    if isinstance(item, Candidate):
-        return item
-    if isinstance(item, Mapping):
-        unknown = set(item) - _TOP_LEVEL - set(DEFAULT_FIELD_KEYS)
-        if unknown:
-            raise InputError(f"{where}: unknown field(s) {sorted(map(str, unknown))}; "
-                             f"expected id, text, score, metadata or a shape field")
-        meta = item.get("metadata", {})
-        if meta is None:
-            meta = {}
-        if not isinstance(meta, Mapping):
-            raise TypeError(f"{where}.metadata: expected a mapping, got {type(meta).__name__}")
-        merged = dict(meta)
-        merged.update({k: v for k, v in item.items() if k in DEFAULT_FIELD_KEYS})
-        if "id" not in item:
-            raise InputError(f"{where}.id: missing")
-        if "text" not in item:
-            raise InputError(f"{where}.text: missing")
-        return Candidate(id=item["id"], text=item["text"], score=item.get("score"), metadata=merged)
-    if isinstance(item, SupportsCandidate):
-        out = item.to_candidate()
-        if not isinstance(out, Candidate):
-            raise TypeError(f"{where}: to_candidate() returned {type(out).__name__}, not Candidate")
-        return out
-    raise TypeError(f"{where}: expected a Candidate, a mapping or an object with to_candidate(), "
-                    f"got {type(item).__name__}")
-
-
-def _reverse_keys(field_keys: Mapping[str, tuple[str, ...]]) -> dict[str, tuple[str, int]]:
-    """metadata key -> (field, priority): lets one pass over a candidate's metadata find every
-    shape field (the metadata is usually small; the key table is not)."""
-    return {key: (name, rank) for name, keys in field_keys.items() for rank, key in enumerate(keys)}
-
-
-_DEFAULT_REVERSE = _reverse_keys(DEFAULT_FIELD_KEYS)
-
-
-def _shape_fields(meta: Mapping[str, Any], reverse: dict[str, tuple[str, int]]) -> dict[str, Any]:
-    """The shape fields in ``meta``: for each field, the value of its highest-priority key that
-    is present and not None."""
-    found: dict[str, tuple[int, Any]] = {}
-    for key, value in meta.items():
-        hit = reverse.get(key)
-        if hit is None or value is None:
-            continue
-        name, rank = hit
-        if name not in found or rank < found[name][0]:
-            found[name] = (rank, value)
-    return {name: value for name, (_, value) in found.items()}
-
-
-_Plan = tuple[tuple[str, tuple[str, ...]], ...]
-_PLANS: dict[tuple[int, tuple[str, ...]], _Plan] = {}
-
-
-def _plan(keys: tuple[str, ...], reverse: dict[str, tuple[str, int]]) -> _Plan:
-    """Which metadata keys to read for each field, in priority order, for metadata with exactly
-    these keys. Retrievers return the same key set over and over, so this is cached."""
-    cache_key = (id(reverse), keys)
-    plan = _PLANS.get(cache_key)
-    if plan is None:
-        by_field: dict[str, list[tuple[int, str]]] = {}
-        for key in keys:
-            hit = reverse.get(key)
-            if hit is not None:
-                by_field.setdefault(hit[0], []).append((hit[1], key))
-        plan = tuple((name, tuple(k for _, k in sorted(hits))) for name, hits in by_field.items())
-        if len(_PLANS) > 10_000:
-            _PLANS.clear()
-        _PLANS[cache_key] = plan
-    return plan
-
-
-def _shape_fields_planned(meta: dict[str, Any], reverse: dict[str, tuple[str, int]]) -> dict[str, Any]:
-    """:func:`_shape_fields` for a plain dict, with the key plan cached per key set."""
-    out: dict[str, Any] = {}
-    for name, keys in _plan(tuple(meta), reverse):
-        for key in keys:
-            value = meta[key]
-            if value is not None:
-                out[name] = value
-                break
-    return out
-
-
-class _Validator:
-    """Collects one candidate's fields, raising or flagging bad values by ``on_invalid``."""
-
-    def __init__(self, where: str, on_invalid: OnInvalid) -> None:
-        self.where = where
-        self.on_invalid = on_invalid
-        self.flags: list[str] = []
-
-    def bad(self, name: str, message: str) -> float:
-        if self.on_invalid == "raise":
-            raise InputError(f"{self.where}.{name}: {message}")
-        self.flags.append(f"{name} {message}")
-        return math.nan
-
-    def number(self, name: str, value: Any, *, positive: bool = False, nonneg: bool = False) -> float:
-        if value is None:
-            return math.nan
-        if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-            if self.on_invalid == "raise":
-                raise TypeError(f"{self.where}.{name}: expected a number, got {type(value).__name__}")
-            return self.bad(name, f"not a number ({type(value).__name__})")
-        try:
-            out = float(value)
-        except OverflowError:  # an int beyond the float range
-            return self.bad(name, "must be finite, got an integer too large for a float")
-        if not math.isfinite(out):
-            return self.bad(name, f"must be finite, got {out!r}")
-        if positive and out <= 0:
-            return self.bad(name, f"must be > 0, got {out!r}")
-        if nonneg and out < 0:
-            return self.bad(name, f"must be >= 0, got {out!r}")
-        return out
-
-    def time(self, name: str, value: Any, now: float, tolerance_s: float) -> float:
-        if value is None:
-            return math.nan
-        try:
-            out = to_epoch(value, f"{self.where}.{name}")
-        except (InputError, TypeError) as exc:
-            if self.on_invalid == "raise":
-                raise
-            self.flags.append(f"{name} unparsable")
-            del exc
-            return math.nan
-        if out > now + tolerance_s:
-            if self.on_invalid == "raise":
-                raise InputError(f"{self.where}.{name}: {value!r} is in the future "
-                                 f"(now={now:.0f}); pass now= or on_invalid='neutral'")
-            self.flags.append(f"{name} in the future, clamped")
-            return now
-        return min(out, now)
-
-    def label(self, name: str, value: Any) -> str | None:
-        if value is None:
-            return None
-        if not isinstance(value, str):
-            raise TypeError(f"{self.where}.{name}: expected str, got {type(value).__name__}")
-        return value or None
 
 
 def coerce_candidates(
@@ -265,206 +175,509 @@ def coerce_candidates(
     """Validate and convert candidates into a :class:`CandidateBatch`.
 
     Raises:
-        InputError: empty list, duplicate or empty id, empty text, NaN/inf score, negative
-            importance, unparsable or future time (unless ``on_invalid="neutral"``).
-        TypeError: a value of the wrong type (non-string id or text, say).
+        InputError: empty list, duplicate, blank or unencodable id, empty text, NaN/inf score,
+            a value out of range, an unparsable or implausible time (unless
+            ``on_invalid="neutral"``), a ``now`` that is not a plausible time.
+        InputTypeError: a value of the wrong type (non-string id or text, say).
     """
-    if isinstance(items, (str, bytes)) or not isinstance(items, (Sequence, list, tuple)):
-        if isinstance(items, Mapping) or isinstance(items, (str, bytes)):
-            raise TypeError("candidates: expected a sequence of candidates, got "
-                            f"{type(items).__name__}")
-        items = list(items)
+    if isinstance(items, (str, bytes, Mapping)):
+        raise InputTypeError(f"candidates: expected a sequence of candidates, got "
+                             f"{type(items).__name__}")
+    if not isinstance(items, (list, tuple)):
+        try:
+            items = list(items)
+        except TypeError:
+            raise InputTypeError(f"candidates: expected a sequence of candidates, got "
+                                 f"{type(items).__name__}") from None
     if len(items) == 0:
         raise InputError("candidates: empty; pass at least one candidate")
+    now = to_epoch(now, "now")
     reverse = _DEFAULT_REVERSE if field_keys is DEFAULT_FIELD_KEYS else _reverse_keys(field_keys)
-    fast = _coerce_clean(items, now + future_tolerance_s, now, reverse)
+    fast = coerce_fast(items, now=now, future_tolerance_s=future_tolerance_s, reverse=reverse)
     if fast is not None:
         return fast
-    return _coerce_checked(items, now, on_invalid, reverse, future_tolerance_s)
+    return coerce_checked(items, now=now, on_invalid=on_invalid, reverse=reverse,
+                          future_tolerance_s=future_tolerance_s)
 
 
-_NUMBER_TYPES = (float, int)
-_CLEAN_KEYS = frozenset(_TOP_LEVEL)
-_NONE_TYPE = type(None)
+def _reverse_keys(field_keys: Mapping[str, tuple[str, ...]]) -> dict[str, tuple[str, int]]:
+    """metadata key -> (field, priority): one pass over a candidate's metadata finds every
+    shape field (the metadata is usually small; the key table is not)."""
+    return {key: (name, rank) for name, keys in field_keys.items() for rank, key in enumerate(keys)}
 
 
-def _numbers(values: list[Any]) -> np.ndarray | None:
-    """A float64 column (NaN for None) if every value is a plain finite int or float."""
-    if not all(type(v) in (float, int, _NONE_TYPE) for v in values):
-        return None
+_DEFAULT_REVERSE = _reverse_keys(DEFAULT_FIELD_KEYS)
+
+
+# ------------------------------------------------------------------ the checked path (the spec)
+
+def _located_fields(meta: Mapping[str, Any],
+                    reverse: dict[str, tuple[str, int]]) -> dict[str, tuple[str, Any]]:
+    """The shape fields in ``meta`` and the key each came from: for each field, its
+    highest-priority key that is present with a value other than None."""
+    found: dict[str, tuple[int, str, Any]] = {}
+    for key, value in meta.items():
+        hit = reverse.get(key) if isinstance(key, str) else None
+        if hit is None or value is None:
+            continue
+        name, rank = hit
+        if name not in found or rank < found[name][0]:
+            found[name] = (rank, key, value)
+    return {name: (key, value) for name, (_, key, value) in found.items()}
+
+
+class _Checker:
+    """Reads one candidate's fields, raising or flagging bad values by ``on_invalid``."""
+
+    def __init__(self, where: str, on_invalid: OnInvalid, keys: Mapping[str, str]) -> None:
+        self.where = where
+        self.strict = on_invalid == "raise"
+        self.keys = keys  # field -> where its value came from, e.g. "metadata.timestamp"
+        self.flags: list[str] = []
+
+    def locate(self, name: str) -> str:
+        """``candidates[i] (id ...).metadata.<key>`` for field ``name`` (``tags[2]`` too); the
+        field is added when the key is one of its aliases, so the message says both."""
+        base, _, index = name.partition("[")
+        key = self.keys.get(base)
+        if key is None:
+            return f"{self.where}.{name}"
+        alias = "" if key.endswith("." + base) or key == base else f" ({base})"
+        return f"{self.where}.{key}{'[' + index if index else ''}{alias}"
+
+    def bad(self, name: str, message: str) -> None:
+        if self.strict:
+            raise InputError(f"{self.locate(name)}: {message}")
+        self.flags.append(f"{name} {message}")
+
+    def wrong_type(self, name: str, expected: str, value: object) -> None:
+        if self.strict:
+            raise InputTypeError(f"{self.locate(name)}: expected {expected}, got "
+                                 f"{type(value).__name__}")
+        self.flags.append(f"{name} not {expected} ({type(value).__name__})")
+
+    def number(self, name: str, value: Any) -> float:
+        if value is None:
+            return math.nan
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, NUMBER_TYPES):
+            self.wrong_type(name, "a number", value)
+            return math.nan
+        try:
+            out = float(value)
+        except OverflowError:  # an int beyond the float range
+            self.bad(name, "must be finite, got an integer too large for a float")
+            return math.nan
+        if not math.isfinite(out):
+            self.bad(name, f"must be finite, got {out!r}")
+            return math.nan
+        return out
+
+    def ranged(self, name: str, value: Any) -> float:
+        out = self.number(name, value)
+        low, high, open_low, rule = _RANGES[name]
+        if math.isnan(out) or (low < out <= high if open_low else low <= out <= high):
+            return out
+        self.bad(name, f"{rule}, got {out!r}")
+        return math.nan
+
+    def time(self, name: str, value: Any, now: float, tolerance_s: float) -> float:
+        if value is None:
+            return math.nan
+        where = self.locate(name)
+        try:
+            out = parse_time(value, where)
+        except (InputError, InputTypeError):
+            if self.strict:
+                raise
+            self.flags.append(f"{name} unparsable")
+            return math.nan
+        try:
+            check_epoch(out, where)
+        except InputError:
+            if self.strict:
+                raise
+            self.flags.append(f"{name} not a plausible time ({out!r})")
+            return math.nan
+        if out > now + tolerance_s:
+            if self.strict:
+                raise InputError(f"{where}: {preview(value)} is in the future (now={now:.0f}); "
+                                 f"pass now= or on_invalid='neutral'")
+            self.flags.append(f"{name} in the future, clamped")
+            return now
+        return min(out, now)
+
+    def label(self, name: str, value: Any, *, ints: bool = False) -> str | None:
+        if value is None:
+            return None
+        if ints and isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
+            return str(int(value))
+        if not isinstance(value, str):
+            self.wrong_type(name, "str or int" if ints else "str", value)
+            return None
+        if not _encodable(value):
+            self.bad(name, "contains a lone surrogate (not encodable as UTF-8)")
+            return None
+        return value or None
+
+    def tags(self, value: Any) -> frozenset[str]:
+        if value is None:
+            return frozenset()
+        if isinstance(value, str):
+            value = (value,)
+        elif not isinstance(value, (list, tuple, set, frozenset)):
+            self.wrong_type("tags", "a str or a list of str", value)
+            return frozenset()
+        out = []
+        for j, tag in enumerate(value):
+            if not isinstance(tag, str):
+                self.wrong_type(f"tags[{j}]", "str", tag)
+                return frozenset()  # lenient: a bad tag voids the set, never a partial one
+            if not _encodable(tag):
+                self.bad(f"tags[{j}]", "contains a lone surrogate (not encodable as UTF-8)")
+                return frozenset()
+            if tag:
+                out.append(tag)
+        return frozenset(out)
+
+    def flag(self, name: str, value: Any) -> bool:
+        if value is None:
+            return False
+        if not isinstance(value, (bool, np.bool_)):
+            self.wrong_type(name, "bool", value)
+            return False
+        return bool(value)
+
+
+def _encodable(text: str) -> bool:
     try:
-        col = np.array([math.nan if v is None else v for v in values], dtype=np.float64)
-    except OverflowError:  # an int beyond the float range: let the checked path name it
-        return None
-    present = [v is not None for v in values]
-    if not np.isfinite(col[present]).all():
-        return None
-    return col
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
-def _labels(values: list[Any]) -> tuple[str | None, ...] | None:
-    if not all(type(v) in (str, _NONE_TYPE) for v in values):
-        return None
-    return tuple(v or None for v in values)
+def _parts(item: object, where: str) -> tuple[Candidate | Mapping[str, Any], Any, Any, Any, Any,
+                                              dict[str, Any]]:
+    """``(stored item, id, text, score, metadata, top-level shape fields)`` of one input."""
+    if isinstance(item, Candidate):
+        return item, item.id, item.text, item.score, item.metadata, {}
+    if isinstance(item, Mapping):
+        unknown = set(item) - _ALLOWED_TOP_LEVEL
+        if unknown:
+            raise InputError(f"{where}: unknown field(s) {sorted(map(str, unknown))}; "
+                             f"expected id, text, score, metadata or a shape field")
+        for required in ("id", "text"):
+            if required not in item:
+                raise InputError(f"{where}.{required}: missing")
+        top = {k: v for k, v in item.items() if k in DEFAULT_FIELD_KEYS and v is not None}
+        return item, item["id"], item["text"], item.get("score"), item.get("metadata"), top
+    if isinstance(item, SupportsCandidate):
+        out = item.to_candidate()
+        if not isinstance(out, Candidate):
+            raise InputTypeError(f"{where}: to_candidate() returned {type(out).__name__}, "
+                                 f"not Candidate")
+        return _parts(out, where)
+    raise InputTypeError(f"{where}: expected a Candidate, a mapping or an object with "
+                         f"to_candidate(), got {type(item).__name__}")
 
 
-def _coerce_clean(items: Sequence[Any], latest: float, now: float,
-                  reverse: dict[str, tuple[str, int]]) -> CandidateBatch | None:
-    """The fast path for clean input (plain dicts or Candidates, plain values, nothing to flag).
-
-    Returns None at the first thing it does not handle; the checked path then validates
-    everything and raises (or flags) with the candidate and field named.
-    """
-    ids: list[Any] = []
-    texts: list[Any] = []
-    scores: list[Any] = []
-    fields: list[dict[str, Any]] = []
-    for item in items:
-        kind = type(item)
-        if kind is dict:
-            if not item.keys() <= _CLEAN_KEYS:
-                return None
-            ids.append(item.get("id"))
-            texts.append(item.get("text"))
-            scores.append(item.get("score"))
-            meta = item.get("metadata") or {}
-        elif kind is Candidate:
-            ids.append(item.id)
-            texts.append(item.text)
-            scores.append(item.score)
-            meta = item.metadata
-        else:
-            return None
-        if type(meta) is not dict:
-            return None
-        fields.append(_shape_fields_planned(meta, reverse) if meta else {})
-    if not all(type(i) is str and i for i in ids) or len(set(ids)) != len(ids):
-        return None
-    if not all(type(t) is str and not t.isspace() and t for t in texts):
-        return None
-    score_col = _numbers(scores)
-    if score_col is None or 0 < np.isnan(score_col).sum() < len(ids):
-        return None
-    n = len(ids)
-    present = set().union(*fields)
-    blank: list[Any] = [None] * n
-    cols = {name: [f.get(name) for f in fields] if name in present else blank
-            for name in DEFAULT_FIELD_KEYS}
-    numeric: dict[str, np.ndarray] = {}
-    for name in ("created_at", "last_used", "importance", "source_count", "confidence",
-                 "version", "position"):
-        col = _numbers(cols[name]) if name in present else np.full(n, math.nan)
-        if col is None:
-            return None
-        numeric[name] = col
+def _shape_row(check: _Checker, score: Any, values: Mapping[str, Any], now: float,
+               future_tolerance_s: float) -> dict[str, Any]:
+    """One candidate's checked score and shape fields, by field name."""
+    get = values.get
+    row: dict[str, Any] = {"score": check.number("score", score)}
     for name in ("created_at", "last_used"):
-        if name in present:
-            if (numeric[name] > latest).any():
-                return None
-            numeric[name] = np.minimum(numeric[name], now)  # within the clock-skew tolerance
-    if (numeric["importance"] <= 0).any() or (numeric["source_count"] < 0).any() \
-            or (numeric["confidence"] < 0).any() or (numeric["confidence"] > 1).any():
-        return None
-    kinds, sources = _labels(cols["kind"]), _labels(cols["source"])
-    if kinds is None or sources is None or "tags" in present:
-        return None  # tags take the checked path
-    return CandidateBatch(
-        items=tuple(items), ids=tuple(ids), texts=tuple(texts), scores=score_col,
-        created_at=numeric["created_at"], last_used=numeric["last_used"],
-        importance=numeric["importance"], source_count=numeric["source_count"],
-        confidence=numeric["confidence"], version=numeric["version"],
-        position=numeric["position"], kinds=kinds, sources=sources,
-        keys=tuple(None if k is None else str(k) for k in cols["key"]),
-        threads=tuple(None if t is None else str(t) for t in cols["thread"]),
-        tags=(frozenset(),) * n,
-        superseded=np.array([bool(v) for v in cols["superseded"]], dtype=bool),
-        flags=((),) * n)
+        row[name] = check.time(name, get(name), now, future_tolerance_s)
+    for name in _RANGES:
+        row[name] = check.ranged(name, get(name))
+    for name in ("kind", "source"):
+        row[name] = check.label(name, get(name))
+    for name in ("key", "thread"):
+        row[name] = check.label(name, get(name), ints=True)
+    row["tags"] = check.tags(get("tags"))
+    row["superseded"] = check.flag("superseded", get("superseded"))
+    return row
 
 
-def _coerce_checked(items: Sequence[Any], now: float, on_invalid: OnInvalid,
-                    reverse: dict[str, tuple[str, int]], future_tolerance_s: float) -> CandidateBatch:
-    """Validate candidate by candidate, raising or flagging with the field named."""
-    converted: list[Candidate] = []
+def coerce_checked(items: Sequence[Any], *, now: float, on_invalid: OnInvalid = "raise",
+                   reverse: dict[str, tuple[str, int]] = _DEFAULT_REVERSE,
+                   future_tolerance_s: float = 300.0) -> CandidateBatch:
+    """The specification: validate candidate by candidate, raising or flagging with the
+    candidate and field named. ``items`` is a non-empty list or tuple."""
+    stored: list[Candidate | Mapping[str, Any]] = []
     seen: dict[str, int] = {}
-    cols: dict[str, list[Any]] = {name: [] for name in (
-        "scores", "created_at", "last_used", "importance", "source_count", "confidence",
-        "version", "position", "kinds", "sources", "keys", "threads", "tags", "superseded",
-        "flags")}
+    cols: dict[str, list[Any]] = {name: [] for name in ("ids", "texts", "score", "flags", *_FIELDS)}
     for i, item in enumerate(items):
-        where = f"candidates[{i}]"
-        cand = _to_candidate(item, where)
-        if not isinstance(cand.id, str):
-            raise TypeError(f"{where}.id: expected str, got {type(cand.id).__name__}")
-        if not cand.id:
-            raise InputError(f"{where}.id: empty")
-        where = f"candidates[{i}] (id {cand.id!r})"
-        if cand.id in seen:
-            raise InputError(f"{where}.id: duplicate of candidates[{seen[cand.id]}]")
-        seen[cand.id] = i
-        if not isinstance(cand.text, str):
-            raise TypeError(f"{where}.text: expected str, got {type(cand.text).__name__}")
-        check = _Validator(where, on_invalid)
-        if not cand.text.strip():
+        kept, cid, text, score, meta, top = _parts(item, f"candidates[{i}]")
+        cid = check_id(cid, f"candidates[{i}].id")
+        where = f"candidates[{i}] (id {preview(cid)})"
+        if cid in seen:
+            raise InputError(f"{where}.id: duplicate of candidates[{seen[cid]}]")
+        seen[cid] = i
+        if not isinstance(text, str):
+            raise InputTypeError(f"{where}.text: expected str, got {type(text).__name__}")
+        if not _encodable(text):
+            raise InputError(f"{where}.text: contains a lone surrogate (not encodable as UTF-8)")
+        if not isinstance(meta, (Mapping, type(None))):
+            raise InputTypeError(f"{where}.metadata: expected a mapping, got {type(meta).__name__}")
+        located = _located_fields(meta or {}, reverse)
+        check = _Checker(where, on_invalid, {**{name: f"metadata.{key}" for name, (key, _) in
+                                                 located.items()}, **{name: name for name in top}})
+        if not text.strip():
             check.bad("text", "empty")
-        if not isinstance(cand.metadata, Mapping):
-            raise TypeError(f"{where}.metadata: expected a mapping, got "
-                            f"{type(cand.metadata).__name__}")
-        get = _shape_fields(cand.metadata, reverse).get
-        cols["scores"].append(check.number("score", cand.score))
-        cols["created_at"].append(check.time("created_at", get("created_at"), now,
-                                             future_tolerance_s))
-        cols["last_used"].append(check.time("last_used", get("last_used"), now,
-                                            future_tolerance_s))
-        cols["importance"].append(check.number("importance", get("importance"), positive=True))
-        cols["source_count"].append(check.number("source_count", get("source_count"), nonneg=True))
-        conf = check.number("confidence", get("confidence"), nonneg=True)
-        if conf > 1:
-            conf = check.bad("confidence", f"must be in [0, 1], got {conf!r}")
-        cols["confidence"].append(conf)
-        cols["version"].append(check.number("version", get("version")))
-        cols["position"].append(check.number("position", get("position")))
-        cols["kinds"].append(check.label("kind", get("kind")))
-        cols["sources"].append(check.label("source", get("source")))
-        key = get("key")
-        cols["keys"].append(None if key is None else str(key))
-        thread = get("thread")
-        cols["threads"].append(None if thread is None else str(thread))
-        tags = get("tags")
-        if tags is None:
-            tags = ()
-        elif isinstance(tags, str):
-            tags = (tags,)
-        if not all(isinstance(t, str) for t in tags):
-            raise TypeError(f"{where}.tags: expected strings")
-        cols["tags"].append(frozenset(tags))
-        cols["superseded"].append(bool(get("superseded")))
+        values = {**{name: value for name, (_, value) in located.items()}, **top}
+        for name, value in _shape_row(check, score, values, now, future_tolerance_s).items():
+            cols[name].append(value)
         cols["flags"].append(tuple(check.flags))
-        converted.append(cand)
-    scores = np.asarray(cols["scores"], dtype=np.float64)
-    given = ~np.isnan(scores)
-    invalid_scores = np.array([any(f.startswith("score") for f in fl) for fl in cols["flags"]])
-    if given.any() and not (given | invalid_scores).all():
-        missing = int(np.flatnonzero(~(given | invalid_scores))[0])
+        cols["ids"].append(cid)
+        cols["texts"].append(text)
+        stored.append(kept)
+    scores = np.array(cols["score"], dtype=np.float64)
+    given = ~np.isnan(scores) | np.array([any(f.startswith("score") for f in fl)
+                                          for fl in cols["flags"]], dtype=bool)
+    if given.any() and not given.all():
+        missing = int(np.flatnonzero(~given)[0])
         raise InputError(f"candidates[{missing}].score: missing while other candidates have "
                          f"scores; give every candidate a score or none")
-    f64 = lambda name: np.asarray(cols[name], dtype=np.float64)  # noqa: E731
+    return _batch(stored, cols, scores)
+
+
+def _batch(stored: Sequence[Any], cols: Mapping[str, Any], scores: np.ndarray) -> CandidateBatch:
+    def f64(name: str) -> np.ndarray:
+        col = cols[name]
+        return col if isinstance(col, np.ndarray) else np.array(col, dtype=np.float64)
+
     return CandidateBatch(
-        items=tuple(converted),
-        ids=tuple(c.id for c in converted),
-        texts=tuple(c.text for c in converted),
-        scores=scores,
-        created_at=f64("created_at"),
-        last_used=f64("last_used"),
-        importance=f64("importance"),
-        source_count=f64("source_count"),
-        confidence=f64("confidence"),
-        version=f64("version"),
-        position=f64("position"),
-        kinds=tuple(cols["kinds"]),
-        sources=tuple(cols["sources"]),
-        keys=tuple(cols["keys"]),
-        threads=tuple(cols["threads"]),
-        tags=tuple(cols["tags"]),
+        items=tuple(stored), ids=tuple(cols["ids"]), texts=tuple(cols["texts"]), scores=scores,
+        created_at=f64("created_at"), last_used=f64("last_used"), importance=f64("importance"),
+        source_count=f64("source_count"), confidence=f64("confidence"), version=f64("version"),
+        position=f64("position"), kinds=tuple(cols["kind"]), sources=tuple(cols["source"]),
+        keys=tuple(cols["key"]), threads=tuple(cols["thread"]), tags=tuple(cols["tags"]),
         superseded=np.asarray(cols["superseded"], dtype=bool),
-        flags=tuple(cols["flags"]),
-    )
+        flags=tuple(cols["flags"]))
+
+
+# ------------------------------------------------------- the fast path (a cache of the checked one)
+
+_NONE = type(None)
+_STR = frozenset({str})
+_NUMBERS = frozenset({float, int})
+_NUMBERS_OR_NONE = frozenset({float, int, _NONE})
+_STR_OR_NONE = frozenset({str, _NONE})
+_STR_INT_OR_NONE = frozenset({str, int, _NONE})
+_BOOL_OR_NONE = frozenset({bool, _NONE})
+_DICT_OR_NONE = frozenset({dict, _NONE})
+_TAG_TYPES = frozenset({str, list, tuple, set, frozenset, _NONE})
+_NO_TAGS: frozenset[str] = frozenset()
+_BLANK = frozenset({""})
+_EMPTY: dict[str, Any] = {}
+_NUMERIC_FIELDS = ("created_at", "last_used", *_RANGES)
+#: Inclusive bounds of the numeric columns; (0, 10] is [smallest float > 0, 10] for floats.
+_FAST_BOUNDS: dict[str, tuple[float, float]] = {
+    "score": (-_FLOAT_MAX, _FLOAT_MAX),
+    **{name: (math.nextafter(low, math.inf) if open_low else low, high)
+       for name, (low, high, open_low, _) in _RANGES.items()},
+}
+_Plan = tuple[tuple[str, tuple[str, ...]], ...]
+_PLANS: dict[frozenset[Any], _Plan] = {}
+
+
+def _plan(keys: frozenset[Any], reverse: dict[str, tuple[str, int]]) -> _Plan:
+    """Which metadata keys to read for each field, in priority order, given the union of the
+    metadata keys. Retrievers return the same key set over and over, so the default key
+    table's plans are cached."""
+    plan = _PLANS.get(keys) if reverse is _DEFAULT_REVERSE else None
+    if plan is None:
+        by_field: dict[str, list[tuple[int, str]]] = {}
+        for key in keys:
+            hit = reverse.get(key) if isinstance(key, str) else None
+            if hit is not None:
+                by_field.setdefault(hit[0], []).append((hit[1], key))
+        plan = tuple((name, tuple(k for _, k in sorted(hits))) for name, hits in by_field.items())
+        if reverse is _DEFAULT_REVERSE:
+            if len(_PLANS) > 1_000:
+                _PLANS.clear()
+            _PLANS[keys] = plan
+    return plan
+
+
+def _clean_strings(values: list[Any], kinds: set[type] | None = None, *, allow_none: bool) -> bool:
+    """True if every value is a str (or None) that encodes as UTF-8."""
+    if not (set(map(type, values)) if kinds is None else kinds) <= (_STR_OR_NONE if allow_none else _STR):
+        return False
+    joined = "".join(filter(None, values) if allow_none else values)
+    return joined.isascii() or _encodable(joined)
+
+
+def _fast_numbers(columns: dict[str, list[Any]], bounds: dict[str, tuple[float, float]],
+                  n: int) -> dict[str, np.ndarray] | None:
+    """float64 columns (NaN for None), or None unless every value is a plain int or float
+    within its column's inclusive ``bounds``. One conversion and one range test for all."""
+    given = []
+    for values in columns.values():
+        kinds = set(map(type, values))
+        if not kinds <= _NUMBERS_OR_NONE:
+            return None
+        given.append(n - values.count(None) if _NONE in kinds else n)
+    try:
+        block = np.array(list(columns.values()), dtype=np.float64)
+    except OverflowError:  # an int beyond the float range
+        return None
+    low, high = np.array([bounds[name] for name in columns]).T[:, :, None]
+    ok = (block >= low) & (block <= high)  # NaN (given, or from None) fails both tests
+    if ok.sum(axis=1).tolist() != given:
+        return None
+    return dict(zip(columns, block))
+
+
+def _fast_labels(values: list[Any], *, ints: bool) -> tuple[str | None, ...] | None:
+    kinds = set(map(type, values))
+    if ints and int in kinds:
+        if not kinds <= _STR_INT_OR_NONE:
+            return None
+        values = [str(v) if type(v) is int else v for v in values]
+        kinds = set(map(type, values))
+    if not _clean_strings(values, kinds, allow_none=True):
+        return None
+    return tuple(v or None for v in values) if "" in values else tuple(values)
+
+
+def _fast_tags(values: list[Any]) -> tuple[frozenset[str], ...] | None:
+    if not set(map(type, values)) <= _TAG_TYPES:
+        return None
+    tags = [(v,) if type(v) is str else v for v in values if v is not None]
+    if not _clean_strings([t for group in tags for t in group], allow_none=False):
+        return None
+    return tuple(_NO_TAGS if v is None else frozenset((v,) if type(v) is str else v) - _BLANK
+                 for v in values)
+
+
+_GET_TOP = tuple(itemgetter(key) for key in ("id", "text", "score", "metadata"))
+_GET_ATTR = tuple(attrgetter(key) for key in ("id", "text", "score", "metadata"))
+
+
+def _columns(items: Sequence[Any]) -> tuple[list[Any], list[Any], list[Any], list[Any]] | None:
+    """``(ids, texts, scores, metadata)`` of plain dicts with only the four top-level keys, or of
+    :class:`Candidate` objects; None for anything else."""
+    kinds = set(map(type, items))
+    if kinds == {dict}:
+        if set(map(len, items)) == {4}:
+            try:  # every dict has 4 keys, and these 4: no other key can be present
+                ids, texts, scores, metas = (list(map(get, items)) for get in _GET_TOP)
+                return ids, texts, scores, metas
+            except KeyError:
+                pass
+        if not _TOP_LEVEL.issuperset(set().union(*items)):
+            return None
+        return ([d.get("id") for d in items], [d.get("text") for d in items],
+                [d.get("score") for d in items], [d.get("metadata") for d in items])
+    if kinds == {Candidate}:
+        ids, texts, scores, metas = (list(map(get, items)) for get in _GET_ATTR)
+        return ids, texts, scores, metas
+    return None
+
+
+def _uniform_columns(metas: list[dict[Any, Any]], plan: _Plan) -> dict[str, list[Any]] | None:
+    """The shape columns when every metadata has exactly the keys of the first (checked here:
+    same size, and every key of the first present), or None."""
+    first = metas[0]
+    if set(map(len, metas)) != {len(first)}:
+        return None
+    read = {keys[0] for _, keys in plan}  # the keys every metadata is indexed by below
+    cols: dict[str, list[Any]] = {}
+    try:
+        for name, keys in plan:
+            col = list(map(itemgetter(keys[0]), metas))
+            for key in keys[1:]:
+                col = [m[key] if v is None else v for v, m in zip(col, metas)]
+            cols[name] = col
+        rest = [key for key in first if key not in read]
+        if rest:
+            list(map(itemgetter(*rest), metas))
+    except KeyError:
+        return None
+    return cols
+
+
+def _shape_columns(metas: list[Any], reverse: dict[str, tuple[str, int]]) -> dict[str, list[Any]] | None:
+    """Per shape field present in any metadata, its column of raw values (None where absent)."""
+    meta_types = set(map(type, metas))
+    if not meta_types <= _DICT_OR_NONE:
+        return None
+    if _NONE in meta_types:
+        metas = [_EMPTY if m is None else m for m in metas]
+    else:
+        uniform = _uniform_columns(metas, _plan(frozenset(metas[0]), reverse))
+        if uniform is not None:
+            return uniform
+    cols: dict[str, list[Any]] = {}
+    for name, keys in _plan(frozenset().union(*metas), reverse):
+        col = [m.get(keys[0]) for m in metas]
+        for key in keys[1:]:
+            col = [m.get(key) if v is None else v for v, m in zip(col, metas)]
+        cols[name] = col
+    return cols
+
+
+def _clean_ids_and_texts(ids: list[Any], texts: list[Any]) -> bool:
+    """Unique, non-blank, encodable str ids, and non-blank encodable str texts."""
+    return (_clean_strings(ids, allow_none=False) and "" not in ids
+            and not any(map(str.isspace, ids)) and len(set(ids)) == len(ids)
+            and _clean_strings(texts, allow_none=False) and "" not in texts
+            and not any(map(str.isspace, texts)))
+
+
+def _fast_label_columns(raw: dict[str, list[Any]], n: int) -> dict[str, Any] | None:
+    """kind, source, key, thread, tags and superseded as the checked path reads them, or None."""
+    cols: dict[str, Any] = {}
+    blank: tuple[None, ...] = (None,) * n
+    for name, ints in (("kind", False), ("source", False), ("key", True), ("thread", True)):
+        cols[name] = _fast_labels(raw[name], ints=ints) if name in raw else blank
+        if cols[name] is None:
+            return None
+    cols["tags"] = _fast_tags(raw["tags"]) if "tags" in raw else (_NO_TAGS,) * n
+    if cols["tags"] is None:
+        return None
+    if "superseded" in raw:
+        if not set(map(type, raw["superseded"])) <= _BOOL_OR_NONE:
+            return None
+        cols["superseded"] = raw["superseded"]
+    else:
+        cols["superseded"] = np.zeros(n, dtype=bool)
+    return cols
+
+
+def coerce_fast(items: Sequence[Any], *, now: float, future_tolerance_s: float = 300.0,
+                reverse: dict[str, tuple[str, int]] = _DEFAULT_REVERSE) -> CandidateBatch | None:
+    """The batch :func:`coerce_checked` would build, column by column, or None.
+
+    Handles plain dicts and :class:`Candidate` objects whose values are plain ``str``, ``int``,
+    ``float``, ``bool``, lists of ``str`` and ``None``; returns None (never raises) at anything
+    else, including every value the checked path would reject or flag, so the checked path
+    then decides.
+    """
+    columns = _columns(items)
+    if columns is None:
+        return None
+    ids, texts, scores, metas = columns
+    n = len(ids)
+    if not _clean_ids_and_texts(ids, texts) or scores.count(None) not in (0, n):
+        return None
+    raw = _shape_columns(metas, reverse)
+    if raw is None:
+        return None
+    numeric = {"score": scores}
+    numeric.update((name, raw[name]) for name in _NUMERIC_FIELDS if name in raw)
+    latest = min(LATEST_S, now + future_tolerance_s)
+    bounds = {**_FAST_BOUNDS, "created_at": (EARLIEST_S, latest), "last_used": (EARLIEST_S, latest)}
+    arrays = _fast_numbers(numeric, bounds, n)
+    labels = None if arrays is None else _fast_label_columns(raw, n)
+    if arrays is None or labels is None:
+        return None
+    for name in ("created_at", "last_used"):
+        if name in arrays:  # within the clock-skew tolerance: now
+            np.minimum(arrays[name], now, out=arrays[name])
+    absent = [name for name in _NUMERIC_FIELDS if name not in arrays]
+    arrays.update(zip(absent, np.full((len(absent), n), math.nan)))
+    return _batch(items, {"ids": ids, "texts": texts, "flags": ((),) * n, **arrays, **labels},
+                  arrays["score"])

@@ -1,4 +1,4 @@
-"""``heaprank`` command line: demo, links, explain, stats.
+"""``heaprank`` command line: demo, links, explain, stats, state copy.
 
 A mistake in what the user typed or pointed at (a missing file, bad JSON, a candidate of the wrong
 type, an unknown state URL, a bad ``--now``) ends the command with one line on stderr, starting
@@ -194,6 +194,29 @@ def _cmd_stats(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_state_copy(args: argparse.Namespace) -> int:
+    from .state import open_state
+    from .state.copy import copy_state
+
+    if args.dst.startswith("memory:"):
+        raise UsageError("state copy: memory:// keeps nothing once the command exits; copy to "
+                         "sqlite:///path or redis://host:port/db")
+    source = open_state(_existing_state(args.src))
+    try:
+        target = open_state(args.dst)
+        try:
+            stats = copy_state(source, target)
+        finally:
+            target.close()
+    finally:
+        source.close()
+    if args.json:
+        _print_json(stats)
+        return 0
+    print(f"copied {args.src} -> {args.dst}: " + ", ".join(f"{k} {v}" for k, v in stats.items()))
+    return 0
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="heaprank", description=(
         "Re-rank retrieved candidates by relevance, recency, importance and learned usefulness."))
@@ -232,6 +255,17 @@ def _parser() -> argparse.ArgumentParser:
     explain.add_argument("--now", help="current time (epoch seconds or ISO 8601)")
 
     command("stats", "counts of what the state holds", _cmd_stats, existing)
+
+    state = sub.add_parser("state", help="manage states", description="manage states")
+    state_sub = state.add_subparsers(dest="state_command", required=True)
+    copy_help = ("copy a whole state (links, global layer, documents, impressions) into an empty "
+                 "one: between SQLite and Redis (sqlite:///path, redis://host:port/db, "
+                 "redis+cluster://host:port)")
+    copy = state_sub.add_parser("copy", help=copy_help, description=copy_help)
+    copy.add_argument("src", help="URL of the existing state to read")
+    copy.add_argument("dst", help="URL of the empty state to write (a SQLite file is created)")
+    copy.add_argument("--json", action="store_true", help="print the target's stats as JSON")
+    copy.set_defaults(func=_cmd_state_copy)
     return parser
 
 

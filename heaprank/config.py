@@ -128,6 +128,16 @@ class Config:
         object.__setattr__(self, "tag_slots", tuple(self.tag_slots))
         object.__setattr__(self, "kind_importance", MappingProxyType(dict(self.kind_importance)))
 
+    def __getstate__(self) -> list[Any]:
+        # A read-only mapping does not pickle: send a plain dict, freeze it again on arrival.
+        return [dict(v) if isinstance(v, MappingProxyType) else v
+                for v in (getattr(self, f.name) for f in fields(self))]
+
+    def __setstate__(self, state: list[Any]) -> None:
+        for f, value in zip(fields(self), state):
+            object.__setattr__(self, f.name, value)
+        object.__setattr__(self, "kind_importance", MappingProxyType(dict(self.kind_importance)))
+
     def with_weights(self, **weights: float) -> Config:
         """A copy with some weights changed: ``cfg.with_weights(recency=0)``."""
         return replace(self, weights=replace(self.weights, **weights))

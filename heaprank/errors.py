@@ -5,13 +5,17 @@ The tree::
     HeapRankError
      +-- ConfigError        (also a ValueError): a config value is out of range
      +-- InputError         (also a ValueError): a candidate, query or argument is invalid
+     +-- InputTypeError     (also a TypeError): a candidate field, query or argument has the wrong type
      +-- FeedbackError      (also a ValueError): feedback names an unknown recall or an id not shown,
      |                      or contradicts feedback already recorded
      +-- StateError         the state backend failed or holds something unreadable
  |    +-- StateUnavailableError  the backend cannot be reached (a server down or timing out)
      +-- MissingDependencyError (also an ImportError): an optional extra is not installed
 
-``TypeError`` is raised as is for values of the wrong type (a non-string id, say).
+Every error raised on purpose is a :class:`HeapRankError`, so one ``except HeapRankError`` catches
+them all; each also subclasses the built-in a caller would catch without knowing heaprank
+(``except ValueError``, ``except TypeError``). Messages name the field, e.g.
+``candidates[3] (id 'x').importance: must be in (0, 10], got 1000000.0``.
 """
 
 from __future__ import annotations
@@ -27,6 +31,10 @@ class ConfigError(HeapRankError, ValueError):
 
 class InputError(HeapRankError, ValueError):
     """A candidate, a query or an argument is invalid. The message names the field."""
+
+
+class InputTypeError(HeapRankError, TypeError):
+    """A candidate field, a query or an argument has the wrong type. The message names the field."""
 
 
 class FeedbackError(HeapRankError, ValueError):

@@ -19,12 +19,14 @@ Each slot also appears crossed with the question type, ``qt:when&date:yes``; opt
 
 from __future__ import annotations
 
-import itertools
 import re
 import unicodedata
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import ConfigError
 
 QUESTION_TYPES = ("when", "who", "where", "howmany", "howmuch", "what", "why", "how", "yesno",
                   "other")
@@ -124,6 +126,7 @@ def english_question_type(query: str) -> str:
 
 
 QuestionClassifier = Callable[[str], str]
+_QTYPE_CODE = {q: i for i, q in enumerate(QUESTION_TYPES)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,7 +143,7 @@ class QueryInfo:
 def analyze_query(query: str, classify: QuestionClassifier = english_question_type) -> QueryInfo:
     qtype = classify(query)
     if qtype not in QUESTION_TYPES:
-        raise ValueError(f"question classifier returned {qtype!r}; expected one of "
+        raise ConfigError(f"question classifier returned {qtype!r}; expected one of "
                          f"{', '.join(QUESTION_TYPES)}")
     words = frozenset(t.casefold() for t in tokens(query))
     # Only names that do not start a sentence: a question's first word is usually a verb
@@ -219,7 +222,7 @@ class FeatureSpace:
 
     A candidate's shape is cached per (hash of its featurised prefix, kind, source, tags): the
     cache never holds a caller's text, only the shape read from it, and is bounded by bytes
-    (``max_bytes``, least recently used first out). Its full feature row is cached per (shape,
+    (``max_bytes``, oldest first out). Its full feature row is cached per (shape,
     question type, relation and neighbour slots) as integer ids, so scoring works on an
     ``(n, n_features)`` integer matrix with no string work per call. Ids are only meaningful
     inside one process; the vocabulary is reset when it outgrows ``max_features``.
@@ -240,22 +243,19 @@ class FeatureSpace:
         self.max_rows = max_rows
         self.names: list[str] = []
         self._ids: dict[str, int] = {}
-        self._shapes: OrderedDict[tuple[object, ...], tuple[Shape, int, frozenset[str], int]] = \
-            OrderedDict()
+        self._shapes: dict[tuple[object, ...], tuple[Shape, int, frozenset[str], int]] = {}
         self.cached_bytes = 0
-        self._rows: dict[tuple[object, ...], tuple[int, ...]] = {}
-        self._row_info: dict[tuple[int, ...], tuple[tuple[str, ...], tuple[str, ...]]] = {}
-        self._serials = itertools.count()
+        self._rows: dict[object, int] = {}
+        self._row_info: list[tuple[tuple[str, ...], tuple[str, ...]]] = []
+        self._matrix = np.zeros((256, 24), dtype=np.intp)
+        self._expanded: dict[tuple[object, ...], tuple[str, ...]] = {}
+        self._slot_ids: dict[tuple[str, ...], int] = {}
 
     def clear(self) -> None:
         """Drop every cached shape and row (``forget_namespace`` calls this: the cache may hold
         names read from that namespace's candidates)."""
-        self.names.clear()
-        self._ids.clear()
-        self._shapes.clear()
-        self._rows.clear()
-        self._row_info.clear()
-        self.cached_bytes = 0
+        self._reset_rows()
+        self._expanded.clear()
 
     def _intern(self, features: Sequence[str]) -> tuple[int, ...]:
         ids = self._ids
@@ -268,60 +268,119 @@ class FeatureSpace:
             out.append(i)
         return tuple(out)
 
-    def _shape(self, text: str, kind: str | None, source: str | None, tags: frozenset[str],
-               tag_slots: tuple[str, ...]) -> tuple[Shape, int, frozenset[str], int]:
-        prefix = text[:self.prefix_chars]
-        key = (hash(prefix), len(prefix), kind, source, tags, tag_slots)
-        hit = self._shapes.get(key)
-        if hit is not None:
-            self._shapes.move_to_end(key)
-            return hit
+    def _new_shape(self, key: tuple[object, ...], prefix: str, kind: str | None,
+                   source: str | None, tags: frozenset[str],
+                   tag_slots: tuple[str, ...]) -> tuple[Shape, int, frozenset[str], int]:
+        """Featurise a prefix not seen yet and cache it (oldest entries out past the bound)."""
         shape = shape_of(prefix, kind, source, tags, tag_slots)
         source_words = frozenset(t.casefold() for t in tokens(source)) if source else frozenset()
         # Approximate bytes held: the entry, its word set, and the words themselves.
         cost = 400 + 60 * (len(shape.words) + len(source_words)) \
             + sum(map(len, shape.words)) + (len(source) if source else 0)
-        entry = (shape, next(self._serials), source_words, cost)
+        # Shapes with the same slots (most of them) share one id, so their feature rows are
+        # built once and stay few however many texts pass through.
+        slot_id = self._slot_ids.get(shape.slots)
+        if slot_id is None:
+            slot_id = self._slot_ids[shape.slots] = len(self._slot_ids)
+        entry = (shape, slot_id, source_words, cost)
         if cost <= self.max_bytes:
             self._shapes[key] = entry
             self.cached_bytes += cost
-            while self.cached_bytes > self.max_bytes:
-                self.cached_bytes -= self._shapes.popitem(last=False)[1][3]
+            while self.cached_bytes > self.max_bytes:  # first in, first out: no per-hit cost
+                oldest = next(iter(self._shapes))
+                self.cached_bytes -= self._shapes.pop(oldest)[3]
         return entry
 
     def rows(self, query: QueryInfo, ids: Sequence[str], texts: Sequence[str],
              kinds: Sequence[str | None], sources: Sequence[str | None],
              tags: Sequence[frozenset[str]], tag_slots: tuple[str, ...],
-             doc_features: bool, structure: Sequence[tuple[str, ...]]) -> list[tuple[int, ...]]:
-        """The integer feature row of every candidate for this query; ``structure`` holds each
-        candidate's neighbour slots (:func:`neighbour_slots`)."""
-        if len(self.names) > self.max_features or len(self._rows) > self.max_rows:
-            self.names.clear()
-            self._ids.clear()
-            self._rows.clear()
-            self._row_info.clear()
+             doc_features: bool, structure: Sequence[tuple[str, ...]]
+             ) -> tuple[np.ndarray, np.ndarray]:
+        """``(distinct, of)``: the distinct feature rows of these candidates for this query
+        (rows of :meth:`matrix`), and for each candidate the position of its row among them.
+        ``structure`` holds each candidate's neighbour slots (:func:`neighbour_slots`)."""
+        if len(self.names) > self.max_features or len(self._rows) > self.max_rows \
+                or len(self._slot_ids) > self.max_rows:
+            self._reset_rows()
         qtype, qnames, qwords = query.qtype, query.names, query.words
+        qcode = _QTYPE_CODE[qtype]
+        nbr_code = _NEIGHBOUR_CODE.get
+        limit = self.prefix_chars
+        shapes_get, rows_get = self._shapes.get, self._rows.get
+        distinct: dict[int, int] = {}
         out = []
         for doc_id, text, kind, source, tag, nbr in zip(ids, texts, kinds, sources, tags,
                                                         structure):
-            shape, serial, source_words, _ = self._shape(text, kind, source, tag, tag_slots)
-            qsrc = not source_words.isdisjoint(qwords)
-            qent = not qnames.isdisjoint(shape.words)
-            key = (serial, qtype, qsrc, qent, nbr, doc_id if doc_features else None)
-            row = self._rows.get(key)
+            prefix = text if len(text) <= limit else text[:limit]
+            skey = (hash(prefix), len(prefix), kind, source, tag, tag_slots)
+            entry = shapes_get(skey)
+            if entry is None:
+                entry = self._new_shape(skey, prefix, kind, source, tag, tag_slots)
+            shape, slot_id, source_words, _ = entry
+            qsrc = bool(source_words) and not source_words.isdisjoint(qwords)
+            qent = bool(qnames) and not qnames.isdisjoint(shape.words)
+            code = None if doc_features else nbr_code(nbr)
+            # One int per (shape, question type, relation and neighbour slots): cheaper to hash
+            # than a tuple; the tuple form remains for doc features and unusual neighbours.
+            key: object = ((slot_id * 16 + qcode) * 4 + 2 * qsrc + qent) * 32 + code \
+                if code is not None else (slot_id, qtype, qsrc, qent, nbr, doc_id if doc_features
+                                          else None)
+            row = rows_get(key)
             if row is None:
                 slots = shape.slots + (f"qsrc:{yes(qsrc)}", f"qent:{yes(qent)}") + nbr
-                feats = expand_features(qtype, slots, doc_id if doc_features else None)
-                row = self._rows[key] = self._intern(feats)
-                self._row_info[row] = (feats, slots)
-            out.append(row)
+                row = self._add_row(key, slots, expand_features(
+                    qtype, slots, doc_id if doc_features else None))
+            local = distinct.get(row)
+            if local is None:
+                local = distinct[row] = len(distinct)
+            out.append(local)
+        return np.fromiter(distinct, dtype=np.intp, count=len(distinct)), \
+            np.array(out, dtype=np.intp)
+
+    def _add_row(self, key: object, slots: tuple[str, ...],
+                 feats: tuple[str, ...]) -> int:
+        row = len(self._row_info)
+        ids = self._intern(feats)
+        if row >= self._matrix.shape[0] or len(ids) > self._matrix.shape[1]:
+            grown = np.zeros((max(2 * self._matrix.shape[0], row + 1),
+                              max(self._matrix.shape[1], len(ids))), dtype=np.intp)
+            grown[:self._matrix.shape[0], :self._matrix.shape[1]] = self._matrix
+            self._matrix = grown
+        self._matrix[row, :len(ids)] = ids
+        self._row_info.append((feats, slots))
+        self._rows[key] = row
+        return row
+
+    def _reset_rows(self) -> None:
+        self.names.clear()
+        self._ids.clear()
+        self._rows.clear()
+        self._row_info.clear()
+        self._shapes.clear()  # their slot ids go with the rows
+        self._slot_ids.clear()
+        self.cached_bytes = 0
+
+    def matrix(self, rows: np.ndarray) -> np.ndarray:
+        """The ``(len(rows), width)`` feature-id matrix of rows :meth:`rows` returned in one
+        call (every row of one call has the same width)."""
+        width = len(self._row_info[int(rows[0])][0]) if len(rows) else 0
+        return self._matrix[rows, :width]
+
+    def expand(self, qtype: str, slots: tuple[str, ...], doc_id: str | None) -> tuple[str, ...]:
+        """:func:`expand_features`, cached (feedback rebuilds the same rows over and over)."""
+        key = (qtype, slots, doc_id)
+        out = self._expanded.get(key)
+        if out is None:
+            if len(self._expanded) > self.max_rows:
+                self._expanded.clear()
+            out = self._expanded[key] = expand_features(qtype, slots, doc_id)
         return out
 
-    def names_of(self, row: tuple[int, ...]) -> tuple[str, ...]:
+    def names_of(self, row: int) -> tuple[str, ...]:
         """The feature strings of a row that :meth:`rows` returned."""
         return self._row_info[row][0]
 
-    def slots_of(self, row: tuple[int, ...]) -> tuple[str, ...]:
+    def slots_of(self, row: int) -> tuple[str, ...]:
         """The slots a row was built from (what an impression stores)."""
         return self._row_info[row][1]
 
@@ -338,6 +397,12 @@ def _rank_bucket(rank: int) -> str:
     return "lower"
 
 
+NO_NEIGHBOURS = ("prev:none", "next:none")
+_BUCKETS = ("top1", "top3", "top10", "lower", "none")
+_NEIGHBOUR_CODE = {(f"prev:{a}", f"next:{b}"): 5 * i + j
+                   for i, a in enumerate(_BUCKETS) for j, b in enumerate(_BUCKETS)}
+
+
 def neighbour_slots(threads: Sequence[str | None], positions: Sequence[float],
                     retriever_rank: Sequence[int]) -> list[tuple[str, ...]]:
     """Each candidate's structural neighbours among the candidates: how high the retriever
@@ -349,7 +414,7 @@ def neighbour_slots(threads: Sequence[str | None], positions: Sequence[float],
         if thread is not None and pos == pos:  # NaN-safe
             where[(thread, pos)] = i
     if not where:
-        return [("prev:none", "next:none")] * len(threads)
+        return [NO_NEIGHBOURS] * len(threads)
     out: list[tuple[str, ...]] = []
     for thread, pos in zip(threads, positions):
         prev = where.get((thread, pos - 1), -1) if thread is not None else -1

@@ -14,11 +14,20 @@ import numpy as np
 
 from . import links as linkmath
 from . import signals as sig
+from ._checks import MAX_NAMESPACE_CHARS, check_id, check_ids, check_namespace, check_query
 from ._time import resolve_now, to_epoch
 from .candidates import CandidateBatch, CandidateLike, coerce_candidates
 from .config import DAY_S, SIGNALS, Config
-from .errors import ConfigError, FeedbackError, InputError, StateError, StateUnavailableError
+from .errors import (
+    ConfigError,
+    FeedbackError,
+    InputError,
+    InputTypeError,
+    StateError,
+    StateUnavailableError,
+)
 from .features import (
+    NO_NEIGHBOURS,
     FeatureSpace,
     QueryInfo,
     QuestionClassifier,
@@ -70,37 +79,13 @@ LEARNING_FIELDS = ("prior", "em_credit", "reject_discount", "doc_features", "tag
 #: What an impression stores per shown item, for tuning and replay.
 IMPRESSION_SIGNALS = ("relevance", "age_days", "importance", "usefulness", "rules")
 
-MAX_NAMESPACE_CHARS = 256
-
-
-def _check_namespace(namespace: object) -> str:
-    if not isinstance(namespace, str):
-        raise TypeError(f"namespace: expected str, got {type(namespace).__name__}")
-    if not namespace.strip() or namespace == "*":
-        raise InputError("namespace: must be a non-blank string other than '*'")
-    if len(namespace) > MAX_NAMESPACE_CHARS:
-        raise InputError(f"namespace: longer than {MAX_NAMESPACE_CHARS} characters "
-                         f"({len(namespace)})")
-    try:
-        namespace.encode("utf-8")
-    except UnicodeEncodeError:
-        raise InputError("namespace: not encodable as UTF-8 (a lone surrogate?)") from None
-    return namespace
-
-
-def _check_query(query: object) -> str:
-    if not isinstance(query, str):
-        raise TypeError(f"query: expected str, got {type(query).__name__}")
-    try:
-        query.encode("utf-8")
-    except UnicodeEncodeError:
-        raise InputError("query: not encodable as UTF-8 (a lone surrogate?)") from None
-    return query
+_check_namespace = check_namespace
+_check_query = check_query
 
 
 def _check_k(k: object) -> int:
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
-        raise TypeError(f"k: expected int, got {type(k).__name__}")
+        raise InputTypeError(f"k: expected int, got {type(k).__name__}")
     if k < 1:
         raise InputError(f"k: must be >= 1, got {k}")
     return int(k)
@@ -133,13 +118,13 @@ class Reranker:
                  feature_cache_bytes: int = 64 * 2**20, strict: bool = False) -> None:
         self.config = config if config is not None else Config()
         if not isinstance(self.config, Config):
-            raise TypeError(f"config: expected Config, got {type(self.config).__name__}")
+            raise InputTypeError(f"config: expected Config, got {type(self.config).__name__}")
         self.rules = tuple(rules)
         for rule in self.rules:
             if not isinstance(rule, Rule):
-                raise TypeError(f"rules: expected Rule objects, got {type(rule).__name__}")
+                raise InputTypeError(f"rules: expected Rule objects, got {type(rule).__name__}")
         if not callable(question_classifier):
-            raise TypeError("question_classifier: expected a callable")
+            raise InputTypeError("question_classifier: expected a callable")
         self.classify = question_classifier
         self.strict = bool(strict)
         self._space = FeatureSpace(max_bytes=feature_cache_bytes,
@@ -152,24 +137,26 @@ class Reranker:
     # ---------------------------------------------------------------- scoring
 
     def _feature_rows(self, query: QueryInfo, batch: CandidateBatch,
-                      cfg: Config) -> tuple[np.ndarray, list[tuple[int, ...]]]:
-        """``(n, n_features)`` integer feature ids of every candidate (see :class:`FeatureSpace`),
-        and the same rows as tuples (to name them)."""
-        scores = batch.scores if cfg.score_kind == "similarity" else -batch.scores
-        order = np.lexsort((np.arange(len(batch)), -np.nan_to_num(scores, nan=-np.inf)))
-        retriever_rank = np.empty(len(batch), dtype=np.intp)
-        retriever_rank[order] = np.arange(len(batch))
-        structure = neighbour_slots(batch.threads, batch.position.tolist(),
-                                    retriever_rank.tolist())
-        rows = self._space.rows(query, batch.ids, batch.texts, batch.kinds, batch.sources,
+                      cfg: Config) -> tuple[np.ndarray, np.ndarray]:
+        """The distinct feature rows of the candidates and each candidate's position among them
+        (see :meth:`FeatureSpace.rows`)."""
+        if any(t is not None for t in batch.threads):
+            scores = batch.scores if cfg.score_kind == "similarity" else -batch.scores
+            order = np.lexsort((np.arange(len(batch)), -np.nan_to_num(scores, nan=-np.inf)))
+            retriever_rank = np.empty(len(batch), dtype=np.intp)
+            retriever_rank[order] = np.arange(len(batch))
+            structure = neighbour_slots(batch.threads, batch.position.tolist(),
+                                        retriever_rank.tolist())
+        else:  # no thread anywhere: nobody has a neighbour
+            structure = [NO_NEIGHBOURS] * len(batch)
+        return self._space.rows(query, batch.ids, batch.texts, batch.kinds, batch.sources,
                                 batch.tags, cfg.tag_slots, cfg.doc_features, structure)
-        return np.array(rows, dtype=np.intp), rows
 
     def _config(self, config: Config | None) -> Config:
         if config is None:
             return self.config
         if not isinstance(config, Config):
-            raise TypeError(f"config: expected Config, got {type(config).__name__}")
+            raise InputTypeError(f"config: expected Config, got {type(config).__name__}")
         changed = [f for f in LEARNING_FIELDS if getattr(config, f) != getattr(self.config, f)]
         if changed:
             raise ConfigError(f"config: a per-call config may change scoring fields only, not "
@@ -205,8 +192,10 @@ class Reranker:
         batch = coerce_candidates(candidates, now=when, on_invalid=cfg.on_invalid,
                                   future_tolerance_s=cfg.future_tolerance_s)
         info = analyze_query(query, self.classify)
-        rows, row_keys = self._feature_rows(info, batch, cfg)
-        vocab, inverse = np.unique(rows, return_inverse=True)
+        # Work on the distinct rows: candidates share a few dozen shapes at most.
+        urows, row_of = self._feature_rows(info, batch, cfg)
+        matrix = self._space.matrix(urows)
+        vocab, where = np.unique(matrix, return_inverse=True)
         names = self._space.names
         state_flag: tuple[str, ...] = ()
         try:
@@ -221,8 +210,8 @@ class Reranker:
             state_flag = ("state unavailable: priors only, not tracked",)
             track = False
         alpha, beta = linkmath.posterior(counts, cfg.prior)
-        link_p = linkmath.posterior_mean(alpha, beta)[inverse.reshape(rows.shape)]
-        use = linkmath.noisy_or(link_p)
+        row_p = linkmath.posterior_mean(alpha, beta)[where.reshape(matrix.shape)]
+        use = linkmath.noisy_or(row_p)[row_of]
         last = np.fmax(np.fmax(docs.last_used, batch.last_used), batch.created_at)
         age = when - last
         rel = sig.relevance(batch.scores, kind=cfg.score_kind, floor=cfg.relevance_floor,
@@ -251,15 +240,15 @@ class Reranker:
             recall_id = self._track(Impression(
                 recall_id=recall_id, namespace=namespace, qtype=info.qtype, time=when,
                 time_explicit=explicit, ids=tuple(batch.ids[i] for i in top.tolist()),
-                slots=tuple(self._space.slots_of(row_keys[i]) for i in top.tolist()),
+                slots=tuple(self._space.slots_of(urows[row_of[i]]) for i in top.tolist()),
                 doc_features=cfg.doc_features, signal_names=IMPRESSION_SIGNALS,
-                signals=tuple(map(tuple, stored.tolist()))))
-        items = self._build_items(batch, info, cfg, top, log_score, signal_matrix, link_p,
-                                  rows, fired, age, docs.use_count, state_flag)
+                signals=stored))
+        items = self._build_items(batch, info, cfg, top, log_score, signal_matrix,
+                                  row_p[row_of[top]], matrix[row_of[top]], fired, age,
+                                  docs.use_count, state_flag)
         dropped = {batch.ids[i]: "rule " + ", ".join(f"{n} x{m:g}" for n, m in fired[i])
                    for i in np.flatnonzero(~kept)}
-        with np.errstate(divide="ignore"):
-            log_rules = np.log(mult)
+        log_rules = sig.log_rules(mult)
         return Ranking(recall_id=recall_id, namespace=namespace, query=query, qtype=info.qtype,
                        items=items, order_ids=tuple(batch.ids[i] for i in order),
                        log_scores=log_score[order], log_terms=log_terms[order],
@@ -287,26 +276,30 @@ class Reranker:
         raise StateError("could not draw an unused recall id")
 
     def _build_items(self, batch: CandidateBatch, info: QueryInfo, cfg: Config, top: np.ndarray,
-                     log_score: np.ndarray, signal_matrix: np.ndarray, link_p: np.ndarray,
-                     rows: np.ndarray, fired: list[list[tuple[str, float]]],
+                     log_score: np.ndarray, signal_matrix: np.ndarray, top_p: np.ndarray,
+                     top_rows: np.ndarray, fired: list[list[tuple[str, float]]],
                      age: np.ndarray, use_count: np.ndarray,
                      state_flag: tuple[str, ...] = ()) -> tuple[Ranked, ...]:
-        weights = dict(zip(SIGNALS, cfg.weights.as_tuple()))
+        """The top results; ``top_p`` and ``top_rows`` are their link means and feature ids."""
+        weights = dict(zip(SIGNALS, cfg.weights.as_tuple()))  # one per call, shared by its results
         names = self._space.names
-        best = np.argsort(-link_p[top], axis=1, kind="stable")[:, :TOP_LINKS]
-        best_ids = np.take_along_axis(rows[top], best, axis=1).tolist()
-        best_p = np.take_along_axis(link_p[top], best, axis=1).tolist()
+        best = np.argsort(-top_p, axis=1, kind="stable")[:, :TOP_LINKS]
+        which = np.arange(len(top))[:, None]
+        best_ids = top_rows[which, best].tolist()
+        best_p = top_p[which, best].tolist()
         signal_rows = signal_matrix[top].tolist()
-        empty_query = state_flag + (() if info.has_content else (
+        scores = log_score[top].tolist()
+        flags = state_flag + (() if info.has_content else (
             "query has no content words: ranked by the other signals",))
         items = []
         for rank, i in enumerate(top.tolist(), start=1):
+            j = rank - 1
             items.append(Ranked(
-                rank=rank, score=exp_score(log_score[i]), candidate=batch.candidate(i),
-                signals=dict(zip(SIGNALS, signal_rows[rank - 1])), weights=weights,
+                rank=rank, score=exp_score(scores[j]), candidate=batch.candidate(i),
+                signals=dict(zip(SIGNALS, signal_rows[j])), weights=weights,
                 details=self._details(batch, info, i, age[i], use_count[i]),
-                top_links=tuple(zip([names[j] for j in best_ids[rank - 1]], best_p[rank - 1])),
-                rules=tuple(fired[i]), flags=batch.flags[i] + empty_query))
+                top_links=tuple(zip([names[f] for f in best_ids[j]], best_p[j])),
+                rules=tuple(fired[i]), flags=batch.flags[i] + flags))
         return tuple(items)
 
     @staticmethod
@@ -345,8 +338,7 @@ class Reranker:
         return 1.0
 
     def _impression(self, recall_id: object, namespace: str | None) -> Impression:
-        if not isinstance(recall_id, str):
-            raise TypeError(f"recall_id: expected str, got {type(recall_id).__name__}")
+        recall_id = check_id(recall_id, "recall_id")
         imp = self.state.get_impression(recall_id)
         if imp is None:
             raise FeedbackError(f"recall_id {recall_id!r}: unknown (never recorded, expired or "
@@ -358,6 +350,10 @@ class Reranker:
         return imp
 
     def _resolve(self, imp: Impression, verdicts: dict[str, bool], now: Any) -> FeedbackOutcome:
+        return self.state.apply_feedback(self._batch(imp, verdicts, now), self._credit())
+
+    def _batch(self, imp: Impression, verdicts: dict[str, bool], now: Any) -> FeedbackBatch:
+        """The feedback batch of verdicts on an impression's shown items."""
         position = {doc_id: rank for rank, doc_id in enumerate(imp.ids, start=1)}
         for doc_id in verdicts:
             if doc_id not in position:
@@ -367,29 +363,27 @@ class Reranker:
             when = imp.time if imp.time_explicit else resolve_now(None)[0]
         else:
             when = to_epoch(now, "now")
+        expand = self._space.expand
         items = tuple(FeedbackItem(id=d, rank=position[d], used=used,
-                                   features=imp.features_of(position[d] - 1),
+                                   features=expand(imp.qtype, imp.slots[position[d] - 1],
+                                                   d if imp.doc_features else None),
                                    reject_weight=self._reject_weight(position[d]))
                       for d, used in verdicts.items())
-        cfg = self.config
-        batch = FeedbackBatch(recall_id=imp.recall_id, namespace=imp.namespace, time=when,
-                              items=items, a0=cfg.prior.a0, b0=cfg.prior.b0,
-                              kappa=cfg.prior.kappa, em=cfg.em_credit)
-        credit = functools.partial(linkmath.credit, prior=cfg.prior, em=cfg.em_credit)
-        return self.state.apply_feedback(batch, credit)
+        prior = self.config.prior
+        return FeedbackBatch(recall_id=imp.recall_id, namespace=imp.namespace, time=when,
+                             items=items, a0=prior.a0, b0=prior.b0, kappa=prior.kappa,
+                             em=self.config.em_credit)
+
+    def _credit(self) -> functools.partial[tuple[list[str], np.ndarray, np.ndarray]]:
+        return functools.partial(linkmath.credit, prior=self.config.prior, em=self.config.em_credit)
 
     @staticmethod
     def _ids(ids: object, field: str) -> list[str]:
         if isinstance(ids, str):
-            return [ids]
-        if ids is None or isinstance(ids, (bytes, Mapping)) or not isinstance(ids, Iterable):
-            raise TypeError(f"{field}: expected a string id or an iterable of string ids, got "
-                            f"{type(ids).__name__}")
-        out = list(ids)
-        for doc_id in out:
-            if not isinstance(doc_id, str):
-                raise TypeError(f"{field}: expected string ids, got {type(doc_id).__name__}")
-        return out
+            return [check_id(ids, field)]
+        if isinstance(ids, Iterable) and not isinstance(ids, (list, tuple, bytes, Mapping)):
+            ids = tuple(ids)  # a set or a generator of ids
+        return list(check_ids(ids, field))
 
     def feedback(self, recall_id: str | None = None, used: Iterable[str] | str = (), *,
                  now: Any = None, namespace: str | None = None, query: str | None = None,
@@ -421,13 +415,46 @@ class Reranker:
         verdicts.update({d: True for d in used_ids})  # an id not shown is rejected in _resolve
         return self._resolve(imp, verdicts, now)
 
+    def feedback_many(self, requests: Iterable[tuple[str, Iterable[str] | str]], *,
+                      now: Any = None) -> list[FeedbackOutcome | FeedbackError]:
+        """Several ``feedback(recall_id, used)`` calls applied together: on SQLite in one
+        transaction (one commit: a group commit), elsewhere one after the other.
+
+        Each feedback is still atomic and idempotent on its own. Returns one entry per request,
+        in order: its :class:`FeedbackOutcome`, or the :class:`FeedbackError` that kept it from
+        being applied (the others are applied all the same).
+        """
+        batches: list[FeedbackBatch | FeedbackError] = []
+        for recall_id, used in requests:
+            try:
+                imp = self._impression(recall_id, None)
+                verdicts = {d: False for d in imp.ids}
+                verdicts.update({d: True for d in self._ids(used, "used")})
+                batches.append(self._batch(imp, verdicts, now))
+            except FeedbackError as exc:
+                batches.append(exc)
+        ready = [b for b in batches if isinstance(b, FeedbackBatch)]
+        many = getattr(self.state, "apply_feedback_many", None)
+        done: list[FeedbackOutcome | FeedbackError]
+        if many is not None:
+            done = many(ready, self._credit())
+        else:
+            done = []
+            for batch in ready:
+                try:
+                    done.append(self.state.apply_feedback(batch, self._credit()))
+                except FeedbackError as exc:
+                    done.append(exc)
+        applied = iter(done)
+        return [b if isinstance(b, FeedbackError) else next(applied) for b in batches]
+
     def _record_shown(self, namespace: str, query: str, shown: Sequence[CandidateLike],
                       used: list[str], now: Any, feedback_id: str | None) -> str:
         namespace = _check_namespace(namespace)
         query = _check_query(query)
         if feedback_id is not None:
             if not isinstance(feedback_id, str):
-                raise TypeError(f"feedback_id: expected str, got {type(feedback_id).__name__}")
+                raise InputTypeError(f"feedback_id: expected str, got {type(feedback_id).__name__}")
             if not feedback_id or len(feedback_id) > MAX_NAMESPACE_CHARS:
                 raise InputError(f"feedback_id: must be 1 to {MAX_NAMESPACE_CHARS} characters")
         when, explicit = resolve_now(now)
@@ -438,11 +465,11 @@ class Reranker:
         if unknown:  # checked before anything is written: no orphan impression
             raise FeedbackError(f"used id {unknown[0]!r} is not among the shown ids")
         info = analyze_query(query, self.classify)
-        _, row_keys = self._feature_rows(info, batch, cfg)
+        urows, row_of = self._feature_rows(info, batch, cfg)
         held = self._put_impression(Impression(
             recall_id=new_recall_id(), namespace=namespace, qtype=info.qtype, time=when,
             time_explicit=explicit, ids=batch.ids,
-            slots=tuple(self._space.slots_of(r) for r in row_keys),
+            slots=tuple(self._space.slots_of(r) for r in urows[row_of].tolist()),
             doc_features=cfg.doc_features), feedback_id)
         if feedback_id is not None:
             stored = self.state.get_impression(held)

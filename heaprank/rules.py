@@ -47,24 +47,31 @@ class Rule:
 
 
 def superseded_mask(batch: CandidateBatch) -> np.ndarray:
-    """True for the older of candidates sharing a key (by ``version``, else ``created_at``),
-    and for candidates whose metadata says ``superseded``.
+    """True for the older of candidates sharing a key, and for candidates whose metadata says
+    ``superseded``.
 
-    Candidates tied for the newest of their key (same version, or no version or date at all)
-    are all kept: neither is known to be older, and picking one by input position would make
-    the scores depend on the order the retriever happened to return them in.
+    "Older" compares ``version`` when every candidate of the key has one, else ``created_at``
+    for the whole key (a version number and an epoch are not on one scale, so a key where only
+    some candidates carry a version is ordered by date). A candidate without the compared
+    value is older than one with it. Candidates tied for the newest of their key (same
+    version, or no version or date at all) are all kept: neither is known to be older, and
+    picking one by input position would make the scores depend on the order the retriever
+    happened to return them in.
     """
     out = batch.superseded.copy()
-    keys = np.array([k if k is not None else "" for k in batch.keys], dtype=object)
-    has_key = keys != ""
-    if has_key.sum() > 1:
-        order_key = np.where(np.isnan(batch.version), batch.created_at, batch.version)
+    keyed = [i for i, k in enumerate(batch.keys) if k is not None]
+    if len(keyed) > 1:
+        idx = np.array(keyed)
+        _, group = np.unique(np.array([batch.keys[i] for i in keyed], dtype=object),
+                             return_inverse=True)
+        versions = batch.version[idx]
+        unversioned = np.zeros(int(group.max()) + 1, dtype=bool)
+        np.logical_or.at(unversioned, group, np.isnan(versions))
+        order_key = np.where(unversioned[group], batch.created_at[idx], versions)
         order_key = np.where(np.isnan(order_key), -np.inf, order_key)
-        idx = np.flatnonzero(has_key)
-        _, group = np.unique(keys[idx], return_inverse=True)
-        newest = np.full(int(group.max()) + 1, -np.inf)
-        np.maximum.at(newest, group, order_key[idx])
-        out[idx[order_key[idx] < newest[group]]] = True
+        newest = np.full(len(unversioned), -np.inf)
+        np.maximum.at(newest, group, order_key)
+        out[idx[order_key < newest[group]]] = True
     return out
 
 

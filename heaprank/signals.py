@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 import numpy as np
@@ -21,26 +22,28 @@ def relevance(scores: np.ndarray, *, kind: str, floor: float, rank_tau: float) -
     get the floor.
     """
     n = scores.shape[0]
-    valid = ~np.isnan(scores)
-    if not valid.any():
+    nan = np.isnan(scores)
+    if nan.all():
         return 1.0 / (1.0 + np.arange(n, dtype=np.float64) / rank_tau)
     s = -scores if kind == "distance" else scores
-    lo = np.min(s[valid])
-    with np.errstate(over="ignore"):
-        span = np.max(s[valid]) - lo
-    if not np.isfinite(span):  # scores so large their span overflows: rescale first
-        s = s / np.max(np.abs(s[valid]))
-        lo = np.min(s[valid])
-        span = np.max(s[valid]) - lo
+    some_nan = bool(nan.any())
+    valid = s[~nan] if some_nan else s
+    lo, hi = float(valid.min()), float(valid.max())
+    span = hi - lo  # Python floats: an overflow is inf, not a warning
+    if not math.isfinite(span):  # scores so large their span overflows: rescale first
+        s = s / max(abs(lo), abs(hi))
+        lo, hi = lo / max(abs(lo), abs(hi)), hi / max(abs(lo), abs(hi))
+        valid = s[~nan] if some_nan else s
+        lo, hi = float(valid.min()), float(valid.max())
+        span = hi - lo
     if span <= 0:
-        unit = np.ones(n)
+        out = np.ones(n)
     else:
-        unit = (s - lo) / span
         # Round off the last bits so that scaling or shifting every score by a constant
         # cannot reorder two candidates through floating-point noise alone.
-        unit = np.round(unit, 12)
-    out = floor + (1.0 - floor) * unit
-    out[~valid] = floor if floor > 0 else 1e-6
+        out = floor + (1.0 - floor) * np.round((s - lo) / span, 12)
+    if some_nan:
+        out[nan] = floor if floor > 0 else 1e-6
     return np.maximum(out, 1e-12)
 
 
@@ -76,8 +79,13 @@ def combine(signals: np.ndarray, weights: np.ndarray, rules: np.ndarray) -> tupl
     A rule multiplier of 0 gives ``-inf`` (the candidate is dropped by the caller). Ordering on
     the log score keeps candidates apart even where the product would underflow.
     """
-    with np.errstate(divide="ignore"):
-        log_terms = weights[None, :] * np.log(signals)
-        log_terms[:, weights == 0] = 0.0
-        log_rules = np.log(rules)
-    return log_terms.sum(axis=1) + log_rules, log_terms
+    log_terms = weights[None, :] * np.log(signals)  # every signal is > 0 by construction
+    log_terms[:, weights == 0] = 0.0
+    return log_terms.sum(axis=1) + log_rules(rules), log_terms
+
+
+def log_rules(rules: np.ndarray) -> np.ndarray:
+    """``log`` of rule multipliers, ``-inf`` for 0 (a dropped candidate), without a warning."""
+    out = np.log(np.where(rules > 0.0, rules, 1.0))
+    out[rules <= 0.0] = -np.inf
+    return out

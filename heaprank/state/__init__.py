@@ -1,7 +1,11 @@
-"""State backends, named by URL: ``memory://``, ``sqlite:///path`` (``sqlite:////abs``, ``~``).
+"""State backends, named by URL: ``memory://``, ``sqlite:///path`` (``sqlite:////abs``, ``~``),
+``redis://host:port/db`` (``rediss://``, ``unix://``) and ``redis+cluster://host:port``.
 
 SQLite URLs take options as a query string: ``?mode=ro`` (read only), ``synchronous=NORMAL``,
 ``busy_timeout=5`` (seconds), ``max_impressions=100000``, ``impression_ttl=86400`` (seconds).
+Redis URLs take ``prefix``, ``global_shards``, ``timeout``, ``global_cache_ttl``,
+``max_impressions`` and ``impression_ttl`` the same way (see :class:`~heaprank.state.redis.RedisState`);
+other query options go to redis-py.
 """
 
 from __future__ import annotations
@@ -86,6 +90,14 @@ def open_state(state: str | StateBackend | None) -> StateBackend:
                 raise
             raise ConfigError(f"state: {exc}") from None
     if scheme in ("redis", "rediss", "unix", "redis+cluster"):
-        raise ConfigError(f"state: the Redis backend is not available in this version ({state!r})")
-    raise ConfigError(f"state: unknown backend URL {state!r}; expected memory:// or "
-                      f"sqlite:///path")
+        from .redis import RedisState, redis_options
+
+        url, options = redis_options(state)
+        try:
+            return RedisState(url, **options)
+        except ValueError as exc:
+            if isinstance(exc, ConfigError):
+                raise
+            raise ConfigError(f"state: {exc}") from None
+    raise ConfigError(f"state: unknown backend URL {state!r}; expected memory://, "
+                      f"sqlite:///path, redis://host:port/db or redis+cluster://host:port")

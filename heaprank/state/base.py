@@ -80,7 +80,8 @@ class Impression:
         ids: Shown ids, best first.
         slots: Per shown item, its feature slots (see :func:`expand_features`).
         doc_features: Whether each item's features end with ``doc:<id>``.
-        signal_names, signals: Per shown item, the signal values the ranking used (float32).
+        signal_names, signals: Per shown item, the signal values the ranking used (stored as
+            float32; an ``(n, m)`` array is accepted when writing, tuples come back).
         verdicts: Per shown item, 0 open, 1 used, 2 ignored (empty: all open).
     """
 
@@ -93,7 +94,7 @@ class Impression:
     slots: tuple[tuple[str, ...], ...]
     doc_features: bool = False
     signal_names: tuple[str, ...] = ()
-    signals: tuple[tuple[float, ...], ...] = ()
+    signals: tuple[tuple[float, ...], ...] | np.ndarray = ()
     verdicts: tuple[int, ...] = ()
 
     def features_of(self, i: int) -> tuple[str, ...]:
@@ -114,7 +115,7 @@ class Impression:
         return codec.encode(qtype=self.qtype, time=self.time, time_explicit=self.time_explicit,
                             doc_features=self.doc_features, ids=self.ids, slots=self.slots,
                             signal_names=self.signal_names,
-                            signals=self.signals if self.signals else None,
+                            signals=self.signals if len(self.signals) else None,
                             verdicts=self.verdicts or None)
 
     @classmethod

@@ -64,7 +64,36 @@ def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
 
 def _utf8(text: str) -> bytes:
     encoded = text.encode("utf-8")
-    return _varint(len(encoded)) + encoded
+    n = len(encoded)
+    return (_SMALL[n] if n < 128 else _varint(n)) + encoded
+
+
+_SMALL = [bytes((n,)) for n in range(128)]  # one-byte lengths, prebuilt
+
+
+# Rows made of codebook slots only (no caller data), both ways: their bytes, and back.
+_FIXED_ROWS: dict[tuple[str, ...], bytes] = {}
+_DECODED_ROWS: dict[bytes, tuple[str, ...]] = {}
+
+
+def _row_codes(row: Sequence[str], table: dict[str, int]) -> bytes:
+    """A row's count byte and slot codes; free-form slots go to this impression's ``table``."""
+    codes = bytearray((len(row),))
+    free = False
+    for slot in row:
+        code = _SLOT_CODE.get(slot)
+        if code is None:
+            free = True
+            code = table.get(slot)
+            if code is None:
+                code = table[slot] = _TABLE_BASE + len(table)
+                if code > 255:
+                    raise StateError("impression: more than 128 distinct free-form slots")
+        codes.append(code)
+    out = bytes(codes)
+    if not free and isinstance(row, tuple) and len(_FIXED_ROWS) < 65_536:
+        _FIXED_ROWS[row] = out
+    return out
 
 
 def encode(*, qtype: str, time: float, time_explicit: bool, doc_features: bool,
@@ -76,17 +105,10 @@ def encode(*, qtype: str, time: float, time_explicit: bool, doc_features: bool,
     table: dict[str, int] = {}
     parts: list[bytes] = []
     for doc_id, row in zip(ids, slots):
-        codes = bytearray()
-        for slot in row:
-            code = _SLOT_CODE.get(slot)
-            if code is None:
-                code = table.get(slot)
-                if code is None:
-                    code = table[slot] = _TABLE_BASE + len(table)
-                    if code > 255:
-                        raise StateError("impression: more than 128 distinct free-form slots")
-            codes.append(code)
-        parts.append(_utf8(doc_id) + bytes((len(codes),)) + bytes(codes))
+        codes = _FIXED_ROWS.get(row) if isinstance(row, tuple) else None
+        if codes is None:
+            codes = _row_codes(row, table)
+        parts.append(_utf8(doc_id) + codes)
     if signals is None:
         values = np.zeros((n, m), dtype="<f4")
     else:
@@ -138,8 +160,13 @@ class Decoded:
                 count = body[pos]
                 codes = body[pos + 1:pos + 1 + count]
                 pos += 1 + count
-                slots.append(tuple(fixed[c] if c < _TABLE_BASE else table[c - _TABLE_BASE]
-                                   for c in codes))
+                row = _DECODED_ROWS.get(codes)
+                if row is None:
+                    row = tuple(fixed[c] if c < _TABLE_BASE else table[c - _TABLE_BASE]
+                                for c in codes)
+                    if max(codes, default=0) < _TABLE_BASE and len(_DECODED_ROWS) < 65_536:
+                        _DECODED_ROWS[bytes(codes)] = row
+                slots.append(row)
             self.ids = tuple(ids)
             self.slots = tuple(slots)
             self.signals = np.frombuffer(body, dtype="<f4", count=n * m, offset=pos).reshape(n, m)

@@ -306,3 +306,17 @@ class MemoryState:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    # ------------------------------------------------------- export (state copy)
+
+    def iter_docs(self, namespace: str) -> list[tuple[str, float, float]]:
+        """``(id, last_used, use_count)`` of each used document of ``namespace``."""
+        with self._lock:
+            ns = self._ns.get(namespace)
+            return [] if ns is None else [(i, last, uses) for i, (last, uses) in ns.docs.items()]
+
+    def iter_impressions(self) -> list[tuple[str, str, bytes]]:
+        """``(recall_id, namespace, codec bytes)`` of every live impression."""
+        with self._lock:
+            return [(rid, ns.name, body) for table in (self._open, self._fed)
+                    for rid, (ns, body) in table.items()]

@@ -21,7 +21,7 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -39,6 +39,9 @@ from .base import (
     new_verdicts,
     recall_key,
 )
+
+if TYPE_CHECKING:
+    from .copy import StateDump
 
 SCHEMA_VERSION = 2
 APPLICATION = "heaprank"
@@ -375,23 +378,47 @@ class SQLiteState:
     # ---------------------------------------------------------------- feedback
 
     def apply_feedback(self, batch: FeedbackBatch, credit: CreditFn) -> FeedbackOutcome:
-        key = recall_key(batch.recall_id)
         with self._write() as conn:
-            row = None if key is None else conn.execute(
-                "SELECT i.ns, i.body FROM impressions i JOIN namespaces n ON n.id = i.ns "
-                "WHERE i.key = ? AND n.name = ?", (key, batch.namespace)).fetchone()
-            if row is None:
-                raise FeedbackError(f"recall_id {batch.recall_id!r}: unknown (never recorded, "
-                                    f"expired or pruned)")
-            ns, body = row
-            verdicts = codec.verdicts_of(body)
-            todo, done = check_resolution(batch, verdicts)
-            if todo:
-                self._apply(conn, ns, batch, todo, credit)
-                body = codec.with_verdicts(body, new_verdicts(verdicts, len(verdicts), todo))
-                conn.execute("UPDATE impressions SET fed = 1, body = ? WHERE key = ?", (body, key))
-                conn.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 "
-                             "WHERE key = 'feedbacks'")
+            return self._feedback(conn, batch, credit)
+
+    def apply_feedback_many(self, batches: Sequence[FeedbackBatch],
+                            credit: CreditFn) -> list[FeedbackOutcome | FeedbackError]:
+        """Apply several feedbacks in ONE transaction (one commit, one fsync: a group commit).
+
+        Each feedback stays atomic and idempotent on its own: it runs inside a savepoint, and
+        one that cannot be applied (an unknown recall, a contradiction) is rolled back alone
+        and reported in its place in the returned list; the others commit.
+        """
+        out: list[FeedbackOutcome | FeedbackError] = []
+        with self._write() as conn:
+            for batch in batches:
+                conn.execute("SAVEPOINT one_feedback")
+                try:
+                    out.append(self._feedback(conn, batch, credit))
+                except FeedbackError as exc:
+                    conn.execute("ROLLBACK TO one_feedback")
+                    out.append(exc)
+                conn.execute("RELEASE one_feedback")
+        return out
+
+    def _feedback(self, conn: sqlite3.Connection, batch: FeedbackBatch,
+                  credit: CreditFn) -> FeedbackOutcome:
+        key = recall_key(batch.recall_id)
+        row = None if key is None else conn.execute(
+            "SELECT i.ns, i.body FROM impressions i JOIN namespaces n ON n.id = i.ns "
+            "WHERE i.key = ? AND n.name = ?", (key, batch.namespace)).fetchone()
+        if row is None:
+            raise FeedbackError(f"recall_id {batch.recall_id!r}: unknown (never recorded, "
+                                f"expired or pruned)")
+        ns, body = row
+        verdicts = codec.verdicts_of(body)
+        todo, done = check_resolution(batch, verdicts)
+        if todo:
+            self._apply(conn, ns, batch, todo, credit)
+            body = codec.with_verdicts(body, new_verdicts(verdicts, len(verdicts), todo))
+            conn.execute("UPDATE impressions SET fed = 1, body = ? WHERE key = ?", (body, key))
+            conn.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 "
+                         "WHERE key = 'feedbacks'")
         return FeedbackOutcome(batch.recall_id, tuple(i.id for i in todo), tuple(done))
 
     def _apply(self, conn: sqlite3.Connection, ns: int, batch: FeedbackBatch,
@@ -502,3 +529,46 @@ class SQLiteState:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    # ------------------------------------------------------- export (state copy)
+
+    def iter_docs(self, namespace: str) -> list[tuple[str, float, float]]:
+        """``(id, last_used, use_count)`` of each used document of ``namespace``."""
+        with self._read() as conn:
+            return [(i, last, uses) for i, last, uses in conn.execute(
+                f"SELECT id, last_used, use_count FROM docs WHERE ns = {_NS_ID} ORDER BY id",
+                (namespace,))]
+
+    def iter_impressions(self) -> list[tuple[str, str, bytes]]:
+        """``(recall_id, namespace, codec bytes)`` of every stored impression."""
+        with self._read() as conn:
+            return [(f"{key:016x}", name, bytes(body)) for key, name, body in conn.execute(
+                "SELECT i.key, n.name, i.body FROM impressions i JOIN namespaces n "
+                "ON n.id = i.ns ORDER BY i.key")]
+
+    def import_state(self, dump: StateDump) -> None:
+        """Write a whole state (from :func:`heaprank.state.copy.export_state`) into this empty one."""
+        holders = dump.holders()
+        with self._write() as conn:
+            if conn.execute("SELECT (SELECT COUNT(*) FROM features) + "
+                            "(SELECT COUNT(*) FROM impressions)").fetchone()[0]:
+                raise StateError(f"SQLite state {self.path!r} is not empty")
+            gf, gpos, gneg = dump.global_links
+            conn.executemany("INSERT INTO features (name, pos, neg, nscount) VALUES (?, ?, ?, ?)",
+                             [(f, p, n, holders.get(f, 0)) for f, p, n in
+                              zip(gf, gpos.tolist(), gneg.tolist())])
+            conn.executemany("INSERT OR IGNORE INTO features (name, nscount) VALUES (?, ?)",
+                             list(holders.items()))
+            fid = dict(conn.execute("SELECT name, id FROM features"))
+            names = set(dump.links) | set(dump.docs) | {ns for _, ns, _ in dump.impressions}
+            ns_id = {ns: self._ns_id(conn, ns) for ns in sorted(names)}
+            for ns, (features, pos, neg) in dump.links.items():
+                conn.executemany("INSERT INTO links VALUES (?, ?, ?, ?)", [
+                    (ns_id[ns], fid[f], p, n) for f, p, n in zip(features, pos.tolist(), neg.tolist())])
+            for ns, rows in dump.docs.items():
+                conn.executemany("INSERT INTO docs VALUES (?, ?, ?, ?)",
+                                 [(ns_id[ns], i, last, uses) for i, last, uses in rows])
+            conn.executemany("INSERT INTO impressions VALUES (?, ?, ?, ?)", [
+                (recall_key(rid), ns_id[ns], int(any(codec.verdicts_of(body))), body)
+                for rid, ns, body in dump.impressions])
+            conn.execute("UPDATE meta SET value = ? WHERE key = 'feedbacks'", (str(dump.feedbacks),))

@@ -47,7 +47,14 @@ def test_quick_without_heapdb(tmp_path, capsys):
     check_rerank_rows(printed, {"memory", "sqlite"})
     assert printed["reference_recall"] == []
     assert printed["side_by_side"] is None
-    assert printed["targets"] == []
+    # without heapdb-memory: the targets measured on heaprank alone, none side by side
+    assert [t["name"].split(",")[0] for t in printed["targets"]] == [
+        "rerank 50 SQLite / memory", "feedback memory", "feedback SQLite FULL",
+        "feedback SQLite NORMAL", "feedback SQLite NORMAL"]  # quick sizes: no 1,000 row
+    assert all(isinstance(t["met"], bool) and t["value"] > 0 for t in printed["targets"])
+    procs = {(r["synchronous"], r["processes"], r["group"]) for r in printed["feedback_processes"]}
+    assert ("NORMAL", 4, 16) in procs
+    assert all(r["feedbacks"] == r["processes"] * 40 for r in printed["feedback_processes"])
     systems = {(r["system"], r["backend"], r["durability"]) for r in printed["feedback"]}
     assert ("heaprank", "sqlite", "WAL, synchronous=FULL (default)") in systems
     assert all(r["per_s"] > 0 for r in printed["feedback"])
@@ -62,7 +69,7 @@ def test_quick_with_heapdb_memory(tmp_path, capsys):
     assert set(side["rows"]) == {"heapdb-memory recall+explain", "bm25 top-50 alone",
                                  "heaprank rerank+explain", "heaprank bm25 + rerank+explain"}
     assert all(set(r) == {"p50", "mean"} for r in side["ratios"].values())
-    assert [t["target"] for t in result["targets"]] == [10.0, 5.0]
+    assert result["targets"][0]["name"].startswith("rerank 50 + EXPLAIN (memory) vs heapdb")
     assert all(isinstance(t["met"], bool) for t in result["targets"])
     (memory,) = result["memory"]
     assert memory["backend"] == "memory"

@@ -10,7 +10,7 @@ import sqlite3
 
 import pytest
 
-from heaprank import ConfigError, Config, FeedbackError, MemoryState, Prior, Reranker, SQLiteState
+from heaprank import Config, ConfigError, FeedbackError, MemoryState, Prior, Reranker, SQLiteState
 
 NOW = 1_750_000_000.0
 SECRET_SOURCE = "alice.secret@example.com"

@@ -8,8 +8,9 @@ from datetime import datetime, timezone
 import numpy as np
 import pytest
 
-from heaprank import Candidate, Config, InputError, Reranker
-from heaprank.candidates import coerce_candidates
+from heaprank import Candidate, Config, HeapRankError, InputError, Reranker
+from heaprank.candidates import DEFAULT_FIELD_KEYS, coerce_candidates
+from heaprank.errors import InputTypeError
 
 NOW = 1_750_000_000.0
 OK = {"id": "ok", "text": "A fine memory", "score": 1.0}
@@ -113,8 +114,8 @@ BAD = [
     pytest.param([cand(score=10**400)], {}, InputError, r"score: must be finite",
                  id="int-overflow-score"),
     pytest.param([cand(score="0.5")], {}, TypeError, r"score: expected a number", id="str-score"),
-    pytest.param([cand(metadata={"importance": -1})], {}, InputError, r"importance: must be > 0",
-                 id="negative-importance"),
+    pytest.param([cand(metadata={"importance": -1})], {}, InputError,
+                 r"importance: must be in \(0, 10\], got -1.0", id="negative-importance"),
     pytest.param([cand(metadata={"importance": 0})], {}, InputError, r"importance", id="zero-imp"),
     pytest.param([cand(metadata={"created_at": "last tuesday"})], {}, InputError,
                  r"created_at: cannot parse 'last tuesday'", id="unparsable-time"),
@@ -123,7 +124,8 @@ BAD = [
     pytest.param([cand(metadata={"created_at": NOW + 301})], {}, InputError,
                  r"created_at: .* is in the future", id="future-time"),
     pytest.param([cand(metadata={"last_accessed_at": "2099-01-01T00:00:00Z"})], {}, InputError,
-                 r"last_used: .* is in the future", id="future-last-used"),
+                 r"metadata\.last_accessed_at \(last_used\): .* is in the future",
+                 id="future-last-used"),
     pytest.param([cand(metadata={"created_at": math.nan})], {}, InputError,
                  r"created_at: time must be finite", id="nan-time"),
     pytest.param([cand(id="a"), cand(id="a")], {}, InputError,
@@ -160,7 +162,7 @@ BAD = [
     pytest.param([cand(metadata=[1, 2])], {}, TypeError, r"metadata: expected a mapping",
                  id="list-metadata"),
     pytest.param([cand(metadata={"kind": 3})], {}, TypeError, r"kind: expected str", id="int-kind"),
-    pytest.param([cand(metadata={"tags": [1]})], {}, TypeError, r"tags: expected strings",
+    pytest.param([cand(metadata={"tags": [1]})], {}, TypeError, r"tags\[0\]: expected str, got int",
                  id="int-tags"),
     pytest.param([cand(metadata={"confidence": 1.5})], {}, InputError, r"confidence: must be in",
                  id="confidence"),
@@ -195,7 +197,7 @@ NEUTRALISED = [
                  id="nan-score"),
     pytest.param([cand(id="x", score=math.inf), cand(id="y", score=1.0)], "score must be finite",
                  id="inf-score"),
-    pytest.param([cand(id="x", metadata={"importance": -1})], "importance must be > 0",
+    pytest.param([cand(id="x", metadata={"importance": -1})], "importance must be in (0, 10]",
                  id="negative-importance"),
     pytest.param([cand(id="x", metadata={"created_at": "last tuesday"})], "created_at unparsable",
                  id="unparsable-time"),
@@ -266,3 +268,145 @@ def test_datetime_metadata_is_accepted():
     batch = coerce_candidates([cand(id="a", metadata={"created_at": aware}),
                                cand(id="b", metadata={"created_at": naive})], now=NOW)
     assert batch.created_at.tolist() == [NOW - 10, NOW - 10]
+
+
+# ------------------------------------------------------------------------ typed metadata
+
+def meta_of(**metadata):
+    return [{"id": "x", "text": "Some memory text", "metadata": metadata}]
+
+
+TYPED_ERRORS = [
+    pytest.param({"superseded": "false"}, InputTypeError, r"\.metadata\.superseded: expected bool, got str",
+                 id="superseded-str"),
+    pytest.param({"superseded": 1}, InputTypeError, r"\.metadata\.superseded: expected bool, got int",
+                 id="superseded-int"),
+    pytest.param({"tags": {"a": "b"}}, InputTypeError,
+                 r"\.metadata\.tags: expected a str or a list of str, got dict", id="tags-dict"),
+    pytest.param({"tags": ["ok", "\ud800"]}, InputError, r"\.metadata\.tags\[1\]: contains a lone surrogate",
+                 id="tags-surrogate"),
+    pytest.param({"key": {"a": 1}}, InputTypeError, r"\.metadata\.key: expected str or int, got dict",
+                 id="key-dict"),
+    pytest.param({"key": 1.5}, InputTypeError, r"\.metadata\.key: expected str or int, got float",
+                 id="key-float"),
+    pytest.param({"key": True}, InputTypeError, r"\.metadata\.key: expected str or int, got bool",
+                 id="key-bool"),
+    pytest.param({"thread": ["s1"]}, InputTypeError, r"\.metadata\.thread: expected str or int, got list",
+                 id="thread-list"),
+    pytest.param({"session": None, "thread": 2.0}, InputTypeError, r"\.metadata\.thread: expected str or int",
+                 id="thread-float"),
+    pytest.param({"kind": 3}, InputTypeError, r"\.metadata\.kind: expected str, got int", id="kind-int"),
+    pytest.param({"speaker": b"maya"}, InputTypeError,
+                 r"\.metadata\.speaker \(source\): expected str, got bytes",
+                 id="source-bytes"),
+    pytest.param({"importance": 1e6}, InputError,
+                 r"\.metadata\.importance: must be in \(0, 10\], got 1000000.0",
+                 id="importance-1e6"),
+    pytest.param({"importance": True}, InputTypeError, r"\.metadata\.importance: expected a number, got bool",
+                 id="importance-bool"),
+    pytest.param({"created_at": 4e12}, InputError, r"\.metadata\.created_at: .*looks like milliseconds",
+                 id="created-ms"),
+    pytest.param({"last_used": 1e300}, InputError, r"\.metadata\.last_used: 1e\+300 is not a plausible time",
+                 id="last-used-1e300"),
+    pytest.param({"timestamp": "1850-01-01"}, InputError,
+                 r"\.metadata\.timestamp \(created_at\): .*not a plausible time",
+                 id="created-1850"),
+] + [
+    pytest.param({name: "bad\ud800"}, InputError,
+                 rf"\.metadata\.{field}: contains a lone surrogate", id=f"{name}-surrogate")
+    for name, field in (("kind", "kind"), ("source", "source"), ("key", "key"), ("thread", "thread"))
+]
+
+
+@pytest.mark.parametrize("metadata, exc, match", TYPED_ERRORS)
+def test_typed_metadata_errors_name_the_candidate_and_field(metadata, exc, match):
+    with pytest.raises(exc, match=r"^candidates\[0\] \(id 'x'\)" + match):
+        coerce_candidates(meta_of(**metadata), now=NOW)
+    with pytest.raises(HeapRankError):
+        coerce_candidates(meta_of(**metadata), now=NOW)
+
+
+@pytest.mark.parametrize("metadata, exc, match", TYPED_ERRORS)
+def test_typed_metadata_errors_are_neutralised_and_flagged_in_lenient_mode(metadata, exc, match):
+    batch = coerce_candidates(meta_of(**metadata), now=NOW, on_invalid="neutral")
+    field = next(name for name, keys in DEFAULT_FIELD_KEYS.items()
+                 for key in keys if metadata.get(key) is not None)
+    assert len(batch.flags[0]) == 1 and batch.flags[0][0].startswith(field)
+    assert (batch.kinds, batch.sources, batch.keys, batch.threads, batch.tags) == \
+        ((None,), (None,), (None,), (None,), (frozenset(),))
+    assert not batch.superseded[0]
+    for column in (batch.created_at, batch.last_used, batch.importance):
+        assert np.isnan(column[0])
+
+
+@pytest.mark.parametrize("metadata, attr, expected", [
+    ({"superseded": True}, "superseded", [True]),
+    ({"superseded": np.bool_(True)}, "superseded", [True]),
+    ({"superseded": False}, "superseded", [False]),
+    ({"key": 7}, "keys", ("7",)),
+    ({"key": np.int64(7)}, "keys", ("7",)),
+    ({"key": ""}, "keys", (None,)),
+    ({"thread": 3}, "threads", ("3",)),
+    ({"session": "s1"}, "threads", ("s1",)),
+    ({"kind": ""}, "kinds", (None,)),
+    ({"tags": ("a", "b", "")}, "tags", (frozenset({"a", "b"}),)),
+    ({"tags": {"a"}}, "tags", (frozenset({"a"}),)),
+    ({"tags": ""}, "tags", (frozenset(),)),
+    ({"importance": 10}, "importance", [10.0]),
+    ({"importance": 1e-9}, "importance", [1e-9]),
+])
+def test_typed_metadata_accepted_forms(metadata, attr, expected):
+    got = getattr(coerce_candidates(meta_of(**metadata), now=NOW), attr)
+    assert (got.tolist() if isinstance(got, np.ndarray) else got) == expected
+
+
+@pytest.mark.parametrize("metadata", [[], "", 0, False, (), "kind=fact"])
+def test_metadata_that_is_not_a_mapping_is_rejected_by_every_path(metadata):
+    items = [{"id": "a", "text": "t", "score": 1.0, "metadata": metadata}]
+    for call in (lambda: coerce_candidates(items, now=NOW),
+                 lambda: coerce_candidates(items, now=NOW, on_invalid="neutral"),
+                 lambda: coerce_candidates([Candidate("a", "t", 1.0, metadata)], now=NOW)):
+        with pytest.raises(InputTypeError, match=r"candidates\[0\] \(id 'a'\)\.metadata: expected a mapping"):
+            call()
+
+
+@pytest.mark.parametrize("ident, match", [
+    (" ", r"candidates\[0\]\.id: whitespace only"),
+    ("\u3000\t", r"candidates\[0\]\.id: whitespace only"),
+    ("doc\ud800", r"candidates\[0\]\.id: contains a lone surrogate"),
+])
+def test_blank_and_unencodable_ids_are_rejected_even_in_lenient_mode(ident, match):
+    for mode in ("raise", "neutral"):
+        with pytest.raises(InputError, match=match):
+            coerce_candidates([{"id": ident, "text": "t"}], now=NOW, on_invalid=mode)
+
+
+def test_unencodable_text_is_rejected_even_in_lenient_mode():
+    for mode in ("raise", "neutral"):
+        with pytest.raises(InputError, match=r"\(id 'a'\)\.text: contains a lone surrogate"):
+            coerce_candidates([{"id": "a", "text": "caf\udce9"}], now=NOW, on_invalid=mode)
+
+
+def test_every_sqlite_bound_label_is_checked_before_any_backend_sees_it():
+    rr = Reranker(state="memory://")
+    for field in ("kind", "source", "key", "thread", "tags"):
+        with pytest.raises(InputError, match=rf"\.{field}(\[0\])?: contains a lone surrogate"):
+            rr.rerank("q", [{"id": "a", "text": "t", "metadata": {field: "x\ud800"}}], now=NOW)
+
+
+def test_candidate_view_is_built_on_demand_with_top_level_fields_merged():
+    item = {"id": "a", "text": "t", "score": 2.0, "kind": "fact", "metadata": {"kind": "note", "x": 1}}
+    batch = coerce_candidates([item], now=NOW)
+    assert batch.items[0] is item
+    assert batch.candidate(0) == Candidate("a", "t", 2.0, {"kind": "fact", "x": 1})
+    assert item["metadata"] == {"kind": "note", "x": 1}  # the caller's dict is not touched
+
+
+def test_metadata_key_sets_of_one_size_but_different_keys_are_all_read():
+    # the columnar path reads same-size metadata by the first one's keys: it must notice that
+    # the second has "kind" where the first has a second created_at alias
+    items = [{"id": "a", "text": "t", "metadata": {"created_at": NOW - 5, "timestamp": NOW - 9}},
+             {"id": "b", "text": "t", "metadata": {"created_at": NOW - 5, "kind": "fact"}}]
+    batch = coerce_candidates(items, now=NOW)
+    assert batch.kinds == (None, "fact")
+    assert batch.created_at.tolist() == [NOW - 5, NOW - 5]

@@ -111,3 +111,13 @@ def test_to_dict_is_json_ready():
 def test_reranker_rejects_a_non_config():
     with pytest.raises(TypeError, match="config: expected Config"):
         Reranker(config={"weights": None})  # type: ignore[arg-type]
+
+
+def test_a_config_pickles_and_stays_read_only():
+    import pickle
+
+    cfg = Config(kind_importance={"fact": 2.0}, tag_slots=("urgent",)).with_weights(recency=0.5)
+    back = pickle.loads(pickle.dumps(cfg))
+    assert back == cfg and back.kind_importance["fact"] == 2.0
+    with pytest.raises(TypeError):
+        back.kind_importance["fact"] = 3.0  # type: ignore[index]

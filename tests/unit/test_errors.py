@@ -1,4 +1,4 @@
-"""The exception tree: callers can catch ValueError, ImportError or HeapRankError."""
+"""The exception tree: callers can catch ValueError, TypeError, ImportError or HeapRankError."""
 
 from __future__ import annotations
 
@@ -12,11 +12,13 @@ from heaprank import (
     MissingDependencyError,
     StateError,
 )
+from heaprank.errors import InputTypeError
 
 
 @pytest.mark.parametrize("exc, bases", [
     (ConfigError, (HeapRankError, ValueError)),
     (InputError, (HeapRankError, ValueError)),
+    (InputTypeError, (HeapRankError, TypeError)),
     (FeedbackError, (HeapRankError, ValueError)),
     (StateError, (HeapRankError,)),
     (MissingDependencyError, (HeapRankError, ImportError)),
@@ -28,3 +30,17 @@ def test_exception_tree(exc, bases):
 
 def test_state_error_is_not_a_value_error():
     assert not issubclass(StateError, ValueError)
+
+
+def test_type_and_value_errors_stay_apart():
+    assert not issubclass(InputTypeError, ValueError)
+    assert not issubclass(InputError, TypeError)
+
+
+def test_wrong_types_in_candidates_raise_the_library_type_error():
+    from heaprank.candidates import coerce_candidates
+
+    with pytest.raises(InputTypeError, match=r"^candidates\[0\]\.id: expected str, got int$"):
+        coerce_candidates([{"id": 3, "text": "t"}], now=1_750_000_000.0)
+    with pytest.raises(InputTypeError, match=r"^candidates: expected a sequence of candidates, got int$"):
+        coerce_candidates(3, now=1_750_000_000.0)

@@ -292,13 +292,14 @@ def test_feature_space_rows_name_exactly_the_reference_features():
     kinds, sources = ["fact", None, "episode"], ["Maya", None, "Ben"]
     tags = [frozenset()] * 3
     structure = [("prev:none", "next:top1"), ("prev:top1", "next:none"), ("prev:none", "next:none")]
-    for _ in range(2):  # the second pass is served from the caches (and evicts: 1000 bytes hold ~2 shapes)
-        rows = space.rows(query, ids, texts, kinds, sources, tags, (), True, structure)
+    for _ in range(2):  # the second pass is served from the caches (evicting: 1000 B hold ~2)
+        distinct, of = space.rows(query, ids, texts, kinds, sources, tags, (), True, structure)
+        rows = distinct[of]
         for i, row in enumerate(rows):
             shape = shape_of(texts[i], kinds[i], sources[i], tags[i], ())
             expected = retrieval_features(query, shape, sources[i], ids[i], structure[i])
             assert space.names_of(row) == expected
-            assert [space.names[j] for j in row] == list(expected)
+            assert [space.names[j] for j in space.matrix(rows)[i]] == list(expected)
 
 
 @pytest.mark.parametrize("query", ["Tell me when Caroline moved", "Когда Маша приехала?"])
@@ -306,3 +307,30 @@ def test_a_questions_first_word_is_not_taken_for_a_name(query):
     info = analyze_query(query)
     assert "tell" not in info.names and "когда" not in info.names
     assert info.names  # the name after it is still read
+
+
+def test_only_a_bounded_prefix_of_a_text_is_featurised():
+    space = FeatureSpace(prefix_chars=200)
+    query = analyze_query("When is it?")
+    filler = "word " * 100  # 500 characters without a date
+    texts = [filler + "on Monday", filler + "on March 3", "on Monday"]
+    distinct, of = space.rows(query, ["a", "b", "c"], texts, [None] * 3, [None] * 3,
+                              [frozenset()] * 3, (), False, [("prev:none", "next:none")] * 3)
+    names = [space.names_of(r) for r in distinct[of]]
+    assert "date:no" in names[0] and "date:no" in names[1]  # the dates lie past the prefix
+    assert "date:yes" in names[2]
+    assert of[0] == of[1]  # one shape: the same prefix
+    assert len(space._shapes) == 2
+
+
+def test_the_shape_cache_is_bounded_by_bytes_and_holds_no_text():
+    space = FeatureSpace(max_bytes=20_000)
+    query = analyze_query("When is it?")
+    for i in range(300):
+        text = f"{i} " + "Lisbon flight on Monday at 9:40 " * 200
+        space.rows(query, [f"t{i}"], [text], [None], [None], [frozenset()], (), False,
+                   [("prev:none", "next:none")])
+        assert space.cached_bytes <= 20_000
+    assert 0 < len(space._shapes) < 300
+    for key in space._shapes:  # keyed by a hash of the prefix, never by the text itself
+        assert not any(isinstance(part, str) and len(part) > 50 for part in key)

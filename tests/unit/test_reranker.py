@@ -14,6 +14,7 @@ from heaprank import (
     Config,
     FeedbackError,
     InputError,
+    InputTypeError,
     Link,
     MemoryState,
     Prior,
@@ -193,8 +194,10 @@ def test_feedback_accepts_a_single_id_and_no_id(rr, cands):
 
 def test_feedback_type_errors(rr, cands):
     ranking = rr.rerank(QUERY, cands, k=2, now=NOW)
-    with pytest.raises(TypeError, match="used: expected string ids"):
+    with pytest.raises(InputTypeError, match=r"used\[0\]: expected str, got int"):
         rr.feedback(ranking.recall_id, used=[1])
+    with pytest.raises(InputTypeError, match="used: expected a list of ids, got NoneType"):
+        rr.feedback(ranking.recall_id, used=None)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="recall_id: expected str"):
         rr.feedback(12345, used=[])  # type: ignore[arg-type]
 
@@ -446,3 +449,21 @@ def test_an_unreachable_state_degrades_to_the_retriever_and_priors(cands, caplog
     assert "state unavailable" in caplog.text
     with pytest.raises(StateUnavailableError):
         Reranker(_Unreachable(), strict=True).rerank(QUERY, cands, namespace="maya", now=NOW)
+
+
+@pytest.mark.parametrize("bad", [4e12, 1e300, -1e12])
+def test_an_implausible_now_is_refused_by_every_entry_point(cands, bad):
+    rr = Reranker()
+    with pytest.raises(InputError, match="now"):
+        rr.rerank(QUERY, cands, namespace="maya", now=bad)
+    ranking = rr.rerank(QUERY, cands, namespace="maya", k=2, now=NOW)
+    for call in (lambda: rr.feedback(ranking.recall_id, used=[ranking.ids[0]], now=bad),
+                 lambda: rr.mark_used(ranking.recall_id, [ranking.ids[0]], now=bad),
+                 lambda: rr.mark_ignored(ranking.recall_id, [ranking.ids[1]], now=bad),
+                 lambda: rr.feedback(namespace="maya", query=QUERY, shown=cands[:2],
+                                     used=[], now=bad)):
+        with pytest.raises(InputError, match="now"):
+            call()
+    assert rr.stats()["feedbacks"] == 0 and rr.stats()["impressions"] == 1
+    out = rr.feedback(ranking.recall_id, used=[ranking.ids[0]])  # still open, still usable
+    assert out.applied == tuple(ranking.ids)

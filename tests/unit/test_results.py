@@ -144,3 +144,19 @@ def test_weights_show_in_real_explain():
                                     now=NOW)[0]
     assert r.explain().startswith("rel 1.00^2 (score 1) x importance 1.00 (default) x useful ")
     assert "recency" not in r.explain()
+
+
+def test_rankings_compare_by_value():
+    import copy
+
+    rr = Reranker()
+    cands = [{"id": "a", "text": "Flight on Monday", "score": 2.0},
+             {"id": "b", "text": "Tea with Ben", "score": 1.0},
+             {"id": "c", "text": "Nothing", "score": 0.5}]
+    ranking = rr.rerank("When is the flight?", cands, k=2, now=1_750_000_000.0)
+    assert ranking == copy.deepcopy(ranking) and ranking == copy.copy(ranking)
+    other = rr.rerank("When is the flight?", cands, k=2, now=1_750_000_000.0)
+    assert ranking != other  # another recall id
+    assert ranking != "not a ranking"
+    with pytest.raises(TypeError):
+        hash(ranking)

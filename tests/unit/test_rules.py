@@ -31,8 +31,25 @@ def test_without_versions_the_older_created_at_is_superseded():
                 {"key": "plan", "created_at": NOW - DAY}) == [True, False]
 
 
-def test_version_wins_over_an_unknown_one():
-    assert mask({"key": "plan"}, {"key": "plan", "version": 1}) == [True, False]
+def test_a_key_where_only_some_candidates_have_a_version_is_ordered_by_date():
+    # comparing version 5 with the other's created_at epoch would call the newer one older
+    assert mask({"key": "plan", "version": 5, "created_at": NOW - DAY},
+                {"key": "plan", "created_at": NOW - 2 * DAY}) == [False, True]
+
+
+def test_a_partial_version_without_dates_supersedes_nothing():
+    assert mask({"key": "plan"}, {"key": "plan", "version": 1}) == [False, False]
+
+
+def test_each_key_chooses_its_own_order():
+    assert mask({"key": "a", "version": 2, "created_at": NOW - 5 * DAY},
+                {"key": "a", "version": 1, "created_at": NOW - DAY},
+                {"key": "b", "version": 9, "created_at": NOW - 5 * DAY},
+                {"key": "b", "created_at": NOW - DAY}) == [False, True, True, False]
+
+
+def test_int_and_str_keys_with_the_same_digits_are_one_key():
+    assert mask({"key": 7, "version": 1}, {"key": "7", "version": 2}) == [True, False]
 
 
 def test_candidates_tied_for_newest_are_both_kept():

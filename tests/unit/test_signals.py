@@ -178,8 +178,9 @@ def test_an_ancient_memory_is_weak_but_never_dropped_with_a_zero_floor():
 
 
 def test_a_score_beyond_the_float_range_is_inf_not_an_error():
-    cfg = Config(weights=Weights(importance=2.0))
-    cands = [{"id": "huge", "text": "note", "score": 1.0, "metadata": {"importance": 1e300}},
+    # importance is capped at 10, so the overflow comes from the weight: 10 ** 400.
+    cfg = Config(weights=Weights(importance=400.0))
+    cands = [{"id": "huge", "text": "note", "score": 1.0, "metadata": {"importance": 10.0}},
              {"id": "plain", "text": "note", "score": 1.0}]
     ranking = Reranker(config=cfg).rerank("What did I note?", cands, k=1, now=NOW)
     assert ranking.ids == ["huge"] and ranking[0].score == math.inf

@@ -5,12 +5,14 @@ from __future__ import annotations
 import math
 import time
 from datetime import datetime, timedelta, timezone
+from decimal import Decimal
 
 import numpy as np
 import pytest
 
 from heaprank import Config, InputError, Reranker
-from heaprank._time import resolve_now, to_epoch
+from heaprank._time import EARLIEST_S, LATEST_S, resolve_now, to_epoch
+from heaprank.errors import InputTypeError
 
 NOW = 1_750_000_000.0  # 2025-06-15T15:06:40Z
 
@@ -78,3 +80,55 @@ def test_rerank_accepts_every_form_of_now(now):
 def test_bad_now_is_rejected():
     with pytest.raises(InputError, match="now: cannot parse"):
         Reranker().rerank("q", [{"id": "a", "text": "t"}], now="soon")
+
+
+# ----------------------------------------------------------------- one plausibility rule
+
+@pytest.mark.parametrize("value", [EARLIEST_S, LATEST_S, 0, -1.0, "1900-01-01T00:00:00Z",
+                                   "2199-12-31T23:59:59Z", datetime(1900, 1, 1)])
+def test_the_bounds_are_plausible(value):
+    assert EARLIEST_S <= to_epoch(value, "t") <= LATEST_S
+
+
+@pytest.mark.parametrize("value, match", [
+    (4e12, r"t: 4000000000000.0 is not a plausible time .*looks like milliseconds"),
+    (NOW * 1000, r"looks like milliseconds: divide by 1000"),
+    (int(NOW) * 1_000_000, r"looks like microseconds"),
+    (NOW * 1e9, r"looks like nanoseconds"),
+    (1e300, r"t: 1e\+300 is not a plausible time in epoch seconds \(expected 1900-01-01 to "
+            r"2200-01-01, -2208988800 to 7258118400\)$"),
+    (LATEST_S + 1, r"not a plausible time"),
+    (EARLIEST_S - 1, r"not a plausible time"),
+    ("1899-12-31T23:59:59Z", r"not a plausible time"),
+    ("2200-01-01T00:00:01+00:00", r"not a plausible time"),
+    (datetime(1, 1, 1), r"not a plausible time"),
+    (np.float64(-1e13), r"not a plausible time"),
+])
+def test_implausible_times_are_input_errors_naming_the_field(value, match):
+    with pytest.raises(InputError, match=match):
+        to_epoch(value, "t")
+
+
+@pytest.mark.parametrize("value", [True, np.bool_(False), Decimal("1.7e9"), b"2025-01-01", None])
+def test_wrong_time_types_are_input_type_errors(value):
+    with pytest.raises(InputTypeError, match=r"^t: expected epoch seconds, datetime or ISO string"):
+        to_epoch(value, "t")
+
+
+def test_resolve_now_applies_the_same_rule():
+    with pytest.raises(InputError, match=r"^now: .*looks like milliseconds"):
+        resolve_now(4e12)
+
+
+def test_rerank_rejects_now_in_milliseconds():
+    with pytest.raises(InputError, match=r"now: .*looks like milliseconds"):
+        Reranker().rerank("q", [{"id": "a", "text": "t"}], now=4e12)
+
+
+def test_candidate_times_follow_the_same_rule_and_lenient_mode_flags_them():
+    items = [{"id": "a", "text": "t", "metadata": {"created_at": 4e12, "last_used": NOW - 5}}]
+    with pytest.raises(InputError, match=r"candidates\[0\] \(id 'a'\)\.metadata\.created_at: .*milliseconds"):
+        Reranker().rerank("q", items, now=NOW)
+    r = Reranker(config=Config(on_invalid="neutral")).rerank("q", items, now=NOW)[0]
+    assert "created_at not a plausible time" in r.explain()
+    assert any(f.startswith("created_at not a plausible time") for f in r.flags)

@@ -1,0 +1,113 @@
+"""Small validators shared by the public entry points: namespaces, queries, encodable text.
+
+Each returns the value it checked (so callers write ``ns = check_namespace(ns)``) and raises an
+:class:`~heaprank.errors.InputTypeError` for a wrong type or an
+:class:`~heaprank.errors.InputError` for a bad value, the message naming the field.
+"""
+
+from __future__ import annotations
+
+import re
+
+from .errors import InputError, InputTypeError
+
+#: Longest namespace accepted, in characters. Namespaces are keys in every backend (and in
+#: Redis key names), so they are short identifiers, not payloads.
+MAX_NAMESPACE_CHARS = 256
+
+#: C0 and C1 control characters (including NUL, newline, tab and DEL): invisible in logs and CLI
+#: output, so a namespace holding one could pass for another.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+
+_PREVIEW_CHARS = 60
+
+
+def preview(value: object) -> str:
+    """``repr(value)``, shortened so an error message never carries a whole caller payload."""
+    text = repr(value)
+    if len(text) <= _PREVIEW_CHARS:
+        return text
+    return f"{text[:_PREVIEW_CHARS - 3]}... ({len(value) if isinstance(value, str) else '?'} chars)"
+
+
+def check_encodable(value: str, field: str) -> str:
+    """``value`` if it encodes as UTF-8, else :class:`InputError` naming ``field``.
+
+    A lone surrogate (``"\\ud800"``, from a bad decode upstream) is a valid Python ``str`` but
+    no backend can store it: SQLite and Redis would raise mid-write. Rejecting it here makes
+    every backend behave the same.
+    """
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InputError(f"{field}: contains a lone surrogate at index {exc.start} "
+                         f"(not encodable as UTF-8)") from None
+    return value
+
+
+def check_id(value: object, field: str) -> str:
+    """A document id: a non-blank ``str`` that encodes as UTF-8.
+
+    Raises:
+        InputTypeError: not a ``str``.
+        InputError: empty, whitespace only, or a lone surrogate.
+    """
+    if not isinstance(value, str):
+        raise InputTypeError(f"{field}: expected str, got {type(value).__name__}")
+    if not value:
+        raise InputError(f"{field}: empty")
+    if value.isspace():
+        raise InputError(f"{field}: whitespace only")
+    return check_encodable(value, field)
+
+
+def check_ids(value: object, field: str) -> tuple[str, ...]:
+    """A list or tuple of ids (``shown``, ``used``), each checked by :func:`check_id`.
+
+    Raises:
+        InputTypeError: not a list or tuple (``None`` and a bare ``str`` included), or an id
+            that is not a ``str`` (the message gives its index).
+        InputError: an empty, blank or unencodable id.
+    """
+    if not isinstance(value, (list, tuple)):
+        raise InputTypeError(f"{field}: expected a list of ids, got {type(value).__name__}")
+    return tuple(check_id(item, f"{field}[{j}]") for j, item in enumerate(value))
+
+
+def check_namespace(value: object) -> str:
+    """A namespace: a non-blank string of at most :data:`MAX_NAMESPACE_CHARS` characters.
+
+    Raises:
+        InputTypeError: not a ``str``.
+        InputError: empty, whitespace only, ``"*"`` (reserved for "every namespace"), too long,
+            a lone surrogate, or a control character.
+    """
+    if not isinstance(value, str):
+        raise InputTypeError(f"namespace: expected str, got {type(value).__name__}")
+    if not value:
+        raise InputError("namespace: empty; pass a non-empty string")
+    if value.isspace():
+        raise InputError("namespace: whitespace only")
+    if value == "*":
+        raise InputError("namespace: '*' is reserved (it means every namespace)")
+    if len(value) > MAX_NAMESPACE_CHARS:
+        raise InputError(f"namespace: {len(value)} characters, at most {MAX_NAMESPACE_CHARS} "
+                         f"allowed")
+    check_encodable(value, "namespace")
+    control = _CONTROL.search(value)
+    if control is not None:
+        raise InputError(f"namespace: control character {control.group()!r} at index "
+                         f"{control.start()}")
+    return value
+
+
+def check_query(value: object) -> str:
+    """A query: any ``str`` that encodes as UTF-8 (the empty query is valid: no question type).
+
+    Raises:
+        InputTypeError: not a ``str``.
+        InputError: a lone surrogate.
+    """
+    if not isinstance(value, str):
+        raise InputTypeError(f"query: expected str, got {type(value).__name__}")
+    return check_encodable(value, "query")

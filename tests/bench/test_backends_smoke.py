@@ -1,0 +1,35 @@
+"""Smoke test of ``python -m benchmarks backends``: memory and a Redis server it starts, one
+client process, a few calls; checks the printed tables and the JSON. No timing assertions."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import pytest
+
+from benchmarks import backends
+from tests.integration.redis_servers import have_binaries, unavailable
+
+pytestmark = pytest.mark.bench
+
+
+def test_backends_benchmark_prints_every_table(tmp_path, capsys):
+    pytest.importorskip("redis")
+    if not have_binaries():
+        unavailable("redis-server / redis-cli are not installed")
+    parser = argparse.ArgumentParser(prog="python -m benchmarks backends")
+    backends.add_arguments(parser)
+    out = tmp_path / "backends.json"
+    args = parser.parse_args(["--calls", "8", "--backends", "memory,redis", "--procs", "1",
+                              "--json", str(out)])
+    assert backends.run(args) == 0
+    text = capsys.readouterr().out
+    assert "Rerank (50 candidates" in text and "Round trips, redis" in text
+    assert "bytes per link" in text and "impression:" in text
+    report = json.loads(out.read_text())
+    assert [r["backend"] for r in report["rows"]] == ["memory", "redis"]
+    assert all(r["feedbacks"] == r["reranks"] > 0 for r in report["rows"])
+    trips = report["round_trips"]["redis"]
+    assert trips["rerank"]["requests"] == 2  # the read, the impression
+    assert trips["feedback"]["requests"] == 2  # the impression, the feedback script

@@ -1,0 +1,5 @@
+"""Fixtures of the integration tests: the Redis servers live in ``redis_servers``."""
+
+from tests.integration.redis_servers import redis_cluster_url, redis_url
+
+__all__ = ["redis_cluster_url", "redis_url"]

@@ -1,0 +1,68 @@
+"""Worker processes of the Redis concurrency tests (importable, so ``spawn`` can run them).
+
+Each worker applies a deterministic list of feedbacks (from its seed) straight to a
+``RedisState``; the test replays the same lists serially on a ``MemoryState`` and compares.
+Uniform credit (``em=False``) of items with four features adds multiples of 1/4, which sum
+exactly in any order: so "equal to the serial result" can be checked with ``==``.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Iterator
+
+from heaprank import links as linkmath
+from heaprank.links import Prior
+from heaprank.state.base import FeedbackBatch, FeedbackItem, Impression, StateBackend
+
+NAMESPACES = ("ns-a", "ns-b", "ns-c", "ns-d", "ns-e")
+KINDS = ("kind:fact", "kind:note", "kind:event")
+LENGTHS = ("len:<=3", "len:<=10", "len:<=30")
+PRIOR = Prior(mean=0.02, strength=2.0, kappa=50.0)
+
+
+def plan(worker: int, count: int, born_ms: int) -> Iterator[tuple[Impression, FeedbackBatch]]:
+    """``count`` impressions with their feedback, overlapping in namespaces and features."""
+    rng = random.Random(worker)
+    for j in range(count):
+        rid = f"{(born_ms << 20) | (worker << 12) | j:016x}"
+        ns = rng.choice(NAMESPACES)
+        ids = tuple(f"doc{rng.randrange(20)}-{k}" for k in range(3))
+        slots = tuple((rng.choice(KINDS), rng.choice(LENGTHS)) for _ in ids)
+        imp = Impression(recall_id=rid, namespace=ns, qtype="when", time=1_750_000_000.0 + j,
+                         time_explicit=True, ids=ids, slots=slots)
+        items = tuple(FeedbackItem(id=ids[k], rank=k + 1, used=rng.random() < 0.4,
+                                   features=imp.features_of(k)) for k in range(len(ids)))
+        yield imp, FeedbackBatch(recall_id=rid, namespace=ns, time=imp.time, items=items,
+                                 a0=PRIOR.a0, b0=PRIOR.b0, kappa=PRIOR.kappa, em=False)
+
+
+def credit(read, items):  # type: ignore[no-untyped-def]
+    return linkmath.credit(read, items, PRIOR, em=False)
+
+
+def apply(state: StateBackend, worker: int, count: int, born_ms: int,
+          retry_every: int = 0) -> tuple[int, int]:
+    """Apply a worker's plan; every ``retry_every``-th feedback is sent twice (a client retry)."""
+    applied = repeated = 0
+    for j, (imp, batch) in enumerate(plan(worker, count, born_ms)):
+        assert state.put_impression(imp) == imp.recall_id
+        applied += len(state.apply_feedback(batch, credit).applied)
+        if retry_every and j % retry_every == 0:
+            repeated += len(state.apply_feedback(batch, credit).already_recorded)
+    return applied, repeated
+
+
+def run_worker(url: str, prefix: str, worker: int, count: int, born_ms: int,
+               retry_every: int) -> tuple[int, int, float, float]:
+    """One process: open its own client, apply its plan, report counts and its time window."""
+    from heaprank.state.redis import RedisState
+
+    state = RedisState(url, prefix=prefix)
+    try:
+        start = time.monotonic()
+        applied, repeated = apply(state, worker, count, born_ms, retry_every)
+        return applied, repeated, start, time.monotonic()
+    finally:
+        state.close()
