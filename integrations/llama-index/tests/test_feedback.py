@@ -138,7 +138,9 @@ def test_streaming_chat_is_reported_when_drained(index, llm, postprocessor, hand
     llm.answer = "March 14 [1]."
     chat = index.as_chat_engine(chat_mode="context", llm=llm, node_postprocessors=[postprocessor])
     response = chat.stream_chat(QUERY)
-    assert handler.reports == []  # never the still-empty answer reported as "nothing used"
+    # LlamaIndex may drain the stream on a thread of its own, so the report can come before or
+    # after this line; what matters is that it is never the still-empty answer ("nothing used").
+    assert all(r.used for r in handler.reports)
     assert "March 14" in "".join(response.response_gen)
     [report] = handler.reports
     assert report.used == (_ids(response)[0],)
