@@ -6,10 +6,11 @@
 - :class:`HeapRankFeedbackHandler`: a callback handler that reports what each answer used.
 """
 
+from heaprank.attribution import Shown, cited, overlapping
+
 from .feedback import FeedbackReport, HeapRankFeedbackHandler
 from .reranker import HeapRankReranker
 from .retriever import HeapRankRetriever
-from .usage import Shown, cited, overlapping
 
 __all__ = [
     "FeedbackReport",

@@ -15,12 +15,12 @@ from typing import Any, Literal
 from uuid import UUID
 
 from heaprank import FeedbackError, Reranker
+from heaprank.attribution import Shown, UsageDetector, citations_or_overlap, cited, overlapping
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import BaseMessage
 from langchain_core.outputs import LLMResult
 
 from .reranker import RANKING_EVENT, HeapRankReranker
-from .usage import Shown, UsageDetector, citations_or_overlap, cited, overlapping
 
 logger = logging.getLogger("langchain_heaprank")
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from heaprank import FeedbackError, Reranker
+from heaprank.attribution import Shown, UsageDetector, citations_or_overlap, cited, overlapping
 from llama_index.core.base.response.schema import AsyncStreamingResponse, StreamingResponse
 from llama_index.core.bridge.pydantic import PrivateAttr
 from llama_index.core.chat_engine.types import StreamingAgentChatResponse
@@ -24,7 +25,6 @@ from llama_index.core.instrumentation.span_handlers import BaseSpanHandler
 from llama_index.core.schema import MetadataMode, NodeWithScore
 
 from ._convert import logger
-from ._usage import Shown, UsageDetector, citations_or_overlap, cited, overlapping
 from .base import ID_KEY, RECALL_ID_KEY, HeapRankPostprocessor
 
 Usage = Literal["citations", "overlap", "citations+overlap", "explicit"]

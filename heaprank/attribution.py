@@ -1,4 +1,8 @@
-"""Which shown documents did an answer use: citations, or an opt-in word-overlap heuristic."""
+"""Which shown documents did an answer use: citations, or an opt-in word-overlap heuristic.
+
+Framework-free, so every adapter (``langchain-heaprank``, ``llama-index-postprocessor-heaprank``,
+or your own glue) decides "used" the same way before calling ``Reranker.feedback``.
+"""
 
 from __future__ import annotations
 
