@@ -79,10 +79,6 @@ LEARNING_FIELDS = ("prior", "em_credit", "reject_discount", "doc_features", "tag
 #: What an impression stores per shown item, for tuning and replay.
 IMPRESSION_SIGNALS = ("relevance", "age_days", "importance", "usefulness", "rules")
 
-_check_namespace = check_namespace
-_check_query = check_query
-
-
 def _check_k(k: object) -> int:
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
         raise InputTypeError(f"k: expected int, got {type(k).__name__}")
@@ -184,8 +180,8 @@ class Reranker:
             InputError: bad candidates, ``k < 1``, blank namespace (the message names the field).
             TypeError: a value of the wrong type.
         """
-        query = _check_query(query)
-        namespace = _check_namespace(namespace)
+        query = check_query(query)
+        namespace = check_namespace(namespace)
         k = _check_k(k)
         cfg = self._config(config)
         when, explicit = resolve_now(now)
@@ -342,7 +338,7 @@ class Reranker:
         if imp is None:
             raise FeedbackError(f"recall_id {recall_id!r}: unknown (never recorded, expired or "
                                 f"pruned)")
-        if namespace is not None and imp.namespace != _check_namespace(namespace):
+        if namespace is not None and imp.namespace != check_namespace(namespace):
             # Says nothing of the namespace that does own it.
             raise FeedbackError(f"recall_id {recall_id!r} is not a recall of namespace "
                                 f"{namespace!r}")
@@ -449,8 +445,8 @@ class Reranker:
 
     def _record_shown(self, namespace: str, query: str, shown: Sequence[CandidateLike],
                       used: list[str], now: Any, feedback_id: str | None) -> str:
-        namespace = _check_namespace(namespace)
-        query = _check_query(query)
+        namespace = check_namespace(namespace)
+        query = check_query(query)
         if feedback_id is not None:
             if not isinstance(feedback_id, str):
                 raise InputTypeError(f"feedback_id: expected str, got {type(feedback_id).__name__}")
@@ -507,7 +503,7 @@ class Reranker:
             features, pos, neg = self.state.list_links(None)
             alpha, beta = linkmath.global_posterior(pos, neg, cfg.prior)
         else:
-            features, pos, neg = self.state.list_links(_check_namespace(namespace))
+            features, pos, neg = self.state.list_links(check_namespace(namespace))
             alpha, beta = linkmath.posterior(self.state.read_links(namespace, features), cfg.prior)
         if not features:
             return []
@@ -523,7 +519,7 @@ class Reranker:
         """Drop every record of a namespace: evidence, documents, impressions, explicit feedback
         ids and the feature names only it had (and, with ``scrub_global``, its share of the
         pool). This process's feature cache is cleared too."""
-        self.state.forget_namespace(_check_namespace(namespace), scrub_global=scrub_global)
+        self.state.forget_namespace(check_namespace(namespace), scrub_global=scrub_global)
         self._space.clear()
 
     def stats(self) -> dict[str, int]:

@@ -32,7 +32,6 @@ def relevance(scores: np.ndarray, *, kind: str, floor: float, rank_tau: float) -
     span = hi - lo  # Python floats: an overflow is inf, not a warning
     if not math.isfinite(span):  # scores so large their span overflows: rescale first
         s = s / max(abs(lo), abs(hi))
-        lo, hi = lo / max(abs(lo), abs(hi)), hi / max(abs(lo), abs(hi))
         valid = s[~nan] if some_nan else s
         lo, hi = float(valid.min()), float(valid.max())
         span = hi - lo
