@@ -1,4 +1,4 @@
-"""``heaprank`` command line: demo, links, explain, stats, state copy.
+"""``heaprank`` command line: demo, links, explain, stats, forget, plot, state copy.
 
 A mistake in what the user typed or pointed at (a missing file, bad JSON, a candidate of the wrong
 type, an unknown state URL, a bad ``--now``) ends the command with one line on stderr, starting
@@ -217,6 +217,79 @@ def _cmd_state_copy(args: argparse.Namespace) -> int:
     return 0
 
 
+def _policy(args: argparse.Namespace) -> Any:
+    """The retention policy a ``--policy`` file holds, or the built-in defaults."""
+    from .retention import PolicySet, load_policy
+
+    return load_policy(args.policy) if args.policy else PolicySet()
+
+
+def _cmd_forget(args: argparse.Namespace) -> int:
+    from .reranker import Reranker
+
+    if not args.preview:
+        raise UsageError("forget: only --preview is available: heaprank never deletes your "
+                         "documents (drop forgotten ones from rankings with "
+                         "Config(drop_forgotten=True))")
+    policies = _policy(args)
+    with Reranker(_state_url(args)) as rr:
+        report = rr.forget_candidates(args.namespace, now=_now(args.now), policy=policies)
+    if args.json:
+        _print_json(report.to_dict())
+        return 0
+    settings = ", ".join(f"{k} {v:g}" if not isinstance(v, bool) else f"{k} {str(v).lower()}"
+                         for k, v in report.policy.to_dict().items())
+    print(f"namespace {report.namespace!r}: {report.count} of {report.checked} used documents "
+          f"forgotten ({settings})")
+    rows = report.ids[:args.limit] if args.limit else report.ids
+    if rows:
+        width = max(len(i) for i in rows)
+        print(f"{'id':<{width}}  retention  idle days")
+        for doc_id, r, idle in zip(rows, report.retention, report.idle_days):
+            print(f"{doc_id:<{width}}  {r:9.4f}  {idle:9.1f}")
+        if len(rows) < report.count:
+            print(f"... {report.count - len(rows)} more (--limit 0 shows all)")
+    print("preview only: nothing was deleted")
+    return 0
+
+
+def _cmd_plot_retention(args: argparse.Namespace) -> int:
+    from .plots_retention import plot_retention
+    from .state import open_state
+
+    namespaces: list[str] = []
+    if args.state:
+        state = open_state(_existing_state(args.state))
+        try:
+            namespaces = state.namespaces()
+        finally:
+            state.close()
+    rows = plot_retention(_policy(args), args.out, namespaces=namespaces,
+                          importance=args.importance, use_count=args.uses)
+    if args.json:  # an exempt policy is never forgotten: null, not JSON's missing Infinity
+        _print_json([{**r, "forgotten_after_days": r["forgotten_after_days"]
+                      if math.isfinite(r["forgotten_after_days"]) else None} for r in rows])
+        return 0
+    for row in rows:
+        print(f"{row['label']}: S {row['stability_days']:.1f}d, forgotten after "
+              f"{row['forgotten_after_days']:.1f} idle days")
+    print(f"wrote {args.out}")
+    return 0
+
+
+def _cmd_plot_forget_matrix(args: argparse.Namespace) -> int:
+    from .plots_retention import GLOBAL_LABEL, plot_forget_matrix
+
+    policies = _policy(args)
+    title = f"namespace {args.namespace!r}" if args.namespace else GLOBAL_LABEL
+    days = plot_forget_matrix(policies.for_namespace(args.namespace or ""), args.out, title=title)
+    if args.json:
+        _print_json([[d if math.isfinite(d) else None for d in row] for row in days.tolist()])
+        return 0
+    print(f"wrote {args.out}")
+    return 0
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="heaprank", description=(
         "Re-rank retrieved candidates by relevance, recency, importance and learned usefulness."))
@@ -255,6 +328,36 @@ def _parser() -> argparse.ArgumentParser:
     explain.add_argument("--now", help="current time (epoch seconds or ISO 8601)")
 
     command("stats", "counts of what the state holds", _cmd_stats, existing)
+
+    forget = command("forget", "report the documents a retention policy counts as forgotten "
+                     "(nothing is deleted)", _cmd_forget, existing)
+    forget.add_argument("--policy", help="TOML or JSON retention policy file (default: the "
+                        "built-in policy)")
+    forget.add_argument("--namespace", required=True, help="the namespace to examine")
+    forget.add_argument("--preview", action="store_true",
+                        help="print what would be forgotten (the only mode: nothing is deleted)")
+    forget.add_argument("--now", help="current time (epoch seconds or ISO 8601)")
+    forget.add_argument("--limit", type=_non_negative_int, default=50, help="ids to list (0: all)")
+
+    plot = sub.add_parser("plot", help="draw a view into a PNG file (needs heaprank[plot])",
+                          description="draw a view into a PNG file (needs heaprank[plot])")
+    plot_sub = plot.add_subparsers(dest="plot_command", required=True)
+    curve_help = "the retention curve of each namespace policy, threshold crossing marked"
+    curve = plot_sub.add_parser("retention", help=curve_help, description=curve_help)
+    curve.add_argument("--state", help="an existing state: counts the namespaces that follow the "
+                       "global default")
+    curve.add_argument("--importance", type=_non_negative_float, default=1.0,
+                       help="importance dose of the memory drawn (default 1, neutral)")
+    curve.add_argument("--uses", type=_non_negative_float, default=0.0,
+                       help="use count of the memory drawn (default 0)")
+    matrix_help = "days until forgotten over importance x use count"
+    matrix = plot_sub.add_parser("forget-matrix", help=matrix_help, description=matrix_help)
+    matrix.add_argument("--namespace", help="draw this namespace's policy (default: the global)")
+    for p, func in ((curve, _cmd_plot_retention), (matrix, _cmd_plot_forget_matrix)):
+        p.add_argument("--policy", help="TOML or JSON retention policy file (default: built-in)")
+        p.add_argument("--out", required=True, help="the PNG file to write")
+        p.add_argument("--json", action="store_true", help="print the plotted values as JSON")
+        p.set_defaults(func=func)
 
     state = sub.add_parser("state", help="manage states", description="manage states")
     state_sub = state.add_subparsers(dest="state_command", required=True)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-BENCH_ONLY = ("torch", "heapdb-memory", "bm25s", "sentence-transformers", "matplotlib", "tqdm")
+BENCH_ONLY = ("torch", "heapdb-memory", "bm25s", "sentence-transformers", "tqdm")
 
 
 def test_library_code_never_reaches_for_the_benchmarks_or_their_data():
