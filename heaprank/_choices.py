@@ -79,7 +79,9 @@ class ChoiceLog:
         used = [v == codec.USED for v in imp.verdicts]
         if not any(used):
             return "no_use"
-        if all(used) and len(used) == len(imp.ids):
+        if len(used) != len(imp.ids):
+            return "invalid"
+        if all(used):
             return "all_used"
         values = np.asarray(imp.signals, dtype=np.float64)
         positive = values[:, [imp.signal_names.index(c) for c in LOG_COLUMNS if c != "age_days"]]
@@ -289,7 +291,6 @@ def heldout_scores(log: ChoiceLog, impressions: np.ndarray, weights: np.ndarray,
     rows = items_of(log, impressions)
     score = log_scores(log, rows, weights, half_life_s, recency_floor)
     choices = log.choices(impressions)
-    at = np.empty(len(log.used))
-    at[rows] = score
-    ll, _ = choices.log_likelihood(at[choices.rows])
+    ll, _ = choices.log_likelihood(log_scores(log, choices.rows, weights, half_life_s,
+                                              recency_floor))
     return float(ll.mean()), rank_metrics(log, rows, score, ())[0]

@@ -119,10 +119,11 @@ def test_unusable_impressions_are_counted_not_fitted():
         replace(log[1], verdicts=(2,) * 8),  # nothing used
         replace(log[2], verdicts=(1,) * 8),  # everything used
         replace(log[3], signals=((math.inf, 1.0, 1.0, 0.5, 1.0),) * 8),
+        replace(log[4], verdicts=(1, 2)),  # verdicts that do not match the shown items
     ]
-    result = tune(log[4:] + unusable, Config(), min_impressions=1)
-    assert result.skipped == {"no_signals": 1, "no_use": 1, "all_used": 1, "invalid": 1}
-    assert result.fit.impressions == 56
+    result = tune(log[5:] + unusable, Config(), min_impressions=1)
+    assert result.skipped == {"no_signals": 1, "no_use": 1, "all_used": 1, "invalid": 2}
+    assert result.fit.impressions == 55
     with pytest.raises(InputTypeError, match="impressions"):
         tune([{"id": "x"}], Config())
 
