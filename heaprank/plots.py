@@ -108,9 +108,16 @@ class PlotCommand:
     draw: Callable[[argparse.Namespace, Reranker], None]
 
 
+def _count(text: str) -> int:
+    value = int(text)  # argparse reports a ValueError as an invalid value of the option
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
 def _links_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--namespace", default="*", help="a namespace, or * for the pooled layer")
-    parser.add_argument("--limit", type=int, default=20, help="links to draw")
+    parser.add_argument("--limit", type=_count, default=20, help="links to draw")
     parser.add_argument("--min-n", type=float, default=0.0, help="only links with this much evidence")
 
 
@@ -122,9 +129,9 @@ def _draw_links(args: argparse.Namespace, rr: Reranker) -> None:
 
 def _tune_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--fit-half-life", action="store_true", help="fit the recency half-life too")
-    parser.add_argument("--min-impressions", type=int, default=50,
+    parser.add_argument("--min-impressions", type=_count, default=50,
                         help="a fit needs this many usable impressions")
-    parser.add_argument("--max-namespaces", type=int, default=12,
+    parser.add_argument("--max-namespaces", type=_count, default=12,
                         help="draw the namespaces with most impressions, at most this many")
 
 

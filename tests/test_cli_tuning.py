@@ -89,9 +89,11 @@ def test_replay_scores_a_config_file_against_the_logged_order(logged_state, tmp_
     (["tune", "--out", "x.json"], "--out: names the config file --apply writes; add --apply"),
     (["replay", "--config", "missing.json"], "missing.json"),
     (["tune", "--namespace", " "], "namespace"),
+    (["plot", "links", "--out", "x.png", "--limit", "0"], "--limit: must be >= 1"),
 ])
 def test_tuning_user_errors_are_one_line(logged_state, argv, message, capsys):
-    assert run([argv[0], "--state", logged_state, *argv[1:]]) == 2
+    at = 2 if argv[0] == "plot" else 1  # after the (sub)command's name
+    assert run([*argv[:at], "--state", logged_state, *argv[at:]]) == 2
     err = capsys.readouterr().err
     assert err.startswith("heaprank: ") and message in err and err.count("\n") == 1
 
