@@ -210,15 +210,23 @@ def _fit_scope(log: ChoiceLog, scope: np.ndarray, heldout: np.ndarray, namespace
     return fit, (trained if moved else current)
 
 
+#: exp() of more than this overflows a float: a half-life interval past it is not reported.
+_MAX_LOG_HALF_LIFE = 700.0
+
+
 def _intervals(problem: LogitFit, theta: np.ndarray,
                cov: np.ndarray | None) -> dict[str, tuple[float, float]]:
     if cov is None:
         return {}
     sd = np.sqrt(np.diag(cov))
+    # A value the log barely constrains has a huge (or non-finite) spread: it gets no interval
+    # rather than an infinite one.
     out = {problem.names[k]: (max(0.0, float(theta[j] - Z90 * sd[j])), float(theta[j] + Z90 * sd[j]))
-           for j, k in enumerate(problem.tuned.tolist())}
+           for j, k in enumerate(problem.tuned.tolist()) if math.isfinite(theta[j] + Z90 * sd[j])}
     if problem.fit_half_life:
-        out["half_life_s"] = (math.exp(theta[-1] - Z90 * sd[-1]), math.exp(theta[-1] + Z90 * sd[-1]))
+        low, high = theta[-1] - Z90 * sd[-1], theta[-1] + Z90 * sd[-1]
+        if math.isfinite(high) and high < _MAX_LOG_HALF_LIFE:
+            out["half_life_s"] = (math.exp(low), math.exp(high))
     return out
 
 
