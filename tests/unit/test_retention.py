@@ -11,7 +11,7 @@ import os
 import numpy as np
 import pytest
 
-from heaprank import Config, ConfigError, Reranker
+from heaprank import Config, ConfigError, Reranker, Weights
 from heaprank.retention import (
     PolicyFile,
     PolicySet,
@@ -279,3 +279,19 @@ def test_forget_preview_of_candidates_uses_their_dates_importance_and_the_state(
     # m1: S = 72, forgotten after 86.7 days; m2: S = 60 x 3 = 180, after 216.7 days.
     assert report.ids == ("m1",)
     assert report.checked == 4
+
+
+def test_a_config_file_round_trips_the_new_fields(tmp_path):
+    from heaprank.config import load_config, save_config
+
+    cfg = Config(recency_kernel="ebbinghaus", drop_forgotten=True, exploration_rate=0.1,
+                 exploration_seed=3, weights=Weights(reinforcement=0.5),
+                 retention_policy=parse_policy(POLICY))
+    save_config(cfg, tmp_path / "cfg.json")
+    back = load_config(tmp_path / "cfg.json")
+    assert back == cfg
+    assert back.retention_policy.for_namespace("scratch").half_life_days == 7
+    save_config(Config(), tmp_path / "default.json")  # None fields: no policy, no seed
+    assert load_config(tmp_path / "default.json") == Config()
+    save_config(Config(retention_policy=tmp_path / "p.toml"), tmp_path / "path.json")
+    assert load_config(tmp_path / "path.json").retention_policy == str(tmp_path / "p.toml")
