@@ -1,4 +1,4 @@
-"""``heaprank`` command line: demo, links, explain, stats, tune, replay, plot, state copy.
+"""``heaprank`` command line: demo, links, explain, stats, forget, tune, replay, plot, state copy.
 
 A mistake in what the user typed or pointed at (a missing file, bad JSON, a candidate of the wrong
 type, an unknown state URL, a bad ``--now``) ends the command with one line on stderr, starting
@@ -219,6 +219,42 @@ def _cmd_state_copy(args: argparse.Namespace) -> int:
     return 0
 
 
+def _policy(args: argparse.Namespace) -> Any:
+    """The retention policy a ``--policy`` file holds, or the built-in defaults."""
+    from .retention import PolicySet, load_policy
+
+    return load_policy(args.policy) if args.policy else PolicySet()
+
+
+def _cmd_forget(args: argparse.Namespace) -> int:
+    from .reranker import Reranker
+
+    if not args.preview:
+        raise UsageError("forget: only --preview is available: heaprank never deletes your "
+                         "documents (drop forgotten ones from rankings with "
+                         "Config(drop_forgotten=True))")
+    policies = _policy(args)
+    with Reranker(_state_url(args)) as rr:
+        report = rr.forget_candidates(args.namespace, now=_now(args.now), policy=policies)
+    if args.json:
+        _print_json(report.to_dict())
+        return 0
+    settings = ", ".join(f"{k} {v:g}" if not isinstance(v, bool) else f"{k} {str(v).lower()}"
+                         for k, v in report.policy.to_dict().items())
+    print(f"namespace {report.namespace!r}: {report.count} of {report.checked} used documents "
+          f"forgotten ({settings})")
+    rows = report.ids[:args.limit] if args.limit else report.ids
+    if rows:
+        width = max(len(i) for i in rows)
+        print(f"{'id':<{width}}  retention  idle days")
+        for doc_id, r, idle in zip(rows, report.retention, report.idle_days):
+            print(f"{doc_id:<{width}}  {r:9.4f}  {idle:9.1f}")
+        if len(rows) < report.count:
+            print(f"... {report.count - len(rows)} more (--limit 0 shows all)")
+    print("preview only: nothing was deleted")
+    return 0
+
+
 def _config(args: argparse.Namespace) -> Any:
     """The config of ``--config FILE``, else the defaults."""
     from .config import Config, load_config
@@ -303,9 +339,13 @@ def _cmd_plot(args: argparse.Namespace) -> int:
     from .plots import PLOTS
     from .reranker import Reranker
 
-    with Reranker(_state_url(args), config=_config(args)) as rr:
-        PLOTS[args.plot].draw(args, rr)
-    print(f"wrote {args.out}")
+    entry = PLOTS[args.plot]
+    # A plot of a policy alone reads a state only when one is named.
+    url = _state_url(args) if entry.reads_state or args.state else MEMORY_STATE
+    with Reranker(url, config=_config(args)) as rr:
+        entry.draw(args, rr)
+    if not getattr(args, "json", False):  # --json: the plot printed its values as JSON
+        print(f"wrote {args.out}")
     return 0
 
 
@@ -347,6 +387,16 @@ def _parser() -> argparse.ArgumentParser:
     explain.add_argument("--now", help="current time (epoch seconds or ISO 8601)")
 
     command("stats", "counts of what the state holds", _cmd_stats, existing)
+
+    forget = command("forget", "report the documents a retention policy counts as forgotten "
+                     "(nothing is deleted)", _cmd_forget, existing)
+    forget.add_argument("--policy", help="TOML or JSON retention policy file (default: the "
+                        "built-in policy)")
+    forget.add_argument("--namespace", required=True, help="the namespace to examine")
+    forget.add_argument("--preview", action="store_true",
+                        help="print what would be forgotten (the only mode: nothing is deleted)")
+    forget.add_argument("--now", help="current time (epoch seconds or ISO 8601)")
+    forget.add_argument("--limit", type=_non_negative_int, default=50, help="ids to list (0: all)")
 
     config_help = "config file (JSON, or TOML on Python 3.11+); default: the built-in defaults"
     tune = command("tune", "fit the weights to the impression log (reads the state, never "

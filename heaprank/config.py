@@ -9,10 +9,13 @@ from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from .errors import ConfigError
 from .links import Prior
+
+if TYPE_CHECKING:
+    from .retention import PolicySet, RetentionPolicy
 
 DAY_S = 86_400.0
 
@@ -22,7 +25,9 @@ DEFAULT_KIND_IMPORTANCE: Mapping[str, float] = MappingProxyType({
     "insight": 1.2, "fact": 1.0, "note": 1.0, "episode": 0.8, "tool_result": 0.6,
 })
 
-SIGNALS = ("relevance", "recency", "importance", "usefulness")
+SIGNALS = ("relevance", "recency", "importance", "usefulness", "reinforcement")
+
+RECENCY_KERNELS = ("exponential", "ebbinghaus")
 
 
 def _check_nonneg(name: str, value: float) -> None:
@@ -34,12 +39,16 @@ def _check_nonneg(name: str, value: float) -> None:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Weights:
-    """Exponents of the log-linear score ``prod_i signal_i ** w_i``; 0 switches a signal off."""
+    """Exponents of the log-linear score ``prod_i signal_i ** w_i``; 0 switches a signal off.
+
+    ``reinforcement`` (HEBBS, from each document's use count) is off by default.
+    """
 
     relevance: float = 1.0
     recency: float = 1.0
     importance: float = 1.0
     usefulness: float = 1.5
+    reinforcement: float = 0.0
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -74,6 +83,22 @@ class Config:
         feature_prefix_chars: Only this many leading characters of a text are featurised, so
             a candidate's cost does not grow with its size (the length bucket tops out far
             below it).
+        reinforcement_cap: Use count at which the reinforcement signal stops growing (it is
+            ``1 + log2(1 + min(uses, cap)) / log2(1 + cap)``, in [1, 2]).
+        recency_kernel: ``"exponential"``: ``2 ** (-age / half_life_s)``; ``"ebbinghaus"``: the
+            retention ``exp(-idle_days / S)`` of the namespace's retention policy, ``S``
+            lengthened by importance and use count. Both are lifted by ``recency_floor``.
+        retention_policy: The forget policy: ``None`` (built-in defaults), a
+            :class:`~heaprank.retention.RetentionPolicy` or
+            :class:`~heaprank.retention.PolicySet` (a mapping in the policy file's form, as
+            config files hold it, becomes one), or the path of a TOML or JSON policy file
+            (re-read when it changes).
+        drop_forgotten: Drop candidates the retention policy counts as forgotten from rankings
+            (the ``forgotten`` rule, multiplier 0).
+        exploration_rate: Share of reranks that explore: usefulness comes from a Thompson
+            sample of each link's Beta posterior instead of its mean (0: never).
+        exploration_seed: Seed of the reranker's exploration draws (read when the reranker is
+            built; ``None``: fresh entropy).
     """
 
     weights: Weights = field(default_factory=Weights)
@@ -92,6 +117,12 @@ class Config:
     on_invalid: Literal["raise", "neutral"] = "raise"
     future_tolerance_s: float = 300.0
     feature_prefix_chars: int = 2000
+    reinforcement_cap: float = 100.0
+    recency_kernel: Literal["exponential", "ebbinghaus"] = "exponential"
+    retention_policy: str | os.PathLike[str] | PolicySet | RetentionPolicy | None = None
+    drop_forgotten: bool = False
+    exploration_rate: float = 0.0
+    exploration_seed: int | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.weights, Weights):
@@ -130,6 +161,36 @@ class Config:
             raise ConfigError("tag_slots: expected a tuple of tag names")
         object.__setattr__(self, "tag_slots", tuple(self.tag_slots))
         object.__setattr__(self, "kind_importance", MappingProxyType(dict(self.kind_importance)))
+        self._check_seed_signals()
+
+    def _check_seed_signals(self) -> None:
+        from .retention import PolicySet, RetentionPolicy  # retention reads DAY_S from here
+
+        _check_nonneg("reinforcement_cap", self.reinforcement_cap)
+        if self.reinforcement_cap < 1:
+            raise ConfigError(f"reinforcement_cap: must be >= 1, got {self.reinforcement_cap!r}")
+        if self.recency_kernel not in RECENCY_KERNELS:
+            raise ConfigError(f"recency_kernel: expected 'exponential' or 'ebbinghaus', got "
+                              f"{self.recency_kernel!r}")
+        policy = self.retention_policy
+        if isinstance(policy, Mapping):  # a policy written inline, as to_dict writes it
+            from .retention import parse_policy
+
+            policy = parse_policy(policy, "retention_policy")
+            object.__setattr__(self, "retention_policy", policy)
+        if not (policy is None or isinstance(policy, (str, os.PathLike, PolicySet,
+                                                      RetentionPolicy))):
+            raise ConfigError(f"retention_policy: expected a file path, a RetentionPolicy or a "
+                              f"PolicySet, got {type(policy).__name__}")
+        if not isinstance(self.drop_forgotten, bool):
+            raise ConfigError(f"drop_forgotten: expected a bool, got "
+                              f"{type(self.drop_forgotten).__name__}")
+        _check_nonneg("exploration_rate", self.exploration_rate)
+        if self.exploration_rate > 1:
+            raise ConfigError(f"exploration_rate: must be in [0, 1], got {self.exploration_rate!r}")
+        seed = self.exploration_seed
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
+            raise ConfigError(f"exploration_seed: expected None or an int >= 0, got {seed!r}")
 
     def __getstate__(self) -> list[Any]:
         # A read-only mapping does not pickle: send a plain dict, freeze it again on arrival.
@@ -162,6 +223,10 @@ class Config:
             value = getattr(self, f.name)
             if isinstance(value, (Weights, Prior)):
                 value = {g.name: getattr(value, g.name) for g in fields(value)}
+            elif isinstance(value, os.PathLike):
+                value = os.fspath(value)
+            elif hasattr(value, "to_dict"):  # a RetentionPolicy or PolicySet
+                value = value.to_dict()
             elif isinstance(value, Mapping):
                 value = dict(value)
             elif isinstance(value, tuple):
@@ -188,6 +253,8 @@ def _from_mapping(cls: Any, data: Any, where: str) -> Any:
             raise ConfigError(f"{name}: unknown field; expected one of {', '.join(known)}")
         default = _default_of(f)
         if value is None:
+            if default is None:  # a field whose default is None (no policy file, no seed)
+                continue
             raise ConfigError(f"{name}: null is not a value; leave the field out for its default")
         if is_dataclass(default):
             value = _from_mapping(type(default), value, name)
