@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, fields, replace
 from types import MappingProxyType
 from typing import Any, Literal
 
+from .assoc import CoUse
 from .errors import ConfigError
 from .links import Prior
 
@@ -19,7 +20,7 @@ DEFAULT_KIND_IMPORTANCE: Mapping[str, float] = MappingProxyType({
     "insight": 1.2, "fact": 1.0, "note": 1.0, "episode": 0.8, "tool_result": 0.6,
 })
 
-SIGNALS = ("relevance", "recency", "importance", "usefulness")
+SIGNALS = ("relevance", "recency", "importance", "usefulness", "association")
 
 
 def _check_nonneg(name: str, value: float) -> None:
@@ -31,12 +32,16 @@ def _check_nonneg(name: str, value: float) -> None:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Weights:
-    """Exponents of the log-linear score ``prod_i signal_i ** w_i``; 0 switches a signal off."""
+    """Exponents of the log-linear score ``prod_i signal_i ** w_i``; 0 switches a signal off.
+
+    ``association`` (co-use spreading, off by default) needs ``Config(co_use=CoUse(...))``.
+    """
 
     relevance: float = 1.0
     recency: float = 1.0
     importance: float = 1.0
     usefulness: float = 1.5
+    association: float = 0.0
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -71,6 +76,9 @@ class Config:
         feature_prefix_chars: Only this many leading characters of a text are featurised, so
             a candidate's cost does not grow with its size (the length bucket tops out far
             below it).
+        co_use: Learn co-use edges between documents used together, and spread activation
+            along them when ``weights.association > 0`` (:class:`~heaprank.CoUse`); ``None``
+            (the default) stores no edges.
     """
 
     weights: Weights = field(default_factory=Weights)
@@ -89,10 +97,16 @@ class Config:
     on_invalid: Literal["raise", "neutral"] = "raise"
     future_tolerance_s: float = 300.0
     feature_prefix_chars: int = 2000
+    co_use: CoUse | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.weights, Weights):
             raise ConfigError(f"weights: expected Weights, got {type(self.weights).__name__}")
+        if self.co_use is not None and not isinstance(self.co_use, CoUse):
+            raise ConfigError(f"co_use: expected CoUse or None, got {type(self.co_use).__name__}")
+        if self.weights.association > 0 and self.co_use is None:
+            raise ConfigError("weights.association: > 0 needs co_use=CoUse(...): without it no "
+                              "co-use edges are learned or read")
         if not isinstance(self.prior, Prior):
             raise ConfigError(f"prior: expected Prior, got {type(self.prior).__name__}")
         if self.score_kind not in ("similarity", "distance"):
@@ -147,7 +161,7 @@ class Config:
         out: dict[str, Any] = {}
         for f in fields(self):
             value = getattr(self, f.name)
-            if isinstance(value, (Weights, Prior)):
+            if isinstance(value, (Weights, Prior, CoUse)):
                 value = {g.name: getattr(value, g.name) for g in fields(value)}
             elif isinstance(value, Mapping):
                 value = dict(value)
