@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from . import assoc
 from . import links as linkmath
 from . import signals as sig
 from ._checks import MAX_NAMESPACE_CHARS, check_id, check_ids, check_namespace, check_query
@@ -40,6 +41,7 @@ from .rules import Rule, apply_rules
 from .state import StateBackend, open_state
 from .state.base import (
     DocStats,
+    EdgeBackend,
     FeedbackBatch,
     FeedbackItem,
     FeedbackOutcome,
@@ -47,6 +49,7 @@ from .state.base import (
     LinkCounts,
     new_recall_id,
 )
+from .state.edges import EdgeRows
 
 TOP_LINKS = 3
 
@@ -75,7 +78,7 @@ class Link:
 
 #: Config fields that shape what feedback learns; a per-call config may not change them (the
 #: feedback for that recall would otherwise learn under other settings than the ranking used).
-LEARNING_FIELDS = ("prior", "em_credit", "reject_discount", "doc_features", "tag_slots")
+LEARNING_FIELDS = ("prior", "em_credit", "reject_discount", "doc_features", "tag_slots", "co_use")
 #: What an impression stores per shown item, for tuning and replay.
 IMPRESSION_SIGNALS = ("relevance", "age_days", "importance", "usefulness", "rules")
 
@@ -85,6 +88,28 @@ def _check_k(k: object) -> int:
     if k < 1:
         raise InputError(f"k: must be >= 1, got {k}")
     return int(k)
+
+
+def _associate(base_log: np.ndarray, rows: EdgeRows, now: float,
+               co_use: assoc.CoUse) -> assoc.Association:
+    """The association factor of each candidate from the edges read among them."""
+    n = base_log.shape[0]
+    strength, count = np.zeros((n, n)), np.zeros((n, n))
+    if len(rows):
+        now_s = assoc.decayed_array(rows.strength, rows.count, rows.last, now, co_use)
+        live = now_s >= co_use.floor  # a pruned edge is gone even before it is deleted
+        i, j = rows.i[live], rows.j[live]
+        strength[i, j] = strength[j, i] = now_s[live]
+        count[i, j] = count[j, i] = rows.count[live]
+    return assoc.spread(base_log, strength, count, co_use)
+
+
+def _co_used_with(batch: CandidateBatch, linked: assoc.Association, i: int) -> str:
+    """EXPLAIN's note on an association factor: the seed it came from most."""
+    partner = int(linked.partner[i])
+    if linked.hops[i] == 1:
+        return f"co-used with {batch.ids[partner]} x{linked.count[i]:g}"
+    return f"co-used via {batch.ids[partner]}, {int(linked.hops[i])} hops"
 
 
 class Reranker:
@@ -194,9 +219,15 @@ class Reranker:
         vocab, where = np.unique(matrix, return_inverse=True)
         names = self._space.names
         state_flag: tuple[str, ...] = ()
+        co_use = cfg.co_use if cfg.weights.association > 0 else None
+        edge_rows = EdgeRows.empty()
         try:
-            counts, docs = self.state.read(namespace, [names[i] for i in vocab.tolist()],
-                                           batch.ids)
+            if co_use is None:  # no edges fetched unless they count
+                counts, docs = self.state.read(namespace, [names[i] for i in vocab.tolist()],
+                                               batch.ids)
+            else:
+                counts, docs, edge_rows = self._edge_state().read_with_edges(
+                    namespace, [names[i] for i in vocab.tolist()], batch.ids)
         except StateUnavailableError as exc:
             if self.strict:
                 raise
@@ -220,11 +251,17 @@ class Reranker:
             "recency": sig.recency(age, half_life_s=cfg.half_life_s, floor=cfg.recency_floor),
             "importance": imp,
             "usefulness": use,
+            "association": np.ones(len(batch)),
         }
         signal_matrix = np.column_stack([columns[name] for name in SIGNALS])
         weights = np.array(cfg.weights.as_tuple())
         mult, fired = apply_rules(batch, self.rules, cfg.superseded_multiplier, when)
         log_score, log_terms, log_rules = sig.combine(signal_matrix, weights, mult)
+        linked = None
+        if co_use is not None:  # spreads from the base score: every other signal and the rules
+            linked = _associate(log_score, edge_rows, when, co_use)
+            signal_matrix[:, SIGNALS.index("association")] = linked.factor
+            log_score, log_terms, log_rules = sig.combine(signal_matrix, weights, mult)
         kept = np.isfinite(log_score)
         # Best first; ties keep the retriever's order (relevance, then input position).
         order = np.lexsort((np.arange(len(batch)), -rel, -log_score))
@@ -232,22 +269,32 @@ class Reranker:
         top = order[:k]
         recall_id = new_recall_id()
         if track and len(top):
-            stored = np.column_stack([rel, age / DAY_S, imp, use, mult])[top]
+            stored = [rel, age / DAY_S, imp, use, mult]
+            if linked is not None:
+                stored.append(linked.factor)
             recall_id = self._track(Impression(
                 recall_id=recall_id, namespace=namespace, qtype=info.qtype, time=when,
                 time_explicit=explicit, ids=tuple(batch.ids[i] for i in top.tolist()),
                 slots=tuple(self._space.slots_of(urows[row_of[i]]) for i in top.tolist()),
-                doc_features=cfg.doc_features, signal_names=IMPRESSION_SIGNALS,
-                signals=stored))
+                doc_features=cfg.doc_features, signal_names=IMPRESSION_SIGNALS + (
+                    ("association",) if linked is not None else ()),
+                signals=np.column_stack(stored)[top]))
         items = self._build_items(batch, info, cfg, top, log_score, signal_matrix,
                                   row_p[row_of[top]], matrix[row_of[top]], fired, age,
-                                  docs.use_count, state_flag)
+                                  docs.use_count, state_flag, linked)
         dropped = {batch.ids[i]: "rule " + ", ".join(f"{n} x{m:g}" for n, m in fired[i])
                    for i in np.flatnonzero(~kept).tolist()}
         return Ranking(recall_id=recall_id, namespace=namespace, query=query, qtype=info.qtype,
                        items=items, order_ids=tuple(batch.ids[i] for i in order),
                        log_scores=log_score[order], log_terms=log_terms[order],
                        signal_names=SIGNALS, log_rules=log_rules[order], dropped=dropped)
+
+    def _edge_state(self) -> EdgeBackend:
+        """The state, as one that stores co-use edges (every backend of heaprank does)."""
+        if not isinstance(self.state, EdgeBackend):
+            raise ConfigError(f"co_use: the state {type(self.state).__name__} stores no co-use "
+                              f"edges (it has no read_with_edges / list_edges)")
+        return self.state
 
     def _track(self, impression: Impression) -> str:
         """Write a rerank's impression; with an unreachable state (and not strict) the ranking
@@ -274,7 +321,8 @@ class Reranker:
                      log_score: np.ndarray, signal_matrix: np.ndarray, top_p: np.ndarray,
                      top_rows: np.ndarray, fired: dict[int, list[tuple[str, float]]],
                      age: np.ndarray, use_count: np.ndarray,
-                     state_flag: tuple[str, ...] = ()) -> tuple[Ranked, ...]:
+                     state_flag: tuple[str, ...] = (),
+                     linked: assoc.Association | None = None) -> tuple[Ranked, ...]:
         """The top results; ``top_p`` and ``top_rows`` are their link means and feature ids."""
         weights = dict(zip(SIGNALS, cfg.weights.as_tuple()))  # one per call, shared by its results
         names = self._space.names
@@ -292,14 +340,14 @@ class Reranker:
             items.append(Ranked(
                 rank=rank, score=exp_score(scores[j]), candidate=batch.candidate(i),
                 signals=dict(zip(SIGNALS, signal_rows[j])), weights=weights,
-                details=self._details(batch, info, i, age[i], use_count[i]),
+                details=self._details(batch, info, i, age[i], use_count[i], linked),
                 top_links=tuple(zip([names[f] for f in best_ids[j]], best_p[j])),
                 rules=tuple(fired.get(i, ())), flags=batch.flags[i] + flags))
         return tuple(items)
 
     @staticmethod
     def _details(batch: CandidateBatch, info: QueryInfo, i: int, age_s: float,
-                 use_count: float) -> dict[str, str]:
+                 use_count: float, linked: assoc.Association | None = None) -> dict[str, str]:
         score = batch.scores[i]
         if not info.has_content:
             rel = "empty query"
@@ -319,7 +367,10 @@ class Reranker:
             imp = batch.kinds[i] or "default"
         if not math.isnan(batch.source_count[i]):
             imp += f", {batch.source_count[i]:g} sources"
-        return {"relevance": rel, "recency": rec, "importance": imp}
+        out = {"relevance": rel, "recency": rec, "importance": imp}
+        if linked is not None and linked.partner[i] >= 0:
+            out["association"] = _co_used_with(batch, linked, i)
+        return out
 
     async def arerank(self, query: str, candidates: Sequence[CandidateLike], **kwargs: Any) -> Ranking:
         """Async :meth:`rerank`; state I/O runs in a worker thread."""
@@ -364,10 +415,13 @@ class Reranker:
                                                    d if imp.doc_features else None),
                                    reject_weight=self._reject_weight(position[d]))
                       for d, used in verdicts.items())
-        prior = self.config.prior
+        prior, co_use = self.config.prior, self.config.co_use
+        if co_use is not None:
+            self._edge_state()  # refused before anything is applied
         return FeedbackBatch(recall_id=imp.recall_id, namespace=imp.namespace, time=when,
                              items=items, a0=prior.a0, b0=prior.b0, kappa=prior.kappa,
-                             em=self.config.em_credit)
+                             em=self.config.em_credit, co_use=co_use,
+                             shown=imp.ids if co_use is not None else ())
 
     def _credit(self) -> functools.partial[tuple[list[str], np.ndarray, np.ndarray]]:
         return functools.partial(linkmath.credit, prior=self.config.prior, em=self.config.em_credit)
