@@ -80,7 +80,7 @@ def test_to_dict_is_json_serialisable(lisbon):
 def test_ranking_to_dicts_is_json_serialisable(ranking):
     rows = json.loads(json.dumps(ranking.to_dicts(), allow_nan=False))
     assert [r["id"] for r in rows] == ranking.ids
-    assert all(set(r["signals"]) == set(ONES) for r in rows)
+    assert all(set(r["signals"]) == set(ONES) | {"association"} for r in rows)
     assert all(r["explain"] == item.explain() for r, item in zip(rows, ranking, strict=False))
 
 
