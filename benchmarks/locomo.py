@@ -300,6 +300,8 @@ def run(args: argparse.Namespace) -> int:
                 for signal in SIGNALS:
                     if signal == "recency":
                         continue  # the diagnostics row f"{main}_norecency"
+                    if signal == "association":
+                        continue  # off by default; measured by `locomo-sequential`
                     cfg = default.with_weights(**{signal: 0.0})
                     key = f"abl_no_{signal}"
                     rows.add(key, f"ablation: {signal} off ({mode})", "ablations", "heaprank",
