@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 import math
+import pickle
 
 import pytest
 
-from heaprank import Config, ConfigError, Prior, Reranker, Weights
+from heaprank import Config, ConfigError, CoUse, Prior, Reranker, Weights
 
 
 @pytest.mark.parametrize("make, match", [
@@ -56,7 +57,7 @@ def test_config_error_is_a_value_error():
 
 def test_defaults_are_valid_and_sensible():
     cfg = Config()
-    assert cfg.weights.as_tuple() == (1.0, 1.0, 1.0, 1.5)
+    assert cfg.weights.as_tuple() == (1.0, 1.0, 1.0, 1.5, 0.0)  # association off
     assert cfg.recency_floor == 0.9
     assert cfg.reject_discount == "log"
     assert cfg.em_credit is True
@@ -70,14 +71,14 @@ def test_defaults_are_valid_and_sensible():
 def test_zero_weights_and_floors_are_allowed():
     cfg = Config(weights=Weights(relevance=0, recency=0, importance=0, usefulness=0),
                  relevance_floor=0.0, recency_floor=0.0, superseded_multiplier=0.0)
-    assert cfg.weights.as_tuple() == (0.0, 0.0, 0.0, 0.0)
+    assert cfg.weights.as_tuple() == (0.0, 0.0, 0.0, 0.0, 0.0)
 
 
 def test_with_weights_returns_a_changed_copy():
     cfg = Config()
     other = cfg.with_weights(recency=0, usefulness=2)
-    assert other.weights.as_tuple() == (1.0, 0.0, 1.0, 2.0)
-    assert cfg.weights.as_tuple() == (1.0, 1.0, 1.0, 1.5)
+    assert other.weights.as_tuple() == (1.0, 0.0, 1.0, 2.0, 0.0)
+    assert cfg.weights.as_tuple() == (1.0, 1.0, 1.0, 1.5, 0.0)  # association off
     with pytest.raises(ConfigError):
         cfg.with_weights(recency=-1)
 
@@ -101,11 +102,19 @@ def test_to_dict_is_json_ready():
     cfg = Config(tag_slots=["travel"], weights=Weights(recency=0.5))
     data = json.loads(json.dumps(cfg.to_dict()))
     assert data["weights"] == {"relevance": 1.0, "recency": 0.5, "importance": 1.0,
-                               "usefulness": 1.5}
+                               "usefulness": 1.5, "association": 0.0}
     assert data["prior"] == {"mean": 0.01, "strength": 2.0, "kappa": 50.0}
     assert data["recency_floor"] == 0.9 and data["reject_discount"] == "log"
     assert data["tag_slots"] == ["travel"]
     assert data["kind_importance"]["instruction"] == 1.5
+    assert data["co_use"] is None
+    learning = json.loads(json.dumps(Config(co_use=CoUse(rate=0.3)).to_dict()))
+    assert learning["co_use"]["rate"] == 0.3 and learning["co_use"]["ltp_threshold"] == 5
+
+
+def test_a_config_with_co_use_pickles():
+    cfg = Config(co_use=CoUse(max_edges=50)).with_weights(association=0.5)
+    assert pickle.loads(pickle.dumps(cfg)) == cfg
 
 
 def test_reranker_rejects_a_non_config():
