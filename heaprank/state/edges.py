@@ -114,7 +114,7 @@ def update(adj: Adjacency, count: int, pairs: Sequence[Pair], now: float, co_use
         written.add((a, b))
     for d in sorted({x for pair in pairs for x in pair}):
         edges = adj.get(d, {})
-        strength = {b: decayed(*row, now, co_use) for b, row in edges.items()}
+        strength = {b: decayed(row[0], row[1], row[2], now, co_use) for b, row in edges.items()}
         weak = [b for b in sorted(edges) if strength[b] < co_use.floor]
         excess = len(edges) - len(weak) - co_use.max_per_doc
         if excess > 0:
@@ -134,7 +134,7 @@ def update(adj: Adjacency, count: int, pairs: Sequence[Pair], now: float, co_use
                 for b, row in nbrs.items():
                     full.setdefault(a, {})[b] = row
                     full.setdefault(b, {})[a] = row
-        ranked = sorted((decayed(*row, now, co_use), a, b)
+        ranked = sorted((decayed(row[0], row[1], row[2], now, co_use), a, b)
                         for a, nbrs in full.items() for b, row in nbrs.items() if a < b)
         for _, a, b in ranked[:count - co_use.evict_to]:
             _drop(full, a, b, deleted)

@@ -141,8 +141,8 @@ class MemoryState:
         with self._lock:
             ns = self._ns.get(namespace)
             return [] if ns is None else sorted(
-                (a, b, *row) for a, nbrs in ns.edges.items() for b, row in nbrs.items()
-                if a < b)  # type: ignore[misc]
+                (a, b, row[0], row[1], row[2]) for a, nbrs in ns.edges.items()
+                for b, row in nbrs.items() if a < b)
 
     def _intern(self, features: Sequence[str]) -> np.ndarray:
         out = np.empty(len(features), dtype=np.int64)
