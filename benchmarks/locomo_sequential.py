@@ -44,6 +44,8 @@ ROWS: dict[str, dict[str, Any] | None] = {
 DEFAULT_ROWS = "bm25,default,co-use,doc,co-use+doc"
 SHOWN_K = 10
 HOUR_S = 3600.0
+#: The noise stream of this protocol, apart from every leave-one-out fold's (which use 0-9).
+NOISE_STREAM = 10_000
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -145,7 +147,7 @@ def _run_row(rr: Any, prep: Any, sequence: list[tuple[int, int]], mode: str, see
         stats["reranks"] += 1
         scores[qi] = score_ranking(ranking.order_ids, ev)
         if mode == "noisy":
-            rng = feedback_rng(seed, -1, qi)
+            rng = feedback_rng(seed, NOISE_STREAM, qi)
             if not gives_feedback(rng):
                 continue
             used = noisy_used(rng, ranking.ids, ev)
@@ -202,7 +204,8 @@ def run(args: argparse.Namespace) -> int:
         per_q[name] = collect(scores)
         edges = sum(len(rr.state.list_edges(ns)) for ns in prep.namespaces)
         reach = {k: stats[k] for k in ("with_edges", "evidence_pair", "evidence_other")}
-        extra[name] = {"edges": edges, "questions_reached": reach, **({} if args.no_timing else {
+        extra[name] = {"edges": edges, "feedbacks": int(stats["feedbacks"]),
+                       "questions_reached": reach, **({} if args.no_timing else {
             "rerank_mean_ms": round(1000 * stats["rerank_s"] / max(stats["reranks"], 1), 3),
             "feedback_mean_ms": round(1000 * stats["feedback_s"] / max(stats["feedbacks"], 1), 3)})}
     bar.close()

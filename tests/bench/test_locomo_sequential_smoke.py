@@ -50,6 +50,13 @@ def test_the_same_command_prints_the_same_text(capsys: pytest.CaptureFixture[str
     assert first == second and "later vs default" in first
 
 
+def test_noisy_feedback_answers_about_half_the_questions(capsys: pytest.CaptureFixture[str]) -> None:
+    oracle = json.loads(run(capsys, "--json", "--rows", "default")[1])
+    noisy = json.loads(run(capsys, "--json", "--rows", "default", "--feedback", "noisy")[1])
+    assert noisy["feedback"] == "noisy" and 0.0 <= noisy["rows"][0]["mrr"] <= 1.0
+    assert 0 < noisy["rows"][0]["feedbacks"] < oracle["rows"][0]["feedbacks"]  # half answer
+
+
 def test_bad_rows_are_refused_with_a_message(capsys: pytest.CaptureFixture[str]) -> None:
     code, out = run(capsys, "--rows", "bm25,nonsense")
     assert code == 2 and "unknown row 'nonsense'" in out
