@@ -666,6 +666,8 @@ class RedisState:
                 if rows:
                     pipe.hset(self._key(self._tag(ns), "d", ns), mapping={
                         i: np.array([last, uses], dtype="<f8").tobytes() for i, last, uses in rows})
+            for ns, edge_rows in dump.edges.items():
+                pipe.hset(redis_assoc.key(self, ns), mapping=redis_assoc.adjacency(edge_rows))
             for rid, ns, body in dump.impressions:
                 fed = any(codec.verdicts_of(body))
                 expire_ms = int((recall_born_s(rid) + self.impression_ttl_s) * 1000)

@@ -227,6 +227,23 @@ def decode(value: bytes | None) -> dict[str, list[float]]:
     return out
 
 
+def adjacency(rows: Sequence[tuple[str, str, float, float, float]]) -> dict[str, bytes]:
+    """A namespace's edges ``(a, b, strength, count, last)`` as the fields of its adjacency hash
+    (each edge under both documents, neighbours sorted, ``""`` the edge count): for state copy."""
+    by_doc: dict[str, list[tuple[str, float, float, float]]] = {}
+    for a, b, strength, count, last in rows:
+        by_doc.setdefault(a, []).append((b, strength, count, last))
+        by_doc.setdefault(b, []).append((a, strength, count, last))
+    fields = {"": str(len(rows)).encode()}
+    for doc, nbrs in by_doc.items():
+        parts = []
+        for b, strength, count, last in sorted(nbrs):
+            encoded = b.encode("utf-8")
+            parts += [_LENGTH.pack(len(encoded)), encoded, _ROW.pack(strength, count, last)]
+        fields[doc] = b"".join(parts)
+    return fields
+
+
 def edge_rows(ids: Sequence[str], values: Sequence[bytes | None]) -> EdgeRows:
     """The edges among ``ids`` from their adjacency records (HMGET order)."""
     records = {d: decode(v) for d, v in zip(ids, values) if v}

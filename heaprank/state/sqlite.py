@@ -635,7 +635,8 @@ class SQLiteState:
             conn.executemany("INSERT OR IGNORE INTO features (name, nscount) VALUES (?, ?)",
                              list(holders.items()))
             fid = dict(conn.execute("SELECT name, id FROM features"))
-            names = set(dump.links) | set(dump.docs) | {ns for _, ns, _ in dump.impressions}
+            names = set(dump.links) | set(dump.docs) | set(dump.edges) | {
+                ns for _, ns, _ in dump.impressions}
             ns_id = {ns: self._ns_id(conn, ns) for ns in sorted(names)}
             for ns, (features, pos, neg) in dump.links.items():
                 conn.executemany("INSERT INTO links VALUES (?, ?, ?, ?)", [
@@ -643,6 +644,9 @@ class SQLiteState:
             for ns, rows in dump.docs.items():
                 conn.executemany("INSERT INTO docs VALUES (?, ?, ?, ?)",
                                  [(ns_id[ns], i, last, uses) for i, last, uses in rows])
+            for ns, edge_rows in dump.edges.items():
+                conn.executemany("INSERT INTO edges VALUES (?, ?, ?, ?, ?, ?)",
+                                 [(ns_id[ns], *row) for row in edge_rows])
             conn.executemany("INSERT INTO impressions VALUES (?, ?, ?, ?)", [
                 (recall_key(rid), ns_id[ns], int(any(codec.verdicts_of(body))), body)
                 for rid, ns, body in dump.impressions])
