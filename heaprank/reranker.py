@@ -90,12 +90,13 @@ def _check_k(k: object) -> int:
     return int(k)
 
 
-def _associate(base_log: np.ndarray, rows: EdgeRows, now: float,
+def _associate(base_log: np.ndarray, rows: EdgeRows | None, now: float,
                co_use: assoc.CoUse) -> assoc.Association:
-    """The association factor of each candidate from the edges read among them."""
+    """The association factor of each candidate from the edges read among them (``None``: the
+    state could not be read)."""
     n = base_log.shape[0]
     strength, count = np.zeros((n, n)), np.zeros((n, n))
-    if len(rows):
+    if rows is not None and len(rows):
         now_s = assoc.decayed_array(rows.strength, rows.count, rows.last, now, co_use)
         live = now_s >= co_use.floor  # a pruned edge is gone even before it is deleted
         i, j = rows.i[live], rows.j[live]
@@ -220,7 +221,7 @@ class Reranker:
         names = self._space.names
         state_flag: tuple[str, ...] = ()
         co_use = cfg.co_use if cfg.weights.association > 0 else None
-        edge_rows = EdgeRows.empty()
+        edge_rows: EdgeRows | None = None
         try:
             if co_use is None:  # no edges fetched unless they count
                 counts, docs = self.state.read(namespace, [names[i] for i in vocab.tolist()],

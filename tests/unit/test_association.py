@@ -113,3 +113,18 @@ def test_a_backend_without_edges_is_refused_before_anything_is_applied():
     with pytest.raises(ConfigError, match="stores no co-use edges"):
         rr.rerank("what things?", CANDS, namespace="n", now=NOW, config=WEIGHTED)
     assert Reranker(_NoEdges()).rerank("what things?", CANDS, namespace="n", now=NOW).ids
+
+
+class _Down(MemoryState):
+    def read_with_edges(self, namespace, features, ids):
+        from heaprank import StateUnavailableError
+
+        raise StateUnavailableError("connection refused")
+
+
+def test_an_unreachable_state_ranks_without_associations():
+    rr = Reranker(_Down(), config=WEIGHTED)
+    ranking = rr.rerank("what things?", CANDS, namespace="n", k=8, now=NOW)
+    assert ranking.ids == [c["id"] for c in CANDS]  # the retriever's order, as with no state
+    assert all(r.signals["association"] == 1.0 and "state unavailable" in r.explain()
+               for r in ranking)
