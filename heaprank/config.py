@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import math
+import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import MISSING, dataclass, field, fields, is_dataclass, replace
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal
 
@@ -156,8 +159,18 @@ class Config:
         """A copy with some weights changed: ``cfg.with_weights(recency=0)``."""
         return replace(self, weights=replace(self.weights, **weights))
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Config:
+        """The config a :meth:`to_dict` mapping describes; fields left out keep their defaults.
+
+        Raises:
+            ConfigError: an unknown key, or a value of the wrong type or out of range; the
+                message names the field (``weights.usefulness``, ``prior.kappa``, ...).
+        """
+        return _from_mapping(cls, data, "config")
+
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready view (for benchmarks, logs and ``--json``)."""
+        """A JSON-ready view (for benchmarks, logs, ``--json`` and :func:`save_config`)."""
         out: dict[str, Any] = {}
         for f in fields(self):
             value = getattr(self, f.name)
@@ -169,3 +182,99 @@ class Config:
                 value = list(value)
             out[f.name] = value
         return out
+
+
+def _default_of(f: Any) -> Any:
+    return f.default if f.default is not MISSING else f.default_factory()
+
+
+#: Settings that are off (None) by default and a dataclass when on.
+_OPTIONAL_SETTINGS: dict[str, type] = {"co_use": CoUse}
+
+
+def _from_mapping(cls: Any, data: Any, where: str) -> Any:
+    """Build the dataclass ``cls`` from a mapping, checking each value's kind against the
+    field's default (nested dataclasses recursively), so a wrong type is named by its path."""
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{where}: expected a mapping of fields, got {type(data).__name__}")
+    known = {f.name: f for f in fields(cls)}
+    values: dict[str, Any] = {}
+    for key, value in data.items():
+        name = key if where == "config" else f"{where}.{key}"
+        f = known.get(key)
+        if f is None:
+            raise ConfigError(f"{name}: unknown field; expected one of {', '.join(known)}")
+        default = _default_of(f)
+        if value is None and default is None:  # an optional setting left off, as to_dict writes it
+            values[key] = None
+            continue
+        if value is None:
+            raise ConfigError(f"{name}: null is not a value; leave the field out for its default")
+        if is_dataclass(default):
+            value = _from_mapping(type(default), value, name)
+        elif default is None and key in _OPTIONAL_SETTINGS:
+            value = _from_mapping(_OPTIONAL_SETTINGS[key], value, name)
+        elif isinstance(default, bool):
+            if not isinstance(value, bool):
+                raise ConfigError(f"{name}: expected true or false, got {value!r}")
+        elif isinstance(default, (int, float)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ConfigError(f"{name}: expected a number, got {value!r}")
+        elif isinstance(default, str):
+            if not isinstance(value, str):
+                raise ConfigError(f"{name}: expected a string, got {value!r}")
+        elif isinstance(default, tuple):
+            if not isinstance(value, (list, tuple)):
+                raise ConfigError(f"{name}: expected a list, got {value!r}")
+            value = tuple(value)
+        elif isinstance(default, Mapping) and not isinstance(value, Mapping):
+            raise ConfigError(f"{name}: expected a mapping, got {value!r}")
+        values[key] = value
+    return cls(**values)
+
+
+def load_config(path: str | os.PathLike[str]) -> Config:
+    """Read a config file: JSON (what :func:`save_config` writes) or, on Python 3.11+, TOML
+    (by the ``.toml`` suffix). Fields left out keep their defaults.
+
+    Raises:
+        ConfigError: the file cannot be read or parsed, or a field is unknown or invalid (the
+            message names the file and the field).
+    """
+    where = os.fspath(path)
+    try:
+        text = Path(where).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ConfigError(f"config file {where!r}: cannot read it: {reason}") from None
+    if where.endswith(".toml"):
+        try:
+            import tomllib
+        except ImportError:  # Python 3.10
+            raise ConfigError(f"config file {where!r}: TOML needs Python 3.11+; use JSON") from None
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"config file {where!r}: not valid TOML: {exc}") from None
+    else:
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"config file {where!r}: not valid JSON: {exc.msg} at line "
+                              f"{exc.lineno} column {exc.colno}") from None
+    try:
+        return Config.from_dict(data)
+    except ConfigError as exc:
+        raise ConfigError(f"config file {where!r}: {exc}") from None
+
+
+def save_config(config: Config, path: str | os.PathLike[str]) -> None:
+    """Write ``config`` as JSON that :func:`load_config` reads back equal; the file is replaced
+    whole (written beside it, then renamed), so a reader never sees half a config."""
+    if not isinstance(config, Config):
+        raise ConfigError(f"config: expected Config, got {type(config).__name__}")
+    where = Path(os.fspath(path))
+    partial = where.with_name(f".{where.name}.{os.getpid()}.tmp")
+    partial.write_text(json.dumps(config.to_dict(), indent=2, ensure_ascii=False) + "\n",
+                       encoding="utf-8")
+    os.replace(partial, where)

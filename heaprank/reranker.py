@@ -8,7 +8,7 @@ import logging
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -50,6 +50,9 @@ from .state.base import (
     new_recall_id,
 )
 from .state.edges import EdgeRows
+
+if TYPE_CHECKING:
+    from .tuning import TuneResult
 
 TOP_LINKS = 3
 
@@ -569,6 +572,39 @@ class Reranker:
                      float(neg[i])) for i, f in enumerate(features) if n[i] >= min_n]
         rows.sort(key=lambda r: (-r.p, r.feature))
         return rows
+
+    def tune(self, namespace: str | None = None, *, fit_half_life: bool = False,
+             shrinkage: float = 1.0, namespace_shrinkage: float = 4.0, holdout: float = 0.2,
+             min_impressions: int = 50, apply: bool = False) -> TuneResult:
+        """Fit the weights (optionally the recency half-life) to the impression log.
+
+        A conditional logit over the shown items of each impression with feedback, shrunk
+        toward the current weights (a namespace's fit toward the pooled one), checked on the
+        later part of the log; it refuses to move with fewer than ``min_impressions`` usable
+        impressions or when the check fails. See :func:`heaprank.tuning.tune` for the
+        arguments and docs/design.md, "Tuning and replay".
+
+        Args:
+            namespace: ``None``: the pooled fit; ``"*"``: also every namespace's; a namespace:
+                also its own, which is then ``result.config`` (use it for that namespace with
+                ``rerank(config=...)`` or save it: a reranker has one config for everyone).
+            apply: Replace this reranker's config with ``result.config`` (pooled fits only;
+                only weights and the half-life change, never the learning fields).
+        """
+        from .tuning import tune
+
+        if namespace is not None and namespace != "*":
+            namespace = check_namespace(namespace)
+            if apply:
+                raise InputError("apply: a namespace's fit would rank every namespace; pass "
+                                 "result.config to rerank(config=...) for that namespace instead")
+        result = tune(self.state.feedback_log(None), self.config, namespace=namespace,
+                      fit_half_life=fit_half_life, shrinkage=shrinkage,
+                      namespace_shrinkage=namespace_shrinkage, holdout=holdout,
+                      min_impressions=min_impressions)
+        if apply:
+            self.config = result.config
+        return result
 
     def forget_namespace(self, namespace: str, *, scrub_global: bool = True) -> None:
         """Drop every record of a namespace: evidence, documents, impressions, explicit feedback
