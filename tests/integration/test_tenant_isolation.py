@@ -115,13 +115,16 @@ def _teach(rr: Reranker) -> None:
     for t in range(3):
         ranking = rr.rerank(SECRET_QUERY, alice_candidates(), namespace="alice", k=2,
                             now=NOW + t)
-        rr.feedback(ranking.recall_id, used=[SECRET_ID, SECRET_ID + "-b"])  # an edge of alice's
+        rr.feedback(ranking.recall_id, used=[SECRET_ID])
         rr.rerank(SECRET_QUERY, alice_candidates(), namespace="alice", k=2, now=NOW + t)
         ranking = rr.rerank("When is the dentist?", BOB, namespace="bob", k=2, now=NOW + t)
-        rr.feedback(ranking.recall_id, used=["bob-1", "bob-2"])
-    assert rr.state.list_edges("alice") and rr.state.list_edges("bob")  # not vacuous
+        rr.feedback(ranking.recall_id, used=["bob-1"])
+    # Explicit feedback using two items together: a co-use edge in each namespace.
     rr.feedback(namespace="alice", query=SECRET_QUERY, shown=alice_candidates(),
-                used=[SECRET_ID], now=NOW, feedback_id="alice-fb-id")
+                used=[SECRET_ID, SECRET_ID + "-b"], now=NOW, feedback_id="alice-fb-id")
+    rr.feedback(namespace="bob", query="When is the dentist?", shown=BOB, used=["bob-1", "bob-2"],
+                now=NOW, feedback_id="bob-fb-id")
+    assert rr.state.list_edges("alice") and rr.state.list_edges("bob")  # not vacuous
 
 
 def _memory_strings(state: MemoryState) -> str:

@@ -100,7 +100,8 @@ class _NoEdges:
     def __init__(self) -> None:
         self._inner = MemoryState()
         for name in ("read_links", "read", "put_impression", "get_impression", "apply_feedback",
-                     "list_links", "namespaces", "forget_namespace", "stats", "close"):
+                     "list_links", "namespaces", "forget_namespace", "stats", "close",
+                     "feedback_log"):
             setattr(self, name, getattr(self._inner, name))
 
 
