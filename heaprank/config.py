@@ -11,6 +11,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
 
+from .assoc import CoUse
 from .errors import ConfigError
 from .links import Prior
 
@@ -25,7 +26,7 @@ DEFAULT_KIND_IMPORTANCE: Mapping[str, float] = MappingProxyType({
     "insight": 1.2, "fact": 1.0, "note": 1.0, "episode": 0.8, "tool_result": 0.6,
 })
 
-SIGNALS = ("relevance", "recency", "importance", "usefulness", "reinforcement")
+SIGNALS = ("relevance", "recency", "importance", "usefulness", "reinforcement", "association")
 
 RECENCY_KERNELS = ("exponential", "ebbinghaus")
 
@@ -42,6 +43,7 @@ class Weights:
     """Exponents of the log-linear score ``prod_i signal_i ** w_i``; 0 switches a signal off.
 
     ``reinforcement`` (HEBBS, from each document's use count) is off by default.
+    ``association`` (co-use spreading, off by default) needs ``Config(co_use=CoUse(...))``.
     """
 
     relevance: float = 1.0
@@ -49,6 +51,7 @@ class Weights:
     importance: float = 1.0
     usefulness: float = 1.5
     reinforcement: float = 0.0
+    association: float = 0.0
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -99,6 +102,9 @@ class Config:
             sample of each link's Beta posterior instead of its mean (0: never).
         exploration_seed: Seed of the reranker's exploration draws (read when the reranker is
             built; ``None``: fresh entropy).
+        co_use: Learn co-use edges between documents used together, and spread activation
+            along them when ``weights.association > 0`` (:class:`~heaprank.CoUse`); ``None``
+            (the default) stores no edges.
     """
 
     weights: Weights = field(default_factory=Weights)
@@ -123,10 +129,16 @@ class Config:
     drop_forgotten: bool = False
     exploration_rate: float = 0.0
     exploration_seed: int | None = None
+    co_use: CoUse | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.weights, Weights):
             raise ConfigError(f"weights: expected Weights, got {type(self.weights).__name__}")
+        if self.co_use is not None and not isinstance(self.co_use, CoUse):
+            raise ConfigError(f"co_use: expected CoUse or None, got {type(self.co_use).__name__}")
+        if self.weights.association > 0 and self.co_use is None:
+            raise ConfigError("weights.association: > 0 needs co_use=CoUse(...): without it no "
+                              "co-use edges are learned or read")
         if not isinstance(self.prior, Prior):
             raise ConfigError(f"prior: expected Prior, got {type(self.prior).__name__}")
         if self.score_kind not in ("similarity", "distance"):
@@ -221,7 +233,7 @@ class Config:
         out: dict[str, Any] = {}
         for f in fields(self):
             value = getattr(self, f.name)
-            if isinstance(value, (Weights, Prior)):
+            if isinstance(value, (Weights, Prior, CoUse)):
                 value = {g.name: getattr(value, g.name) for g in fields(value)}
             elif isinstance(value, os.PathLike):
                 value = os.fspath(value)
@@ -239,6 +251,10 @@ def _default_of(f: Any) -> Any:
     return f.default if f.default is not MISSING else f.default_factory()
 
 
+#: Settings that are off (None) by default and a dataclass when on.
+_OPTIONAL_SETTINGS: dict[str, type] = {"co_use": CoUse}
+
+
 def _from_mapping(cls: Any, data: Any, where: str) -> Any:
     """Build the dataclass ``cls`` from a mapping, checking each value's kind against the
     field's default (nested dataclasses recursively), so a wrong type is named by its path."""
@@ -252,12 +268,15 @@ def _from_mapping(cls: Any, data: Any, where: str) -> Any:
         if f is None:
             raise ConfigError(f"{name}: unknown field; expected one of {', '.join(known)}")
         default = _default_of(f)
+        if value is None and default is None:  # an optional setting left off, as to_dict writes it
+            values[key] = None
+            continue
         if value is None:
-            if default is None:  # a field whose default is None (no policy file, no seed)
-                continue
             raise ConfigError(f"{name}: null is not a value; leave the field out for its default")
         if is_dataclass(default):
             value = _from_mapping(type(default), value, name)
+        elif default is None and key in _OPTIONAL_SETTINGS:
+            value = _from_mapping(_OPTIONAL_SETTINGS[key], value, name)
         elif isinstance(default, bool):
             if not isinstance(value, bool):
                 raise ConfigError(f"{name}: expected true or false, got {value!r}")

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from . import assoc
 from . import links as linkmath
 from . import retention as ret
 from . import signals as sig
@@ -42,6 +43,7 @@ from .rules import Rule, apply_rules
 from .state import StateBackend, open_state
 from .state.base import (
     DocStats,
+    EdgeBackend,
     FeedbackBatch,
     FeedbackItem,
     FeedbackOutcome,
@@ -49,6 +51,7 @@ from .state.base import (
     LinkCounts,
     new_recall_id,
 )
+from .state.edges import EdgeRows
 
 if TYPE_CHECKING:
     from .tuning import TuneResult
@@ -80,7 +83,7 @@ class Link:
 
 #: Config fields that shape what feedback learns; a per-call config may not change them (the
 #: feedback for that recall would otherwise learn under other settings than the ranking used).
-LEARNING_FIELDS = ("prior", "em_credit", "reject_discount", "doc_features", "tag_slots")
+LEARNING_FIELDS = ("prior", "em_credit", "reject_discount", "doc_features", "tag_slots", "co_use")
 #: What an impression stores per shown item, for tuning and replay.
 IMPRESSION_SIGNALS = ("relevance", "age_days", "importance", "usefulness", "rules")
 
@@ -90,6 +93,29 @@ def _check_k(k: object) -> int:
     if k < 1:
         raise InputError(f"k: must be >= 1, got {k}")
     return int(k)
+
+
+def _associate(base_log: np.ndarray, rows: EdgeRows | None, now: float,
+               co_use: assoc.CoUse) -> assoc.Association:
+    """The association factor of each candidate from the edges read among them (``None``: the
+    state could not be read)."""
+    n = base_log.shape[0]
+    strength, count = np.zeros((n, n)), np.zeros((n, n))
+    if rows is not None and len(rows):
+        now_s = assoc.decayed_array(rows.strength, rows.count, rows.last, now, co_use)
+        live = now_s >= co_use.floor  # a pruned edge is gone even before it is deleted
+        i, j = rows.i[live], rows.j[live]
+        strength[i, j] = strength[j, i] = now_s[live]
+        count[i, j] = count[j, i] = rows.count[live]
+    return assoc.spread(base_log, strength, count, co_use)
+
+
+def _co_used_with(batch: CandidateBatch, linked: assoc.Association, i: int) -> str:
+    """EXPLAIN's note on an association factor: the seed it came from most."""
+    partner = int(linked.partner[i])
+    if linked.hops[i] == 1:
+        return f"co-used with {batch.ids[partner]} x{linked.count[i]:g}"
+    return f"co-used via {batch.ids[partner]}, {int(linked.hops[i])} hops"
 
 
 class Reranker:
@@ -203,9 +229,15 @@ class Reranker:
         vocab, where = np.unique(matrix, return_inverse=True)
         names = self._space.names
         state_flag: tuple[str, ...] = ()
+        co_use = cfg.co_use if cfg.weights.association > 0 else None
+        edge_rows: EdgeRows | None = None
         try:
-            counts, docs = self.state.read(namespace, [names[i] for i in vocab.tolist()],
-                                           batch.ids)
+            if co_use is None:  # no edges fetched unless they count
+                counts, docs = self.state.read(namespace, [names[i] for i in vocab.tolist()],
+                                               batch.ids)
+            else:
+                counts, docs, edge_rows = self._edge_state().read_with_edges(
+                    namespace, [names[i] for i in vocab.tolist()], batch.ids)
         except StateUnavailableError as exc:
             if self.strict:
                 raise
@@ -234,12 +266,18 @@ class Reranker:
             "importance": imp,
             "usefulness": ranked_use,
             "reinforcement": usage.reinforcement,
+            "association": np.ones(len(batch)),
         }
         signal_matrix = np.column_stack([columns[name] for name in SIGNALS])
         weights = np.array(cfg.weights.as_tuple())
         mult, fired = apply_rules(batch, self.rules, cfg.superseded_multiplier, when,
                                   forgotten=usage.forgotten)
         log_score, log_terms, log_rules = sig.combine(signal_matrix, weights, mult)
+        linked = None
+        if co_use is not None:  # spreads from the base score: every other signal and the rules
+            linked = _associate(log_score, edge_rows, when, co_use)
+            signal_matrix[:, SIGNALS.index("association")] = linked.factor
+            log_score, log_terms, log_rules = sig.combine(signal_matrix, weights, mult)
         kept = np.isfinite(log_score)
         # Best first; ties keep the retriever's order (relevance, then input position).
         order = np.lexsort((np.arange(len(batch)), -rel, -log_score))
@@ -250,6 +288,8 @@ class Reranker:
             # The mean usefulness is what was believed; an explored rerank adds its sample.
             extra = usage.stored if sampled is None else {**usage.stored,
                                                           "usefulness_sampled": ranked_use}
+            if linked is not None:
+                extra = {**extra, "association": linked.factor}
             stored = np.column_stack([rel, age / DAY_S, imp, use, mult, *extra.values()])[top]
             recall_id = self._track(Impression(
                 recall_id=recall_id, namespace=namespace, qtype=info.qtype, time=when,
@@ -262,12 +302,15 @@ class Reranker:
             out = usage.notes(i, float(docs.use_count[i]), cfg.reinforcement_cap)
             if sampled is not None:
                 out["usefulness"] = f"explored: sampled usefulness, mean {use[i]:.2f}"
+            if linked is not None and linked.partner[i] >= 0:
+                out["association"] = _co_used_with(batch, linked, i)
             return out
 
         items = self._build_items(batch, info, cfg, top, log_score, signal_matrix,
                                   row_p[row_of[top]], matrix[row_of[top]], fired, age,
                                   docs.use_count, state_flag,
-                                  notes if usage.stored or sampled is not None else None)
+                                  notes if usage.stored or sampled is not None or linked is not None
+                                  else None)
         dropped = {batch.ids[i]: "rule " + ", ".join(f"{n} x{m:g}" for n, m in fired[i])
                    for i in np.flatnonzero(~kept).tolist()}
         return Ranking(recall_id=recall_id, namespace=namespace, query=query, qtype=info.qtype,
@@ -285,6 +328,12 @@ class Reranker:
             if self._explore_rng.random() >= cfg.exploration_rate:
                 return None
             return self._explore_rng.beta(alpha, beta)
+    def _edge_state(self) -> EdgeBackend:
+        """The state, as one that stores co-use edges (every backend of heaprank does)."""
+        if not isinstance(self.state, EdgeBackend):
+            raise ConfigError(f"co_use: the state {type(self.state).__name__} stores no co-use "
+                              f"edges (it has no read_with_edges / list_edges)")
+        return self.state
 
     def _track(self, impression: Impression) -> str:
         """Write a rerank's impression; with an unreachable state (and not strict) the ranking
@@ -341,7 +390,7 @@ class Reranker:
 
     @staticmethod
     def _details(batch: CandidateBatch, info: QueryInfo, i: int, age_s: float,
-                 use_count: float) -> dict[str, str]:
+                 use_count: float, linked: assoc.Association | None = None) -> dict[str, str]:
         score = batch.scores[i]
         if not info.has_content:
             rel = "empty query"
@@ -361,7 +410,10 @@ class Reranker:
             imp = batch.kinds[i] or "default"
         if not math.isnan(batch.source_count[i]):
             imp += f", {batch.source_count[i]:g} sources"
-        return {"relevance": rel, "recency": rec, "importance": imp}
+        out = {"relevance": rel, "recency": rec, "importance": imp}
+        if linked is not None and linked.partner[i] >= 0:
+            out["association"] = _co_used_with(batch, linked, i)
+        return out
 
     async def arerank(self, query: str, candidates: Sequence[CandidateLike], **kwargs: Any) -> Ranking:
         """Async :meth:`rerank`; state I/O runs in a worker thread."""
@@ -406,10 +458,13 @@ class Reranker:
                                                    d if imp.doc_features else None),
                                    reject_weight=self._reject_weight(position[d]))
                       for d, used in verdicts.items())
-        prior = self.config.prior
+        prior, co_use = self.config.prior, self.config.co_use
+        if co_use is not None:
+            self._edge_state()  # refused before anything is applied
         return FeedbackBatch(recall_id=imp.recall_id, namespace=imp.namespace, time=when,
                              items=items, a0=prior.a0, b0=prior.b0, kappa=prior.kappa,
-                             em=self.config.em_credit)
+                             em=self.config.em_credit, co_use=co_use,
+                             shown=imp.ids if co_use is not None else ())
 
     def _credit(self) -> functools.partial[tuple[list[str], np.ndarray, np.ndarray]]:
         return functools.partial(linkmath.credit, prior=self.config.prior, em=self.config.em_credit)

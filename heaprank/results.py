@@ -22,7 +22,7 @@ def exp_score(log_score: float) -> float:
 
 
 _LABEL = {"relevance": "rel", "recency": "recency", "importance": "importance",
-          "usefulness": "useful"}
+          "usefulness": "useful", "association": "assoc"}
 
 
 @dataclass(frozen=True, slots=True)

@@ -71,20 +71,43 @@ def reinforcement(use_count: np.ndarray, *, cap: float) -> np.ndarray:
     """
     uses = np.minimum(np.maximum(use_count, 0.0), cap)
     return 1.0 + np.log2(1.0 + uses) / math.log2(1.0 + cap)
+#: HEBBS scores importance on [0, 1] with 0.5 the default; heaprank's dose has 1 as neutral. So a
+#: dose is twice the seed's value: the formula is applied on the seed's scale and read back.
+SEED_SCALE = 2.0
+#: The top of the seed's importance scale (1.0 there), as a dose: the frequency boost can lift an
+#: aggregated memory up to it, never beyond.
+MAX_AGGREGATED = 1.0 * SEED_SCALE
+#: Kept above 0 (only a rule may zero a score): the least an aggregated memory can weigh.
+MIN_AGGREGATED = 0.05
 
 
 def importance(batch: CandidateBatch, kind_importance: Mapping[str, float]) -> np.ndarray:
-    """The explicit dose, else the kind prior (1.0 for unknown kinds); for aggregated memories
-    (``source_count`` given): ``0.7 x base + 0.3 x confidence + ln(1 + source_count) / 10``,
-    clamped to [0.05, 3] (the HEBBS insight boost; confidence defaults to 0.5)."""
+    """The explicit dose, else the kind prior (1.0 for unknown kinds).
+
+    Aggregated memories (``source_count`` given: insights, summaries) follow HEBBS's insight
+    formula on its own [0, 1] scale, where 0.5 is the default importance and a dose ``d`` is
+    ``d / 2``::
+
+        seed = 0.7 x mean source importance + 0.3 x confidence + ln(1 + source_count) / 10
+
+    clamped to [0, 1], and read back as the dose ``2 x seed`` (at least 0.05). The mean source
+    importance is the explicit ``importance`` (a dose), else the seed's default 0.5 (dose 1): the
+    kind prior describes the aggregate, not its sources. Confidence defaults to 0.5. So with
+    neutral inputs an aggregated memory is neutral plus its frequency boost
+    (``ln(1 + n) / 5`` as a dose: +0.14 for one source, +0.69 for 30), and no boost lifts it
+    past a dose of 2, the top of the seed's scale.
+    """
     prior = np.fromiter((kind_importance.get(k, 1.0) if k else 1.0 for k in batch.kinds),
                         dtype=np.float64, count=len(batch))
-    base = np.where(np.isnan(batch.importance), prior, batch.importance)
+    explicit = ~np.isnan(batch.importance)
+    base = np.where(explicit, batch.importance, prior)
     aggregated = ~np.isnan(batch.source_count)
     if aggregated.any():
+        sources = np.where(explicit, batch.importance, 1.0) / SEED_SCALE
         conf = np.where(np.isnan(batch.confidence), 0.5, batch.confidence)
-        boosted = 0.7 * base + 0.3 * conf + np.log1p(np.nan_to_num(batch.source_count)) / 10.0
-        base = np.where(aggregated, np.clip(boosted, 0.05, 3.0), base)
+        seed = 0.7 * sources + 0.3 * conf + np.log1p(np.nan_to_num(batch.source_count)) / 10.0
+        dose = np.clip(seed, 0.0, 1.0) * SEED_SCALE
+        base = np.where(aggregated, np.maximum(dose, MIN_AGGREGATED), base)
     return base
 
 

@@ -14,7 +14,7 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from . import codec
+from . import codec, edges
 from .base import (
     CreditFn,
     DocStats,
@@ -33,9 +33,9 @@ _PRUNE_EVERY = 256
 
 
 class _Namespace:
-    """One namespace's links (sorted feature ids) and used documents."""
+    """One namespace's links (sorted feature ids), used documents and co-use edges."""
 
-    __slots__ = ("name", "fids", "pos", "neg", "docs")
+    __slots__ = ("name", "fids", "pos", "neg", "docs", "edges", "edge_count")
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -43,6 +43,8 @@ class _Namespace:
         self.pos = np.empty(0)
         self.neg = np.empty(0)
         self.docs: dict[str, tuple[float, float]] = {}
+        self.edges: edges.Adjacency = {}  # each edge's list shared by its two documents
+        self.edge_count = 0
 
     def gather(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         if not len(self.fids):
@@ -126,6 +128,21 @@ class MemoryState:
              ids: Sequence[str]) -> tuple[LinkCounts, DocStats]:
         with self._lock:
             return self._counts(namespace, features), self._docs(namespace, ids)
+
+    def read_with_edges(self, namespace: str, features: Sequence[str],
+                        ids: Sequence[str]) -> tuple[LinkCounts, DocStats, edges.EdgeRows]:
+        with self._lock:
+            ns = self._ns.get(namespace)
+            among = edges.EdgeRows.empty() if ns is None or not ns.edges else \
+                edges.among(ids, ns.edges.get)
+            return self._counts(namespace, features), self._docs(namespace, ids), among
+
+    def list_edges(self, namespace: str) -> list[tuple[str, str, float, float, float]]:
+        with self._lock:
+            ns = self._ns.get(namespace)
+            return [] if ns is None else sorted(
+                (a, b, row[0], row[1], row[2]) for a, nbrs in ns.edges.items()
+                for b, row in nbrs.items() if a < b)
 
     def _intern(self, features: Sequence[str]) -> np.ndarray:
         out = np.empty(len(features), dtype=np.int64)
@@ -248,6 +265,11 @@ class MemoryState:
                     if item.used:
                         last, uses = ns.docs.get(item.id, (math.nan, 0.0))
                         ns.docs[item.id] = (merge_last_used(last, batch.time), uses + 1.0)
+                if batch.co_use is not None:
+                    pairs = edges.co_use_pairs(batch.shown, verdicts, todo, batch.co_use.max_rank)
+                    if pairs:
+                        ns.edge_count = edges.update(ns.edges, ns.edge_count, pairs, batch.time,
+                                                     batch.co_use, lambda: ns.edges)[0]
                 body = codec.with_verdicts(body, new_verdicts(verdicts, len(verdicts), todo))
                 self._open.pop(batch.recall_id, None)
                 self._fed[batch.recall_id] = (ns, body)

@@ -6,6 +6,7 @@ Key layout (``P`` the prefix, ``t`` the hash tag of global shard ``s = crc32(ns)
     P:{t}:d:<ns>          hash  doc id -> <dd> last used, uses    (used documents only)
     P:{t}:x:<ns>          hash  explicit feedback id -> recall id (expires with its newest)
     P:{t}:i:<ns>:<rid>    string  the codec bytes of an impression (TTL until its first feedback)
+    P:{t}:a:<ns>          hash  doc id -> its co-use edges ("" -> their count; redis_assoc.py)
     P:{t}:g               hash  feature -> <ddd> pos, neg, namespaces holding it   (global shard s)
     P:{t}:n               set   the namespaces of shard s with evidence
     P:{t}:f               zset  impressions of shard s that received feedback, by age
@@ -48,7 +49,7 @@ import numpy as np
 
 from .._optional import require
 from ..errors import ConfigError, FeedbackError, StateUnavailableError
-from . import codec, redis_lua
+from . import codec, redis_assoc, redis_lua
 from .base import (
     CreditFn,
     DocStats,
@@ -59,6 +60,7 @@ from .base import (
     recall_born_s,
     recall_key,
 )
+from .edges import EdgeRows
 
 if TYPE_CHECKING:
     from .copy import StateDump
@@ -164,6 +166,8 @@ class RedisState:
         self._scripts = {name: self.client.register_script(getattr(redis_lua, name))
                          for name in ("READ_LOCAL", "PUT", "GET_LOCAL", "FEEDBACK", "FORGET", "DROP_UNHELD",
                                       "DROP_FED")}
+        self._scripts.update({name: self.client.register_script(getattr(redis_assoc, name))
+                              for name in ("READ_WITH_EDGES", "FEEDBACK_WITH_CO_USE")})
         self._check_meta()
         # Loaded up front on every primary: redis-py leaks a connection when a cluster answers
         # NOSCRIPT, so that answer is kept for a server that restarted since.
@@ -272,33 +276,48 @@ class RedisState:
 
     def read(self, namespace: str, features: Sequence[str],
              ids: Sequence[str]) -> tuple[LinkCounts, DocStats]:
+        counts, docs, _ = self._read(namespace, features, ids, False)
+        return counts, docs
+
+    def read_with_edges(self, namespace: str, features: Sequence[str],
+                        ids: Sequence[str]) -> tuple[LinkCounts, DocStats, EdgeRows]:
+        return self._read(namespace, features, ids, True)
+
+    def _read(self, namespace: str, features: Sequence[str], ids: Sequence[str],
+              with_edges: bool) -> tuple[LinkCounts, DocStats, EdgeRows]:
         features, ids = list(features), list(ids)
         tag = self._tag(namespace)
+        adjacency = [redis_assoc.key(self, namespace)] if with_edges else []
 
         if not self.cluster and self.global_cache_ttl_s <= 0:  # one script sums the shards
             keys = [self._key(tag, "l", namespace), self._key(tag, "d", namespace),
-                    *self._global_keys()]
+                    *self._global_keys(), *adjacency]
+            script = self._scripts["READ_WITH_EDGES" if with_edges else "READ_LOCAL"]
 
-            def run_local() -> tuple[LinkCounts, DocStats]:
-                own_b, pooled_b, docs_b = self._scripts["READ_LOCAL"](
-                    keys=keys, args=[len(features), *features, *ids])
+            def run_local() -> tuple[LinkCounts, DocStats, EdgeRows]:
+                reply = script(keys=keys, args=[len(features), *features, *ids])
                 own, pooled, docs = (np.frombuffer(b, dtype="<f8").reshape(-1, 2).astype(np.float64)
-                                     for b in (own_b, pooled_b, docs_b))
+                                     for b in reply[:3])
                 return (LinkCounts(own[:, 0].copy(), own[:, 1].copy(), pooled[:, 0].copy(),
                                    pooled[:, 1].copy()),
-                        DocStats(docs[:, 0].copy(), docs[:, 1].copy()))
+                        DocStats(docs[:, 0].copy(), docs[:, 1].copy()),
+                        redis_assoc.edge_rows(ids, reply[3]) if with_edges else EdgeRows.empty())
             return self._call("read", run_local, idempotent=True)
 
-        def run() -> tuple[LinkCounts, DocStats]:
+        def run() -> tuple[LinkCounts, DocStats, EdgeRows]:
             pipe = self.client.pipeline(transaction=False)
             if features:
                 pipe.hmget(self._key(tag, "l", namespace), features)
             if ids:
                 pipe.hmget(self._key(tag, "d", namespace), ids)
+                for key in adjacency:
+                    pipe.hmget(key, ids)
             finish = self._pooled(pipe, features) if features else None
             replies = pipe.execute()
             own = _unpack(replies.pop(0), 2) if features else np.zeros((0, 2))
             docs = replies.pop(0) if ids else []
+            rows = redis_assoc.edge_rows(ids, replies.pop(0)) if adjacency and ids else \
+                EdgeRows.empty()
             pooled = finish(replies) if finish else np.zeros((0, 2))
             last = np.array([np.nan if d is None else 0.0 for d in docs])
             stats = _unpack(docs, 2)
@@ -306,8 +325,12 @@ class RedisState:
             last[used] = stats[used, 0]
             return (LinkCounts(own[:, 0].copy(), own[:, 1].copy(), pooled[:, 0].copy(),
                                pooled[:, 1].copy()),
-                    DocStats(last, stats[:, 1].copy()))
+                    DocStats(last, stats[:, 1].copy()), rows)
         return self._call("read", run, idempotent=True)
+
+    def list_edges(self, namespace: str) -> list[tuple[str, str, float, float, float]]:
+        return self._call("list_edges", lambda: redis_assoc.list_edges(
+            self.client, redis_assoc.key(self, namespace)), idempotent=True)
 
     def read_links(self, namespace: str, features: Sequence[str]) -> LinkCounts:
         return self.read(namespace, features, [])[0]
@@ -462,6 +485,11 @@ class RedisState:
             tail += [item.rank, "1" if item.used else "0", repr(float(item.reject_weight)),
                      item.id, len(item.features), *(index[f] for f in item.features)]
         needs_pool = self.cluster and len(others) > 0 and batch.em and any(i.used for i in batch.items)
+        script = self._scripts["FEEDBACK"]
+        if batch.co_use is not None:  # the same script, then the co-use edges (redis_assoc)
+            script = self._scripts["FEEDBACK_WITH_CO_USE"]
+            keys.append(redis_assoc.key(self, ns))
+            tail += redis_assoc.feedback_extra(batch)
 
         def run() -> list[Any]:
             pooled = np.zeros((len(features), 2))
@@ -473,7 +501,7 @@ class RedisState:
                     pooled += _unpack(reply, 3)[:, :2]
             args = head + [repr(v) for v in pooled.ravel().tolist()] + tail
             try:
-                reply = self._scripts["FEEDBACK"](keys=keys, args=args)
+                reply = script(keys=keys, args=args)
             except self._redis.exceptions.ResponseError as exc:
                 if str(exc).startswith("HEAPRANK_"):
                     return [str(exc)]
@@ -546,6 +574,7 @@ class RedisState:
 
         def run() -> None:
             bodies = self._scan(pattern)
+            self.client.delete(redis_assoc.key(self, namespace))  # co-use edges, first
             keys: list[str | bytes] = [self._key(tag, k, namespace) for k in ("l", "d", "x")]
             keys += [self._key(tag, "g"), self._key(tag, "n"), self._key(tag, "f"), *bodies]
             gone = self._scripts["FORGET"](keys=keys, args=[namespace, "1" if scrub_global else "0"])
@@ -677,6 +706,8 @@ class RedisState:
                 if rows:
                     pipe.hset(self._key(self._tag(ns), "d", ns), mapping={
                         i: np.array([last, uses], dtype="<f8").tobytes() for i, last, uses in rows})
+            for ns, edge_rows in dump.edges.items():
+                pipe.hset(redis_assoc.key(self, ns), mapping=redis_assoc.adjacency(edge_rows))
             for rid, ns, body in dump.impressions:
                 fed = any(codec.verdicts_of(body))
                 expire_ms = int((recall_born_s(rid) + self.impression_ttl_s) * 1000)

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 import math
+import pickle
 
 import pytest
 
-from heaprank import Config, ConfigError, Prior, Reranker, Weights
+from heaprank import Config, ConfigError, CoUse, Prior, Reranker, Weights
 from heaprank.config import load_config, save_config
 
 
@@ -57,7 +58,7 @@ def test_config_error_is_a_value_error():
 
 def test_defaults_are_valid_and_sensible():
     cfg = Config()
-    assert cfg.weights.as_tuple() == (1.0, 1.0, 1.0, 1.5, 0.0)  # reinforcement off
+    assert cfg.weights.as_tuple() == (1.0, 1.0, 1.0, 1.5, 0.0, 0.0)  # reinforcement, association off
     assert cfg.recency_floor == 0.9
     assert cfg.reject_discount == "log"
     assert cfg.em_credit is True
@@ -71,14 +72,14 @@ def test_defaults_are_valid_and_sensible():
 def test_zero_weights_and_floors_are_allowed():
     cfg = Config(weights=Weights(relevance=0, recency=0, importance=0, usefulness=0),
                  relevance_floor=0.0, recency_floor=0.0, superseded_multiplier=0.0)
-    assert cfg.weights.as_tuple() == (0.0, 0.0, 0.0, 0.0, 0.0)
+    assert cfg.weights.as_tuple() == (0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
 
 
 def test_with_weights_returns_a_changed_copy():
     cfg = Config()
     other = cfg.with_weights(recency=0, usefulness=2)
-    assert other.weights.as_tuple() == (1.0, 0.0, 1.0, 2.0, 0.0)
-    assert cfg.weights.as_tuple() == (1.0, 1.0, 1.0, 1.5, 0.0)
+    assert other.weights.as_tuple() == (1.0, 0.0, 1.0, 2.0, 0.0, 0.0)
+    assert cfg.weights.as_tuple() == (1.0, 1.0, 1.0, 1.5, 0.0, 0.0)
     with pytest.raises(ConfigError):
         cfg.with_weights(recency=-1)
 
@@ -102,11 +103,20 @@ def test_to_dict_is_json_ready():
     cfg = Config(tag_slots=["travel"], weights=Weights(recency=0.5))
     data = json.loads(json.dumps(cfg.to_dict()))
     assert data["weights"] == {"relevance": 1.0, "recency": 0.5, "importance": 1.0,
-                               "usefulness": 1.5, "reinforcement": 0.0}
+                               "usefulness": 1.5, "reinforcement": 0.0,
+                               "association": 0.0}
     assert data["prior"] == {"mean": 0.01, "strength": 2.0, "kappa": 50.0}
     assert data["recency_floor"] == 0.9 and data["reject_discount"] == "log"
     assert data["tag_slots"] == ["travel"]
     assert data["kind_importance"]["instruction"] == 1.5
+    assert data["co_use"] is None
+    learning = json.loads(json.dumps(Config(co_use=CoUse(rate=0.3)).to_dict()))
+    assert learning["co_use"]["rate"] == 0.3 and learning["co_use"]["ltp_threshold"] == 5
+
+
+def test_a_config_with_co_use_pickles():
+    cfg = Config(co_use=CoUse(max_edges=50)).with_weights(association=0.5)
+    assert pickle.loads(pickle.dumps(cfg)) == cfg
 
 
 def test_reranker_rejects_a_non_config():
@@ -159,6 +169,19 @@ def test_from_dict_inverts_to_dict_and_fills_defaults():
 def test_from_dict_names_the_bad_field(data, match):
     with pytest.raises(ConfigError, match=match):
         Config.from_dict(data)
+
+
+def test_co_use_settings_round_trip_through_dicts_and_files(tmp_path):
+    cfg = Config(co_use=CoUse(max_edges=50, rate=0.3)).with_weights(association=0.5)
+    assert Config.from_dict(json.loads(json.dumps(cfg.to_dict()))) == cfg
+    assert Config.from_dict({"co_use": None}) == Config()  # off, as to_dict writes it
+    assert Config.from_dict({"co_use": {}}).co_use == CoUse()
+    save_config(cfg, tmp_path / "c.json")
+    assert load_config(tmp_path / "c.json") == cfg
+    with pytest.raises(ConfigError, match=r"co_use\.rat: unknown field"):
+        Config.from_dict({"co_use": {"rat": 0.3}})
+    with pytest.raises(ConfigError, match=r"co_use\.depth: expected an int"):
+        Config.from_dict({"co_use": {"depth": 1.5}})
 
 
 def test_save_and_load_config_round_trip(tmp_path):
