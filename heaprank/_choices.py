@@ -21,6 +21,11 @@ from .state.base import Impression
 
 #: The impression columns tuning and replay read (what ``Reranker.rerank`` stores).
 LOG_COLUMNS = ("relevance", "age_days", "importance", "usefulness", "rules")
+#: Columns an impression carries only when their signal counted (a weight above 0, the
+#: Ebbinghaus recency kernel). Read when every usable impression has them: a signal that was not
+#: computed for part of the log has no value there to fit on. A stored ``recency`` (the
+#: Ebbinghaus kernel's) replaces the one recomputed from the age, and fixes the half-life.
+OPTIONAL_COLUMNS = ("reinforcement", "association", "recency")
 #: Upper bound of a fitted weight: far past any sensible exponent, it only keeps a log whose
 #: choices one signal separates perfectly from running off to infinity.
 MAX_WEIGHT = 20.0
@@ -45,6 +50,7 @@ class ChoiceLog:
         owners: list[int] = []
         blocks: list[np.ndarray] = []
         verdicts: list[np.ndarray] = []
+        usable: list[Impression] = []
         for imp in impressions:
             if not isinstance(imp, Impression):
                 raise InputTypeError(f"impressions: expected Impression objects, got "
@@ -53,7 +59,11 @@ class ChoiceLog:
             if reason:
                 self.skipped[reason] += 1
                 continue
-            cols = [imp.signal_names.index(c) for c in LOG_COLUMNS]
+            usable.append(imp)
+        read = LOG_COLUMNS + tuple(c for c in OPTIONAL_COLUMNS
+                                   if usable and all(c in imp.signal_names for imp in usable))
+        for imp in usable:
+            cols = [imp.signal_names.index(c) for c in read]
             blocks.append(np.asarray(imp.signals, dtype=np.float64)[:, cols])
             verdicts.append(np.asarray(imp.verdicts, dtype=np.int8))
             times.append(imp.time)
@@ -64,9 +74,9 @@ class ChoiceLog:
         self.owner = np.asarray(owners, dtype=np.intp)[order]
         sizes = np.array([len(blocks[i]) for i in order.tolist()], dtype=np.intp)
         self.start = np.concatenate([[0], np.cumsum(sizes)]).astype(np.intp)
-        width = len(LOG_COLUMNS)
+        width = len(read)
         data = np.concatenate([blocks[i] for i in order.tolist()]) if blocks else np.empty((0, width))
-        self.columns = {c: data[:, k] for k, c in enumerate(LOG_COLUMNS)}
+        self.columns = {c: data[:, k] for k, c in enumerate(read)}
         self.used = (np.concatenate([verdicts[i] for i in order.tolist()]) == codec.USED) \
             if verdicts else np.empty(0, dtype=bool)
         self.item_owner = np.repeat(np.arange(len(sizes)), sizes)  # impression of each item
@@ -84,7 +94,8 @@ class ChoiceLog:
         if all(used):
             return "all_used"
         values = np.asarray(imp.signals, dtype=np.float64)
-        positive = values[:, [imp.signal_names.index(c) for c in LOG_COLUMNS if c != "age_days"]]
+        positive = values[:, [imp.signal_names.index(c) for c in LOG_COLUMNS + OPTIONAL_COLUMNS
+                              if c != "age_days" and c in imp.signal_names]]
         age = values[:, imp.signal_names.index("age_days")]
         if not (np.isfinite(positive).all() and (positive > 0).all()) or np.isinf(age).any():
             return "invalid"
@@ -99,7 +110,7 @@ class ChoiceLog:
         not carry: it cannot be tuned or replayed, and is the same for every item)."""
         out = np.zeros((len(rows), len(weights)))
         for k, name in enumerate(weights):
-            if name == "recency":
+            if name == "recency" and "recency" not in self.columns:
                 out[:, k] = log_recency(self.columns["age_days"][rows], half_life_s,
                                          recency_floor)[0]
             elif name in self.columns:
@@ -173,7 +184,9 @@ class LogitFit:
         self.tuned = np.array([k for k, n in enumerate(names) if n == "recency" or n in log.columns],
                               dtype=np.intp)
         self.fixed = np.asarray(start, dtype=np.float64)
-        self.fit_half_life = fit_half_life and "recency" in self.names
+        # A stored recency (the Ebbinghaus kernel's) has no half-life to fit.
+        self.fit_half_life = fit_half_life and "recency" in self.names \
+            and "recency" not in log.columns
         self.target = np.asarray(target, dtype=np.float64)[self.tuned]
         if self.fit_half_life:
             self.target = np.append(self.target, math.log(half_life_s))

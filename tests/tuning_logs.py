@@ -24,8 +24,9 @@ SLOTS = ("kind:fact", "len:<=10")
 def synthetic_log(n: int, *, relevance: float = 0.5, recency: float = 1.0, importance: float = 1.0,
                   usefulness: float = 2.5, half_life_days: float = 30.0, recency_floor: float = 0.9,
                   namespace: str = "ns", k: int = 8, seed: int = 0, start: float = NOW,
-                  step_s: float = 60.0) -> list[Impression]:
-    """``n`` impressions of ``namespace``, one every ``step_s`` seconds from ``start``."""
+                  step_s: float = 60.0, reinforcement: float | None = None) -> list[Impression]:
+    """``n`` impressions of ``namespace``, one every ``step_s`` seconds from ``start``; with
+    ``reinforcement`` (its true weight) they carry a reinforcement column too."""
     rng = np.random.default_rng(seed)
     true = np.array([relevance, recency, importance, usefulness])
     out = []
@@ -36,13 +37,18 @@ def synthetic_log(n: int, *, relevance: float = 0.5, recency: float = 1.0, impor
         use = rng.uniform(0.01, 0.6, k)
         rec = recency_floor + (1 - recency_floor) * 2 ** (-age / half_life_days)
         u = np.log(np.column_stack([rel, rec, imp, use])) @ true
+        columns, values = COLUMNS, [rel, age, imp, use, np.ones(k)]
+        if reinforcement is not None:
+            reinforced = rng.uniform(1.0, 2.0, k)
+            u = u + reinforcement * np.log(reinforced)
+            columns, values = COLUMNS + ("reinforcement",), values + [reinforced]
         p = np.exp(u - u.max())
         chosen = rng.choice(k, p=p / p.sum())
-        signals = np.column_stack([rel, age, imp, use, np.ones(k)]).astype(np.float32)
+        signals = np.column_stack(values).astype(np.float32)
         out.append(Impression(
             recall_id=new_recall_id(), namespace=namespace, qtype="when", time=start + i * step_s,
             time_explicit=True, ids=tuple(f"{namespace}-{i}-{j}" for j in range(k)),
-            slots=(SLOTS,) * k, signal_names=COLUMNS, signals=tuple(map(tuple, signals.tolist())),
+            slots=(SLOTS,) * k, signal_names=columns, signals=tuple(map(tuple, signals.tolist())),
             verdicts=tuple(codec.USED if j == chosen else codec.IGNORED for j in range(k))))
     return out
 

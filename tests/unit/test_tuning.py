@@ -52,6 +52,27 @@ def test_tune_fits_the_half_life():
     assert without.fitted_half_life_s == start.half_life_s
 
 
+def test_tune_fits_a_signal_the_log_carries_only_when_every_impression_has_it():
+    start = Config().with_weights(reinforcement=0.5)
+    carried = tune(synthetic_log(3000, reinforcement=1.5, **TRUE), start).fit
+    assert carried.moved
+    assert carried.fitted.reinforcement == pytest.approx(1.5, abs=0.3)
+    mixed = synthetic_log(1500, reinforcement=1.5, **TRUE) + synthetic_log(
+        1500, **TRUE, seed=7, start=NOW + 1500 * 60.0)
+    fit = tune(mixed, start).fit
+    # Half the log never computed reinforcement: it has nothing to fit on, so it stays put.
+    assert fit.fitted.reinforcement == 0.5 and "reinforcement" not in fit.intervals
+
+
+def test_a_stored_recency_is_fitted_as_logged_and_fixes_the_half_life():
+    log = synthetic_log(3000, **TRUE)
+    # As the Ebbinghaus kernel logs it: a recency column of its own, not a function of the age.
+    stored = [replace(imp, signal_names=imp.signal_names + ("recency",),
+                      signals=tuple(row + (0.95,) for row in imp.signals)) for imp in log]
+    fit = tune(stored, Config(), fit_half_life=True).fit
+    assert fit.fitted_half_life_s == Config().half_life_s and "half_life_s" not in fit.intervals
+
+
 def test_tune_refuses_to_move_with_too_little_data():
     log = synthetic_log(40, **TRUE)
     result = tune(log, Config())
