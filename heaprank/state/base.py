@@ -226,6 +226,29 @@ class StateBackend(Protocol):
     def close(self) -> None: ...
 
 
+@runtime_checkable
+class AsyncStateBackend(Protocol):
+    """The hot path of a :class:`StateBackend` for an event loop: what ``Reranker.arerank`` and
+    ``afeedback`` call, with the same meaning as the sync methods of the same names.
+
+    A sync backend that has one offers it as ``async_backend()`` (called on the running loop,
+    returning None when it has none for it); the reranker's async methods fall back to running
+    the sync backend in a worker thread.
+    """
+
+    async def read(self, namespace: str, features: Sequence[str],
+                   ids: Sequence[str]) -> tuple[LinkCounts, DocStats]: ...
+
+    async def put_impression(self, impression: Impression, *,
+                             feedback_id: str | None = None) -> str | None: ...
+
+    async def get_impression(self, recall_id: str) -> Impression | None: ...
+
+    async def apply_feedback(self, batch: FeedbackBatch, credit: CreditFn) -> FeedbackOutcome: ...
+
+    async def aclose(self) -> None: ...
+
+
 def check_resolution(batch: FeedbackBatch, verdicts: Sequence[int]) -> tuple[list[FeedbackItem], list[str]]:
     """Split a batch into items still to apply and ids already recorded with the same verdict.
 
