@@ -14,7 +14,10 @@ a Redis Cluster of 3 masters it starts on free local ports, with 1, 4 and 16 cli
 * bytes per link (``MEMORY USAGE`` of each namespace's links hash / its links), per used
   document (its documents hash / its documents) and per impression;
 * the optional local cache of the global layer: one process's rerank cost (wall time, round
-  trips, server CPU) with ``global_cache_ttl`` off and on (warm: every pooled count cached).
+  trips, server CPU) with ``global_cache_ttl`` off and on (warm: every pooled count cached);
+* ``arerank`` + ``afeedback`` from one process's event loop, 16 answers in flight: on the async
+  client (``redis.asyncio``) and on the sync client in worker threads (a state given a client
+  object), answers per second.
 
 Memory is per process (nothing shared): its rows show the cost of the ranking alone. Each
 process warms up (reranks and feedback, untimed) before timing. The machine is shared, 2 cores:
@@ -217,6 +220,46 @@ def _sizes(url: str) -> dict[str, Any]:
             "codec_bytes": codec_bytes / n}
 
 
+def _async_rate(url: str, n: int, in_flight: int = 16) -> dict[str, float]:
+    """Answers (``arerank`` + ``afeedback``) per second from one event loop, ``in_flight`` at a
+    time, on the async client and on the sync client run in worker threads."""
+    import asyncio
+
+    import redis
+
+    from heaprank import Reranker
+    from heaprank.state.redis import RedisState, redis_options
+
+    base, options = redis_options(url)
+    pools = {ns: candidates(ns) for ns in range(NAMESPACES)}
+
+    async def answers(rr: Reranker) -> float:
+        gate = asyncio.Semaphore(in_flight)
+
+        async def one(i: int) -> None:
+            async with gate:
+                r = await rr.arerank(QUERIES[i % len(QUERIES)], pools[i % NAMESPACES],
+                                     namespace=f"ns{i % NAMESPACES}", k=10, now=NOW)
+                await rr.afeedback(r.recall_id, used=[r.ids[0]])
+        await asyncio.gather(*(one(i) for i in range(in_flight)))  # warm: connections, scripts
+        t0 = time.perf_counter()
+        await asyncio.gather(*(one(i) for i in range(n)))
+        return n / (time.perf_counter() - t0)
+
+    async def both() -> dict[str, float]:
+        on_loop = Reranker(RedisState(base, **options))
+        cluster = base.startswith("redis+cluster://")
+        client = (redis.cluster.RedisCluster.from_url("redis://" + base[len("redis+cluster://"):])
+                  if cluster else redis.Redis.from_url(base))
+        threaded = Reranker(RedisState(client=client, **options))  # no async twin: threads
+        try:
+            return {"async_client": await answers(on_loop), "threads": await answers(threaded)}
+        finally:
+            await on_loop.aclose()
+            threaded.close()
+    return asyncio.run(both())
+
+
 def _link_sizes(url: str) -> list[tuple[int, str, float]]:
     """Bytes per link of one namespace's links hash at 10 to 1,000 links (``MEMORY USAGE``),
     names like the real ones (``qt:when&kind:fact``, 17 characters on average here)."""
@@ -281,7 +324,8 @@ def run(args: argparse.Namespace) -> int:
     report: dict[str, Any] = {"commit": _git_commit(), "date": time.strftime("%Y-%m-%dT%H:%M:%SZ",
                                                                             time.gmtime()),
                               "load": os.getloadavg(), "calls_per_process": calls, "rows": [],
-                              "round_trips": {}, "sizes": {}, "link_sizes": {}, "cache": {}}
+                              "round_trips": {}, "sizes": {}, "link_sizes": {}, "cache": {},
+                              "async": {}}
     try:
         for kind in kinds:
             for p in procs:
@@ -299,6 +343,8 @@ def run(args: argparse.Namespace) -> int:
                 report["round_trips"][kind] = _round_trips(urls[kind], 100)
                 _clear(urls[kind])
                 report["cache"][kind] = _round_trips(f"{urls[kind]}&global_cache_ttl=60", 100)
+                _clear(urls[kind])
+                report["async"][kind] = _async_rate(urls[kind], 400)
                 report["link_sizes"][kind] = _link_sizes(urls[kind])
                 _clear(urls[kind])
     finally:
@@ -339,6 +385,11 @@ def _print(report: dict[str, Any]) -> None:
                 calls = ", ".join(f"{k} {v:g}" for k, v in sorted(row["server_calls"].items()))
                 print(f"{kind:<14} {label:<9} {row['wall_ms_p50']:>7.2f} {row['requests']:>11g} "
                       f"{row['server_usec']:>9.0f}  {calls}")
+    if report.get("async"):
+        print("\narerank + afeedback from one event loop, 16 answers in flight, 400 answers:")
+        for kind, rates in report["async"].items():
+            print(f"  {kind:<14} async client {rates['async_client']:.0f} answers/s, sync client "
+                  f"in worker threads {rates['threads']:.0f} answers/s")
     for kind, size in report["sizes"].items():
         print(f"\nMemory, {kind}: {size['links']} links, {size['bytes_per_link']:.1f} bytes per link "
               f"(MEMORY USAGE of the links hashes)")
