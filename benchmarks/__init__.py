@@ -25,6 +25,8 @@ BENCHMARKS = {
     "footprint": ("benchmarks.footprint", "state bytes per feedback and per link; caller texts"),
     "backends": ("benchmarks.backends", "memory, SQLite, Redis and Redis Cluster with concurrent "
                  "clients"),
+    "exploration": ("benchmarks.exploration", "exploration's MRR cost and what it recovers "
+                    "from feedback biased toward the top (LoCoMo development conversations)"),
     "locomo-langchain": ("benchmarks.locomo_langchain",
                          "LoCoMo end to end through langchain-heaprank (dense candidates, oracle)"),
 }

@@ -23,11 +23,12 @@ impression writes (the same impression written again completes the first write) 
 from __future__ import annotations
 
 import asyncio
+import heapq
 import itertools
 import threading
 import time
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
@@ -58,6 +59,8 @@ __all__ = ["URL_OPTIONS", "RedisState", "key_slot", "redis_options", "shard_tags
 DAY_S = 86_400.0
 #: A prune of the fed impressions runs after every this many applied feedbacks of a client.
 PRUNE_EVERY = 256
+#: Impressions the feedback log reads per round trip.
+_LOG_PAGE = 512
 T = TypeVar("T")
 
 
@@ -166,6 +169,43 @@ class RedisState(RedisClientBase):
         feedback expire by themselves)."""
         self._run("prune", lambda: redis_ops.prune(self.layout, self.max_impressions),
                   idempotent=True)
+
+    def feedback_log(self, namespace: str | None = None) -> Iterator[Impression]:
+        """Impressions with feedback of ``namespace`` (``None``: all), oldest recall first: the
+        shards' feedback sets (``P:{t}:f``) read in pages and merged by age."""
+        tags = self.layout.tags if namespace is None else [self.layout.tag(namespace)]
+        pages = [self._fed_pages(tag, namespace) for tag in tags]
+        for _, rid, name, body in heapq.merge(*pages):
+            yield Impression.decode(rid, name, body)
+
+    def _fed_pages(self, tag: str, namespace: str | None) -> Iterator[tuple[float, str, str, bytes]]:
+        """``(age score, recall id, namespace, body)`` of one shard's impressions with feedback,
+        by score then recall id; paged by score so that pruning meanwhile skips nothing still
+        there."""
+        fed = self.layout.key(tag, "f")
+        low: float | str = "-inf"
+        seen_at_low = 0  # members already read with score == low (ties are ordered by member)
+        tied: list[tuple[float, str, str, bytes]] = []  # of score `low`, yielded by recall id
+        while True:
+            def run(low: float | str = low, skip: int = seen_at_low) -> tuple[list[Any], list[Any]]:
+                members = self.client.zrange(fed, low, "+inf", byscore=True, offset=skip,
+                                             num=_LOG_PAGE, withscores=True)
+                pipe = self.client.pipeline(transaction=False)
+                for member, _ in members:
+                    pipe.get(member)
+                return members, (pipe.execute() if members else [])
+            members, bodies = self._call("feedback_log", run, idempotent=True)
+            for (member, score), body in zip(members, bodies):
+                if score != low:
+                    yield from sorted(tied)
+                    tied, low, seen_at_low = [], score, 0
+                seen_at_low += 1
+                name, rid = KeyLayout.split_body_key(member)
+                if body is not None and (namespace is None or name == namespace):
+                    tied.append((score, rid, name, body))
+            if len(members) < _LOG_PAGE:
+                yield from sorted(tied)
+                return
 
     # ---------------------------------------------------------------- feedback
 
