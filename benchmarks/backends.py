@@ -11,7 +11,13 @@ a Redis Cluster of 3 masters it starts on free local ports, with 1, 4 and 16 cli
   socket, a pipeline being one), the server's command calls per operation from
   ``INFO commandstats`` (which also counts the commands a script runs), and the servers'
   main-thread CPU per operation (``INFO cpu``), what capacity is planned from;
-* bytes per link (``MEMORY USAGE`` of each namespace's links hash / its links) and per impression.
+* bytes per link (``MEMORY USAGE`` of each namespace's links hash / its links), per used
+  document (its documents hash / its documents) and per impression;
+* the optional local cache of the global layer: one process's rerank cost (wall time, round
+  trips, server CPU) with ``global_cache_ttl`` off and on (warm: every pooled count cached);
+* ``arerank`` + ``afeedback`` from one process's event loop, 16 answers in flight: on the async
+  client (``redis.asyncio``) and on the sync client in worker threads (a state given a client
+  object), answers per second.
 
 Memory is per process (nothing shared): its rows show the cost of the ranking alone. Each
 process warms up (reranks and feedback, untimed) before timing. The machine is shared, 2 cores:
@@ -126,7 +132,8 @@ def _commandstats(clients: list[Any]) -> dict[str, float]:
 
 
 def _round_trips(url: str, n: int) -> dict[str, Any]:
-    """Client requests and server command calls per rerank and per feedback, one process."""
+    """Client requests, server command calls and CPU per rerank and per feedback, and the
+    rerank's wall-time median, one process (options such as ``global_cache_ttl`` in ``url``)."""
     import redis
 
     from heaprank import Reranker
@@ -155,12 +162,15 @@ def _round_trips(url: str, n: int) -> dict[str, Any]:
         rr.feedback(r.recall_id, used=[r.ids[0]])
     out: dict[str, Any] = {}
     rankings = []
+    wall_ms = []
     for phase in ("rerank", "feedback"):
         before, sent[0] = _commandstats(nodes), 0
         for i in range(n):
             if phase == "rerank":
+                t0 = time.perf_counter_ns()
                 rankings.append(rr.rerank(QUERIES[i % len(QUERIES)], pool, namespace="rt", k=10,
                                           now=NOW))
+                wall_ms.append((time.perf_counter_ns() - t0) / 1e6)
             else:
                 rr.feedback(rankings[i].recall_id, used=[rankings[i].ids[0]])
         requests = sent[0]  # the INFO of this measurement goes through other clients
@@ -170,6 +180,7 @@ def _round_trips(url: str, n: int) -> dict[str, Any]:
                  and after[k] > before.get(k, 0)}  # less this INFO
         usec = (after["cpu"] - before["cpu"]) * 1e6 / n
         out[phase] = {"requests": requests / n, "server_calls": calls, "server_usec": usec}
+    out["rerank"]["wall_ms_p50"] = _percentile(wall_ms, 0.5)
     rr.close()
     for node in nodes:
         node.close()
@@ -182,12 +193,14 @@ def _sizes(url: str) -> dict[str, Any]:
 
     base, options = redis_options(url)
     state = RedisState(base, **options)
-    links_bytes = links = 0
+    links_bytes = links = doc_bytes = docs = 0
     by_encoding: dict[str, list[int]] = {}
     for ns in state.namespaces():
         usage = state.memory_usage(ns)
         links_bytes += int(usage["bytes"])
         links += int(usage["links"])
+        doc_bytes += int(usage["doc_bytes"])
+        docs += int(usage["documents"])
         row = by_encoding.setdefault(str(usage["encoding"]), [0, 0, 0])
         row[0] += 1
         row[1] += int(usage["links"])
@@ -201,9 +214,50 @@ def _sizes(url: str) -> dict[str, Any]:
     state.close()
     n = max(len(sample), 1)
     return {"links": links, "bytes_per_link": links_bytes / max(links, 1),
+            "documents": docs, "bytes_per_document": doc_bytes / max(docs, 1),
             "by_encoding": by_encoding, "impressions_sampled": len(sample),
             "bytes_per_impression": body_bytes / n, "pointer_bytes": pointer_bytes / n,
             "codec_bytes": codec_bytes / n}
+
+
+def _async_rate(url: str, n: int, in_flight: int = 16) -> dict[str, float]:
+    """Answers (``arerank`` + ``afeedback``) per second from one event loop, ``in_flight`` at a
+    time, on the async client and on the sync client run in worker threads."""
+    import asyncio
+
+    import redis
+
+    from heaprank import Reranker
+    from heaprank.state.redis import RedisState, redis_options
+
+    base, options = redis_options(url)
+    pools = {ns: candidates(ns) for ns in range(NAMESPACES)}
+
+    async def answers(rr: Reranker) -> float:
+        gate = asyncio.Semaphore(in_flight)
+
+        async def one(i: int) -> None:
+            async with gate:
+                r = await rr.arerank(QUERIES[i % len(QUERIES)], pools[i % NAMESPACES],
+                                     namespace=f"ns{i % NAMESPACES}", k=10, now=NOW)
+                await rr.afeedback(r.recall_id, used=[r.ids[0]])
+        await asyncio.gather(*(one(i) for i in range(in_flight)))  # warm: connections, scripts
+        t0 = time.perf_counter()
+        await asyncio.gather(*(one(i) for i in range(n)))
+        return n / (time.perf_counter() - t0)
+
+    async def both() -> dict[str, float]:
+        on_loop = Reranker(RedisState(base, **options))
+        cluster = base.startswith("redis+cluster://")
+        client = (redis.cluster.RedisCluster.from_url("redis://" + base[len("redis+cluster://"):])
+                  if cluster else redis.Redis.from_url(base))
+        threaded = Reranker(RedisState(client=client, **options))  # no async twin: threads
+        try:
+            return {"async_client": await answers(on_loop), "threads": await answers(threaded)}
+        finally:
+            await on_loop.aclose()
+            threaded.close()
+    return asyncio.run(both())
 
 
 def _link_sizes(url: str) -> list[tuple[int, str, float]]:
@@ -270,7 +324,8 @@ def run(args: argparse.Namespace) -> int:
     report: dict[str, Any] = {"commit": _git_commit(), "date": time.strftime("%Y-%m-%dT%H:%M:%SZ",
                                                                             time.gmtime()),
                               "load": os.getloadavg(), "calls_per_process": calls, "rows": [],
-                              "round_trips": {}, "sizes": {}, "link_sizes": {}}
+                              "round_trips": {}, "sizes": {}, "link_sizes": {}, "cache": {},
+                              "async": {}}
     try:
         for kind in kinds:
             for p in procs:
@@ -286,6 +341,10 @@ def run(args: argparse.Namespace) -> int:
                     _clear(urls[kind])
             if kind.startswith("redis"):
                 report["round_trips"][kind] = _round_trips(urls[kind], 100)
+                _clear(urls[kind])
+                report["cache"][kind] = _round_trips(f"{urls[kind]}&global_cache_ttl=60", 100)
+                _clear(urls[kind])
+                report["async"][kind] = _async_rate(urls[kind], 400)
                 report["link_sizes"][kind] = _link_sizes(urls[kind])
                 _clear(urls[kind])
     finally:
@@ -316,6 +375,21 @@ def _print(report: dict[str, Any]) -> None:
             calls = ", ".join(f"{k} {v:g}" for k, v in sorted(row["server_calls"].items()))
             print(f"  per {phase:<8}: {row['requests']:g} client round trips, "
                   f"{row['server_usec']:.0f} us of server CPU; server calls: {calls}")
+    if report.get("cache"):
+        print("\nGlobal-layer cache (global_cache_ttl), one process, 100 reranks of 50 candidates:")
+        print(f"{'backend':<14} {'cache':<9} {'p50 ms':>7} {'round trips':>11} {'server us':>9}  "
+              f"server calls")
+        for kind, cached in report["cache"].items():
+            for label, row in (("off", report["round_trips"][kind]["rerank"]),
+                               ("on, 60 s", cached["rerank"])):
+                calls = ", ".join(f"{k} {v:g}" for k, v in sorted(row["server_calls"].items()))
+                print(f"{kind:<14} {label:<9} {row['wall_ms_p50']:>7.2f} {row['requests']:>11g} "
+                      f"{row['server_usec']:>9.0f}  {calls}")
+    if report.get("async"):
+        print("\narerank + afeedback from one event loop, 16 answers in flight, 400 answers:")
+        for kind, rates in report["async"].items():
+            print(f"  {kind:<14} async client {rates['async_client']:.0f} answers/s, sync client "
+                  f"in worker threads {rates['threads']:.0f} answers/s")
     for kind, size in report["sizes"].items():
         print(f"\nMemory, {kind}: {size['links']} links, {size['bytes_per_link']:.1f} bytes per link "
               f"(MEMORY USAGE of the links hashes)")
@@ -326,6 +400,8 @@ def _print(report: dict[str, Any]) -> None:
         if sweep:
             print("  one namespace's links hash: " + ", ".join(
                 f"{n} links {enc} {per:.1f} B/link" for n, enc, per in sweep))
+        print(f"  used documents: {size['documents']}, {size['bytes_per_document']:.1f} bytes per "
+              f"document (MEMORY USAGE of the documents hashes)")
         print(f"  impression: {size['bytes_per_impression']:.0f} bytes (codec body "
               f"{size['codec_bytes']:.0f}) + {size['pointer_bytes']:.0f} bytes recall-id pointer, "
               f"{size['impressions_sampled']} sampled")

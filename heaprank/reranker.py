@@ -7,7 +7,7 @@ import functools
 import logging
 import math
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +18,7 @@ from . import links as linkmath
 from . import retention as ret
 from . import signals as sig
 from ._checks import MAX_NAMESPACE_CHARS, check_id, check_ids, check_namespace, check_query
+from ._steps import Call, Flow, adrive, drive
 from ._time import resolve_now, to_epoch
 from .candidates import CandidateBatch, CandidateLike, coerce_candidates
 from .config import DAY_S, SIGNALS, Config
@@ -42,6 +43,8 @@ from .results import Ranked, Ranking, exp_score
 from .rules import Rule, apply_rules
 from .state import StateBackend, open_state
 from .state.base import (
+    AsyncEdgeBackend,
+    AsyncStateBackend,
     DocStats,
     EdgeBackend,
     FeedbackBatch,
@@ -195,6 +198,22 @@ class Reranker:
                               f"Reranker.with_config(...) for another learning setup")
         return config
 
+    # ------------------------------------------------- state calls, sync or async
+
+    def _on_state(self, call: Call) -> Any:
+        return call.send(self.state)
+
+    def _async_state(self) -> Callable[[Call], Awaitable[Any]] | None:
+        """How the async methods reach the state: its async twin for the running loop (see
+        :class:`~heaprank.state.base.AsyncStateBackend`), or None (a worker thread then)."""
+        provider = getattr(self.state, "async_backend", None)
+        twin: AsyncStateBackend | None = provider() if provider is not None else None
+        if twin is None:
+            return None
+        if self.config.co_use is not None and not isinstance(twin, AsyncEdgeBackend):
+            return None  # co-use edges need a twin that reads and writes them, or the thread
+        return functools.partial(Call.send, target=twin)
+
     def rerank(self, query: str, candidates: Sequence[CandidateLike], *, namespace: str = "default",
                k: int = 10, now: Any = None, track: bool = True,
                config: Config | None = None) -> Ranking:
@@ -215,6 +234,23 @@ class Reranker:
             InputError: bad candidates, ``k < 1``, blank namespace (the message names the field).
             TypeError: a value of the wrong type.
         """
+        return drive(self._rerank(query, candidates, namespace, k, now, track, config), self._on_state)
+
+    async def arerank(self, query: str, candidates: Sequence[CandidateLike], *,
+                      namespace: str = "default", k: int = 10, now: Any = None, track: bool = True,
+                      config: Config | None = None) -> Ranking:
+        """Async :meth:`rerank`. On a state with an async client (Redis from a URL) its round
+        trips are awaited on the event loop; on the others it runs in a worker thread."""
+        on_state = self._async_state()
+        if on_state is None:
+            return await asyncio.to_thread(self.rerank, query, candidates, namespace=namespace,
+                                           k=k, now=now, track=track, config=config)
+        return await adrive(self._rerank(query, candidates, namespace, k, now, track, config),
+                            on_state)
+
+    def _rerank(self, query: str, candidates: Sequence[CandidateLike], namespace: str, k: int,
+                now: Any, track: bool, config: Config | None) -> Flow[Call, Ranking]:
+        """:meth:`rerank` as a flow: its state read and impression write are requests."""
         query = check_query(query)
         namespace = check_namespace(namespace)
         k = _check_k(k)
@@ -232,12 +268,13 @@ class Reranker:
         co_use = cfg.co_use if cfg.weights.association > 0 else None
         edge_rows: EdgeRows | None = None
         try:
+            wanted = [names[i] for i in vocab.tolist()]
             if co_use is None:  # no edges fetched unless they count
-                counts, docs = self.state.read(namespace, [names[i] for i in vocab.tolist()],
-                                               batch.ids)
+                counts, docs = yield Call("read", (namespace, wanted, batch.ids))
             else:
-                counts, docs, edge_rows = self._edge_state().read_with_edges(
-                    namespace, [names[i] for i in vocab.tolist()], batch.ids)
+                self._edge_state()  # a state without edges is a ConfigError, not an outage
+                counts, docs, edge_rows = yield Call("read_with_edges",
+                                                     (namespace, wanted, batch.ids))
         except StateUnavailableError as exc:
             if self.strict:
                 raise
@@ -291,7 +328,7 @@ class Reranker:
             if linked is not None:
                 extra = {**extra, "association": linked.factor}
             stored = np.column_stack([rel, age / DAY_S, imp, use, mult, *extra.values()])[top]
-            recall_id = self._track(Impression(
+            recall_id = yield from self._track(Impression(
                 recall_id=recall_id, namespace=namespace, qtype=info.qtype, time=when,
                 time_explicit=explicit, ids=tuple(batch.ids[i] for i in top.tolist()),
                 slots=tuple(self._space.slots_of(urows[row_of[i]]) for i in top.tolist()),
@@ -328,6 +365,7 @@ class Reranker:
             if self._explore_rng.random() >= cfg.exploration_rate:
                 return None
             return self._explore_rng.beta(alpha, beta)
+
     def _edge_state(self) -> EdgeBackend:
         """The state, as one that stores co-use edges (every backend of heaprank does)."""
         if not isinstance(self.state, EdgeBackend):
@@ -335,22 +373,23 @@ class Reranker:
                               f"edges (it has no read_with_edges / list_edges)")
         return self.state
 
-    def _track(self, impression: Impression) -> str:
+    def _track(self, impression: Impression) -> Flow[Call, str]:
         """Write a rerank's impression; with an unreachable state (and not strict) the ranking
         is still returned, its feedback then reports an unknown recall."""
         try:
-            return self._put_impression(impression)
+            return (yield from self._put_impression(impression))
         except StateUnavailableError as exc:
             if self.strict:
                 raise
             logger.warning("heaprank: state unavailable, impression not recorded: %s", exc)
             return impression.recall_id
 
-    def _put_impression(self, impression: Impression, feedback_id: str | None = None) -> str:
+    def _put_impression(self, impression: Impression,
+                        feedback_id: str | None = None) -> Flow[Call, str]:
         """Write an impression; a generated recall id that is already taken (two reranks in one
         millisecond drawing the same 20 random bits) is drawn again."""
         for _ in range(8):
-            held = self.state.put_impression(impression, feedback_id=feedback_id)
+            held = yield Call("put_impression", (impression,), {"feedback_id": feedback_id})
             if held is not None:
                 return held
             impression = replace(impression, recall_id=new_recall_id())
@@ -415,10 +454,6 @@ class Reranker:
             out["association"] = _co_used_with(batch, linked, i)
         return out
 
-    async def arerank(self, query: str, candidates: Sequence[CandidateLike], **kwargs: Any) -> Ranking:
-        """Async :meth:`rerank`; state I/O runs in a worker thread."""
-        return await asyncio.to_thread(self.rerank, query, candidates, **kwargs)
-
     # ---------------------------------------------------------------- feedback
 
     def _reject_weight(self, rank: int) -> float:
@@ -426,9 +461,9 @@ class Reranker:
             return 1.0 / math.log2(1.0 + rank)
         return 1.0
 
-    def _impression(self, recall_id: object, namespace: str | None) -> Impression:
+    def _impression(self, recall_id: object, namespace: str | None) -> Flow[Call, Impression]:
         recall_id = check_id(recall_id, "recall_id")
-        imp = self.state.get_impression(recall_id)
+        imp = yield Call("get_impression", (recall_id,))
         if imp is None:
             raise FeedbackError(f"recall_id {recall_id!r}: unknown (never recorded, expired or "
                                 f"pruned)")
@@ -438,8 +473,15 @@ class Reranker:
                                 f"{namespace!r}")
         return imp
 
-    def _resolve(self, imp: Impression, verdicts: dict[str, bool], now: Any) -> FeedbackOutcome:
-        return self.state.apply_feedback(self._batch(imp, verdicts, now), self._credit())
+    def _resolve(self, recall_id: str, namespace: str | None, verdicts: dict[str, bool] | None,
+                 used: Sequence[str], now: Any) -> Flow[Call, FeedbackOutcome]:
+        """Apply verdicts on a recall's shown items; ``verdicts=None``: ``used`` are used, every
+        other shown item ignored."""
+        imp = yield from self._impression(recall_id, namespace)
+        if verdicts is None:
+            verdicts = {d: False for d in imp.ids}
+            verdicts.update({d: True for d in used})  # an id not shown is rejected in _batch
+        return (yield Call("apply_feedback", (self._batch(imp, verdicts, now), self._credit())))
 
     def _batch(self, imp: Impression, verdicts: dict[str, bool], now: Any) -> FeedbackBatch:
         """The feedback batch of verdicts on an impression's shown items."""
@@ -494,18 +536,37 @@ class Reranker:
                 shown, a reused ``feedback_id`` with another shown list, or a contradiction of
                 feedback already recorded.
         """
+        return drive(self._feedback(recall_id, used, now, namespace, query, shown, feedback_id),
+                     self._on_state)
+
+    async def afeedback(self, recall_id: str | None = None, used: Iterable[str] | str = (), *,
+                        now: Any = None, namespace: str | None = None, query: str | None = None,
+                        shown: Sequence[CandidateLike] | None = None,
+                        feedback_id: str | None = None) -> FeedbackOutcome:
+        """Async :meth:`feedback`. On a state with an async client (Redis from a URL) its round
+        trips are awaited on the event loop; on the others it runs in a worker thread."""
+        on_state = self._async_state()
+        if on_state is None:
+            return await asyncio.to_thread(self.feedback, recall_id, used, now=now,
+                                           namespace=namespace, query=query, shown=shown,
+                                           feedback_id=feedback_id)
+        return await adrive(self._feedback(recall_id, used, now, namespace, query, shown,
+                                           feedback_id), on_state)
+
+    def _feedback(self, recall_id: str | None, used: Iterable[str] | str, now: Any,
+                  namespace: str | None, query: str | None, shown: Sequence[CandidateLike] | None,
+                  feedback_id: str | None) -> Flow[Call, FeedbackOutcome]:
+        """:meth:`feedback` as a flow: its state calls are requests."""
         used_ids = self._ids(used, "used")
         if recall_id is None:
             if namespace is None or query is None or shown is None:
                 raise InputError("feedback: pass recall_id, or namespace=, query= and shown=")
-            recall_id = self._record_shown(namespace, query, shown, used_ids, now, feedback_id)
+            recall_id = yield from self._record_shown(namespace, query, shown, used_ids, now,
+                                                      feedback_id)
         elif feedback_id is not None:
             raise InputError("feedback_id: only with the explicit form (namespace=, query=, "
                              "shown=), not with a recall_id")
-        imp = self._impression(recall_id, namespace)
-        verdicts = {d: False for d in imp.ids}
-        verdicts.update({d: True for d in used_ids})  # an id not shown is rejected in _resolve
-        return self._resolve(imp, verdicts, now)
+        return (yield from self._resolve(recall_id, namespace, None, used_ids, now))
 
     def feedback_many(self, requests: Iterable[tuple[str, Iterable[str] | str]], *,
                       now: Any = None) -> list[FeedbackOutcome | FeedbackError]:
@@ -519,7 +580,7 @@ class Reranker:
         batches: list[FeedbackBatch | FeedbackError] = []
         for recall_id, used in requests:
             try:
-                imp = self._impression(recall_id, None)
+                imp = drive(self._impression(recall_id, None), self._on_state)
                 verdicts = {d: False for d in imp.ids}
                 verdicts.update({d: True for d in self._ids(used, "used")})
                 batches.append(self._batch(imp, verdicts, now))
@@ -541,7 +602,7 @@ class Reranker:
         return [b if isinstance(b, FeedbackError) else next(applied) for b in batches]
 
     def _record_shown(self, namespace: str, query: str, shown: Sequence[CandidateLike],
-                      used: list[str], now: Any, feedback_id: str | None) -> str:
+                      used: list[str], now: Any, feedback_id: str | None) -> Flow[Call, str]:
         namespace = check_namespace(namespace)
         query = check_query(query)
         if feedback_id is not None:
@@ -558,13 +619,13 @@ class Reranker:
             raise FeedbackError(f"used id {unknown[0]!r} is not among the shown ids")
         info = analyze_query(query, self.classify)
         urows, row_of = self._feature_rows(info, batch, cfg)
-        held = self._put_impression(Impression(
+        held = yield from self._put_impression(Impression(
             recall_id=new_recall_id(), namespace=namespace, qtype=info.qtype, time=when,
             time_explicit=explicit, ids=batch.ids,
             slots=tuple(self._space.slots_of(r) for r in urows[row_of].tolist()),
             doc_features=cfg.doc_features), feedback_id)
         if feedback_id is not None:
-            stored = self.state.get_impression(held)
+            stored = yield Call("get_impression", (held,))
             if stored is None or stored.ids != batch.ids:
                 raise FeedbackError(f"feedback_id {feedback_id!r} was already used in this "
                                     f"namespace for another shown list")
@@ -574,18 +635,13 @@ class Reranker:
                   namespace: str | None = None) -> FeedbackOutcome:
         """Record that these shown items were used; the rest of the impression stays open."""
         verdicts = {d: True for d in self._ids(ids, "ids")}
-        return self._resolve(self._impression(recall_id, namespace), verdicts, now)
+        return drive(self._resolve(recall_id, namespace, verdicts, (), now), self._on_state)
 
     def mark_ignored(self, recall_id: str, ids: Iterable[str] | str, *, now: Any = None,
                      namespace: str | None = None) -> FeedbackOutcome:
         """Record that these shown items were not used."""
         verdicts = {d: False for d in self._ids(ids, "ids")}
-        return self._resolve(self._impression(recall_id, namespace), verdicts, now)
-
-    async def afeedback(self, recall_id: str | None = None, used: Iterable[str] | str = (),
-                        **kwargs: Any) -> FeedbackOutcome:
-        """Async :meth:`feedback`; state I/O runs in a worker thread."""
-        return await asyncio.to_thread(self.feedback, recall_id, used, **kwargs)
+        return drive(self._resolve(recall_id, namespace, verdicts, (), now), self._on_state)
 
     # ---------------------------------------------------------------- audit
 
@@ -700,6 +756,13 @@ class Reranker:
 
     def close(self) -> None:
         self.state.close()
+
+    async def aclose(self) -> None:
+        """:meth:`close` from an event loop, releasing the state's async client of that loop."""
+        release = getattr(self.state, "aclose_loop", None)
+        if release is not None:
+            await release()
+        self.close()
 
     def __enter__(self) -> Reranker:
         return self

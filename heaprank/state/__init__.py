@@ -5,7 +5,8 @@ SQLite URLs take options as a query string: ``?mode=ro`` (read only), ``synchron
 ``busy_timeout=5`` (seconds), ``max_impressions=100000``, ``impression_ttl=86400`` (seconds).
 Redis URLs take ``prefix``, ``global_shards``, ``timeout``, ``global_cache_ttl``,
 ``max_impressions`` and ``impression_ttl`` the same way (see :class:`~heaprank.state.redis.RedisState`);
-other query options go to redis-py.
+other query options go to redis-py. A backend may also offer an async twin of its hot path
+(:class:`AsyncStateBackend`, as ``RedisState.async_backend()`` does) for ``Reranker.arerank``.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from ..errors import ConfigError
 from .base import (
+    AsyncStateBackend,
     DocStats,
     FeedbackBatch,
     FeedbackItem,
@@ -27,7 +29,7 @@ from .base import (
 from .memory import MemoryState
 from .sqlite import SQLiteState
 
-__all__ = ["DocStats", "FeedbackBatch", "FeedbackItem", "FeedbackOutcome", "Impression",
+__all__ = ["AsyncStateBackend", "DocStats", "FeedbackBatch", "FeedbackItem", "FeedbackOutcome", "Impression",
            "LinkCounts", "MemoryState", "SQLiteState", "StateBackend", "new_recall_id",
            "open_state", "sqlite_path", "sqlite_options"]
 

@@ -11,13 +11,16 @@ so a feedback's links and edges are applied together or not at all, and the edge
 only from the items the base script newly applied (a retry forms none). The update rule is the
 one of :mod:`heaprank.state.edges`, in Lua.
 
-Hooks in :mod:`heaprank.state.redis`:
+Hooks in the backend:
 
-- ``read``: with edges wanted, ``READ_WITH_EDGES`` (one script on a server) or one more HMGET in
-  the Cluster pipeline; :func:`edge_rows` turns the reply into :class:`EdgeRows`;
-- ``apply_feedback``: with ``batch.co_use``, ``FEEDBACK_WITH_CO_USE`` and :func:`feedback_extra`'s
-  key and arguments appended;
-- ``forget_namespace``: :func:`key` is deleted with the namespace's other keys.
+- read (:func:`heaprank.state.redis_ops.read`, both clients): with edges wanted,
+  ``READ_WITH_EDGES`` (one script on a server) or one more HMGET in the Cluster pipeline;
+  :func:`edge_rows` turns the reply into :class:`EdgeRows`;
+- feedback (:func:`heaprank.state.redis_ops.feedback`, both clients): with ``batch.co_use``,
+  ``FEEDBACK_WITH_CO_USE`` and :func:`feedback_extra`'s key and arguments appended;
+- ``RedisState.forget_namespace``: :func:`key` is deleted with the namespace's other keys;
+  ``RedisState.import_state`` writes :func:`adjacency`; ``RedisState.list_edges`` reads
+  :func:`list_edges`.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from typing import Any
 from . import redis_lua
 from .base import FeedbackBatch
 from .edges import EdgeRows, among
+from .redis_layout import KeyLayout
 
 _LENGTH = struct.Struct("<I")
 _ROW = struct.Struct("<ddd")
@@ -194,9 +198,9 @@ if reply.err == nil and #reply[1] > 0 then co_use_update(reply[1], KEYS[#KEYS]) 
 return reply""")
 
 
-def key(state: Any, namespace: str) -> str:
-    """The adjacency hash of ``namespace`` in ``state`` (a RedisState), in its slot."""
-    return str(state._key(state._tag(namespace), "a", namespace))
+def key(layout: KeyLayout, namespace: str) -> str:
+    """The adjacency hash of ``namespace``, in the namespace's slot."""
+    return layout.ns_key("a", namespace)
 
 
 def feedback_extra(batch: FeedbackBatch) -> list[Any]:

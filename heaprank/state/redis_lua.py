@@ -52,16 +52,24 @@ return {table.concat(own), table.concat(pooled), table.concat(docs)}
 
 #: Record an impression. KEYS: body, explicit-id hash[, recall-id pointer]. ARGV: body,
 #: expire-at (ms), explicit id or "", key prefix of this namespace's bodies, recall id, pointer
-#: value. Returns {"new"}, {"taken"} (recall id in use) or {"held", recall id}.
+#: value. Returns {"new"}, {"taken"} (recall id in use) or {"held", recall id}. The same
+#: impression written again (a retry after a lost reply) is "new" again: a write is idempotent.
 PUT = """
 local fid = ARGV[3]
 if fid ~= '' then
   local held = redis.call('HGET', KEYS[2], fid)
   if held and redis.call('EXISTS', ARGV[4] .. held) == 1 then return {'held', held} end
 end
-if redis.call('EXISTS', KEYS[1]) == 1 then return {'taken'} end
+local stored = redis.call('GET', KEYS[1])
+if stored then
+  if stored == ARGV[1] then return {'new'} end
+  return {'taken'}
+end
 if KEYS[3] then
-  if not redis.call('SET', KEYS[3], ARGV[6], 'NX', 'PXAT', ARGV[2]) then return {'taken'} end
+  if not redis.call('SET', KEYS[3], ARGV[6], 'NX', 'PXAT', ARGV[2])
+     and redis.call('GET', KEYS[3]) ~= ARGV[6] then
+    return {'taken'}
+  end
 end
 redis.call('SET', KEYS[1], ARGV[1], 'PXAT', ARGV[2])
 if fid ~= '' then

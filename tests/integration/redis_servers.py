@@ -116,23 +116,35 @@ def have_binaries() -> bool:
     return shutil.which("redis-server") is not None and shutil.which("redis-cli") is not None
 
 
-def start_cluster(folder: Path, masters: int = 3) -> list[RedisServer]:
-    """Start ``masters`` cluster-enabled servers and join them with ``redis-cli --cluster create``."""
+def redis_cli(port: int, *args: str) -> str:
+    """The output of ``redis-cli -p port args...`` ("" when the node does not answer)."""
+    done = subprocess.run(["redis-cli", "-p", str(port), *args], capture_output=True, text=True,
+                          timeout=5)
+    return done.stdout
+
+
+def start_cluster(folder: Path, masters: int = 3, replicas: int = 0) -> list[RedisServer]:
+    """Start ``masters * (1 + replicas)`` cluster-enabled servers, join them with
+    ``redis-cli --cluster create`` and wait until every node says ``cluster_state:ok`` and every
+    replica's link to its master is up. The masters come first in the list."""
     nodes: list[RedisServer] = []
     try:
-        for i in range(masters):
+        for i in range(masters * (1 + replicas)):
             nodes.append(RedisServer(folder / f"node{i}", "--cluster-enabled", "yes",
                                      "--cluster-config-file", "nodes.conf",
                                      "--cluster-node-timeout", "2000", "--appendonly", "no"))
-        create = ["redis-cli", "--cluster", "create",
-                  *(f"127.0.0.1:{n.port}" for n in nodes), "--cluster-replicas", "0", "--cluster-yes"]
+        create = ["redis-cli", "--cluster", "create", *(f"127.0.0.1:{n.port}" for n in nodes),
+                  "--cluster-replicas", str(replicas), "--cluster-yes"]
         subprocess.run(create, check=True, capture_output=True, timeout=60)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
-            states = [subprocess.run(["redis-cli", "-p", str(n.port), "cluster", "info"],
-                                     capture_output=True, text=True, timeout=5).stdout for n in nodes]
-            if all("cluster_state:ok" in s for s in states):
-                return nodes
+            ready = all("cluster_state:ok" in redis_cli(n.port, "cluster", "info") for n in nodes)
+            roles = [redis_cli(n.port, "info", "replication") for n in nodes]
+            linked = all("master_link_status:up" in r for r in roles if "role:slave" in r)
+            if ready and linked and sum("role:slave" in r for r in roles) == masters * replicas:
+                masters_first = sorted(nodes, key=lambda n: "role:slave" in redis_cli(
+                    n.port, "info", "replication"))
+                return masters_first
             time.sleep(0.1)
         raise RuntimeError("the local Redis Cluster did not reach cluster_state:ok")
     except BaseException:
@@ -173,3 +185,14 @@ def redis_cluster_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]
     finally:
         for node in nodes:
             node.stop()
+
+
+@pytest.fixture()
+def aof_server(tmp_path: Path) -> Iterator[RedisServer]:
+    """A redis-server of one test alone, every write fsynced to its append-only file (the test
+    may stop and start it)."""
+    if not have_binaries():
+        unavailable("redis-server / redis-cli are not installed")
+    server = RedisServer(tmp_path / "aof", "--appendonly", "yes", "--appendfsync", "always")
+    yield server
+    server.stop()

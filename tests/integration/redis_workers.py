@@ -1,4 +1,5 @@
-"""Worker processes of the Redis concurrency tests (importable, so ``spawn`` can run them).
+"""Worker processes of the Redis concurrency tests (importable, so ``spawn`` can run them), and
+the helpers the fault tests share.
 
 Each worker applies a deterministic list of feedbacks (from its seed) straight to a
 ``RedisState``; the test replays the same lists serially on a ``MemoryState`` and compares.
@@ -12,6 +13,7 @@ import random
 import time
 from collections.abc import Iterator
 
+from heaprank import MemoryState, StateUnavailableError
 from heaprank import links as linkmath
 from heaprank.links import Prior
 from heaprank.state.base import FeedbackBatch, FeedbackItem, Impression, StateBackend
@@ -66,3 +68,47 @@ def run_worker(url: str, prefix: str, worker: int, count: int, born_ms: int,
         return applied, repeated, start, time.monotonic()
     finally:
         state.close()
+
+
+def snapshot(state: StateBackend) -> dict:
+    """Every link of the global layer and of each namespace, as plain values."""
+    out = {}
+    for ns in [None, *state.namespaces()]:
+        f, p, n = state.list_links(ns)
+        out[ns] = (f, p.tolist(), n.tolist())
+    return out
+
+
+def serial_snapshot(pairs) -> dict:  # type: ignore[no-untyped-def]
+    """:func:`snapshot` of ``(impression, batch)`` pairs applied one by one in memory."""
+    serial = MemoryState()
+    for imp, batch in pairs:
+        serial.put_impression(imp)
+        serial.apply_feedback(batch, credit)
+    return snapshot(serial)
+
+
+def until_available(what, failures: list[str], attempts: int = 400, pause_s: float = 0.025):  # type: ignore[no-untyped-def]
+    """Call ``what`` until it stops raising StateUnavailableError (the server comes back),
+    noting each failure in ``failures`` (proof that a test did hit one)."""
+    for _ in range(attempts):
+        try:
+            return what()
+        except StateUnavailableError as exc:
+            failures.append(str(exc))
+            time.sleep(pause_s)
+    raise AssertionError("the state never came back")
+
+
+def feed_until_applied(state: StateBackend, pairs, done: list, failures: list[str],  # type: ignore[no-untyped-def]
+                       attempts: int = 400) -> None:
+    """Write each impression and apply its feedback, retrying through outages; ``done`` gets
+    each pair once its feedback was acknowledged."""
+    for imp, batch in pairs:
+        def put(imp: Impression = imp) -> None:
+            # A write whose reply was lost may have happened: then the impression is there.
+            if state.put_impression(imp) is None and state.get_impression(imp.recall_id) is None:
+                raise AssertionError(f"recall id {imp.recall_id} taken by something else")
+        until_available(put, failures, attempts)
+        until_available(lambda b=batch: state.apply_feedback(b, credit), failures, attempts)
+        done.append((imp, batch))

@@ -3,6 +3,8 @@ column, per-call settings, and backends that keep no edges."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from heaprank import Config, ConfigError, CoUse, MemoryState, Reranker
@@ -129,3 +131,75 @@ def test_an_unreachable_state_ranks_without_associations():
     assert ranking.ids == [c["id"] for c in CANDS]  # the retriever's order, as with no state
     assert all(r.signals["association"] == 1.0 and "state unavailable" in r.explain()
                for r in ranking)
+
+
+class _AsyncTwin:
+    """An async twin of a MemoryState (the hot path of AsyncStateBackend, awaiting the sync
+    calls), counting the calls it answers; with ``edges`` it also reads co-use edges."""
+
+    def __init__(self, state: MemoryState, edges: bool) -> None:
+        self.state, self.calls = state, 0
+        if edges:
+            self.read_with_edges = self._read_with_edges
+
+    async def _answer(self, name, *args, **kwargs):
+        self.calls += 1
+        return getattr(self.state, name)(*args, **kwargs)
+
+    async def read(self, *args):
+        return await self._answer("read", *args)
+
+    async def _read_with_edges(self, *args):
+        return await self._answer("read_with_edges", *args)
+
+    async def put_impression(self, *args, **kwargs):
+        return await self._answer("put_impression", *args, **kwargs)
+
+    async def get_impression(self, *args):
+        return await self._answer("get_impression", *args)
+
+    async def apply_feedback(self, *args):
+        return await self._answer("apply_feedback", *args)
+
+    async def aclose(self) -> None:
+        pass
+
+
+class _WithTwin(MemoryState):
+    def __init__(self, edges: bool) -> None:
+        super().__init__()
+        self.twin = _AsyncTwin(self, edges)
+
+    def async_backend(self) -> _AsyncTwin:
+        return self.twin
+
+
+def _taught_async(config: Config, state: _WithTwin) -> tuple[Reranker, list[str]]:
+    """_taught through arerank/afeedback, then one more arerank: its EXPLAIN lines."""
+    rr = Reranker(state, config=config)
+
+    async def run() -> list[str]:
+        for t in range(3):
+            ranking = await rr.arerank("what things?", CANDS, namespace="n", k=8, now=NOW + t)
+            await rr.afeedback(ranking.recall_id, used=["d0", "d6"])
+        last = await rr.arerank("what things?", CANDS, namespace="n", k=8, now=NOW + 10)
+        return [r.explain() for r in last]
+
+    return rr, asyncio.run(run())
+
+
+@pytest.mark.parametrize("edges", [True, False])
+def test_async_co_use_uses_a_twin_only_if_it_keeps_edges(edges):
+    """With co_use, an async twin without read_with_edges (no AsyncEdgeBackend) is passed over
+    for the worker thread, so edges are still learned and read; with one, the twin serves."""
+    rr, lines = _taught_async(WEIGHTED, _WithTwin(edges))
+    assert (rr.state.twin.calls > 0) == edges
+    assert lines == [r.explain() for r in _taught(WEIGHTED).rerank(
+        "what things?", CANDS, namespace="n", k=8, now=NOW + 10)]
+    assert [e[:2] for e in rr.state.list_edges("n")] == [("d0", "d6")]
+    assert any("co-used with d0 x3" in line for line in lines)
+
+
+def test_without_co_use_an_async_twin_serves_even_without_edges():
+    rr, _ = _taught_async(Config(), _WithTwin(edges=False))
+    assert rr.state.twin.calls == 3 * 4 + 2  # a rerank: read, put; a feedback: get, apply
