@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from . import fusion
 from . import links as linkmath
 from . import signals as sig
 from ._checks import MAX_NAMESPACE_CHARS, check_id, check_ids, check_namespace, check_query
@@ -75,7 +76,8 @@ class Link:
 
 #: Config fields that shape what feedback learns; a per-call config may not change them (the
 #: feedback for that recall would otherwise learn under other settings than the ranking used).
-LEARNING_FIELDS = ("prior", "em_credit", "reject_discount", "doc_features", "tag_slots")
+LEARNING_FIELDS = ("prior", "em_credit", "reject_discount", "doc_features", "tag_slots",
+                   "speaker_roles")
 #: What an impression stores per shown item, for tuning and replay.
 IMPRESSION_SIGNALS = ("relevance", "age_days", "importance", "usefulness", "rules")
 
@@ -146,7 +148,8 @@ class Reranker:
         else:  # no thread anywhere: nobody has a neighbour
             structure = [NO_NEIGHBOURS] * len(batch)
         return self._space.rows(query, batch.ids, batch.texts, batch.kinds, batch.sources,
-                                batch.tags, cfg.tag_slots, cfg.doc_features, structure)
+                                batch.tags, cfg.tag_slots, cfg.doc_features, structure,
+                                cfg.speaker_roles)
 
     def _config(self, config: Config | None) -> Config:
         if config is None:
@@ -214,6 +217,11 @@ class Reranker:
                             rank_tau=cfg.rank_tau)
         if not info.has_content:
             rel = np.ones_like(rel)
+        extra = None
+        if cfg.fusion_weights and info.has_content:
+            extra = fusion.retriever_scores(batch, tuple(cfg.fusion_weights))
+            rel = fusion.fuse(rel, extra, tuple(cfg.fusion_weights.values()),
+                              cfg.relevance_floor)
         imp = sig.importance(batch, cfg.kind_importance)
         columns = {
             "relevance": rel,
@@ -222,7 +230,7 @@ class Reranker:
             "usefulness": use,
         }
         signal_matrix = np.column_stack([columns[name] for name in SIGNALS])
-        weights = np.array(cfg.weights.as_tuple())
+        weights = self._weights(cfg, info)
         mult, fired = apply_rules(batch, self.rules, cfg.superseded_multiplier, when)
         log_score, log_terms, log_rules = sig.combine(signal_matrix, weights, mult)
         kept = np.isfinite(log_score)
@@ -239,9 +247,9 @@ class Reranker:
                 slots=tuple(self._space.slots_of(urows[row_of[i]]) for i in top.tolist()),
                 doc_features=cfg.doc_features, signal_names=IMPRESSION_SIGNALS,
                 signals=stored))
-        items = self._build_items(batch, info, cfg, top, log_score, signal_matrix,
+        items = self._build_items(batch, info, cfg, weights, top, log_score, signal_matrix,
                                   row_p[row_of[top]], matrix[row_of[top]], fired, age,
-                                  docs.use_count, state_flag)
+                                  docs.use_count, state_flag, extra)
         dropped = {batch.ids[i]: "rule " + ", ".join(f"{n} x{m:g}" for n, m in fired[i])
                    for i in np.flatnonzero(~kept).tolist()}
         return Ranking(recall_id=recall_id, namespace=namespace, query=query, qtype=info.qtype,
@@ -270,13 +278,24 @@ class Reranker:
             impression = replace(impression, recall_id=new_recall_id())
         raise StateError("could not draw an unused recall id")
 
-    def _build_items(self, batch: CandidateBatch, info: QueryInfo, cfg: Config, top: np.ndarray,
+    @staticmethod
+    def _weights(cfg: Config, info: QueryInfo) -> np.ndarray:
+        """This question's signal exponents: its type's weights (``qtype_weights``), the
+        recency weight scaled by its temporal intent (``intent_recency``)."""
+        weights = np.array(cfg.weights_for(info.qtype).as_tuple())
+        scale = cfg.intent_recency.get(info.intent)
+        if scale is not None:
+            weights[SIGNALS.index("recency")] *= scale
+        return weights
+
+    def _build_items(self, batch: CandidateBatch, info: QueryInfo, cfg: Config,
+                     weight_row: np.ndarray, top: np.ndarray,
                      log_score: np.ndarray, signal_matrix: np.ndarray, top_p: np.ndarray,
                      top_rows: np.ndarray, fired: dict[int, list[tuple[str, float]]],
-                     age: np.ndarray, use_count: np.ndarray,
-                     state_flag: tuple[str, ...] = ()) -> tuple[Ranked, ...]:
+                     age: np.ndarray, use_count: np.ndarray, state_flag: tuple[str, ...] = (),
+                     extra: np.ndarray | None = None) -> tuple[Ranked, ...]:
         """The top results; ``top_p`` and ``top_rows`` are their link means and feature ids."""
-        weights = dict(zip(SIGNALS, cfg.weights.as_tuple()))  # one per call, shared by its results
+        weights = dict(zip(SIGNALS, weight_row.tolist()))  # one per call, shared by its results
         names = self._space.names
         best = np.argsort(-top_p, axis=1, kind="stable")[:, :TOP_LINKS]
         which = np.arange(len(top))[:, None]
@@ -292,14 +311,15 @@ class Reranker:
             items.append(Ranked(
                 rank=rank, score=exp_score(scores[j]), candidate=batch.candidate(i),
                 signals=dict(zip(SIGNALS, signal_rows[j])), weights=weights,
-                details=self._details(batch, info, i, age[i], use_count[i]),
+                details=self._details(batch, info, cfg, i, age[i], use_count[i],
+                                      None if extra is None else extra[i].tolist()),
                 top_links=tuple(zip([names[f] for f in best_ids[j]], best_p[j])),
                 rules=tuple(fired.get(i, ())), flags=batch.flags[i] + flags))
         return tuple(items)
 
     @staticmethod
-    def _details(batch: CandidateBatch, info: QueryInfo, i: int, age_s: float,
-                 use_count: float) -> dict[str, str]:
+    def _details(batch: CandidateBatch, info: QueryInfo, cfg: Config, i: int, age_s: float,
+                 use_count: float, extra: list[float] | None = None) -> dict[str, str]:
         score = batch.scores[i]
         if not info.has_content:
             rel = "empty query"
@@ -307,12 +327,17 @@ class Reranker:
             rel = f"rank {i + 1}" if np.isnan(batch.scores).all() else "no valid score"
         else:
             rel = f"score {score:.4g}"
+        if extra is not None:  # the other retriever scores fused into relevance
+            rel += "".join(f", {n} {v:.4g}" if v == v else f", no {n}"
+                           for n, v in zip(cfg.fusion_weights, extra))
         if math.isnan(age_s):
             rec = "no date"
         else:
             rec = f"age {age_s / DAY_S:.1f}d"
             if use_count > 0:
                 rec += f", used {use_count:g}x"
+        if info.intent in cfg.intent_recency:
+            rec += f", asks for {info.intent}"
         if not math.isnan(batch.importance[i]):
             imp = "explicit"
         else:
