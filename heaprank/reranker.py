@@ -134,12 +134,16 @@ class Reranker:
 
     # ---------------------------------------------------------------- scoring
 
-    def _feature_rows(self, query: QueryInfo, batch: CandidateBatch,
-                      cfg: Config) -> tuple[np.ndarray, np.ndarray]:
+    def _feature_rows(self, query: QueryInfo, batch: CandidateBatch, cfg: Config,
+                      fused: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """The distinct feature rows of the candidates and each candidate's position among them
-        (see :meth:`FeatureSpace.rows`)."""
+        (see :meth:`FeatureSpace.rows`). The neighbour slots rank the candidates by the
+        retriever's score, or by the ``fused`` relevance when several scores were blended."""
         if any(t is not None for t in batch.threads):
-            scores = batch.scores if cfg.score_kind == "similarity" else -batch.scores
+            if fused is not None:
+                scores = fused
+            else:
+                scores = batch.scores if cfg.score_kind == "similarity" else -batch.scores
             order = np.lexsort((np.arange(len(batch)), -np.nan_to_num(scores, nan=-np.inf)))
             retriever_rank = np.empty(len(batch), dtype=np.intp)
             retriever_rank[order] = np.arange(len(batch))
@@ -191,8 +195,9 @@ class Reranker:
         batch = coerce_candidates(candidates, now=when, on_invalid=cfg.on_invalid,
                                   future_tolerance_s=cfg.future_tolerance_s)
         info = analyze_query(query, self.classify)
+        rel, extra = self._relevance(batch, info, cfg)
         # Work on the distinct rows: candidates share a few dozen shapes at most.
-        urows, row_of = self._feature_rows(info, batch, cfg)
+        urows, row_of = self._feature_rows(info, batch, cfg, None if extra is None else rel)
         matrix = self._space.matrix(urows)
         vocab, where = np.unique(matrix, return_inverse=True)
         names = self._space.names
@@ -213,15 +218,6 @@ class Reranker:
         use = linkmath.noisy_or(row_p)[row_of]
         last = np.fmax(np.fmax(docs.last_used, batch.last_used), batch.created_at)
         age = when - last
-        rel = sig.relevance(batch.scores, kind=cfg.score_kind, floor=cfg.relevance_floor,
-                            rank_tau=cfg.rank_tau)
-        if not info.has_content:
-            rel = np.ones_like(rel)
-        extra = None
-        if cfg.fusion_weights and info.has_content:
-            extra = fusion.retriever_scores(batch, tuple(cfg.fusion_weights))
-            rel = fusion.fuse(rel, extra, tuple(cfg.fusion_weights.values()),
-                              cfg.relevance_floor)
         imp = sig.importance(batch, cfg.kind_importance)
         columns = {
             "relevance": rel,
@@ -277,6 +273,21 @@ class Reranker:
                 return held
             impression = replace(impression, recall_id=new_recall_id())
         raise StateError("could not draw an unused recall id")
+
+    @staticmethod
+    def _relevance(batch: CandidateBatch, info: QueryInfo,
+                   cfg: Config) -> tuple[np.ndarray, np.ndarray | None]:
+        """Relevance, and the other retriever scores blended into it (``None`` without
+        ``fusion_weights``)."""
+        rel = sig.relevance(batch.scores, kind=cfg.score_kind, floor=cfg.relevance_floor,
+                            rank_tau=cfg.rank_tau)
+        if not info.has_content:
+            return np.ones_like(rel), None
+        if not cfg.fusion_weights:
+            return rel, None
+        extra = fusion.retriever_scores(batch, tuple(cfg.fusion_weights))
+        return fusion.fuse(rel, extra, tuple(cfg.fusion_weights.values()),
+                           cfg.relevance_floor), extra
 
     @staticmethod
     def _weights(cfg: Config, info: QueryInfo) -> np.ndarray:
@@ -485,7 +496,8 @@ class Reranker:
         if unknown:  # checked before anything is written: no orphan impression
             raise FeedbackError(f"used id {unknown[0]!r} is not among the shown ids")
         info = analyze_query(query, self.classify)
-        urows, row_of = self._feature_rows(info, batch, cfg)
+        rel, extra = self._relevance(batch, info, cfg)
+        urows, row_of = self._feature_rows(info, batch, cfg, None if extra is None else rel)
         held = self._put_impression(Impression(
             recall_id=new_recall_id(), namespace=namespace, qtype=info.qtype, time=when,
             time_explicit=explicit, ids=batch.ids,

@@ -314,3 +314,24 @@ def test_qtype_weights_apply_to_their_question_type() -> None:
         Config(qtype_weights={"whenever": Weights()})
     with pytest.raises(ConfigError, match=r"qtype_weights\['when'\]"):
         Config(qtype_weights={"when": {"recency": 2.0}})  # type: ignore[dict-item]
+
+
+def test_fusion_ranks_the_neighbours_by_the_blend() -> None:
+    """The neighbour slots name the turn next to the best match: with fusion, the best match
+    of the blended relevance, not of the primary score alone."""
+    turns = [{"id": f"t{i}", "text": f"turn number {i}", "score": s,
+              "metadata": {"thread": "s1", "position": i, "retriever_scores": {"dense": d}}}
+             for i, (s, d) in enumerate([(9.0, 0.1), (1.0, 0.1), (5.0, 0.9), (1.5, 0.1)])]
+
+    def prev_of(cfg: Config, doc: str) -> str:
+        rr = Reranker(config=cfg)
+        ranking = rr.rerank("which turn?", turns, now=NOW, k=4)
+        imp = rr.state.get_impression(ranking.recall_id)
+        assert imp is not None
+        return next(s for s in imp.slots[imp.ids.index(doc)] if s.startswith("prev:"))
+
+    assert prev_of(Config(), "t1") == "prev:top1"  # t0 is BM25's best
+    assert prev_of(Config(), "t3") == "prev:top3"
+    fused = Config(fusion_weights={"dense": 2.0})  # t2 is the blend's best
+    assert prev_of(fused, "t3") == "prev:top1"
+    assert prev_of(fused, "t1") == "prev:top3"
