@@ -160,7 +160,8 @@ class HeaprankRunner:
         self.seed = seed
         # Only these conversations give feedback (all by default): choices made on the dev
         # split can then be made without any test conversation's labels.
-        self.order = [qi for qi in training_order(prep.data, seed)
+        self.order_all = training_order(prep.data, seed)
+        self.order = [qi for qi in self.order_all
                       if train_conversations is None
                       or prep.data.questions[qi].conv in train_conversations]
         self.tick = tick or (lambda n: None)

@@ -46,7 +46,7 @@ def test_every_row_runs_and_the_targets_are_judged(capsys: pytest.CaptureFixture
     # Without feedback and without fusion heaprank keeps the retriever's order here.
     assert by["nofb"]["mrr"] == pytest.approx(by["retriever"]["mrr"], abs=0.05)
     assert by["default"]["vs_default"]["diff"] == 0.0
-    assert by["combined_noisy"]["feedback"] == "noisy"
+    assert by["chosen_noisy"]["feedback"] == "noisy"
     assert set(res["targets"]) == {"gain_over_bm25_at_least_0.08", "no_category_below_retriever",
                                    "noisy_keeps_80_percent"}
     assert set(res["chosen_weights"]["qtype_grid"]) == {"tiny-a", "tiny-b"}
@@ -93,3 +93,14 @@ def test_knowledge_update_setting(capsys: pytest.CaptureFixture[str], tmp_path: 
         labels = [r["row"] for r in rows]
         assert labels[0].startswith("BM25") and any("intent" in x for x in labels)
         assert rows[0]["vs_bm25"]["diff"] == 0.0
+
+
+def test_online_protocol_learns_from_the_conversation_itself(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    res = run(locomo_ablate, capsys, "--split", "all", "--rows", "default",
+              "--protocol", "online", "--no-progress")
+    assert res["protocol"] == "online"
+    loo = run(locomo_ablate, capsys, "--split", "all", "--rows", "default", "--no-progress")
+    assert [r["key"] for r in res["rows"]] == [r["key"] for r in loo["rows"]]
+    for row in res["rows"]:
+        assert 0.0 <= row["mrr"] <= 1.0

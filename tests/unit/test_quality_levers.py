@@ -108,6 +108,7 @@ def test_person_slots_are_appended_to_the_codebook() -> None:
     person = [f"person:{p}/{r}" for p in PERSONS for r in ROLES]
     assert list(FIXED_SLOTS[-len(person):]) == person
     assert FIXED_SLOTS[:2] == ("kind:none", "source:none")
+    assert FIXED_SLOTS.index("source:tool") == 45  # the last code of schema 2
     assert FIXED_SLOTS[-len(person) - 4:-len(person)] == (
         "source:user", "source:assistant", "source:system", "source:tool")
     slots = (("kind:none", "person:second/assistant"),)
