@@ -324,6 +324,8 @@ def online(runner: Any, rr: Any, questions: Sequence[int], config: Any, mode: st
         ranking = rr.rerank(q.text, cands, namespace=prep.namespaces[q.conv], k=SHOWN_K,
                             now=prep.times[q.conv] + 3600.0 * step, config=config)
         out[qi] = score_ranking(ranking.order_ids, ev)
+        if mode == "none":
+            continue
         if mode == "noisy":
             rng = feedback_rng(runner.seed, fold, qi)
             if not gives_feedback(rng):
