@@ -336,3 +336,11 @@ def test_fusion_ranks_the_neighbours_by_the_blend() -> None:
     fused = Config(fusion_weights={"dense": 2.0})  # t2 is the blend's best
     assert prev_of(fused, "t3") == "prev:top1"
     assert prev_of(fused, "t1") == "prev:top3"
+
+
+@given(st.text(max_size=200))
+def test_question_readers_take_any_text(text: str) -> None:
+    """Any string is a valid question: one person, one intent, never an error."""
+    info = analyze_query(text)
+    assert info.person in PERSONS and info.person == question_person(text)
+    assert info.intent in ("recent", "past", "none") and info.intent == temporal_intent(text)
