@@ -29,6 +29,8 @@ BENCHMARKS = {
                       "LoCoMo ablation table: each signal and quality lever, one Config per row"),
     "locomo-ku": ("benchmarks.locomo_ku",
                   "knowledge-update questions written into LoCoMo: temporal intent x recency"),
+    "exploration": ("benchmarks.exploration", "exploration's MRR cost and what it recovers "
+                    "from feedback biased toward the top (LoCoMo development conversations)"),
     "locomo-langchain": ("benchmarks.locomo_langchain",
                          "LoCoMo end to end through langchain-heaprank (dense candidates, oracle)"),
 }

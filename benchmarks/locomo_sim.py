@@ -50,8 +50,8 @@ GRID_RECENCY = (0.0, 0.25, 0.5, 1.0)
 
 def grid_points() -> list[dict[str, float]]:
     """Grid points, the ones nearest the defaults first (ties in training MRR go to them)."""
-    points = [{"relevance": 1.0, "recency": r, "importance": 1.0, "usefulness": u}
-              for u, r in itertools.product(GRID_USEFULNESS, GRID_RECENCY)]
+    points = [{"relevance": 1.0, "recency": r, "importance": 1.0, "usefulness": u,
+               "reinforcement": 0.0} for u, r in itertools.product(GRID_USEFULNESS, GRID_RECENCY)]
     return sorted(points, key=lambda w: (abs(math.log2(w["usefulness"] + 0.25) - math.log2(1.25))
                                          + abs(w["recency"] - 1.0), w["usefulness"], w["recency"]))
 

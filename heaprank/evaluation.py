@@ -20,7 +20,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
@@ -82,6 +82,10 @@ class LeaveNamespaceOut:
     def get_impression(self, recall_id: str) -> Impression | None:
         """Always ``None``: the view records no impressions, so it has none to return."""
         return None
+
+    def feedback_log(self, namespace: str | None = None) -> Iterator[Impression]:
+        """Empty: the log is each namespace's own history, which the view hides."""
+        return iter(())
 
     def apply_feedback(self, batch: FeedbackBatch, credit: CreditFn) -> FeedbackOutcome:
         raise StateError("LeaveNamespaceOut is a read-only view: give feedback to the wrapped state")

@@ -6,14 +6,16 @@ import asyncio
 import functools
 import logging
 import math
-from collections.abc import Iterable, Mapping, Sequence
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from . import fusion
 from . import links as linkmath
+from . import retention as ret
 from . import signals as sig
 from ._checks import MAX_NAMESPACE_CHARS, check_id, check_ids, check_namespace, check_query
 from ._time import resolve_now, to_epoch
@@ -48,6 +50,9 @@ from .state.base import (
     LinkCounts,
     new_recall_id,
 )
+
+if TYPE_CHECKING:
+    from .tuning import TuneResult
 
 TOP_LINKS = 3
 
@@ -128,6 +133,10 @@ class Reranker:
         self._space = FeatureSpace(max_bytes=feature_cache_bytes,
                                    prefix_chars=self.config.feature_prefix_chars)
         self.state: StateBackend = open_state(state)
+        if self.config.recency_kernel == "ebbinghaus" or self.config.drop_forgotten:
+            ret.resolve_policy(self.config.retention_policy)  # a bad policy file fails here
+        self._explore_rng = np.random.default_rng(self.config.exploration_seed)
+        self._explore_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"Reranker(state={self.state!r})"
@@ -195,9 +204,10 @@ class Reranker:
         batch = coerce_candidates(candidates, now=when, on_invalid=cfg.on_invalid,
                                   future_tolerance_s=cfg.future_tolerance_s)
         info = analyze_query(query, self.classify)
-        rel, extra = self._relevance(batch, info, cfg)
+        rel, other_scores = self._relevance(batch, info, cfg)
         # Work on the distinct rows: candidates share a few dozen shapes at most.
-        urows, row_of = self._feature_rows(info, batch, cfg, None if extra is None else rel)
+        urows, row_of = self._feature_rows(info, batch, cfg,
+                                           None if other_scores is None else rel)
         matrix = self._space.matrix(urows)
         vocab, where = np.unique(matrix, return_inverse=True)
         names = self._space.names
@@ -219,15 +229,21 @@ class Reranker:
         last = np.fmax(np.fmax(docs.last_used, batch.last_used), batch.created_at)
         age = when - last
         imp = sig.importance(batch, cfg.kind_importance)
+        usage = sig.usage_signals(cfg, namespace, age, imp, docs.use_count)
+        sampled = self._explore(cfg, alpha, beta)
+        ranked_use = use if sampled is None else linkmath.noisy_or(
+            sampled[where.reshape(matrix.shape)])[row_of]
         columns = {
             "relevance": rel,
-            "recency": sig.recency(age, half_life_s=cfg.half_life_s, floor=cfg.recency_floor),
+            "recency": usage.recency,
             "importance": imp,
-            "usefulness": use,
+            "usefulness": ranked_use,
+            "reinforcement": usage.reinforcement,
         }
         signal_matrix = np.column_stack([columns[name] for name in SIGNALS])
         weights = self._weights(cfg, info)
-        mult, fired = apply_rules(batch, self.rules, cfg.superseded_multiplier, when)
+        mult, fired = apply_rules(batch, self.rules, cfg.superseded_multiplier, when,
+                                  forgotten=usage.forgotten)
         log_score, log_terms, log_rules = sig.combine(signal_matrix, weights, mult)
         kept = np.isfinite(log_score)
         # Best first; ties keep the retriever's order (relevance, then input position).
@@ -236,22 +252,45 @@ class Reranker:
         top = order[:k]
         recall_id = new_recall_id()
         if track and len(top):
-            stored = np.column_stack([rel, age / DAY_S, imp, use, mult])[top]
+            # The mean usefulness is what was believed; an explored rerank adds its sample.
+            extra = usage.stored if sampled is None else {**usage.stored,
+                                                          "usefulness_sampled": ranked_use}
+            stored = np.column_stack([rel, age / DAY_S, imp, use, mult, *extra.values()])[top]
             recall_id = self._track(Impression(
                 recall_id=recall_id, namespace=namespace, qtype=info.qtype, time=when,
                 time_explicit=explicit, ids=tuple(batch.ids[i] for i in top.tolist()),
                 slots=tuple(self._space.slots_of(urows[row_of[i]]) for i in top.tolist()),
-                doc_features=cfg.doc_features, signal_names=IMPRESSION_SIGNALS,
+                doc_features=cfg.doc_features, signal_names=IMPRESSION_SIGNALS + tuple(extra),
                 signals=stored))
+
+        def notes(i: int) -> dict[str, str]:
+            out = usage.notes(i, float(docs.use_count[i]), cfg.reinforcement_cap)
+            if sampled is not None:
+                out["usefulness"] = f"explored: sampled usefulness, mean {use[i]:.2f}"
+            return out
+
         items = self._build_items(batch, info, cfg, weights, top, log_score, signal_matrix,
                                   row_p[row_of[top]], matrix[row_of[top]], fired, age,
-                                  docs.use_count, state_flag, extra)
+                                  docs.use_count, state_flag,
+                                  notes if usage.stored or sampled is not None else None,
+                                  other_scores)
         dropped = {batch.ids[i]: "rule " + ", ".join(f"{n} x{m:g}" for n, m in fired[i])
                    for i in np.flatnonzero(~kept).tolist()}
         return Ranking(recall_id=recall_id, namespace=namespace, query=query, qtype=info.qtype,
                        items=items, order_ids=tuple(batch.ids[i] for i in order),
                        log_scores=log_score[order], log_terms=log_terms[order],
                        signal_names=SIGNALS, log_rules=log_rules[order], dropped=dropped)
+
+    def _explore(self, cfg: Config, alpha: np.ndarray, beta: np.ndarray) -> np.ndarray | None:
+        """For a share ``exploration_rate`` of reranks, one Thompson draw of every link from its
+        Beta posterior (the links of this rerank's features); otherwise None. No draw at all
+        when the rate is 0, so exploration off ranks exactly as before."""
+        if cfg.exploration_rate <= 0.0:
+            return None
+        with self._explore_lock:  # a numpy Generator is not thread-safe
+            if self._explore_rng.random() >= cfg.exploration_rate:
+                return None
+            return self._explore_rng.beta(alpha, beta)
 
     def _track(self, impression: Impression) -> str:
         """Write a rerank's impression; with an unreachable state (and not strict) the ranking
@@ -304,8 +343,11 @@ class Reranker:
                      log_score: np.ndarray, signal_matrix: np.ndarray, top_p: np.ndarray,
                      top_rows: np.ndarray, fired: dict[int, list[tuple[str, float]]],
                      age: np.ndarray, use_count: np.ndarray, state_flag: tuple[str, ...] = (),
-                     extra: np.ndarray | None = None) -> tuple[Ranked, ...]:
-        """The top results; ``top_p`` and ``top_rows`` are their link means and feature ids."""
+                     notes: Callable[[int], dict[str, str]] | None = None,
+                     other_scores: np.ndarray | None = None) -> tuple[Ranked, ...]:
+        """The top results; ``top_p`` and ``top_rows`` are their link means and feature ids;
+        ``notes(i)`` adds to candidate ``i``'s EXPLAIN details; ``other_scores`` are the
+        retriever scores fused into relevance."""
         weights = dict(zip(SIGNALS, weight_row.tolist()))  # one per call, shared by its results
         names = self._space.names
         best = np.argsort(-top_p, axis=1, kind="stable")[:, :TOP_LINKS]
@@ -319,11 +361,14 @@ class Reranker:
         items = []
         for rank, i in enumerate(top.tolist(), start=1):
             j = rank - 1
+            details = self._details(batch, info, cfg, i, age[i], use_count[i],
+                                    None if other_scores is None else other_scores[i].tolist())
+            for name, note in (notes(i) if notes is not None else {}).items():
+                details[name] = f"{details[name]}, {note}" if name in details else note
             items.append(Ranked(
                 rank=rank, score=exp_score(scores[j]), candidate=batch.candidate(i),
                 signals=dict(zip(SIGNALS, signal_rows[j])), weights=weights,
-                details=self._details(batch, info, cfg, i, age[i], use_count[i],
-                                      None if extra is None else extra[i].tolist()),
+                details=details,
                 top_links=tuple(zip([names[f] for f in best_ids[j]], best_p[j])),
                 rules=tuple(fired.get(i, ())), flags=batch.flags[i] + flags))
         return tuple(items)
@@ -496,8 +541,9 @@ class Reranker:
         if unknown:  # checked before anything is written: no orphan impression
             raise FeedbackError(f"used id {unknown[0]!r} is not among the shown ids")
         info = analyze_query(query, self.classify)
-        rel, extra = self._relevance(batch, info, cfg)
-        urows, row_of = self._feature_rows(info, batch, cfg, None if extra is None else rel)
+        rel, other_scores = self._relevance(batch, info, cfg)
+        urows, row_of = self._feature_rows(info, batch, cfg,
+                                           None if other_scores is None else rel)
         held = self._put_impression(Impression(
             recall_id=new_recall_id(), namespace=namespace, qtype=info.qtype, time=when,
             time_explicit=explicit, ids=batch.ids,
@@ -551,6 +597,82 @@ class Reranker:
                      float(neg[i])) for i, f in enumerate(features) if n[i] >= min_n]
         rows.sort(key=lambda r: (-r.p, r.feature))
         return rows
+
+    def forget_candidates(self, namespace: str, candidates: Sequence[CandidateLike] | None = None,
+                          *, now: Any = None, policy: ret.PolicySpec = None) -> ret.ForgetReport:
+        """What the retention policy would forget in ``namespace``; deletes nothing.
+
+        Args:
+            namespace: The namespace whose documents and policy are examined.
+            candidates: The documents to examine, with their ``created_at`` and importance;
+                ``None`` examines the documents the state knows (those that were used: the
+                state keeps no importance, so they count at the neutral dose 1).
+            now: The current time (the wall clock if None).
+            policy: Preview another policy (a file path, :class:`RetentionPolicy` or
+                :class:`PolicySet`) instead of ``config.retention_policy``.
+
+        Returns:
+            A :class:`~heaprank.retention.ForgetReport`: the count and ids, least retained first.
+
+        Raises:
+            StateError: ``candidates=None`` on a backend that cannot list its documents.
+        """
+        namespace = check_namespace(namespace)
+        when, _ = resolve_now(now)
+        cfg = self.config
+        chosen = ret.resolve_policy(cfg.retention_policy if policy is None else policy
+                                    ).for_namespace(namespace)
+        if candidates is None:
+            listing = getattr(self.state, "iter_docs", None)
+            if listing is None:
+                raise StateError(f"forget_candidates: {self.state!r} cannot list its documents; "
+                                 f"pass candidates=")
+            rows = listing(namespace)
+            ids = tuple(r[0] for r in rows)
+            last = np.array([r[1] for r in rows], dtype=np.float64)
+            uses = np.array([r[2] for r in rows], dtype=np.float64)
+            importance = np.ones(len(ids))
+        else:
+            batch = coerce_candidates(candidates, now=when, on_invalid=cfg.on_invalid,
+                                      future_tolerance_s=cfg.future_tolerance_s)
+            docs = self.state.read(namespace, [], batch.ids)[1]
+            ids, uses = batch.ids, docs.use_count
+            last = np.fmax(np.fmax(docs.last_used, batch.last_used), batch.created_at)
+            importance = sig.importance(batch, cfg.kind_importance)
+        return ret.forget_report(namespace, ids, (when - last) / DAY_S, importance, uses, chosen)
+
+    def tune(self, namespace: str | None = None, *, fit_half_life: bool = False,
+             shrinkage: float = 1.0, namespace_shrinkage: float = 4.0, holdout: float = 0.2,
+             min_impressions: int = 50, apply: bool = False) -> TuneResult:
+        """Fit the weights (optionally the recency half-life) to the impression log.
+
+        A conditional logit over the shown items of each impression with feedback, shrunk
+        toward the current weights (a namespace's fit toward the pooled one), checked on the
+        later part of the log; it refuses to move with fewer than ``min_impressions`` usable
+        impressions or when the check fails. See :func:`heaprank.tuning.tune` for the
+        arguments and docs/design.md, "Tuning and replay".
+
+        Args:
+            namespace: ``None``: the pooled fit; ``"*"``: also every namespace's; a namespace:
+                also its own, which is then ``result.config`` (use it for that namespace with
+                ``rerank(config=...)`` or save it: a reranker has one config for everyone).
+            apply: Replace this reranker's config with ``result.config`` (pooled fits only;
+                only weights and the half-life change, never the learning fields).
+        """
+        from .tuning import tune
+
+        if namespace is not None and namespace != "*":
+            namespace = check_namespace(namespace)
+            if apply:
+                raise InputError("apply: a namespace's fit would rank every namespace; pass "
+                                 "result.config to rerank(config=...) for that namespace instead")
+        result = tune(self.state.feedback_log(None), self.config, namespace=namespace,
+                      fit_half_life=fit_half_life, shrinkage=shrinkage,
+                      namespace_shrinkage=namespace_shrinkage, holdout=holdout,
+                      min_impressions=min_impressions)
+        if apply:
+            self.config = result.config
+        return result
 
     def forget_namespace(self, namespace: str, *, scrub_global: bool = True) -> None:
         """Drop every record of a namespace: evidence, documents, impressions, explicit feedback

@@ -7,10 +7,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from . import retention as ret
 from .candidates import CandidateBatch
+from .config import DAY_S
+
+if TYPE_CHECKING:
+    from .config import Config
 
 
 def relevance(scores: np.ndarray, *, kind: str, floor: float, rank_tau: float) -> np.ndarray:
@@ -56,6 +63,16 @@ def recency(age_s: np.ndarray, *, half_life_s: float, floor: float) -> np.ndarra
     return np.where(np.isnan(age_s), 1.0, np.maximum(out, 1e-300))
 
 
+def reinforcement(use_count: np.ndarray, *, cap: float) -> np.ndarray:
+    """HEBBS reinforcement from *used* counts: ``1 + log2(1 + min(uses, cap)) / log2(1 + cap)``.
+
+    1 for a document never used, 2 from ``cap`` uses on: the first uses count most and no
+    document outgrows the cap, so reinforcement can break ties but never runs away.
+    """
+    uses = np.minimum(np.maximum(use_count, 0.0), cap)
+    return 1.0 + np.log2(1.0 + uses) / math.log2(1.0 + cap)
+
+
 def importance(batch: CandidateBatch, kind_importance: Mapping[str, float]) -> np.ndarray:
     """The explicit dose, else the kind prior (1.0 for unknown kinds); for aggregated memories
     (``source_count`` given): ``0.7 x base + 0.3 x confidence + ln(1 + source_count) / 10``,
@@ -69,6 +86,54 @@ def importance(batch: CandidateBatch, kind_importance: Mapping[str, float]) -> n
         boosted = 0.7 * base + 0.3 * conf + np.log1p(np.nan_to_num(batch.source_count)) / 10.0
         base = np.where(aggregated, np.clip(boosted, 0.05, 3.0), base)
     return base
+
+
+@dataclass(frozen=True, slots=True)
+class UsageSignals:
+    """What time and use give one rerank: recency (by the configured kernel), reinforcement,
+    the candidates the retention policy counts as forgotten (when a rule drops them), and the
+    extra columns an impression records because they changed the scores."""
+
+    recency: np.ndarray
+    reinforcement: np.ndarray
+    forgotten: np.ndarray | None = None
+    stability_days: np.ndarray | None = None
+    stored: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def notes(self, i: int, use_count: float, cap: float) -> dict[str, str]:
+        """EXPLAIN additions for candidate ``i``: the stability behind an Ebbinghaus recency,
+        the use count behind reinforcement."""
+        out = {}
+        if "reinforcement" in self.stored:
+            out["reinforcement"] = f"used {use_count:g}x, cap {cap:g}"
+        if self.stability_days is not None:
+            out["recency"] = f"ebbinghaus S {self.stability_days[i]:.0f}d"
+        return out
+
+
+def usage_signals(cfg: Config, namespace: str, age_s: np.ndarray, importance: np.ndarray,
+                  use_count: np.ndarray) -> UsageSignals:
+    """Recency, reinforcement and the forgotten mask of one rerank (docs/design.md, "Retention
+    and forgetting"). The retention policy is read only when the kernel or the rule needs it."""
+    stored: dict[str, np.ndarray] = {}
+    if cfg.weights.reinforcement > 0:
+        reinforced = reinforcement(use_count, cap=cfg.reinforcement_cap)
+        stored["reinforcement"] = reinforced
+    else:
+        reinforced = np.ones_like(age_s)
+    ebbinghaus = cfg.recency_kernel == "ebbinghaus"
+    forgotten = stability = None
+    if ebbinghaus or cfg.drop_forgotten:
+        policy = ret.resolve_policy(cfg.retention_policy).for_namespace(namespace)
+        if cfg.drop_forgotten:
+            forgotten = ret.forgotten(age_s / DAY_S, importance, use_count, policy)
+    if ebbinghaus:
+        rec = stored["recency"] = ret.ebbinghaus_recency(age_s, importance, use_count, policy,
+                                                         floor=cfg.recency_floor)
+        stability = ret.stability_days(importance, use_count, policy)
+    else:
+        rec = recency(age_s, half_life_s=cfg.half_life_s, floor=cfg.recency_floor)
+    return UsageSignals(rec, reinforced, forgotten, stability, stored)
 
 
 def combine(signals: np.ndarray, weights: np.ndarray,

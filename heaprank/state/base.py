@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import secrets
 import time as _time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -198,6 +198,12 @@ class StateBackend(Protocol):
         ...
 
     def get_impression(self, recall_id: str) -> Impression | None: ...
+
+    def feedback_log(self, namespace: str | None = None) -> Iterator[Impression]:
+        """The impressions that received feedback (any verdict), decoded, oldest recall first:
+        those of ``namespace``, or of every namespace with ``None``. What tuning and replay
+        read; an impression pruned or forgotten meanwhile is simply not yielded."""
+        ...
 
     def apply_feedback(self, batch: FeedbackBatch, credit: CreditFn) -> FeedbackOutcome:
         """Apply one feedback atomically and at most once per (recall id, item).

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
@@ -219,6 +219,14 @@ class MemoryState:
         if entry is None:
             return None
         return Impression.decode(recall_id, entry[0].name, entry[1])
+
+    def feedback_log(self, namespace: str | None = None) -> Iterator[Impression]:
+        """Impressions with feedback of ``namespace`` (``None``: all), oldest recall first."""
+        with self._lock:  # a snapshot of the bodies; decoded outside the lock
+            rows = sorted((rid, ns.name, body) for rid, (ns, body) in self._fed.items()
+                          if namespace is None or ns.name == namespace)
+        for rid, name, body in rows:
+            yield Impression.decode(rid, name, body)
 
     # ---------------------------------------------------------------- feedback
 

@@ -35,11 +35,12 @@ thread, so an event loop never blocks on Redis.
 from __future__ import annotations
 
 import binascii
+import heapq
 import re
 import threading
 import time
 import zlib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -65,6 +66,7 @@ if TYPE_CHECKING:
 DAY_S = 86_400.0
 _SLOTS = 16_384
 _PRUNE_EVERY = 256
+_LOG_PAGE = 512
 _ZERO2 = bytes(16)
 _ZERO3 = bytes(24)
 _GLOB = re.compile(r"([*?\[\]\\])")
@@ -390,6 +392,44 @@ class RedisState:
                 pipe.delete(self._pointer_key(member.decode("utf-8")[-16:]))
             pipe.execute()
         self._call("prune", run, idempotent=True)
+
+    def feedback_log(self, namespace: str | None = None) -> Iterator[Impression]:
+        """Impressions with feedback of ``namespace`` (``None``: all), oldest recall first: the
+        shards' feedback sets (``P:{t}:f``) read in pages and merged by age."""
+        tags = self._tags if namespace is None else [self._tag(namespace)]
+        pages = [self._fed_pages(tag, namespace) for tag in tags]
+        for _, rid, name, body in heapq.merge(*pages):
+            yield Impression.decode(rid, name, body)
+
+    def _fed_pages(self, tag: str, namespace: str | None) -> Iterator[tuple[float, str, str, bytes]]:
+        """``(age score, recall id, namespace, body)`` of one shard's impressions with feedback,
+        by score then recall id; paged by score so that pruning meanwhile skips nothing still
+        there."""
+        fed, head = self._key(tag, "f"), len(self._key(tag, "i")) + 1
+        low: float | str = "-inf"
+        seen_at_low = 0  # members already read with score == low (ties are ordered by member)
+        tied: list[tuple[float, str, str, bytes]] = []  # of score `low`, yielded by recall id
+        while True:
+            def run(low: float | str = low, skip: int = seen_at_low) -> tuple[list[Any], list[Any]]:
+                members = self.client.zrange(fed, low, "+inf", byscore=True, offset=skip,
+                                             num=_LOG_PAGE, withscores=True)
+                pipe = self.client.pipeline(transaction=False)
+                for member, _ in members:
+                    pipe.get(member)
+                return members, (pipe.execute() if members else [])
+            members, bodies = self._call("feedback_log", run, idempotent=True)
+            for (member, score), body in zip(members, bodies):
+                if score != low:
+                    yield from sorted(tied)
+                    tied, low, seen_at_low = [], score, 0
+                seen_at_low += 1
+                key = member.decode("utf-8")
+                name = key[head:-17]
+                if body is not None and (namespace is None or name == namespace):
+                    tied.append((score, key[-16:], name, body))
+            if len(members) < _LOG_PAGE:
+                yield from sorted(tied)
+                return
 
     # ---------------------------------------------------------------- feedback
 

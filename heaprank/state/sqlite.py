@@ -47,6 +47,7 @@ SCHEMA_VERSION = 2
 APPLICATION = "heaprank"
 DAY_S = 86_400.0
 _PRUNE_EVERY = 256
+_LOG_PAGE = 512
 _SYNC_LEVELS = ("OFF", "NORMAL", "FULL", "EXTRA")
 
 _SCHEMA = """
@@ -374,6 +375,25 @@ class SQLiteState:
         if row is None:
             return None
         return Impression.decode(recall_id, row[0], row[1])
+
+    def feedback_log(self, namespace: str | None = None) -> Iterator[Impression]:
+        """Impressions with feedback of ``namespace`` (``None``: all), oldest recall first.
+
+        Read in pages of a few hundred, each in its own short read transaction, so a long log
+        neither sits in memory at once nor holds the connection while the caller works."""
+        where = "" if namespace is None else " AND n.name = ?"
+        sql = (f"SELECT i.key, n.name, i.body FROM impressions i JOIN namespaces n ON n.id = i.ns "
+               f"WHERE i.fed = 1 AND i.key > ?{where} ORDER BY i.key LIMIT {_LOG_PAGE}")
+        after = -1
+        while True:
+            with self._read() as conn:
+                page = conn.execute(sql, (after,) if namespace is None
+                                    else (after, namespace)).fetchall()
+            for key, name, body in page:
+                yield Impression.decode(f"{key:016x}", name, bytes(body))
+            if len(page) < _LOG_PAGE:
+                return
+            after = page[-1][0]
 
     # ---------------------------------------------------------------- feedback
 

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
 from heaprank import FeedbackError, MemoryState, Prior, Reranker, SQLiteState, StateBackend
 from heaprank import links as linkmath
-from heaprank.state import open_state
+from heaprank.state import codec, open_state
 from heaprank.state.base import FeedbackBatch, FeedbackItem, Impression
 from tests.integration.redis_servers import unique_prefix
 
@@ -171,6 +172,41 @@ def test_an_impression_stays_compact(backend):
     body = imp.encode()
     assert len(body) <= 10 * (1 + 13 + 1 + 11 + 5 * 4) + 32
     assert Impression.decode(R1, "ns", body) == imp
+
+
+def test_feedback_log_yields_impressions_with_feedback_oldest_recall_first(backend):
+    # "ns:b" shares "ns" as a prefix: a key layout that joins names with ":" must still tell
+    # them apart.
+    for r, ns in ((R1, "ns"), (R2, "ns:b"), (R3, "ns"), (R4, "ns")):
+        backend.put_impression(impression(recall_id=r, namespace=ns))
+    backend.apply_feedback(batch(recall_id=R3, verdicts=(("b", False),)), credit)  # first fed
+    backend.apply_feedback(batch(recall_id=R1), credit)
+    backend.apply_feedback(batch(recall_id=R2, namespace="ns:b"), credit)  # R4: no feedback
+    assert [i.recall_id for i in backend.feedback_log()] == [R1, R2, R3]
+    assert [i.recall_id for i in backend.feedback_log(None)] == [R1, R2, R3]
+    assert [i.recall_id for i in backend.feedback_log("ns")] == [R1, R3]
+    assert [i.recall_id for i in backend.feedback_log("ns:b")] == [R2]
+    assert list(backend.feedback_log("nobody")) == []
+    first, third = backend.feedback_log("ns")
+    assert first == replace(impression(), verdicts=(codec.USED, codec.IGNORED))
+    assert third.verdicts == (codec.OPEN, codec.IGNORED) and third.namespace == "ns"
+    backend.forget_namespace("ns")
+    assert [i.recall_id for i in backend.feedback_log()] == [R2]
+
+
+def test_feedback_log_reads_in_pages(backend, monkeypatch):
+    """Pages of two (ties of age included: the ids below share their millisecond)."""
+    from heaprank.state import redis as redis_module
+    from heaprank.state import sqlite as sqlite_module
+
+    monkeypatch.setattr(sqlite_module, "_LOG_PAGE", 2)
+    monkeypatch.setattr(redis_module, "_LOG_PAGE", 2)
+    ids = [rid(10 + n) for n in range(7)]
+    for n, r in enumerate(ids):
+        backend.put_impression(impression(recall_id=r, namespace=f"ns{n % 2}"))
+        backend.apply_feedback(batch(recall_id=r, namespace=f"ns{n % 2}"), credit)
+    assert [i.recall_id for i in backend.feedback_log()] == ids
+    assert [i.recall_id for i in backend.feedback_log("ns1")] == ids[1::2]
 
 
 # --------------------------------------------------------------------------------- feedback

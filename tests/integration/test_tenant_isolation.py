@@ -6,6 +6,7 @@ Each test plays a hostile or careless tenant against a victim, on every backend.
 from __future__ import annotations
 
 import gc
+import json
 import sqlite3
 
 import pytest
@@ -187,3 +188,15 @@ def test_a_per_call_config_may_not_change_what_feedback_learns():
             rr.rerank("When?", cands, namespace="bob", now=NOW, config=Config(**change))
     scoring = Config(half_life_s=3600.0, recency_floor=0.5).with_weights(usefulness=3.0)
     assert rr.rerank("When?", cands, namespace="bob", now=NOW, config=scoring).ids
+
+
+def test_a_namespace_log_holds_only_its_own_impressions_and_tuning_reports_no_secret(rr):
+    _teach(rr)
+    bob = list(rr.state.feedback_log("bob"))
+    assert bob and {i.namespace for i in bob} == {"bob"}
+    assert not any(s in repr(bob) for s in SECRETS)
+    result = rr.tune("bob", min_impressions=1)
+    assert result.fit.impressions == 3  # bob's three reranks, none of alice's
+    assert not any(s in json.dumps(result.fit.to_dict(), default=str) for s in SECRETS)
+    rr.forget_namespace("alice")
+    assert {i.namespace for i in rr.state.feedback_log()} == {"bob"}

@@ -3,6 +3,7 @@ fusion of several retriever scores, per-question-type weights."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -309,12 +310,20 @@ def test_qtype_weights_apply_to_their_question_type() -> None:
     assert when[0].weights["recency"] == 3.0 and when[0].weights["usefulness"] == 0.5
     assert what[0].weights["recency"] == 1.0
     assert "^3" in when[0].explain()
-    assert cfg.to_dict()["qtype_weights"] == {"when": {"relevance": 1.0, "recency": 3.0,
-                                                       "importance": 1.0, "usefulness": 0.5}}
+    written = cfg.to_dict()["qtype_weights"]["when"]
+    assert written["recency"] == 3.0 and written["usefulness"] == 0.5
+    # A config file holds the levers as plain data and reads back the same config.
+    levers = Config(qtype_weights={"when": Weights(recency=3.0)}, speaker_roles=True,
+                    intent_recency={"past": -8.0}, fusion_weights={"dense": 1.0})
+    assert Config.from_dict(json.loads(json.dumps(levers.to_dict()))) == levers
     with pytest.raises(ConfigError, match="qtype_weights"):
         Config(qtype_weights={"whenever": Weights()})
-    with pytest.raises(ConfigError, match=r"qtype_weights\['when'\]"):
-        Config(qtype_weights={"when": {"recency": 2.0}})  # type: ignore[dict-item]
+    with pytest.raises(ConfigError, match=r"qtype_weights\['when'\]: expected Weights"):
+        Config(qtype_weights={"when": 2.0})  # type: ignore[dict-item]
+    with pytest.raises(ConfigError, match=r"qtype_weights\['when'\]\.speed: unknown field"):
+        Config(qtype_weights={"when": {"speed": 2.0}})  # type: ignore[dict-item]
+    assert Config(qtype_weights={"when": {"recency": 2.0}}).weights_for(  # type: ignore[dict-item]
+        "when") == Weights(recency=2.0)
 
 
 def test_fusion_ranks_the_neighbours_by_the_blend() -> None:
