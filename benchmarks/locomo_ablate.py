@@ -85,16 +85,18 @@ ABLATIONS: tuple[Ablation, ...] = (
              eval_changes={"weights": {"importance": 0.0}}),
     Ablation("no_usefulness", "usefulness off (no learning)", "signals",
              eval_changes={"weights": {"usefulness": 0.0}}),
-    Ablation("reinforcement", "reinforcement from use counts", "signals",
-             changes={"reinforcement": 1.0}, origin="issue-10-forget"),
+    Ablation("reinforcement", "reinforcement from use counts (weight 1)", "signals",
+             changes={"weights": {"reinforcement": 1.0}}, origin="issue-10-forget"),
     Ablation("ebbinghaus", "Ebbinghaus retention as recency kernel", "signals",
              changes={"recency_kernel": "ebbinghaus"}, origin="issue-10-forget"),
-    Ablation("co_use", "co-use spreading activation", "signals",
-             changes={"co_use_spreading": 1.0}, origin="issue-10-couse"),
+    Ablation("co_use", "co-use spreading activation (weight 1)", "signals",
+             changes={"co_use": {}, "weights": {"association": 1.0}}, origin="issue-10-couse"),
     Ablation("explore_05", "exploration 5% (training)", "signals",
-             train_changes={"exploration_rate": 0.05}, origin="issue-10-forget"),
+             train_changes={"exploration_rate": 0.05, "exploration_seed": 0},
+             origin="issue-10-forget"),
     Ablation("explore_20", "exploration 20% (training)", "signals",
-             train_changes={"exploration_rate": 0.2}, origin="issue-10-forget"),
+             train_changes={"exploration_rate": 0.2, "exploration_seed": 0},
+             origin="issue-10-forget"),
     # ---- ranking-quality levers, each alone against the defaults
     Ablation("speaker_roles", "+ speaker-role slot", "quality", changes={"speaker_roles": True}),
     Ablation("intent", "+ temporal intent x recency", "quality",
@@ -117,28 +119,28 @@ GROUPS = ("reference", "signals", "quality", "target")
 
 
 def missing_fields(ablation: Ablation) -> list[str]:
-    """Config fields the row needs that this build's Config does not have."""
-    from heaprank.config import Config
+    """Config fields (and ``weights.<signal>``) the row needs that this build lacks."""
+    from heaprank.config import Config, Weights
 
     have = {f.name for f in fields(Config)}
-    need = set(ablation.changes) | set(ablation.eval_changes) | set(ablation.train_changes)
-    return sorted(need - have)
+    signals = {f.name for f in fields(Weights)}
+    missing: set[str] = set()
+    for changes in (ablation.changes, ablation.eval_changes, ablation.train_changes):
+        missing |= set(changes) - have
+        missing |= {f"weights.{w}" for w in changes.get("weights", {}) if w not in signals}
+    return sorted(missing)
 
 
 def build_config(base: Any, changes: Mapping[str, Any]) -> Any:
-    """``base`` with ``changes`` applied (``weights`` merged exponent by exponent)."""
-    from heaprank.config import Weights
+    """``base`` with ``changes`` applied, through the config-file form (``Config.from_dict``),
+    so a change is written as a config file would hold it; ``weights`` merge exponent by
+    exponent."""
+    from heaprank.config import Config
 
-    out = base
+    data = base.to_dict()
     for name, value in changes.items():
-        if name == "weights":
-            out = out.with_weights(**value)
-        elif name == "qtype_weights":
-            out = replace(out, qtype_weights={q: w if isinstance(w, Weights) else Weights(**w)
-                                              for q, w in value.items()})
-        else:
-            out = replace(out, **{name: value})
-    return out
+        data[name] = {**data["weights"], **value} if name == "weights" else value
+    return Config.from_dict(data)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
