@@ -52,7 +52,8 @@ class Ablation:
         train_changes: Config fields applied while training only (exploration).
         feedback: ``None`` for the run's ``--feedback``, or ``"none"``, ``"oracle"``, ``"noisy"``.
         grid: ``"global"`` or ``"qtype"``: the weights are chosen by the grid on the training
-            conversations (per question type with enough questions, the global choice else).
+            conversations (per question type with enough questions, the global choice else);
+            ``"tune"``: fitted by ``Reranker.tune`` on the training feedback log.
         dense: The candidates carry their dense cosine (``metadata.retriever_scores``).
         origin: Where the signal comes from (a branch or an issue), for the reader.
     """
@@ -79,6 +80,7 @@ ABLATIONS: tuple[Ablation, ...] = (
              changes={"fusion_weights": {"dense": FUSION_DENSE}}, feedback="none", dense=True),
     Ablation("default", "heaprank defaults + feedback", "reference"),
     Ablation("grid", "defaults, grid weights (train only)", "reference", grid="global"),
+    Ablation("tuned", "defaults, Reranker.tune weights (train log)", "reference", grid="tune"),
     # ---- the seed signals, each on (or off) against the defaults
     Ablation("no_recency", "recency off", "signals", eval_changes={"weights": {"recency": 0.0}}),
     Ablation("no_importance", "importance off (kind priors, insight frequency)", "signals",
@@ -106,6 +108,8 @@ ABLATIONS: tuple[Ablation, ...] = (
     Ablation("qtype_grid", "+ per-question-type grid weights", "quality", grid="qtype"),
     Ablation("combined", "+ all four levers, per-qtype grid", "quality", changes=_QUALITY,
              grid="qtype", dense=True),
+    Ablation("fusion_tuned", "+ fusion, Reranker.tune weights", "quality",
+             changes={"fusion_weights": {"dense": FUSION_DENSE}}, dense=True, grid="tune"),
     # ---- the target: what the dev split chose (fusion alone; the other levers were neutral
     # or slightly negative there), judged on the test split
     Ablation("chosen", "chosen on dev: dense fusion, default weights", "target",
@@ -197,7 +201,7 @@ def _select(arg: str | None, overrides: Sequence[str]) -> list[Ablation]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from heaprank.config import Config, Weights
+    from heaprank.config import SIGNALS, Config, Weights
     from heaprank.features import english_question_type
 
     from .locomo import DEV_CONVERSATIONS, _data_path
@@ -265,7 +269,16 @@ def run(args: argparse.Namespace) -> int:
                 trained[key] = runner.train(f, train_cfg, mode, label=f"{a.key}")
             rr = trained[key]
             eval_cfg = build_config(cfg, a.eval_changes)
-            if a.grid is not None:
+            if a.grid == "tune":
+                # Reranker.tune on the training feedback log (the held-out conversation gave
+                # none): the pooled conditional-logit fit of the weights.
+                fit = rr.tune()
+                eval_cfg = replace(eval_cfg, weights=fit.config.weights)
+                chosen.setdefault(a.key, {})[sid] = {
+                    "weights": {k: round(v, 3) for k, v in zip(
+                        SIGNALS, fit.config.weights.as_tuple())},
+                    "qtype": {}, "moved": fit.moved}
+            elif a.grid is not None:
                 view = rr.with_config(**{n: getattr(eval_cfg, n) for n in (
                     "fusion_weights", "intent_recency")})
                 train_qs = [qi for qi in runner.order if data.questions[qi].conv != f]
@@ -425,13 +438,14 @@ def render(res: dict[str, Any]) -> str:
     for key, missing in res["not_available"].items():
         out.append(f"not in this build: {key} (Config lacks {', '.join(missing)})")
     for key, per_fold in res["chosen_weights"].items():
-        out.append(f"grid weights of {key} (usefulness, recency; per question type where it "
+        out.append(f"weights of {key} (usefulness, recency; per question type where it "
                    "differs), chosen on the training conversations:")
         for sid, ch in per_fold.items():
             w = ch["weights"]
             extra = "".join(f", {qt} ({p['usefulness']:g}, {p['recency']:g})"
                             for qt, p in ch["qtype"].items())
-            out.append(f"  {sid}: ({w['usefulness']:g}, {w['recency']:g}){extra}")
+            still = " (the fit did not move)" if ch.get("moved") is False else ""
+            out.append(f"  {sid}: ({w['usefulness']:g}, {w['recency']:g}){extra}{still}")
     for name, t in res["targets"].items():
         detail = (f"{t['diff']:+.3f} {_ci(t['ci'])}" if "diff" in t else
                   f"ratio {t['ratio']:.3f}" if "ratio" in t else
