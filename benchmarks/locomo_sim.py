@@ -34,7 +34,7 @@ from heaprank.evaluation import LeaveNamespaceOut
 from heaprank.reranker import Reranker
 from heaprank.results import Ranking
 
-from .locomo_data import CandidateList, Dataset, question_time
+from .locomo_data import CandidateList, Dataset, DenseScorer, question_time
 from .metrics import score_ranking
 
 SHOWN_K = 10
@@ -76,8 +76,12 @@ class Prepared:
         return (self.unique_evidence if unique else self.evidence)[qi]  # type: ignore[index]
 
 
-def _candidates(data: Dataset, lists: list[CandidateList], unique: bool
+def _candidates(data: Dataset, lists: list[CandidateList], unique: bool,
+                dense: DenseScorer | None = None
                 ) -> tuple[list[list[Candidate]], list[frozenset[str]]]:
+    """Each question's candidates; with ``dense``, each also carries its dense cosine in
+    ``metadata.retriever_scores`` (heaprank's fusion reads it when ``fusion_weights`` names
+    ``dense``)."""
     built: dict[tuple[int, int], tuple[str, dict[str, object]]] = {}
     out: list[list[Candidate]] = []
     evidence: list[frozenset[str]] = []
@@ -85,6 +89,7 @@ def _candidates(data: Dataset, lists: list[CandidateList], unique: bool
         conv = data.conversations[q.conv]
         prefix = f"{conv.sample_id}/" if unique else ""
         row = []
+        cosine = dense.scores(q).tolist() if dense is not None else None
         for t, s in zip(cl.turns.tolist(), cl.scores.tolist()):
             key = (q.conv, t)
             if key not in built:
@@ -93,6 +98,8 @@ def _candidates(data: Dataset, lists: list[CandidateList], unique: bool
                         "thread": str(turn.session), "position": turn.position}
                 built[key] = (prefix + turn.id, meta)
             doc_id, meta = built[key]
+            if cosine is not None:
+                meta = {**meta, "retriever_scores": {"dense": cosine[t]}}
             row.append(Candidate(id=doc_id, text=conv.turns[t].text, score=float(s),
                                  metadata=meta))
         out.append(row)
@@ -101,8 +108,8 @@ def _candidates(data: Dataset, lists: list[CandidateList], unique: bool
 
 
 def prepare(data: Dataset, lists: list[CandidateList], offset_days: float,
-            unique_ids: bool = False) -> Prepared:
-    cands, ev = _candidates(data, lists, unique=False)
+            unique_ids: bool = False, dense: DenseScorer | None = None) -> Prepared:
+    cands, ev = _candidates(data, lists, unique=False, dense=dense)
     prep = Prepared(data=data, lists=lists,
                     namespaces=[c.sample_id for c in data.conversations],
                     times=[question_time(c, offset_days) for c in data.conversations],
@@ -147,10 +154,16 @@ Tick = Callable[[int], object]
 class HeaprankRunner:
     """Train (simulate feedback) and evaluate heaprank on a :class:`Prepared` benchmark."""
 
-    def __init__(self, prep: Prepared, *, seed: int, tick: Tick | None = None) -> None:
+    def __init__(self, prep: Prepared, *, seed: int, tick: Tick | None = None,
+                 train_conversations: frozenset[int] | None = None) -> None:
         self.prep = prep
         self.seed = seed
-        self.order = training_order(prep.data, seed)
+        # Only these conversations give feedback (all by default): choices made on the dev
+        # split can then be made without any test conversation's labels.
+        self.order_all = training_order(prep.data, seed)
+        self.order = [qi for qi in self.order_all
+                      if train_conversations is None
+                      or prep.data.questions[qi].conv in train_conversations]
         self.tick = tick or (lambda n: None)
         self.stats: dict[str, float] = {"reranks": 0, "rerank_s": 0.0, "feedbacks": 0,
                                         "feedback_s": 0.0}
@@ -240,8 +253,8 @@ class HeaprankRunner:
         # base score, so the grid (over the other exponents) takes its term as it is.
         ones = Weights(**{name: 1.0 for name in SIGNALS if name != "association"},
                        association=rr.config.weights.association)
-        if rr.config.weights != ones:
-            rr = rr.with_config(weights=ones)
+        if rr.config.weights != ones or rr.config.qtype_weights:
+            rr = rr.with_config(weights=ones, qtype_weights={})
         out: list[tuple[np.ndarray, np.ndarray, np.ndarray] | None] = []
         for qi in questions:
             q = prep.data.questions[qi]
@@ -288,10 +301,10 @@ class HeaprankRunner:
             out[i] = 1.0 / (first + 1.0)
         return out
 
-    def choose_weights(self, rr: Reranker, fold: int, train_questions: Sequence[int]
-                       ) -> tuple[dict[str, float], list[dict[str, Any]]]:
-        """The grid point with the best MRR on the training conversations, each seen as a new
-        user through :class:`LeaveNamespaceOut`; returns it and the whole grid's scores."""
+    def grid(self, rr: Reranker, train_questions: Sequence[int]
+             ) -> tuple[list[dict[str, float]], np.ndarray]:
+        """The grid points and the ``(n_questions, n_points)`` reciprocal ranks of the training
+        questions, each conversation seen as a new user through :class:`LeaveNamespaceOut`."""
         view = rr.with_state(LeaveNamespaceOut(rr.state))
         tables = self.signal_tables(view, train_questions)
         points = grid_points()
@@ -303,6 +316,13 @@ class HeaprankRunner:
         if not np.array_equal(self.grid_rr(tables, [base])[:, 0], own):
             raise RuntimeError("grid recomputation disagrees with Reranker.rerank's order; "
                                "update HeaprankRunner.grid_rr to the core's scoring")
+        return points, rrs
+
+    def choose_weights(self, rr: Reranker, fold: int, train_questions: Sequence[int]
+                       ) -> tuple[dict[str, float], list[dict[str, Any]]]:
+        """The grid point with the best MRR on the training conversations, each seen as a new
+        user through :class:`LeaveNamespaceOut`; returns it and the whole grid's scores."""
+        points, rrs = self.grid(rr, train_questions)
         mrr = rrs.mean(axis=0)
         best = int(np.argmax(np.round(mrr, 12)))
         table = [{"weights": p, "train_mrr": float(m)} for p, m in zip(points, mrr)]

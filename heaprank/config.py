@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from .assoc import CoUse
 from .errors import ConfigError
+from .features import INTENTS, QUESTION_TYPES
 from .links import Prior
 
 if TYPE_CHECKING:
@@ -27,6 +28,8 @@ DEFAULT_KIND_IMPORTANCE: Mapping[str, float] = MappingProxyType({
 })
 
 SIGNALS = ("relevance", "recency", "importance", "usefulness", "reinforcement", "association")
+#: Config fields held as read-only mappings.
+_MAPPINGS = ("kind_importance", "intent_recency", "fusion_weights", "qtype_weights")
 
 RECENCY_KERNELS = ("exponential", "ebbinghaus")
 
@@ -105,6 +108,19 @@ class Config:
         co_use: Learn co-use edges between documents used together, and spread activation
             along them when ``weights.association > 0`` (:class:`~heaprank.CoUse`); ``None``
             (the default) stores no edges.
+        speaker_roles: Add the ``person:<first|second|third>/<user|assistant|other>`` slot:
+            the question's grammatical person crossed with the candidate's source role, so
+            links learn which questions ask about the user's and which about the assistant's
+            own statements.
+        intent_recency: Multiplier of the recency weight per temporal intent of the question
+            (``"recent"``: "latest", "now", "still"; ``"past"``: "in 2019", "last summer");
+            a negative value favours older memories. Missing intents keep the weight. Tune
+            the values on your data (RESULTS.md gives the ones chosen on LoCoMo's dev split).
+        fusion_weights: Weight of each named retriever score a candidate carries in
+            ``metadata.retriever_scores`` (e.g. ``{"dense": 1.0}``), relative to its ``score``
+            (weight 1): relevance becomes the weighted mean of the min-max normalised scores.
+        qtype_weights: Signal weights for one question type (``{"when": Weights(...)}``), in
+            place of ``weights`` for questions of that type.
     """
 
     weights: Weights = field(default_factory=Weights)
@@ -130,6 +146,10 @@ class Config:
     exploration_rate: float = 0.0
     exploration_seed: int | None = None
     co_use: CoUse | None = None
+    speaker_roles: bool = False
+    intent_recency: Mapping[str, float] = field(default_factory=dict)
+    fusion_weights: Mapping[str, float] = field(default_factory=dict)
+    qtype_weights: Mapping[str, Weights] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not isinstance(self.weights, Weights):
@@ -172,7 +192,11 @@ class Config:
         if isinstance(self.tag_slots, str) or not all(isinstance(t, str) for t in self.tag_slots):
             raise ConfigError("tag_slots: expected a tuple of tag names")
         object.__setattr__(self, "tag_slots", tuple(self.tag_slots))
-        object.__setattr__(self, "kind_importance", MappingProxyType(dict(self.kind_importance)))
+        if not isinstance(self.speaker_roles, bool):
+            raise ConfigError(f"speaker_roles: expected a bool, got "
+                              f"{type(self.speaker_roles).__name__}")
+        self._check_quality_maps()
+        self._freeze()
         self._check_seed_signals()
 
     def _check_seed_signals(self) -> None:
@@ -204,6 +228,45 @@ class Config:
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
             raise ConfigError(f"exploration_seed: expected None or an int >= 0, got {seed!r}")
 
+    def _check_quality_maps(self) -> None:
+        for name in ("intent_recency", "fusion_weights", "qtype_weights"):
+            if not isinstance(getattr(self, name), Mapping):
+                raise ConfigError(f"{name}: expected a mapping, got "
+                                  f"{type(getattr(self, name)).__name__}")
+        for intent, scale in self.intent_recency.items():
+            if intent not in INTENTS[:-1]:
+                raise ConfigError(f"intent_recency: unknown intent {intent!r}; expected "
+                                  f"'recent' or 'past'")
+            if isinstance(scale, bool) or not isinstance(scale, (int, float)) \
+                    or not math.isfinite(scale):
+                raise ConfigError(f"intent_recency[{intent!r}]: expected a finite number, got "
+                                  f"{scale!r}")
+        for name, weight in self.fusion_weights.items():
+            if not isinstance(name, str) or not name:
+                raise ConfigError(f"fusion_weights: score names must be non-empty str, got "
+                                  f"{name!r}")
+            _check_nonneg(f"fusion_weights[{name!r}]", weight)
+        if any(isinstance(w, Mapping) for w in self.qtype_weights.values()):
+            # Weights written as mappings (a config file, to_dict's form) become Weights.
+            object.__setattr__(self, "qtype_weights", {
+                q: _from_mapping(Weights, w, f"qtype_weights[{q!r}]") if isinstance(w, Mapping)
+                else w for q, w in self.qtype_weights.items()})
+        for qtype, weights in self.qtype_weights.items():
+            if qtype not in QUESTION_TYPES:
+                raise ConfigError(f"qtype_weights: unknown question type {qtype!r}; expected "
+                                  f"one of {', '.join(QUESTION_TYPES)}")
+            if not isinstance(weights, Weights):
+                raise ConfigError(f"qtype_weights[{qtype!r}]: expected Weights, got "
+                                  f"{type(weights).__name__}")
+
+    def _freeze(self) -> None:
+        for name in _MAPPINGS:
+            object.__setattr__(self, name, MappingProxyType(dict(getattr(self, name))))
+
+    def weights_for(self, qtype: str) -> Weights:
+        """The signal weights for a question of type ``qtype`` (``qtype_weights`` first)."""
+        return self.qtype_weights.get(qtype, self.weights)
+
     def __getstate__(self) -> list[Any]:
         # A read-only mapping does not pickle: send a plain dict, freeze it again on arrival.
         return [dict(v) if isinstance(v, MappingProxyType) else v
@@ -212,7 +275,7 @@ class Config:
     def __setstate__(self, state: list[Any]) -> None:
         for f, value in zip(fields(self), state):
             object.__setattr__(self, f.name, value)
-        object.__setattr__(self, "kind_importance", MappingProxyType(dict(self.kind_importance)))
+        self._freeze()
 
     def with_weights(self, **weights: float) -> Config:
         """A copy with some weights changed: ``cfg.with_weights(recency=0)``."""
@@ -240,7 +303,8 @@ class Config:
             elif hasattr(value, "to_dict"):  # a RetentionPolicy or PolicySet
                 value = value.to_dict()
             elif isinstance(value, Mapping):
-                value = dict(value)
+                value = {k: ({g.name: getattr(v, g.name) for g in fields(v)}
+                             if isinstance(v, Weights) else v) for k, v in value.items()}
             elif isinstance(value, tuple):
                 value = list(value)
             out[f.name] = value

@@ -12,6 +12,12 @@ Relation slots (query x candidate, still no words)::
 
     qsrc:yes|no   the question names the candidate's source or speaker
     qent:yes|no   a capitalised name of the question appears in the candidate
+    person:<first|second|third>/<user|assistant|other>   (``Config.speaker_roles``) whose
+                  statements the question asks about (its grammatical person) crossed with
+                  the candidate's source role
+
+The question's temporal intent (:func:`temporal_intent`: ``recent``, ``past`` or ``none``) is
+not a slot: it scales the recency weight (``Config.intent_recency``).
 
 Each slot also appears crossed with the question type, ``qt:when&date:yes``; optionally
 ``doc:<id>`` is appended ("this very document keeps being useful").
@@ -129,15 +135,116 @@ QuestionClassifier = Callable[[str], str]
 _QTYPE_CODE = {q: i for i, q in enumerate(QUESTION_TYPES)}
 
 
+# --------------------------------------------------------------- whose statements
+
+PERSONS = ("first", "second", "third")
+ROLES = ("user", "assistant", "other")
+_FIRST_PERSON = frozenset("i me my mine myself we us our ours ourselves i'm i've i'd i'll "
+                          "we're we've".split())
+_SECOND_PERSON = frozenset("you your yours yourself yourselves you're you've you'd "
+                           "you'll".split())
+_MODALS = frozenset("can could would will".split())
+# "Can you remind me ...": a request addressed to the assistant, not a question about what
+# the assistant said; its "you" does not make the question second person.
+_REQUEST_VERBS = frozenset("""remind tell show help give find list check look recall repeat
+summarise summarize pull get say please""".split())
+_USER_ROLES = frozenset("user human me customer client patient".split())
+_ASSISTANT_ROLES = frozenset("assistant ai bot agent model chatbot".split())
+
+
+def question_person(query: str) -> str:
+    """Whose statements a question asks about, read from its grammatical person (English).
+
+    ``second`` when it addresses the assistant's own words ("what did you recommend?"),
+    ``first`` when it asks about the user's ("what is my dentist's name?"), else ``third``.
+    A polite request ("can you remind me ...") is not second person: its "you" is the one
+    being asked, and the question is about the rest.
+    """
+    words = [w.casefold().replace("’", "'") for w in tokens(query)]
+    second = first = False
+    for i, word in enumerate(words):
+        if word in _SECOND_PERSON:
+            before = words[i - 1] if i else ""
+            after = words[i + 1] if i + 1 < len(words) else ""
+            if before in _MODALS and after in _REQUEST_VERBS:
+                continue
+            second = True
+        elif word in _FIRST_PERSON:
+            first = True
+    if second:
+        return "second"
+    return "first" if first else "third"
+
+
+def speaker_role(source: str | None) -> str:
+    """The conversational role of a candidate's source: ``user``, ``assistant`` or ``other``
+    (a named speaker, a tool, the system, or none)."""
+    if not source:
+        return "other"
+    key = source.strip().casefold()
+    if key in _USER_ROLES:
+        return "user"
+    if key in _ASSISTANT_ROLES:
+        return "assistant"
+    return "other"
+
+
+def person_slot(person: str, source: str | None) -> str:
+    return f"person:{person}/{speaker_role(source)}"
+
+
+# --------------------------------------------------------------- temporal intent
+
+INTENTS = ("recent", "past", "none")
+# Named periods: "last summer" is a past time, while "the last time" or "her last job" asks
+# for the most recent one.
+_PERIODS = ("week|month|year|summer|winter|spring|autumn|fall|weekend|night|semester|"
+            "season|christmas|birthday|holiday|holidays|vacation|trip")
+_RECENT = re.compile(
+    r"\b(?:latest|newest|current|currently|now|nowadays|still|anymore|these\s+days|"
+    r"at\s+the\s+moment|right\s+now|most\s+recent(?:ly)?|up\s+to\s+date|so\s+far|"
+    r"(?:the|my|your|his|her|their|our)\s+last\s+(?!" + _PERIODS + r")\w+|last\s+time|"
+    r"(?:did|has|have|was|were)\s+\w+\s+last)\b",
+    re.IGNORECASE | re.UNICODE)
+_PAST = re.compile(
+    r"\b(?:(?:in|during|since|back\s+in|around)\s+(?:1[89]\d\d|20\d\d)|"
+    r"(?:last|previous|past)\s+(?:" + _PERIODS + r")s?|"
+    r"ago|"
+    r"used\s+to|originally|previously|formerly|at\s+first|at\s+the\s+(?:start|beginning)|"
+    r"(?:the\s+)?first\s+time|back\s+then|before\s+(?:he|she|they|i|we|you)\b|"
+    r"in\s+(?:january|february|march|april|may|june|july|august|september|october|"
+    r"november|december))\b",
+    re.IGNORECASE | re.UNICODE)
+
+
+def temporal_intent(query: str) -> str:
+    """What a question wants of time (English rules).
+
+    ``recent``: it asks for the current state ("latest", "current", "now", "still", "the last
+    time"); ``past``: it names a time before now ("in 2019", "last summer", "two years ago",
+    "used to", "at first"); ``none`` otherwise. A question with both ("what does she do now,
+    and in 2019?") is ``none``: it asks across time. The intent scales the recency weight by
+    ``Config.intent_recency``, whose values are tuned, not set per word.
+    """
+    text = unicodedata.normalize("NFC", query).replace("’", "'")
+    recent, past = bool(_RECENT.search(text)), bool(_PAST.search(text))
+    if recent == past:
+        return "none"
+    return "recent" if recent else "past"
+
+
 @dataclass(frozen=True, slots=True)
 class QueryInfo:
-    """What heaprank reads from a query: its type, its names, whether any content word is left."""
+    """What heaprank reads from a query: its type, its names, whether any content word is left,
+    its grammatical person and its temporal intent."""
 
     text: str
     qtype: str
     names: frozenset[str]
     words: frozenset[str]  # casefolded tokens, for matching a candidate's source
     has_content: bool
+    person: str = "third"
+    intent: str = "none"
 
 
 def analyze_query(query: str, classify: QuestionClassifier = english_question_type) -> QueryInfo:
@@ -149,7 +256,8 @@ def analyze_query(query: str, classify: QuestionClassifier = english_question_ty
     # Only names that do not start a sentence: a question's first word is usually a verb
     # ("Tell", "Когда") and counting it would mark unrelated candidates as sharing a name.
     return QueryInfo(text=query, qtype=qtype, names=names(query),
-                     words=words, has_content=bool(words - _STOP))
+                     words=words, has_content=bool(words - _STOP),
+                     person=question_person(query), intent=temporal_intent(query))
 
 
 # Word-count buckets: finer than short/medium/long (the turn length matters on LoCoMo).
@@ -210,10 +318,14 @@ def relation_slots(query: QueryInfo, shape: Shape, source: str | None) -> tuple[
 
 
 def retrieval_features(query: QueryInfo, shape: Shape, source: str | None,
-                       doc_id: str | None, structure: tuple[str, ...] = ()) -> tuple[str, ...]:
+                       doc_id: str | None, structure: tuple[str, ...] = (),
+                       speaker_roles: bool = False) -> tuple[str, ...]:
     """All features of one candidate for one query: its slots (shape, relation, ``structure``
-    from :func:`neighbour_slots`), each slot x the question type, then ``doc:``."""
+    from :func:`neighbour_slots`, the ``person:`` slot with ``speaker_roles``), each slot x the
+    question type, then ``doc:``."""
     slots = shape.slots + relation_slots(query, shape, source) + structure
+    if speaker_roles:
+        slots = slots + (person_slot(query.person, source),)
     return expand_features(query.qtype, slots, doc_id)
 
 
@@ -294,16 +406,20 @@ class FeatureSpace:
     def rows(self, query: QueryInfo, ids: Sequence[str], texts: Sequence[str],
              kinds: Sequence[str | None], sources: Sequence[str | None],
              tags: Sequence[frozenset[str]], tag_slots: tuple[str, ...],
-             doc_features: bool, structure: Sequence[tuple[str, ...]]
-             ) -> tuple[np.ndarray, np.ndarray]:
+             doc_features: bool, structure: Sequence[tuple[str, ...]],
+             speaker_roles: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """``(distinct, of)``: the distinct feature rows of these candidates for this query
         (rows of :meth:`matrix`), and for each candidate the position of its row among them.
-        ``structure`` holds each candidate's neighbour slots (:func:`neighbour_slots`)."""
+        ``structure`` holds each candidate's neighbour slots (:func:`neighbour_slots`);
+        ``speaker_roles`` adds the ``person:`` slot."""
         if len(self.names) > self.max_features or len(self._rows) > self.max_rows \
                 or len(self._slot_ids) > self.max_rows:
             self._reset_rows()
         qtype, qnames, qwords = query.qtype, query.names, query.words
         qcode = _QTYPE_CODE[qtype]
+        # 0: no person slot; else 1 + the question's person. The role comes with the source,
+        # which the shape (and so its slot id) already fixes.
+        person = 1 + PERSONS.index(query.person) if speaker_roles else 0
         nbr_code = _NEIGHBOUR_CODE.get
         limit = self.prefix_chars
         shapes_get, rows_get = self._shapes.get, self._rows.get
@@ -322,12 +438,14 @@ class FeatureSpace:
             code = None if doc_features else nbr_code(nbr)
             # One int per (shape, question type, relation and neighbour slots): cheaper to hash
             # than a tuple; the tuple form remains for doc features and unusual neighbours.
-            key: object = ((slot_id * 16 + qcode) * 4 + 2 * qsrc + qent) * 32 + code \
-                if code is not None else (slot_id, qtype, qsrc, qent, nbr, doc_id if doc_features
-                                          else None)
+            key: object = (((slot_id * 16 + qcode) * 4 + 2 * qsrc + qent) * 32 + code) * 4 \
+                + person if code is not None else (slot_id, qtype, qsrc, qent, nbr, person,
+                                                   doc_id if doc_features else None)
             row = rows_get(key)
             if row is None:
                 slots = shape.slots + (f"qsrc:{yes(qsrc)}", f"qent:{yes(qent)}") + nbr
+                if person:
+                    slots = slots + (person_slot(query.person, source),)
                 row = self._add_row(key, slots, expand_features(
                     qtype, slots, doc_id if doc_features else None))
             local = distinct.get(row)
@@ -438,4 +556,5 @@ FIXED_SLOTS: tuple[str, ...] = (
     + tuple(f"{side}:{b}" for side in ("prev", "next")
             for b in ("top1", "top3", "top10", "lower", "none"))
     + tuple(f"source:{s}" for s in ("user", "assistant", "system", "tool"))
+    + tuple(f"person:{p}/{r}" for p in PERSONS for r in ROLES)
 )

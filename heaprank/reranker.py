@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from . import assoc
+from . import assoc, fusion
 from . import links as linkmath
 from . import retention as ret
 from . import signals as sig
@@ -86,7 +86,8 @@ class Link:
 
 #: Config fields that shape what feedback learns; a per-call config may not change them (the
 #: feedback for that recall would otherwise learn under other settings than the ranking used).
-LEARNING_FIELDS = ("prior", "em_credit", "reject_discount", "doc_features", "tag_slots", "co_use")
+LEARNING_FIELDS = ("prior", "em_credit", "reject_discount", "doc_features", "tag_slots", "co_use",
+                   "speaker_roles")
 #: What an impression stores per shown item, for tuning and replay.
 IMPRESSION_SIGNALS = ("relevance", "age_days", "importance", "usefulness", "rules")
 
@@ -170,12 +171,16 @@ class Reranker:
 
     # ---------------------------------------------------------------- scoring
 
-    def _feature_rows(self, query: QueryInfo, batch: CandidateBatch,
-                      cfg: Config) -> tuple[np.ndarray, np.ndarray]:
+    def _feature_rows(self, query: QueryInfo, batch: CandidateBatch, cfg: Config,
+                      fused: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """The distinct feature rows of the candidates and each candidate's position among them
-        (see :meth:`FeatureSpace.rows`)."""
+        (see :meth:`FeatureSpace.rows`). The neighbour slots rank the candidates by the
+        retriever's score, or by the ``fused`` relevance when several scores were blended."""
         if any(t is not None for t in batch.threads):
-            scores = batch.scores if cfg.score_kind == "similarity" else -batch.scores
+            if fused is not None:
+                scores = fused
+            else:
+                scores = batch.scores if cfg.score_kind == "similarity" else -batch.scores
             order = np.lexsort((np.arange(len(batch)), -np.nan_to_num(scores, nan=-np.inf)))
             retriever_rank = np.empty(len(batch), dtype=np.intp)
             retriever_rank[order] = np.arange(len(batch))
@@ -184,7 +189,8 @@ class Reranker:
         else:  # no thread anywhere: nobody has a neighbour
             structure = [NO_NEIGHBOURS] * len(batch)
         return self._space.rows(query, batch.ids, batch.texts, batch.kinds, batch.sources,
-                                batch.tags, cfg.tag_slots, cfg.doc_features, structure)
+                                batch.tags, cfg.tag_slots, cfg.doc_features, structure,
+                                cfg.speaker_roles)
 
     def _config(self, config: Config | None) -> Config:
         if config is None:
@@ -259,8 +265,10 @@ class Reranker:
         batch = coerce_candidates(candidates, now=when, on_invalid=cfg.on_invalid,
                                   future_tolerance_s=cfg.future_tolerance_s)
         info = analyze_query(query, self.classify)
+        rel, other_scores = self._relevance(batch, info, cfg)
         # Work on the distinct rows: candidates share a few dozen shapes at most.
-        urows, row_of = self._feature_rows(info, batch, cfg)
+        urows, row_of = self._feature_rows(info, batch, cfg,
+                                           None if other_scores is None else rel)
         matrix = self._space.matrix(urows)
         vocab, where = np.unique(matrix, return_inverse=True)
         names = self._space.names
@@ -288,10 +296,6 @@ class Reranker:
         use = linkmath.noisy_or(row_p)[row_of]
         last = np.fmax(np.fmax(docs.last_used, batch.last_used), batch.created_at)
         age = when - last
-        rel = sig.relevance(batch.scores, kind=cfg.score_kind, floor=cfg.relevance_floor,
-                            rank_tau=cfg.rank_tau)
-        if not info.has_content:
-            rel = np.ones_like(rel)
         imp = sig.importance(batch, cfg.kind_importance)
         usage = sig.usage_signals(cfg, namespace, age, imp, docs.use_count)
         sampled = self._explore(cfg, alpha, beta)
@@ -306,7 +310,7 @@ class Reranker:
             "association": np.ones(len(batch)),
         }
         signal_matrix = np.column_stack([columns[name] for name in SIGNALS])
-        weights = np.array(cfg.weights.as_tuple())
+        weights = self._weights(cfg, info)
         mult, fired = apply_rules(batch, self.rules, cfg.superseded_multiplier, when,
                                   forgotten=usage.forgotten)
         log_score, log_terms, log_rules = sig.combine(signal_matrix, weights, mult)
@@ -343,11 +347,11 @@ class Reranker:
                 out["association"] = _co_used_with(batch, linked, i)
             return out
 
-        items = self._build_items(batch, info, cfg, top, log_score, signal_matrix,
+        items = self._build_items(batch, info, cfg, weights, top, log_score, signal_matrix,
                                   row_p[row_of[top]], matrix[row_of[top]], fired, age,
                                   docs.use_count, state_flag,
                                   notes if usage.stored or sampled is not None or linked is not None
-                                  else None)
+                                  else None, other_scores)
         dropped = {batch.ids[i]: "rule " + ", ".join(f"{n} x{m:g}" for n, m in fired[i])
                    for i in np.flatnonzero(~kept).tolist()}
         return Ranking(recall_id=recall_id, namespace=namespace, query=query, qtype=info.qtype,
@@ -395,15 +399,42 @@ class Reranker:
             impression = replace(impression, recall_id=new_recall_id())
         raise StateError("could not draw an unused recall id")
 
-    def _build_items(self, batch: CandidateBatch, info: QueryInfo, cfg: Config, top: np.ndarray,
+    @staticmethod
+    def _relevance(batch: CandidateBatch, info: QueryInfo,
+                   cfg: Config) -> tuple[np.ndarray, np.ndarray | None]:
+        """Relevance, and the other retriever scores blended into it (``None`` without
+        ``fusion_weights``)."""
+        rel = sig.relevance(batch.scores, kind=cfg.score_kind, floor=cfg.relevance_floor,
+                            rank_tau=cfg.rank_tau)
+        if not info.has_content:
+            return np.ones_like(rel), None
+        if not cfg.fusion_weights:
+            return rel, None
+        extra = fusion.retriever_scores(batch, tuple(cfg.fusion_weights))
+        return fusion.fuse(rel, extra, tuple(cfg.fusion_weights.values()),
+                           cfg.relevance_floor), extra
+
+    @staticmethod
+    def _weights(cfg: Config, info: QueryInfo) -> np.ndarray:
+        """This question's signal exponents: its type's weights (``qtype_weights``), the
+        recency weight scaled by its temporal intent (``intent_recency``)."""
+        weights = np.array(cfg.weights_for(info.qtype).as_tuple())
+        scale = cfg.intent_recency.get(info.intent)
+        if scale is not None:
+            weights[SIGNALS.index("recency")] *= scale
+        return weights
+
+    def _build_items(self, batch: CandidateBatch, info: QueryInfo, cfg: Config,
+                     weight_row: np.ndarray, top: np.ndarray,
                      log_score: np.ndarray, signal_matrix: np.ndarray, top_p: np.ndarray,
                      top_rows: np.ndarray, fired: dict[int, list[tuple[str, float]]],
                      age: np.ndarray, use_count: np.ndarray, state_flag: tuple[str, ...] = (),
-                     notes: Callable[[int], dict[str, str]] | None = None
-                     ) -> tuple[Ranked, ...]:
+                     notes: Callable[[int], dict[str, str]] | None = None,
+                     other_scores: np.ndarray | None = None) -> tuple[Ranked, ...]:
         """The top results; ``top_p`` and ``top_rows`` are their link means and feature ids;
-        ``notes(i)`` adds to candidate ``i``'s EXPLAIN details."""
-        weights = dict(zip(SIGNALS, cfg.weights.as_tuple()))  # one per call, shared by its results
+        ``notes(i)`` adds to candidate ``i``'s EXPLAIN details; ``other_scores`` are the
+        retriever scores fused into relevance."""
+        weights = dict(zip(SIGNALS, weight_row.tolist()))  # one per call, shared by its results
         names = self._space.names
         best = np.argsort(-top_p, axis=1, kind="stable")[:, :TOP_LINKS]
         which = np.arange(len(top))[:, None]
@@ -416,7 +447,8 @@ class Reranker:
         items = []
         for rank, i in enumerate(top.tolist(), start=1):
             j = rank - 1
-            details = self._details(batch, info, i, age[i], use_count[i])
+            details = self._details(batch, info, cfg, i, age[i], use_count[i],
+                                    None if other_scores is None else other_scores[i].tolist())
             for name, note in (notes(i) if notes is not None else {}).items():
                 details[name] = f"{details[name]}, {note}" if name in details else note
             items.append(Ranked(
@@ -428,8 +460,8 @@ class Reranker:
         return tuple(items)
 
     @staticmethod
-    def _details(batch: CandidateBatch, info: QueryInfo, i: int, age_s: float,
-                 use_count: float, linked: assoc.Association | None = None) -> dict[str, str]:
+    def _details(batch: CandidateBatch, info: QueryInfo, cfg: Config, i: int, age_s: float,
+                 use_count: float, extra: list[float] | None = None) -> dict[str, str]:
         score = batch.scores[i]
         if not info.has_content:
             rel = "empty query"
@@ -437,22 +469,24 @@ class Reranker:
             rel = f"rank {i + 1}" if np.isnan(batch.scores).all() else "no valid score"
         else:
             rel = f"score {score:.4g}"
+        if extra is not None:  # the other retriever scores fused into relevance
+            rel += "".join(f", {n} {v:.4g}" if v == v else f", no {n}"
+                           for n, v in zip(cfg.fusion_weights, extra))
         if math.isnan(age_s):
             rec = "no date"
         else:
             rec = f"age {age_s / DAY_S:.1f}d"
             if use_count > 0:
                 rec += f", used {use_count:g}x"
+        if info.intent in cfg.intent_recency:
+            rec += f", asks for {info.intent}"
         if not math.isnan(batch.importance[i]):
             imp = "explicit"
         else:
             imp = batch.kinds[i] or "default"
         if not math.isnan(batch.source_count[i]):
             imp += f", {batch.source_count[i]:g} sources"
-        out = {"relevance": rel, "recency": rec, "importance": imp}
-        if linked is not None and linked.partner[i] >= 0:
-            out["association"] = _co_used_with(batch, linked, i)
-        return out
+        return {"relevance": rel, "recency": rec, "importance": imp}
 
     # ---------------------------------------------------------------- feedback
 
@@ -618,7 +652,9 @@ class Reranker:
         if unknown:  # checked before anything is written: no orphan impression
             raise FeedbackError(f"used id {unknown[0]!r} is not among the shown ids")
         info = analyze_query(query, self.classify)
-        urows, row_of = self._feature_rows(info, batch, cfg)
+        rel, other_scores = self._relevance(batch, info, cfg)
+        urows, row_of = self._feature_rows(info, batch, cfg,
+                                           None if other_scores is None else rel)
         held = yield from self._put_impression(Impression(
             recall_id=new_recall_id(), namespace=namespace, qtype=info.qtype, time=when,
             time_explicit=explicit, ids=batch.ids,

@@ -1,0 +1,355 @@
+"""The ranking-quality levers of issue 10: the speaker-role slot, temporal intent x recency,
+fusion of several retriever scores, per-question-type weights."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from heaprank import Config, Reranker
+from heaprank.config import Weights
+from heaprank.errors import ConfigError, InputError, InputTypeError
+from heaprank.features import (
+    FIXED_SLOTS,
+    PERSONS,
+    ROLES,
+    analyze_query,
+    question_person,
+    speaker_role,
+    temporal_intent,
+)
+from heaprank.fusion import fuse
+from heaprank.state.codec import Decoded, encode
+
+NOW = 1_750_000_000.0
+DAY = 86_400.0
+
+
+# ------------------------------------------------------------------ question person
+
+
+@pytest.mark.parametrize("question, person", [
+    ("What did you recommend for my back pain?", "second"),
+    ("Which restaurant did you suggest?", "second"),
+    ("What was your advice about the lease?", "second"),
+    ("Could you tell me what you said about Lisbon?", "second"),
+    ("What is my dentist's name?", "first"),
+    ("When did I book the flight?", "first"),
+    ("What did we decide about the trip?", "first"),
+    ("Can you remind me what my doctor said?", "first"),  # a request: its "you" is the asked
+    ("Could you please tell me my flight time?", "first"),
+    ("What did Caroline research?", "third"),
+    ("When did Melanie paint a sunrise?", "third"),
+    ("Who is Zoë?", "third"),
+    ("", "third"),
+    ("Yourself? Me?", "second"),
+    ("What did you’re told?", "second"),  # typographic apostrophe
+])
+def test_question_person(question: str, person: str) -> None:
+    assert question_person(question) == person
+    assert analyze_query(question).person == person
+
+
+@pytest.mark.parametrize("source, role", [
+    ("user", "user"), ("User", "user"), ("human", "user"), ("assistant", "assistant"),
+    (" AI ", "assistant"), ("bot", "assistant"), ("Caroline", "other"), ("tool", "other"),
+    ("system", "other"), (None, "other"), ("", "other"),
+])
+def test_speaker_role(source: str | None, role: str) -> None:
+    assert speaker_role(source) == role
+
+
+# ------------------------------------------------------------------ temporal intent
+
+
+@pytest.mark.parametrize("question, intent", [
+    ("What is my current job?", "recent"),
+    ("Where does Caroline live now?", "recent"),
+    ("Does she still play the guitar?", "recent"),
+    ("What is the latest on the lease?", "recent"),
+    ("What was her last job?", "recent"),
+    ("When did he last call?", "recent"),
+    ("When was the last time we met?", "recent"),
+    ("What car do you drive these days?", "recent"),
+    ("Is he currently in Paris?", "recent"),
+    ("Where did he live in 2019?", "past"),
+    ("What did she do last summer?", "past"),
+    ("What did I say two years ago?", "past"),
+    ("What did she use to paint? She used to paint birds.", "past"),
+    ("Where did they live originally?", "past"),
+    ("Which gym did she go to at first?", "past"),
+    ("What did Melanie do in May?", "past"),
+    ("What did we do last weekend?", "past"),
+    # negatives: no intent, or both at once
+    ("When did Caroline go to the support group?", "none"),
+    ("Do you know the weather?", "none"),  # "know" is not "now"
+    ("What is the snowfall in the Alps?", "none"),
+    ("Lastly, what was the plan?", "none"),
+    ("What currency does Japan use?", "none"),
+    ("How many kids does Maya have?", "none"),
+    ("What does she do now, and what did she do in 2019?", "none"),
+    ("", "none"),
+])
+def test_temporal_intent(question: str, intent: str) -> None:
+    assert temporal_intent(question) == intent
+    assert analyze_query(question).intent == intent
+
+
+# ------------------------------------------------------------------ the person slot
+
+
+def test_person_slots_are_appended_to_the_codebook() -> None:
+    """The codec's codebook is append-only: the new slots sit at its end, every earlier code
+    keeps its meaning (the first entries are the ones of schema 2)."""
+    person = [f"person:{p}/{r}" for p in PERSONS for r in ROLES]
+    assert list(FIXED_SLOTS[-len(person):]) == person
+    assert FIXED_SLOTS[:2] == ("kind:none", "source:none")
+    assert FIXED_SLOTS.index("source:tool") == 45  # the last code of schema 2
+    assert FIXED_SLOTS[-len(person) - 4:-len(person)] == (
+        "source:user", "source:assistant", "source:system", "source:tool")
+    slots = (("kind:none", "person:second/assistant"),)
+    body = encode(qtype="what", time=NOW, time_explicit=True, doc_features=False, ids=("a",),
+                  slots=slots, signal_names=(), signals=None)
+    assert b"person" not in body  # a fixed one-byte code, not a table string
+    assert Decoded(body).slots == slots
+
+
+def _memories(ns: str) -> list[dict[str, object]]:
+    """Two memories of the same shape but for their role: the user's and the assistant's."""
+    return [
+        {"id": f"{ns}-u", "text": "Talked about the knee and the stretches for it",
+         "score": 1.0, "metadata": {"source": "user", "created_at": NOW - DAY}},
+        {"id": f"{ns}-a", "text": "Suggested easy stretches for the sore knee today",
+         "score": 1.0, "metadata": {"source": "assistant", "created_at": NOW - DAY}},
+    ]
+
+
+def _teach(rr: Reranker) -> None:
+    """Second-person questions are answered by the assistant's memory, first-person ones by
+    the user's, in twenty namespaces."""
+    for i in range(20):
+        ns = f"user:{i}"
+        for question, answer in (("What did you recommend for it?", f"{ns}-a"),
+                                 ("What did I say about it?", f"{ns}-u")):
+            ranking = rr.rerank(question, _memories(ns), namespace=ns, k=2, now=NOW)
+            rr.feedback(ranking.recall_id, used=[answer])
+
+
+def test_speaker_roles_learn_whose_statements_a_question_asks_about() -> None:
+    rr = Reranker(config=Config(speaker_roles=True))
+    _teach(rr)
+    new = _memories("newcomer")
+    second = rr.rerank("What did you recommend?", new, namespace="newcomer", now=NOW,
+                       track=False)
+    first = rr.rerank("What did I say?", new, namespace="newcomer", now=NOW, track=False)
+    assert second.ids[0] == "newcomer-a"
+    assert first.ids[0] == "newcomer-u"
+    assert any(f.startswith("person:second/assistant") or "&person:second/assistant" in f
+               for f, _ in second[0].top_links)
+    # Without the slot the two questions cannot be told apart: one order for both.
+    plain = Reranker(config=Config())
+    _teach(plain)
+    a = plain.rerank("What did you recommend?", new, namespace="newcomer", now=NOW, track=False)
+    b = plain.rerank("What did I say?", new, namespace="newcomer", now=NOW, track=False)
+    assert a.ids == b.ids
+
+
+def test_speaker_roles_is_a_learning_field() -> None:
+    rr = Reranker()
+    with pytest.raises(ConfigError, match="speaker_roles"):
+        rr.rerank("q?", _memories("x"), namespace="x", config=Config(speaker_roles=True))
+    with pytest.raises(ConfigError, match="speaker_roles"):
+        Config(speaker_roles=1)  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------ temporal intent x recency
+
+
+def _job_facts() -> list[dict[str, object]]:
+    """A fact stated three times over five months (no supersede key), and unrelated turns.
+    (Past the recency floor, about four half-lives, ages no longer differ in recency.)"""
+    facts = [
+        {"id": "job-2019", "text": "I work as a nurse at the city hospital", "score": 7.3,
+         "metadata": {"created_at": NOW - 150 * DAY}},
+        {"id": "job-2020", "text": "I work as a teacher at the high school", "score": 7.6,
+         "metadata": {"created_at": NOW - 60 * DAY}},
+        {"id": "job-now", "text": "I work as a baker in a small bakery", "score": 6.9,
+         "metadata": {"created_at": NOW - 3 * DAY}},
+    ]
+    fillers = [{"id": f"f{i}", "text": f"We talked about topic {i}", "score": 1.0 + i / 10,
+                "metadata": {"created_at": NOW - (i + 1) * 30 * DAY}} for i in range(10)]
+    return facts + fillers
+
+
+def test_temporal_intent_scales_recency() -> None:
+    cfg = Config(intent_recency={"recent": 8.0, "past": -4.0})
+    rr = Reranker(config=cfg)
+    cands = _job_facts()
+    current = rr.rerank("What is my current job?", cands, namespace="u", now=NOW, k=3)
+    past = rr.rerank("What was my job back in 2019?", cands, namespace="u", now=NOW, k=3)
+    plain = rr.rerank("What is my job?", cands, namespace="u", now=NOW, k=3)
+    assert current.ids[0] == "job-now"
+    assert past.ids[0] == "job-2019"
+    assert plain.ids[0] == "job-2020"  # no intent: the best text match wins
+    assert "recency 0.99^8 (age 3.0d, asks for recent)" in current[0].explain()
+    assert "^-4" in past[0].explain() and "asks for past" in past[0].explain()
+    assert "asks for" not in plain[0].explain()
+    # The default config has no multiplier: the same questions keep the text order.
+    default = Reranker()
+    assert default.rerank("What is my current job?", cands, namespace="u", now=NOW,
+                          k=3).ids[0] == "job-2020"
+
+
+def test_intent_recency_is_validated() -> None:
+    with pytest.raises(ConfigError, match="intent_recency"):
+        Config(intent_recency={"soon": 2.0})
+    with pytest.raises(ConfigError, match=r"intent_recency\['recent'\]"):
+        Config(intent_recency={"recent": math.nan})
+    with pytest.raises(ConfigError, match="intent_recency"):
+        Config(intent_recency=[("recent", 2.0)])  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------------ retriever fusion
+
+
+def _hybrid() -> list[dict[str, object]]:
+    return [
+        {"id": "lexical", "text": "flight Lisbon flight", "score": 9.0,
+         "metadata": {"retriever_scores": {"dense": 0.20}}},
+        {"id": "semantic", "text": "Booked: SFO to LIS on March 14", "score": 7.0,
+         "metadata": {"retriever_scores": {"dense": 0.90}}},
+        {"id": "weak", "text": "Something else", "score": 1.0,
+         "metadata": {"retriever_scores": {"dense": 0.10}}},
+        {"id": "no-dense", "text": "Another thing", "score": 6.0},
+    ]
+
+
+def test_fusion_blends_the_named_scores() -> None:
+    q = "When is my flight?"
+    assert Reranker().rerank(q, _hybrid(), now=NOW).ids[:2] == ["lexical", "semantic"]
+    fused = Reranker(config=Config(fusion_weights={"dense": 1.0})).rerank(q, _hybrid(), now=NOW)
+    assert fused.ids[:2] == ["semantic", "lexical"]
+    # A candidate without the score counts as that retriever's lowest: (6-1)/8 / 2 < weak's.
+    rel = {r.id: r.signals["relevance"] for r in fused}
+    assert rel["semantic"] == 1.0 and rel["no-dense"] < rel["lexical"]
+    assert "dense 0.9" in fused[0].explain() and "no dense" in fused.explain(4)
+    # Weight 0, or a score no candidate carries: the relevance of the primary score alone.
+    for cfg in (Config(fusion_weights={"dense": 0.0}), Config(fusion_weights={"bm25": 1.0})):
+        same = Reranker(config=cfg).rerank(q, _hybrid(), now=NOW)
+        assert same.ids == Reranker().rerank(q, _hybrid(), now=NOW).ids
+        assert [r.signals["relevance"] for r in same] == pytest.approx(
+            [r.signals["relevance"] for r in Reranker().rerank(q, _hybrid(), now=NOW)])
+
+
+@pytest.mark.parametrize("value, error, text", [
+    ({"dense": "high"}, InputTypeError, r"metadata.retriever_scores\['dense'\]: expected a number"),
+    ({"dense": True}, InputTypeError, r"retriever_scores\['dense'\]"),
+    ({"dense": math.inf}, InputError, r"retriever_scores\['dense'\]: must be finite"),
+    ([0.3], InputTypeError, r"candidates\[1\] \(id 'b'\)\.metadata\.retriever_scores: expected a "
+                            r"mapping"),
+])
+def test_fusion_rejects_bad_scores(value: object, error: type, text: str) -> None:
+    cands = [{"id": "a", "text": "x", "score": 1.0, "metadata": {"retriever_scores": {"dense": 1}}},
+             {"id": "b", "text": "y", "score": 2.0, "metadata": {"retriever_scores": value}}]
+    rr = Reranker(config=Config(fusion_weights={"dense": 1.0}))
+    with pytest.raises(error, match=text):
+        rr.rerank("what colour?", cands, now=NOW)
+    Reranker().rerank("what colour?", cands, now=NOW)  # not read unless named
+
+
+def test_fusion_weights_are_validated() -> None:
+    with pytest.raises(ConfigError, match=r"fusion_weights\['dense'\]"):
+        Config(fusion_weights={"dense": -1.0})
+    with pytest.raises(ConfigError, match="fusion_weights"):
+        Config(fusion_weights={"": 1.0})
+
+
+scores = st.lists(st.integers(-500, 500).map(lambda x: x / 100), min_size=1, max_size=12)
+
+
+@given(st.data())
+def test_fuse_properties(data: st.DataObject) -> None:
+    """On [floor, 1]; the top is 1 unless all tie; a candidate at least as good on every score
+    is fused at least as high; weight 0 is the primary relevance min-max mapped."""
+    rel = np.array(data.draw(scores))
+    n = len(rel)
+    other = np.array(data.draw(st.lists(st.one_of(st.none(), st.integers(0, 100)),
+                                        min_size=n, max_size=n)), dtype=float)
+    w = data.draw(st.integers(0, 4).map(float))
+    floor = 0.02
+    out = fuse(rel, other[:, None], [w], floor)
+    assert np.all(out >= floor - 1e-12) and np.all(out <= 1 + 1e-12)
+    filled = np.where(np.isnan(other), np.nanmin(other) if not np.isnan(other).all() else 0,
+                      other)
+    for i in range(n):
+        for j in range(n):
+            if rel[i] >= rel[j] and filled[i] >= filled[j]:
+                assert out[i] >= out[j] - 1e-9
+    if len(set(out.tolist())) > 1:
+        assert out.max() == pytest.approx(1.0)
+    if w == 0:
+        lo, hi = rel.min(), rel.max()
+        expect = np.ones(n) if hi == lo else floor + (1 - floor) * (rel - lo) / (hi - lo)
+        assert out == pytest.approx(expect)
+
+
+# ------------------------------------------------------------------ per-type weights
+
+
+def test_qtype_weights_apply_to_their_question_type() -> None:
+    cfg = Config(qtype_weights={"when": Weights(recency=3.0, usefulness=0.5)})
+    rr = Reranker(config=cfg)
+    cands = _job_facts()
+    when = rr.rerank("When did I start at the bakery?", cands, now=NOW)
+    what = rr.rerank("What is my job?", cands, now=NOW)
+    assert when[0].weights["recency"] == 3.0 and when[0].weights["usefulness"] == 0.5
+    assert what[0].weights["recency"] == 1.0
+    assert "^3" in when[0].explain()
+    written = cfg.to_dict()["qtype_weights"]["when"]
+    assert written["recency"] == 3.0 and written["usefulness"] == 0.5
+    # A config file holds the levers as plain data and reads back the same config.
+    levers = Config(qtype_weights={"when": Weights(recency=3.0)}, speaker_roles=True,
+                    intent_recency={"past": -8.0}, fusion_weights={"dense": 1.0})
+    assert Config.from_dict(json.loads(json.dumps(levers.to_dict()))) == levers
+    with pytest.raises(ConfigError, match="qtype_weights"):
+        Config(qtype_weights={"whenever": Weights()})
+    with pytest.raises(ConfigError, match=r"qtype_weights\['when'\]: expected Weights"):
+        Config(qtype_weights={"when": 2.0})  # type: ignore[dict-item]
+    with pytest.raises(ConfigError, match=r"qtype_weights\['when'\]\.speed: unknown field"):
+        Config(qtype_weights={"when": {"speed": 2.0}})  # type: ignore[dict-item]
+    assert Config(qtype_weights={"when": {"recency": 2.0}}).weights_for(  # type: ignore[dict-item]
+        "when") == Weights(recency=2.0)
+
+
+def test_fusion_ranks_the_neighbours_by_the_blend() -> None:
+    """The neighbour slots name the turn next to the best match: with fusion, the best match
+    of the blended relevance, not of the primary score alone."""
+    turns = [{"id": f"t{i}", "text": f"turn number {i}", "score": s,
+              "metadata": {"thread": "s1", "position": i, "retriever_scores": {"dense": d}}}
+             for i, (s, d) in enumerate([(9.0, 0.1), (1.0, 0.1), (5.0, 0.9), (1.5, 0.1)])]
+
+    def prev_of(cfg: Config, doc: str) -> str:
+        rr = Reranker(config=cfg)
+        ranking = rr.rerank("which turn?", turns, now=NOW, k=4)
+        imp = rr.state.get_impression(ranking.recall_id)
+        assert imp is not None
+        return next(s for s in imp.slots[imp.ids.index(doc)] if s.startswith("prev:"))
+
+    assert prev_of(Config(), "t1") == "prev:top1"  # t0 is BM25's best
+    assert prev_of(Config(), "t3") == "prev:top3"
+    fused = Config(fusion_weights={"dense": 2.0})  # t2 is the blend's best
+    assert prev_of(fused, "t3") == "prev:top1"
+    assert prev_of(fused, "t1") == "prev:top3"
+
+
+@given(st.text(max_size=200))
+def test_question_readers_take_any_text(text: str) -> None:
+    """Any string is a valid question: one person, one intent, never an error."""
+    info = analyze_query(text)
+    assert info.person in PERSONS and info.person == question_person(text)
+    assert info.intent in ("recent", "past", "none") and info.intent == temporal_intent(text)
