@@ -176,6 +176,30 @@ def build_state(url: str, prep: Any, asks: list[Ask]) -> dict[str, Any]:
             "heaprank_mrr": float(np.mean(shown_rr)) if shown_rr else None}
 
 
+def shown_ages(url: str) -> dict[str, float]:
+    """From the state's impression log: the median age (days since the last use, or creation)
+    of the shown items that were used and of those that were not, and the share of each
+    younger than a week. What recency can learn from this workload."""
+    from heaprank.state import open_state
+    from heaprank.state.codec import USED
+
+    used: list[float] = []
+    other: list[float] = []
+    state = open_state(url)
+    try:
+        for imp in state.feedback_log(None):
+            age = imp.signal_names.index("age_days")
+            for values, verdict in zip(imp.signals, imp.verdicts):
+                (used if verdict == USED else other).append(values[age])
+    finally:
+        state.close()
+    u, o = np.asarray(used), np.asarray(other)
+    if not (u.size and o.size):
+        raise ValueError("the state holds no shown item both used and not used")
+    return {"used_median_days": float(np.median(u)), "other_median_days": float(np.median(o)),
+            "used_under_week": float((u < 7).mean()), "other_under_week": float((o < 7).mean())}
+
+
 # ------------------------------------------------------------------------ the CLI runs
 
 
@@ -293,6 +317,7 @@ def run(args: argparse.Namespace) -> int:
     figures.mkdir(parents=True, exist_ok=True)
 
     built = build_state(url, prep, asks)
+    built["ages"] = shown_ages(url)
     per_ns = {ns: 0 for ns in prep.namespaces}
     for ask in asks:
         if prep.candidates[ask.question]:
@@ -309,6 +334,11 @@ def run(args: argparse.Namespace) -> int:
           f"{built['no_candidates']} questions had no candidate); MRR of the rankings shown "
           f"while it learned {built['heaprank_mrr']:.4f} (BM25's order {built['bm25_mrr']:.4f})"
           + ("" if args.no_timing else f"; built in {build_s:.1f} s"))
+    ages = built["ages"]
+    print(f"age of the shown items (days since the last use, or creation), median: used "
+          f"{ages['used_median_days']:.1f}, not used {ages['other_median_days']:.1f}; younger "
+          f"than a week: used {ages['used_under_week']:.0%}, not used "
+          f"{ages['other_under_week']:.0%}")
     print()
 
     cli = CommandLine(timing=not args.no_timing)
