@@ -27,15 +27,13 @@ from .errors import (
     StateUnavailableError,
 )
 from .features import (
-    NO_NEIGHBOURS,
     FeatureSpace,
     QueryInfo,
     QuestionClassifier,
-    analyze_query,
     english_question_type,
     neighbour_slots,
 )
-from .results import Ranked, Ranking, exp_score
+from .results import ExplainTemplate, Ranked, Ranking, exp_score, new_ranked
 from .rules import Rule, apply_rules
 from .state import StateBackend, open_state
 from .state.base import (
@@ -136,7 +134,8 @@ class Reranker:
                       cfg: Config) -> tuple[np.ndarray, np.ndarray]:
         """The distinct feature rows of the candidates and each candidate's position among them
         (see :meth:`FeatureSpace.rows`)."""
-        if any(t is not None for t in batch.threads):
+        structure: list[tuple[str, ...]] | None
+        if batch.threads.count(None) != len(batch):
             scores = batch.scores if cfg.score_kind == "similarity" else -batch.scores
             order = np.lexsort((np.arange(len(batch)), -np.nan_to_num(scores, nan=-np.inf)))
             retriever_rank = np.empty(len(batch), dtype=np.intp)
@@ -144,7 +143,7 @@ class Reranker:
             structure = neighbour_slots(batch.threads, batch.position.tolist(),
                                         retriever_rank.tolist())
         else:  # no thread anywhere: nobody has a neighbour
-            structure = [NO_NEIGHBOURS] * len(batch)
+            structure = None
         return self._space.rows(query, batch.ids, batch.texts, batch.kinds, batch.sources,
                                 batch.tags, cfg.tag_slots, cfg.doc_features, structure)
 
@@ -187,7 +186,7 @@ class Reranker:
         when, explicit = resolve_now(now)
         batch = coerce_candidates(candidates, now=when, on_invalid=cfg.on_invalid,
                                   future_tolerance_s=cfg.future_tolerance_s)
-        info = analyze_query(query, self.classify)
+        info = self._space.query(query, self.classify)
         # Work on the distinct rows: candidates share a few dozen shapes at most.
         urows, row_of = self._feature_rows(info, batch, cfg)
         matrix = self._space.matrix(urows)
@@ -195,8 +194,8 @@ class Reranker:
         names = self._space.names
         state_flag: tuple[str, ...] = ()
         try:
-            counts, docs = self.state.read(namespace, [names[i] for i in vocab.tolist()],
-                                           batch.ids)
+            counts, docs = self.state.read(namespace, list(map(names.__getitem__,
+                                                               vocab.tolist())), batch.ids)
         except StateUnavailableError as exc:
             if self.strict:
                 raise
@@ -215,13 +214,13 @@ class Reranker:
         if not info.has_content:
             rel = np.ones_like(rel)
         imp = sig.importance(batch, cfg.kind_importance)
-        columns = {
-            "relevance": rel,
-            "recency": sig.recency(age, half_life_s=cfg.half_life_s, floor=cfg.recency_floor),
-            "importance": imp,
-            "usefulness": use,
-        }
-        signal_matrix = np.column_stack([columns[name] for name in SIGNALS])
+        # Columns in SIGNALS order (relevance, recency, importance, usefulness).
+        signal_matrix = np.empty((len(batch), 4))
+        signal_matrix[:, 0] = rel
+        signal_matrix[:, 1] = sig.recency(age, half_life_s=cfg.half_life_s,
+                                          floor=cfg.recency_floor)
+        signal_matrix[:, 2] = imp
+        signal_matrix[:, 3] = use
         weights = np.array(cfg.weights.as_tuple())
         mult, fired = apply_rules(batch, self.rules, cfg.superseded_multiplier, when)
         log_score, log_terms, log_rules = sig.combine(signal_matrix, weights, mult)
@@ -232,20 +231,22 @@ class Reranker:
         top = order[:k]
         recall_id = new_recall_id()
         if track and len(top):
-            stored = np.column_stack([rel, age / DAY_S, imp, use, mult])[top]
+            # IMPRESSION_SIGNALS of the shown items, one row each
+            stored = np.array((rel[top], age[top] / DAY_S, imp[top], use[top], mult[top])).T
             recall_id = self._track(Impression(
                 recall_id=recall_id, namespace=namespace, qtype=info.qtype, time=when,
-                time_explicit=explicit, ids=tuple(batch.ids[i] for i in top.tolist()),
-                slots=tuple(self._space.slots_of(urows[row_of[i]]) for i in top.tolist()),
+                time_explicit=explicit, ids=tuple(map(batch.ids.__getitem__, top.tolist())),
+                slots=tuple(map(self._space.slots_of, urows[row_of[top]].tolist())),
                 doc_features=cfg.doc_features, signal_names=IMPRESSION_SIGNALS,
                 signals=stored))
         items = self._build_items(batch, info, cfg, top, log_score, signal_matrix,
                                   row_p[row_of[top]], matrix[row_of[top]], fired, age,
                                   docs.use_count, state_flag)
-        dropped = {batch.ids[i]: "rule " + ", ".join(f"{n} x{m:g}" for n, m in fired[i])
-                   for i in np.flatnonzero(~kept).tolist()}
+        dropped = {} if kept.all() else {
+            batch.ids[i]: "rule " + ", ".join(f"{n} x{m:g}" for n, m in fired[i])
+            for i in np.flatnonzero(~kept).tolist()}
         return Ranking(recall_id=recall_id, namespace=namespace, query=query, qtype=info.qtype,
-                       items=items, order_ids=tuple(batch.ids[i] for i in order),
+                       items=items, order_ids=tuple(map(batch.ids.__getitem__, order.tolist())),
                        log_scores=log_score[order], log_terms=log_terms[order],
                        signal_names=SIGNALS, log_rules=log_rules[order], dropped=dropped)
 
@@ -275,51 +276,63 @@ class Reranker:
                      top_rows: np.ndarray, fired: dict[int, list[tuple[str, float]]],
                      age: np.ndarray, use_count: np.ndarray,
                      state_flag: tuple[str, ...] = ()) -> tuple[Ranked, ...]:
-        """The top results; ``top_p`` and ``top_rows`` are their link means and feature ids."""
-        weights = dict(zip(SIGNALS, cfg.weights.as_tuple()))  # one per call, shared by its results
+        """The top results; ``top_p`` and ``top_rows`` are their link means and feature ids.
+
+        Everything shared by the results of one call (the weights, the EXPLAIN template, the
+        flags) is built once; each result's EXPLAIN line is composed when first asked for.
+        """
+        weight_values = cfg.weights.as_tuple()
+        weights = dict(zip(SIGNALS, weight_values))
+        template = ExplainTemplate(SIGNALS, weight_values)
         names = self._space.names
         best = np.argsort(-top_p, axis=1, kind="stable")[:, :TOP_LINKS]
         which = np.arange(len(top))[:, None]
-        best_ids = top_rows[which, best].tolist()
+        best_names = [[names[f] for f in row] for row in top_rows[which, best].tolist()]
         best_p = top_p[which, best].tolist()
         signal_rows = signal_matrix[top].tolist()
         scores = log_score[top].tolist()
         flags = state_flag + (() if info.has_content else (
             "query has no content words: ranked by the other signals",))
-        items = []
-        for rank, i in enumerate(top.tolist(), start=1):
-            j = rank - 1
-            items.append(Ranked(
-                rank=rank, score=exp_score(scores[j]), candidate=batch.candidate(i),
-                signals=dict(zip(SIGNALS, signal_rows[j])), weights=weights,
-                details=self._details(batch, info, i, age[i], use_count[i]),
-                top_links=tuple(zip([names[f] for f in best_ids[j]], best_p[j])),
-                rules=tuple(fired.get(i, ())), flags=batch.flags[i] + flags))
-        return tuple(items)
+        positions = top.tolist()
+        details = self._details(batch, info, positions, age[top].tolist(),
+                                use_count[top].tolist())
+        return tuple(new_ranked(
+            rank=j + 1, score=exp_score(scores[j]), candidate=batch.candidate(i),
+            signals=dict(zip(SIGNALS, signal_rows[j])), weights=weights, details=details[j],
+            top_links=tuple(zip(best_names[j], best_p[j])), rules=tuple(fired.get(i, ())),
+            flags=batch.flags[i] + flags if flags else batch.flags[i],
+            line=(template, signal_rows[j])) for j, i in enumerate(positions))
 
     @staticmethod
-    def _details(batch: CandidateBatch, info: QueryInfo, i: int, age_s: float,
-                 use_count: float) -> dict[str, str]:
-        score = batch.scores[i]
-        if not info.has_content:
-            rel = "empty query"
-        elif math.isnan(score):
-            rel = f"rank {i + 1}" if np.isnan(batch.scores).all() else "no valid score"
-        else:
-            rel = f"score {score:.4g}"
-        if math.isnan(age_s):
-            rec = "no date"
-        else:
-            rec = f"age {age_s / DAY_S:.1f}d"
-            if use_count > 0:
-                rec += f", used {use_count:g}x"
-        if not math.isnan(batch.importance[i]):
-            imp = "explicit"
-        else:
-            imp = batch.kinds[i] or "default"
-        if not math.isnan(batch.source_count[i]):
-            imp += f", {batch.source_count[i]:g} sources"
-        return {"relevance": rel, "recency": rec, "importance": imp}
+    def _details(batch: CandidateBatch, info: QueryInfo, positions: list[int],
+                 ages_s: list[float], use_counts: list[float]) -> list[dict[str, str]]:
+        """What each signal value of these candidates came from, for EXPLAIN."""
+        scores = batch.scores.tolist()
+        importance = batch.importance.tolist()
+        source_count = batch.source_count.tolist()
+        all_nan = None
+        out = []
+        for i, age_s, uses in zip(positions, ages_s, use_counts):
+            score = scores[i]
+            if not info.has_content:
+                rel = "empty query"
+            elif score != score:  # NaN
+                if all_nan is None:
+                    all_nan = bool(np.isnan(batch.scores).all())
+                rel = f"rank {i + 1}" if all_nan else "no valid score"
+            else:
+                rel = f"score {score:.4g}"
+            if age_s != age_s:
+                rec = "no date"
+            elif uses > 0:
+                rec = f"age {age_s / DAY_S:.1f}d, used {uses:g}x"
+            else:
+                rec = f"age {age_s / DAY_S:.1f}d"
+            imp = "explicit" if importance[i] == importance[i] else batch.kinds[i] or "default"
+            if source_count[i] == source_count[i]:
+                imp += f", {source_count[i]:g} sources"
+            out.append({"relevance": rel, "recency": rec, "importance": imp})
+        return out
 
     async def arerank(self, query: str, candidates: Sequence[CandidateLike], **kwargs: Any) -> Ranking:
         """Async :meth:`rerank`; state I/O runs in a worker thread."""
@@ -459,7 +472,7 @@ class Reranker:
         unknown = [d for d in used if d not in set(batch.ids)]
         if unknown:  # checked before anything is written: no orphan impression
             raise FeedbackError(f"used id {unknown[0]!r} is not among the shown ids")
-        info = analyze_query(query, self.classify)
+        info = self._space.query(query, self.classify)
         urows, row_of = self._feature_rows(info, batch, cfg)
         held = self._put_impression(Impression(
             recall_id=new_recall_id(), namespace=namespace, qtype=info.qtype, time=when,
