@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
@@ -55,7 +56,21 @@ class Prior:
         return (1.0 - self.mean) * self.strength
 
 
-def posterior(counts: LinkCounts, prior: Prior, *, pooled: bool = True) -> tuple[np.ndarray, np.ndarray]:
+class Learning(Protocol):
+    """The settings the posterior reads: a :class:`Prior`, or a feedback batch carrying them."""
+
+    @property
+    def a0(self) -> float: ...
+
+    @property
+    def b0(self) -> float: ...
+
+    @property
+    def kappa(self) -> float: ...
+
+
+def posterior(counts: LinkCounts, prior: Learning, *,
+              pooled: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """``(alpha, beta)`` of each link in a namespace, borrowing at most ``kappa`` from the pool."""
     alpha = prior.a0 + counts.pos
     beta = prior.b0 + counts.neg
@@ -102,6 +117,20 @@ def interval(alpha: np.ndarray, beta: np.ndarray, level: float = 0.9) -> tuple[n
 ReadLinks = Callable[[Sequence[str]], LinkCounts]
 
 
+def _split(items: Sequence[FeedbackItem]) -> tuple[dict[tuple[str, ...], float],
+                                                   list[FeedbackItem]]:
+    """The ignored items' summed reject weights by feature row (items with the same row add
+    their weights once, in item order), and the used items in order."""
+    rejected: dict[tuple[str, ...], float] = {}
+    used = []
+    for item in items:
+        if item.used:
+            used.append(item)
+        else:
+            rejected[item.features] = rejected.get(item.features, 0.0) + item.reject_weight
+    return rejected, used
+
+
 def credit(read: ReadLinks, items: Sequence[FeedbackItem], prior: Prior,
            *, em: bool = True) -> tuple[list[str], np.ndarray, np.ndarray]:
     """Evidence increments for one feedback: ``(features, dpos, dneg)``, summed per feature.
@@ -115,14 +144,7 @@ def credit(read: ReadLinks, items: Sequence[FeedbackItem], prior: Prior,
     features = sorted({f for item in items for f in item.features})
     dpos = dict.fromkeys(features, 0.0)
     dneg = dict.fromkeys(features, 0.0)
-    # Ignored items with the same features (the same row) add their weights once.
-    rejected: dict[tuple[str, ...], float] = {}
-    used = []
-    for item in items:
-        if item.used:
-            used.append(item)
-        else:
-            rejected[item.features] = rejected.get(item.features, 0.0) + item.reject_weight
+    rejected, used = _split(items)
     for row, weight in rejected.items():
         for f in row:
             dneg[f] += weight
@@ -143,3 +165,43 @@ def credit(read: ReadLinks, items: Sequence[FeedbackItem], prior: Prior,
                 dpos[f] += r
                 dneg[f] += 1.0 - r
     return features, np.array(list(dpos.values())), np.array(list(dneg.values()))
+
+
+def credit_ids(items: Sequence[FeedbackItem], ids_of: Callable[[tuple[str, ...]], np.ndarray],
+               p_of: Callable[[np.ndarray], np.ndarray], *,
+               em: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`credit` on integer feature ids, for a backend that keeps its counts in arrays.
+
+    ``ids_of(features)`` gives the ids of a feature row, ``p_of(ids)`` the links' posterior
+    means before this feedback. Returns ``(ids, dpos, dneg)`` with ``ids`` distinct and sorted.
+    Every feature's increments are the same numbers added in the same order as in
+    :func:`credit` (ignored rows in the order they first appear, then the used items), so the
+    two agree to the last bit (a property test holds them to it).
+    """
+    rejected, used = _split(items)
+    parts = [ids_of(row) for row in rejected]
+    neg_parts = [np.full(len(row), weight) for row, weight in zip(parts, rejected.values())]
+    pos_parts = []
+    for item in used:
+        row_ids = ids_of(item.features)
+        share = 1.0 / len(item.features)
+        shares = [share] * len(item.features)
+        if em:
+            ps = p_of(row_ids).tolist()
+            u = -math.expm1(math.fsum(math.log1p(-x) if x < 1.0 else -math.inf for x in ps))
+            if u > 0.0:
+                shares = [min(1.0, x / u) for x in ps]
+        r = np.array(shares)
+        parts.append(row_ids)
+        pos_parts.append(r)
+        neg_parts.append(1.0 - r)
+    every = np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
+    ids, at = np.unique(every, return_inverse=True)
+    # bincount adds each bin's weights in input order, starting from 0.0, like credit's loops
+    dneg = np.bincount(at, weights=np.concatenate(neg_parts), minlength=len(ids)) if parts \
+        else np.zeros(0)
+    dpos: np.ndarray = np.zeros(len(ids))
+    if pos_parts:
+        dpos = np.bincount(at[len(every) - sum(map(len, pos_parts)):],
+                           weights=np.concatenate(pos_parts), minlength=len(ids))
+    return ids, dpos, dneg

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Mapping
 
@@ -60,7 +61,9 @@ def importance(batch: CandidateBatch, kind_importance: Mapping[str, float]) -> n
     """The explicit dose, else the kind prior (1.0 for unknown kinds); for aggregated memories
     (``source_count`` given): ``0.7 x base + 0.3 x confidence + ln(1 + source_count) / 10``,
     clamped to [0.05, 3] (the HEBBS insight boost; confidence defaults to 0.5)."""
-    prior = np.fromiter((kind_importance.get(k, 1.0) if k else 1.0 for k in batch.kinds),
+    # kinds are None or non-empty: None is not a kind, so it reads the neutral 1.0
+    prior = np.fromiter(map(kind_importance.get, batch.kinds,  # type: ignore[arg-type]
+                            itertools.repeat(1.0)),
                         dtype=np.float64, count=len(batch))
     base = np.where(np.isnan(batch.importance), prior, batch.importance)
     aggregated = ~np.isnan(batch.source_count)
