@@ -4,18 +4,27 @@ Install and run (from the repository root)::
 
     pip install -e . -r benchmarks/requirements.txt
     python -m benchmarks.profile_rerank [--n 50] [--calls 2000] [--backend memory] [--top 25]
+    python -m benchmarks.profile_rerank --against ../heaprank-at-b78c230   # before / after
 
 Builds the same seeded store as ``python -m benchmarks latency`` (BM25 candidates from
 heapdb-memory's index, a few thousand warm-up feedbacks so links exist), then runs ``cProfile``
 over ``--calls`` calls of ``rerank(n candidates, k=10)`` + ``explain()`` on every result, and
 separately over feedback (1 used + 9 ignored). Prints each function's share of the profiled time, by own time
 and by cumulative time. cProfile inflates call-heavy code; read the shares, not the totals.
+
+``--against DIR`` times this checkout and another one side by side in one process instead:
+``DIR/heaprank`` is loaded under another module name, both are warmed with the same feedback,
+and their calls are interleaved call by call (rerank + EXPLAIN of 50 and 1,000 candidates,
+feedback), so a busy machine slows both alike. ``--cpu`` times thread CPU time instead of
+wall time (steadier when other processes compete for the cores).
 """
 
 from __future__ import annotations
 
 import argparse
 import cProfile
+import gc
+import importlib.util
 import pstats
 import random
 import sys
@@ -125,6 +134,70 @@ def stage_feedback(rr: Reranker, pending: list) -> None:
     st.report("feedback", "feedback")
 
 
+def load_checkout(root: str, name: str = "heaprank_against") -> object:
+    """The ``heaprank`` package of another checkout, imported as module ``name`` (its imports
+    are relative, so it loads beside this one)."""
+    package = Path(root).resolve() / "heaprank"
+    spec = importlib.util.spec_from_file_location(name, package / "__init__.py",
+                                                  submodule_search_locations=[str(package)])
+    if spec is None or spec.loader is None:
+        raise SystemExit(f"--against: no heaprank package in {root}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+class _Converted:
+    """A retriever whose candidates are another heaprank's ``Candidate`` objects."""
+
+    def __init__(self, retriever: Retriever, candidate_class: type) -> None:
+        self.retriever, self.cls = retriever, candidate_class
+
+    def candidates(self, namespace: str, question: str, n: int) -> list:
+        return [self.cls(c.id, c.text, c.score, c.metadata)
+                for c in self.retriever.candidates(namespace, question, n)]
+
+
+def side_by_side(args: argparse.Namespace) -> None:
+    """This checkout and ``--against`` timed call by call on the same questions."""
+    import heaprank
+    from benchmarks import _latency_timing as timing
+
+    other = load_checkout(args.against)
+    clock = time.thread_time_ns if args.cpu else time.perf_counter_ns
+    workload = make_workload(args.seed, 16, 1500, 3000 + 8 * 64)
+    retriever = Retriever(workload)
+    warm, timed = workload.questions[:3000], workload.questions[3000:3064]
+    systems = {}
+    for label, module in (("this", heaprank), ("against", other)):
+        source = _Converted(retriever, module.Candidate)  # type: ignore[attr-defined]
+        rr = module.Reranker()  # type: ignore[attr-defined]
+        warm_heaprank(rr, source, warm, args.seed, _Bar())
+        systems[label] = (rr, source)
+    gc.freeze()
+    rows = []
+    for n, reps in ((50, args.calls), (1000, max(args.calls // 10, 20))):
+        calls = {}
+        for label, (rr, source) in systems.items():
+            cands = [(ns, q, source.candidates(ns, q, n)) for ns, q, _ in timed]
+            calls[label] = timing._rerank_call(rr, cands, K, True)
+        samples = timing.interleave(calls, reps, 10, clock=clock)
+        rows.append((f"rerank {n:,} + EXPLAIN", {k: timing.summarize(v) for k, v in samples.items()}))
+    calls = {}
+    for label, (rr, source) in systems.items():
+        cands = [(ns, q, source.candidates(ns, q, 50)) for ns, q, _ in timed]
+        calls[label] = timing._feedback_call(rr, cands, [t for _, _, t in timed], args.seed)
+    samples = timing.interleave(calls, args.calls, 10, clock=clock)
+    rows.append(("feedback (1 used + 9 ignored)", {k: timing.summarize(v) for k, v in samples.items()}))
+    print(f"this: {Path(heaprank.__file__).parent.parent}  against: {Path(args.against).resolve()}"
+          f"  ({'thread CPU' if args.cpu else 'wall'} time, us, p50 of interleaved calls)")
+    print(f"{'what':<30}  {'against':>9}  {'this':>9}  {'x faster':>8}")
+    for what, by in rows:
+        before, after = by["against"]["p50_ms"] * 1e3, by["this"]["p50_ms"] * 1e3
+        print(f"{what:<30}  {before:>9.1f}  {after:>9.1f}  {before / after:>8.2f}")
+
+
 class _Bar:
     def update(self, _: int) -> None:
         pass
@@ -153,7 +226,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--stages", action="store_true",
                         help="wall-clock stage shares instead of cProfile")
+    parser.add_argument("--against", metavar="DIR",
+                        help="time another checkout side by side with this one instead")
+    parser.add_argument("--cpu", action="store_true",
+                        help="with --against: thread CPU time instead of wall time")
     args = parser.parse_args(argv)
+    if args.against:
+        side_by_side(args)
+        return 0
     workload = make_workload(args.seed, 16, 1500, 3000 + 200)
     retriever = Retriever(workload)
     with tempfile.TemporaryDirectory() as tmp:

@@ -13,6 +13,7 @@ an ignored one adds ``neg += d`` to every feature, ``d`` the position discount (
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -167,41 +168,38 @@ def credit(read: ReadLinks, items: Sequence[FeedbackItem], prior: Prior,
     return features, np.array(list(dpos.values())), np.array(list(dneg.values()))
 
 
-def credit_ids(items: Sequence[FeedbackItem], ids_of: Callable[[tuple[str, ...]], np.ndarray],
-               p_of: Callable[[np.ndarray], np.ndarray], *,
+def credit_ids(items: Sequence[FeedbackItem], ids_of: Callable[[tuple[str, ...]], Sequence[int]],
+               p_of: Callable[[Sequence[int]], np.ndarray], *,
                em: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """:func:`credit` on integer feature ids, for a backend that keeps its counts in arrays.
 
     ``ids_of(features)`` gives the ids of a feature row, ``p_of(ids)`` the links' posterior
-    means before this feedback. Returns ``(ids, dpos, dneg)`` with ``ids`` distinct and sorted.
-    Every feature's increments are the same numbers added in the same order as in
-    :func:`credit` (ignored rows in the order they first appear, then the used items), so the
-    two agree to the last bit (a property test holds them to it).
+    means before this feedback. Returns ``(ids, dpos, dneg)``, each id once. Every feature's
+    increments are the same numbers added in the same order as in :func:`credit` (ignored
+    rows in the order they first appear, then the used items), so the two agree to the last
+    bit (a property test holds them to it). Plain Python on small ints: a feedback touches a
+    few dozen features.
     """
     rejected, used = _split(items)
-    parts = [ids_of(row) for row in rejected]
-    neg_parts = [np.full(len(row), weight) for row, weight in zip(parts, rejected.values())]
-    pos_parts = []
+    dpos: dict[int, float] = {}
+    dneg: dict[int, float] = {}
+    neg_get, pos_get = dneg.get, dpos.get
+    for row, weight in rejected.items():
+        for f in ids_of(row):
+            dneg[f] = neg_get(f, 0.0) + weight
     for item in used:
-        row_ids = ids_of(item.features)
+        ids = ids_of(item.features)
         share = 1.0 / len(item.features)
         shares = [share] * len(item.features)
         if em:
-            ps = p_of(row_ids).tolist()
+            ps = p_of(ids).tolist()
             u = -math.expm1(math.fsum(math.log1p(-x) if x < 1.0 else -math.inf for x in ps))
             if u > 0.0:
                 shares = [min(1.0, x / u) for x in ps]
-        r = np.array(shares)
-        parts.append(row_ids)
-        pos_parts.append(r)
-        neg_parts.append(1.0 - r)
-    every = np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
-    ids, at = np.unique(every, return_inverse=True)
-    # bincount adds each bin's weights in input order, starting from 0.0, like credit's loops
-    dneg = np.bincount(at, weights=np.concatenate(neg_parts), minlength=len(ids)) if parts \
-        else np.zeros(0)
-    dpos: np.ndarray = np.zeros(len(ids))
-    if pos_parts:
-        dpos = np.bincount(at[len(every) - sum(map(len, pos_parts)):],
-                           weights=np.concatenate(pos_parts), minlength=len(ids))
-    return ids, dpos, dneg
+        for f, r in zip(ids, shares):
+            dpos[f] = pos_get(f, 0.0) + r
+            dneg[f] = neg_get(f, 0.0) + (1.0 - r)
+    n = len(dneg)  # every feature of the feedback has a dneg entry
+    return (np.fromiter(dneg, dtype=np.int64, count=n),
+            np.fromiter(map(pos_get, dneg, itertools.repeat(0.0)), dtype=np.float64, count=n),
+            np.fromiter(dneg.values(), dtype=np.float64, count=n))

@@ -77,6 +77,10 @@ LEARNING_FIELDS = ("prior", "em_credit", "reject_discount", "doc_features", "tag
 #: What an impression stores per shown item, for tuning and replay.
 IMPRESSION_SIGNALS = ("relevance", "age_days", "importance", "usefulness", "rules")
 
+#: The log position discount of an ignored item, ``1 / log2(1 + rank)``, for the usual ranks.
+_LOG_DISCOUNT = [math.inf] + [1.0 / math.log2(1.0 + rank) for rank in range(1, 257)]
+
+
 def _check_k(k: object) -> int:
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
         raise InputTypeError(f"k: expected int, got {type(k).__name__}")
@@ -342,7 +346,7 @@ class Reranker:
 
     def _reject_weight(self, rank: int) -> float:
         if self.config.reject_discount == "log":
-            return 1.0 / math.log2(1.0 + rank)
+            return _LOG_DISCOUNT[rank] if rank < len(_LOG_DISCOUNT) else 1.0 / math.log2(1.0 + rank)
         return 1.0
 
     def _impression(self, recall_id: object, namespace: str | None) -> Impression:
@@ -371,15 +375,16 @@ class Reranker:
             when = imp.time if imp.time_explicit else resolve_now(None)[0]
         else:
             when = to_epoch(now, "now")
-        expand = self._space.expand
-        items = tuple(FeedbackItem(id=d, rank=position[d], used=used,
-                                   features=expand(imp.qtype, imp.slots[position[d] - 1],
-                                                   d if imp.doc_features else None),
-                                   reject_weight=self._reject_weight(position[d]))
-                      for d, used in verdicts.items())
+        expand, qtype, slots, docs = self._space.expand, imp.qtype, imp.slots, imp.doc_features
+        weight = self._reject_weight
+        items = []
+        for d, used in verdicts.items():
+            rank = position[d]
+            items.append(FeedbackItem(d, rank, used, expand(qtype, slots[rank - 1],
+                                                            d if docs else None), weight(rank)))
         prior = self.config.prior
         return FeedbackBatch(recall_id=imp.recall_id, namespace=imp.namespace, time=when,
-                             items=items, a0=prior.a0, b0=prior.b0, kappa=prior.kappa,
+                             items=tuple(items), a0=prior.a0, b0=prior.b0, kappa=prior.kappa,
                              em=self.config.em_credit)
 
     def _credit(self) -> functools.partial[tuple[list[str], np.ndarray, np.ndarray]]:
@@ -419,8 +424,8 @@ class Reranker:
             raise InputError("feedback_id: only with the explicit form (namespace=, query=, "
                              "shown=), not with a recall_id")
         imp = self._impression(recall_id, namespace)
-        verdicts = {d: False for d in imp.ids}
-        verdicts.update({d: True for d in used_ids})  # an id not shown is rejected in _resolve
+        verdicts = dict.fromkeys(imp.ids, False)
+        verdicts.update(dict.fromkeys(used_ids, True))  # an id not shown is rejected in _resolve
         return self._resolve(imp, verdicts, now)
 
     def feedback_many(self, requests: Iterable[tuple[str, Iterable[str] | str]], *,

@@ -93,7 +93,7 @@ class MemoryState:
         self._explicit: dict[tuple[str, str], str] = {}  # (namespace, feedback id) -> recall id
         self._puts = 0
         self._feedbacks = 0
-        self._rows: dict[tuple[str, ...], np.ndarray] = {}  # feature row -> its feature ids
+        self._rows: dict[tuple[str, ...], list[int]] = {}  # feature row -> its feature ids
         # What the latest impressions showed, as written: feedback follows a rerank closely,
         # and reads them without decoding (bounded; dropped at feedback and when forgotten).
         self._shown: dict[str, _Shown] = {}
@@ -253,18 +253,19 @@ class MemoryState:
 
     # ---------------------------------------------------------------- feedback
 
-    def _row_ids(self, features: tuple[str, ...]) -> np.ndarray:
+    def _row_ids(self, features: tuple[str, ...]) -> list[int]:
         """The feature ids of a feature row, interned on first sight and cached per row
         (feedback sees the same few rows over and over)."""
         ids = self._rows.get(features)
         if ids is None:
             if len(self._rows) >= _ROW_CACHE:
                 self._rows.clear()
-            ids = self._rows[features] = self._intern(features)
+            ids = self._rows[features] = self._intern(features).tolist()
         return ids
 
-    def _posterior_mean(self, ns: _Namespace, idx: np.ndarray,
+    def _posterior_mean(self, ns: _Namespace, ids: Sequence[int],
                         learning: linkmath.Learning) -> np.ndarray:
+        idx = np.array(ids, dtype=np.int64)
         pos, neg = ns.gather(idx)
         alpha, beta = linkmath.posterior(LinkCounts(pos, neg, self._gpos[idx], self._gneg[idx]),
                                          learning)

@@ -123,11 +123,10 @@ def test_credit_on_ids_is_credit_to_the_last_bit(rows, table, prior, em):
         return _counts([known[FEATURES.index(f)] for f in features])
 
     def p_of(ids):
-        return posterior_mean(*posterior(_counts([known[i] for i in ids.tolist()]), prior))
+        return posterior_mean(*posterior(_counts([known[i] for i in ids]), prior))
 
     names, dpos, dneg = credit(read, items, prior, em=em)
-    ids, ipos, ineg = credit_ids(items, lambda row: np.array([FEATURES.index(f) for f in row]),
-                                 p_of, em=em)
-    assert [FEATURES[i] for i in ids.tolist()] == sorted(names, key=FEATURES.index)
+    ids, ipos, ineg = credit_ids(items, lambda row: [FEATURES.index(f) for f in row], p_of, em=em)
+    assert sorted(FEATURES[i] for i in ids.tolist()) == sorted(names)
     order = [names.index(FEATURES[i]) for i in ids.tolist()]
     assert ipos.tolist() == dpos[order].tolist() and ineg.tolist() == dneg[order].tolist()
