@@ -332,6 +332,15 @@ class SQLiteState:
             raise ValueError(f"recall_id: {impression.recall_id!r} is not a heaprank recall id")
         body = impression.encode()
         with self._write(sync="NORMAL") as conn:
+            if feedback_id is None:
+                # One statement for a namespace that exists already (the usual case): the
+                # upsert of _ns_id would rewrite its row, a page more to commit per rerank.
+                cur = conn.execute("INSERT OR IGNORE INTO impressions (key, ns, fed, body) "
+                                   "SELECT ?, id, 0, ? FROM namespaces WHERE name = ?",
+                                   (key, body, impression.namespace))
+                if cur.rowcount == 1:
+                    self._count_put(conn)
+                    return impression.recall_id
             ns = self._ns_id(conn, impression.namespace)
             if feedback_id is not None:
                 row = conn.execute("SELECT key FROM feedback_ids WHERE ns = ? AND fid = ? AND key IN "
@@ -345,10 +354,13 @@ class SQLiteState:
             if feedback_id is not None:
                 conn.execute("INSERT OR REPLACE INTO feedback_ids VALUES (?, ?, ?)",
                              (ns, feedback_id, key))
-            self._puts += 1
-            if self._puts % _PRUNE_EVERY == 1:  # the first write of a connection, then every 256
-                self._prune(conn)
+            self._count_put(conn)
         return impression.recall_id
+
+    def _count_put(self, conn: sqlite3.Connection) -> None:
+        self._puts += 1
+        if self._puts % _PRUNE_EVERY == 1:  # the first write of a connection, then every 256
+            self._prune(conn)
 
     def _prune(self, conn: sqlite3.Connection) -> None:
         cutoff = int((time.time() - self.impression_ttl_s) * 1000) << 20
