@@ -193,7 +193,11 @@ def expand_features(qtype: str, slots: Sequence[str], doc_id: str | None = None)
     """A candidate's retrieval features from its slots: the slots, each slot x the question type,
     then ``doc:<id>`` when document features are on. The single definition of a feature row:
     rerank builds rows with it, and feedback rebuilds them from a stored impression with it."""
+    canonical = _CANONICAL.get
     out = tuple(slots) + tuple(f"qt:{qtype}&{s}" for s in slots)
+    # Codebook features as one shared string object each: every dict that holds them (the
+    # feature space's, a state's) then matches them by identity, without comparing bytes.
+    out = tuple(map(canonical, out, out))
     if doc_id is not None:
         out = out + (f"doc:{doc_id}",)
     return out
@@ -521,3 +525,8 @@ FIXED_SLOTS: tuple[str, ...] = (
             for b in ("top1", "top3", "top10", "lower", "none"))
     + tuple(f"source:{s}" for s in ("user", "assistant", "system", "tool"))
 )
+
+#: The codebook's slots and their crossings with every question type, each as one string object
+#: (no caller data: kinds, sources, tags and document ids outside the codebook are not in it).
+_CANONICAL: dict[str, str] = {f: f for f in FIXED_SLOTS + tuple(
+    f"qt:{q}&{slot}" for q in QUESTION_TYPES for slot in FIXED_SLOTS)}

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -183,23 +184,28 @@ def credit_ids(items: Sequence[FeedbackItem], ids_of: Callable[[tuple[str, ...]]
     rejected, used = _split(items)
     dpos: dict[int, float] = {}
     dneg: dict[int, float] = {}
-    neg_get, pos_get = dneg.get, dpos.get
+    neg_get, pos_get, zero = dneg.get, dpos.get, itertools.repeat(0.0)
+    # A row's features are distinct, so reading its old sums first and writing them back is the
+    # same as adding one feature at a time; the maps keep the loops out of Python bytecode.
     for row, weight in rejected.items():
-        for f in ids_of(row):
-            dneg[f] = neg_get(f, 0.0) + weight
+        ids = ids_of(row)
+        dneg.update(zip(ids, map(operator.add, map(neg_get, ids, zero),
+                                 itertools.repeat(weight))))
     for item in used:
         ids = ids_of(item.features)
-        share = 1.0 / len(item.features)
-        shares = [share] * len(item.features)
+        shares = [1.0 / len(item.features)] * len(item.features)
         if em:
             ps = p_of(ids).tolist()
-            u = -math.expm1(math.fsum(math.log1p(-x) if x < 1.0 else -math.inf for x in ps))
+            terms = map(math.log1p, map(operator.neg, ps)) if max(ps) < 1.0 else (
+                math.log1p(-x) if x < 1.0 else -math.inf for x in ps)
+            u = -math.expm1(math.fsum(terms))
             if u > 0.0:
-                shares = [min(1.0, x / u) for x in ps]
-        for f, r in zip(ids, shares):
-            dpos[f] = pos_get(f, 0.0) + r
-            dneg[f] = neg_get(f, 0.0) + (1.0 - r)
+                shares = list(map(min, itertools.repeat(1.0),
+                                  map(operator.truediv, ps, itertools.repeat(u))))
+        dpos.update(zip(ids, map(operator.add, map(pos_get, ids, zero), shares)))
+        dneg.update(zip(ids, map(operator.add, map(neg_get, ids, zero),
+                                 map(operator.sub, itertools.repeat(1.0), shares))))
     n = len(dneg)  # every feature of the feedback has a dneg entry
     return (np.fromiter(dneg, dtype=np.int64, count=n),
-            np.fromiter(map(pos_get, dneg, itertools.repeat(0.0)), dtype=np.float64, count=n),
+            np.fromiter(map(pos_get, dneg, zero), dtype=np.float64, count=n),
             np.fromiter(dneg.values(), dtype=np.float64, count=n))

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from .. import links as linkmath
+from ..errors import FeedbackError
 from . import codec
 from .base import (
     CreditFn,
@@ -276,8 +277,6 @@ class MemoryState:
         here on integer feature ids with the batch's learning settings
         (:func:`heaprank.links.credit_ids`, the same numbers as ``credit`` gives), so
         ``credit`` itself is not called."""
-        from ..errors import FeedbackError
-
         with self._lock:
             entry = self._entry(batch.recall_id)
             if entry is None or entry[0].name != batch.namespace:

@@ -12,6 +12,7 @@ The layout (schema 2) is in ``docs/design.md``, "State layout".
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
@@ -76,6 +77,11 @@ _READ_DOCS = (f"SELECT id, last_used, use_count FROM docs WHERE ns = {_NS_ID} "
 
 
 def _json(items: Sequence[str]) -> str:
+    """A JSON array of strings (for ``json_each``): joined directly when no string needs an
+    escape (the usual feature names and ids), through ``json.dumps`` otherwise."""
+    joined = '","'.join(items)
+    if joined.isprintable() and '"' not in joined and "\\" not in joined:
+        return f'["{joined}"]' if items else "[]"
     return json.dumps(list(items), ensure_ascii=False)
 
 
@@ -297,8 +303,8 @@ class SQLiteState:
     def _counts(conn: sqlite3.Connection, namespace: str, features: Sequence[str]) -> LinkCounts:
         found = {f: (gp, gn, p or 0.0, n or 0.0)
                  for f, gp, gn, p, n in conn.execute(_READ_LINKS, (namespace, _json(features)))}
-        zero = (0.0, 0.0, 0.0, 0.0)
-        arr = np.array([found.get(f, zero) for f in features], dtype=np.float64).reshape(-1, 4)
+        arr = np.array(list(map(found.get, features, itertools.repeat((0.0, 0.0, 0.0, 0.0)))),
+                       dtype=np.float64).reshape(-1, 4)
         return LinkCounts(arr[:, 2].copy(), arr[:, 3].copy(), arr[:, 0].copy(), arr[:, 1].copy())
 
     @staticmethod
@@ -307,8 +313,8 @@ class SQLiteState:
             _READ_DOCS, (namespace, _json(ids)))}
         if not found:
             return DocStats(np.full(len(ids), math.nan), np.zeros(len(ids)))
-        never = (math.nan, 0.0)
-        rows = np.array([found.get(i, never) for i in ids], dtype=np.float64).reshape(-1, 2)
+        rows = np.array(list(map(found.get, ids, itertools.repeat((math.nan, 0.0)))),
+                        dtype=np.float64).reshape(-1, 2)
         return DocStats(rows[:, 0].copy(), rows[:, 1].copy())
 
     def read_links(self, namespace: str, features: Sequence[str]) -> LinkCounts:
