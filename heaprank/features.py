@@ -269,6 +269,8 @@ class FeatureSpace:
         self._expanded: dict[tuple[object, ...], tuple[str, ...]] = {}
         self._slot_ids: dict[tuple[str, ...], int] = {}
         self._queries: dict[tuple[object, ...], tuple[str, frozenset[str], frozenset[str], bool]] = {}
+        #: Bumped whenever row and feature ids are reset: what was keyed by them is stale.
+        self.generation = 0
 
     def clear(self) -> None:
         """Drop every cached shape, row and query reading (``forget_namespace`` calls this:
@@ -438,6 +440,7 @@ class FeatureSpace:
         return row
 
     def _reset_rows(self) -> None:
+        self.generation += 1  # row and feature ids are about to be reused
         self.names.clear()
         self._ids.clear()
         self._rows.clear()

@@ -74,6 +74,8 @@ class Link:
 #: Config fields that shape what feedback learns; a per-call config may not change them (the
 #: feedback for that recall would otherwise learn under other settings than the ranking used).
 LEARNING_FIELDS = ("prior", "em_credit", "reject_discount", "doc_features", "tag_slots")
+#: Distinct-row sets whose links a reranker keeps between feedbacks (see Reranker._row_links).
+ROW_CACHE_ENTRIES = 1_024
 #: What an impression stores per shown item, for tuning and replay.
 IMPRESSION_SIGNALS = ("relevance", "age_days", "importance", "usefulness", "rules")
 
@@ -128,6 +130,10 @@ class Reranker:
         self._space = FeatureSpace(max_bytes=feature_cache_bytes,
                                    prefix_chars=self.config.feature_prefix_chars)
         self.state: StateBackend = open_state(state)
+        # (namespace, feature-space generation, distinct rows) -> (state version, matrix,
+        # posterior means, usefulness): see _row_links
+        self._row_cache: dict[tuple[str, int, bytes], tuple[int, np.ndarray, np.ndarray,
+                                                            np.ndarray]] = {}
 
     def __repr__(self) -> str:
         return f"Reranker(state={self.state!r})"
@@ -193,24 +199,10 @@ class Reranker:
         info = self._space.query(query, self.classify)
         # Work on the distinct rows: candidates share a few dozen shapes at most.
         urows, row_of = self._feature_rows(info, batch, cfg)
-        matrix = self._space.matrix(urows)
-        vocab, where = np.unique(matrix, return_inverse=True)
-        names = self._space.names
-        state_flag: tuple[str, ...] = ()
-        try:
-            counts, docs = self.state.read(namespace, list(map(names.__getitem__,
-                                                               vocab.tolist())), batch.ids)
-        except StateUnavailableError as exc:
-            if self.strict:
-                raise
-            logger.warning("heaprank: state unavailable, ranking on the retriever and the "
-                           "priors: %s", exc)
-            counts, docs = _no_state(len(vocab), len(batch))
-            state_flag = ("state unavailable: priors only, not tracked",)
+        matrix, row_p, row_use, docs, state_flag = self._row_links(namespace, urows, batch.ids)
+        if state_flag:
             track = False
-        alpha, beta = linkmath.posterior(counts, cfg.prior)
-        row_p = linkmath.posterior_mean(alpha, beta)[where.reshape(matrix.shape)]
-        use = linkmath.noisy_or(row_p)[row_of]
+        use = row_use[row_of]
         last = np.fmax(np.fmax(docs.last_used, batch.last_used), batch.created_at)
         age = when - last
         rel = sig.relevance(batch.scores, kind=cfg.score_kind, floor=cfg.relevance_floor,
@@ -253,6 +245,47 @@ class Reranker:
                        items=items, order_ids=tuple(map(batch.ids.__getitem__, order.tolist())),
                        log_scores=log_score[order], log_terms=log_terms[order],
                        signal_names=SIGNALS, log_rules=log_rules[order], dropped=dropped)
+
+    def _row_links(self, namespace: str, urows: np.ndarray, ids: Sequence[str]
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, DocStats, tuple[str, ...]]:
+        """``(matrix, p, usefulness, docs, flag)`` of the distinct feature rows ``urows``: their
+        feature ids, each link's posterior mean, each row's noisy-OR, the documents' stats, and
+        the EXPLAIN flag when the state could not be read.
+
+        A state with a ``version`` (the memory backend: bumped by every change of its link
+        counts) lets the links part be reused while the version stands: reranks between two
+        feedbacks read the documents only.
+        """
+        version = getattr(self.state, "version", None)
+        key = (namespace, self._space.generation, urows.tobytes())
+        hit = self._row_cache.get(key) if version is not None else None
+        if hit is not None and hit[0] == version:
+            read_docs = getattr(self.state, "read_docs", None)
+            docs = read_docs(namespace, ids) if read_docs is not None else \
+                self.state.read(namespace, (), ids)[1]
+            return hit[1], hit[2], hit[3], docs, ()
+        matrix = self._space.matrix(urows)
+        vocab, where = np.unique(matrix, return_inverse=True)
+        names = self._space.names
+        flag: tuple[str, ...] = ()
+        try:
+            counts, docs = self.state.read(namespace, list(map(names.__getitem__,
+                                                               vocab.tolist())), ids)
+        except StateUnavailableError as exc:
+            if self.strict:
+                raise
+            logger.warning("heaprank: state unavailable, ranking on the retriever and the "
+                           "priors: %s", exc)
+            counts, docs = _no_state(len(vocab), len(ids))
+            flag = ("state unavailable: priors only, not tracked",)
+        alpha, beta = linkmath.posterior(counts, self.config.prior)
+        row_p = linkmath.posterior_mean(alpha, beta)[where.reshape(matrix.shape)]
+        row_use = linkmath.noisy_or(row_p)
+        if version is not None and not flag:
+            if len(self._row_cache) >= ROW_CACHE_ENTRIES:
+                self._row_cache.clear()
+            self._row_cache[key] = (version, matrix, row_p, row_use)
+        return matrix, row_p, row_use, docs, flag
 
     def _track(self, impression: Impression) -> str:
         """Write a rerank's impression; with an unreachable state (and not strict) the ranking
@@ -539,6 +572,7 @@ class Reranker:
         pool). This process's feature cache is cleared too."""
         self.state.forget_namespace(check_namespace(namespace), scrub_global=scrub_global)
         self._space.clear()
+        self._row_cache.clear()
 
     def stats(self) -> dict[str, int]:
         return self.state.stats()

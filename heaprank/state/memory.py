@@ -95,6 +95,9 @@ class MemoryState:
         self._puts = 0
         self._feedbacks = 0
         self._rows: dict[tuple[str, ...], list[int]] = {}  # feature row -> its feature ids
+        #: Bumped by every change of the link counts: a reader may keep what it derived from
+        #: them while the version stands (Reranker does, per set of feature rows).
+        self.version = 0
         # What the latest impressions showed, as written: feedback follows a rerank closely,
         # and reads them without decoding (bounded; dropped at feedback and when forgotten).
         self._shown: dict[str, _Shown] = {}
@@ -163,6 +166,7 @@ class MemoryState:
 
     def _add(self, ns: _Namespace, idx: np.ndarray, dpos: np.ndarray, dneg: np.ndarray) -> None:
         """Add evidence to a namespace and the pool; ``idx`` holds distinct feature ids."""
+        self.version += 1
         self._gpos[idx] += dpos
         self._gneg[idx] += dneg
         at = np.searchsorted(ns.fids, idx)
@@ -324,6 +328,7 @@ class MemoryState:
 
     def forget_namespace(self, namespace: str, *, scrub_global: bool = True) -> None:
         with self._lock:
+            self.version += 1
             self._rows.clear()  # its feature names, and ids that are about to be reused
             ns = self._ns.pop(namespace, None)
             if ns is not None:

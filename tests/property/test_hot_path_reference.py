@@ -123,3 +123,22 @@ def test_feature_rows_name_the_reference_features(cands, query, doc_features, ta
                                           ("prev:none", "next:none"))
             assert space.names_of(row) == expected
         assert len(set(of.tolist())) == len(distinct)
+
+
+@given(candidate_lists(min_size=2, max_size=8, scored=None), queries,
+       st.lists(st.lists(st.integers(0, 7), max_size=2), min_size=1, max_size=4))
+def test_links_kept_between_feedbacks_follow_every_feedback(cands, query, steps):
+    """A reranker keeps its links between feedbacks (memory backend): after each feedback it
+    ranks exactly as a reranker that never kept any, on the same state."""
+    rr = Reranker()
+    for used in steps:
+        for _ in range(2):  # the second rerank is served from what the first kept
+            kept = rr.rerank(query, cands, namespace="ns", k=len(cands), now=NOW)
+            fresh = Reranker(rr.state).rerank(query, cands, namespace="ns", k=len(cands),
+                                              now=NOW, track=False)
+            assert [(r.id, r.score, r.explain()) for r in kept] == \
+                [(r.id, r.score, r.explain()) for r in fresh]
+        rr.feedback(kept.recall_id, used=[kept.ids[u] for u in used if u < len(kept)],
+                    now=NOW)
+    rr.forget_namespace("ns")
+    assert not rr._row_cache
