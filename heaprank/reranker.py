@@ -132,7 +132,7 @@ class Reranker:
         self.state: StateBackend = open_state(state)
         # (namespace, feature-space generation, distinct rows) -> (state version, matrix,
         # posterior means, usefulness): see _row_links
-        self._row_cache: dict[tuple[str, int, bytes], tuple[int, np.ndarray, np.ndarray,
+        self._row_cache: dict[tuple[str, int, bytes], tuple[object, np.ndarray, np.ndarray,
                                                             np.ndarray]] = {}
 
     def __repr__(self) -> str:
@@ -252,11 +252,14 @@ class Reranker:
         feature ids, each link's posterior mean, each row's noisy-OR, the documents' stats, and
         the EXPLAIN flag when the state could not be read.
 
-        A state with a ``version`` (the memory backend: bumped by every change of its link
-        counts) lets the links part be reused while the version stands: reranks between two
-        feedbacks read the documents only.
+        A state with a ``version`` (memory: bumped by every change of its link counts;
+        SQLite: also changed by any other connection's commit) lets the links part be reused
+        while the version stands: reranks between two feedbacks read the documents only.
         """
-        version = getattr(self.state, "version", None)
+        try:
+            version = getattr(self.state, "version", None)
+        except StateUnavailableError:
+            version = None  # the read below reports it
         key = (namespace, self._space.generation, urows.tobytes())
         hit = self._row_cache.get(key) if version is not None else None
         if hit is not None and hit[0] == version:

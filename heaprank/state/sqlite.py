@@ -124,6 +124,8 @@ class SQLiteState:
         self._conn: sqlite3.Connection | None = None
         self._sync = ""
         self._puts = 0
+        self._connections = 0  # connections opened (one more after a fork)
+        self._link_writes = 0  # this object's commits that may change link counts
         self._connect()
 
     def __repr__(self) -> str:
@@ -166,7 +168,21 @@ class SQLiteState:
         except sqlite3.DatabaseError as exc:
             raise StateError(f"cannot open SQLite state at {self.path!r}: {exc}") from None
         self._conn, self._pid = conn, os.getpid()
+        self._connections += 1
         return conn
+
+    @property
+    def version(self) -> tuple[int, int, int]:
+        """Changes whenever the link counts may have changed: a commit by another connection
+        (``PRAGMA data_version``, any process) or a feedback or forget through this one. A
+        reader may keep what it derived from the counts while the version stands."""
+        with self._lock:
+            conn = self._connect()
+            try:
+                changed_elsewhere = conn.execute("PRAGMA data_version").fetchone()[0]
+            except sqlite3.DatabaseError as exc:
+                raise StateError(f"SQLite state {self.path!r}: {exc}") from None
+            return self._connections, int(changed_elsewhere), self._link_writes
 
     def _meta(self, conn: sqlite3.Connection) -> dict[str, str] | None:
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
@@ -397,6 +413,7 @@ class SQLiteState:
 
     def apply_feedback(self, batch: FeedbackBatch, credit: CreditFn) -> FeedbackOutcome:
         with self._write() as conn:
+            self._link_writes += 1
             return self._feedback(conn, batch, credit)
 
     def apply_feedback_many(self, batches: Sequence[FeedbackBatch],
@@ -409,6 +426,7 @@ class SQLiteState:
         """
         out: list[FeedbackOutcome | FeedbackError] = []
         with self._write() as conn:
+            self._link_writes += 1
             for batch in batches:
                 conn.execute("SAVEPOINT one_feedback")
                 try:
@@ -492,6 +510,7 @@ class SQLiteState:
 
     def forget_namespace(self, namespace: str, *, scrub_global: bool = True) -> None:
         with self._write() as conn:
+            self._link_writes += 1
             row = conn.execute("SELECT id FROM namespaces WHERE name = ?", (namespace,)).fetchone()
             if row is None:
                 return
@@ -568,6 +587,7 @@ class SQLiteState:
         """Write a whole state (from :func:`heaprank.state.copy.export_state`) into this empty one."""
         holders = dump.holders()
         with self._write() as conn:
+            self._link_writes += 1
             if conn.execute("SELECT (SELECT COUNT(*) FROM features) + "
                             "(SELECT COUNT(*) FROM impressions)").fetchone()[0]:
                 raise StateError(f"SQLite state {self.path!r} is not empty")

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import uuid
 
 import numpy as np
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from heaprank import Config, Reranker, Weights
+from heaprank import Config, Reranker, SQLiteState, Weights
 from heaprank.candidates import coerce_candidates
 from heaprank.features import FeatureSpace, analyze_query, retrieval_features, shape_of
 from tests.strategies import NOW, candidate_lists, queries
@@ -125,12 +127,24 @@ def test_feature_rows_name_the_reference_features(cands, query, doc_features, ta
         assert len(set(of.tolist())) == len(distinct)
 
 
+@pytest.fixture(scope="module")
+def db_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("kept")
+
+
 @given(candidate_lists(min_size=2, max_size=8, scored=None), queries,
-       st.lists(st.lists(st.integers(0, 7), max_size=2), min_size=1, max_size=4))
-def test_links_kept_between_feedbacks_follow_every_feedback(cands, query, steps):
-    """A reranker keeps its links between feedbacks (memory backend): after each feedback it
-    ranks exactly as a reranker that never kept any, on the same state."""
-    rr = Reranker()
+       st.lists(st.lists(st.integers(0, 7), max_size=2), min_size=1, max_size=4),
+       st.sampled_from(["memory", "sqlite", "sqlite, feedback through another connection"]))
+def test_links_kept_between_feedbacks_follow_every_feedback(db_dir, cands, query, steps, kind):
+    """A reranker keeps its links between feedbacks (on a state with a version): after each
+    feedback, through it or through another connection to the same file, it ranks exactly as
+    a reranker that never kept any, on the same state."""
+    if kind == "memory":
+        rr = writer = Reranker()
+    else:
+        path = db_dir / f"{uuid.uuid4().hex}.db"
+        rr = Reranker(SQLiteState(path))
+        writer = rr if kind == "sqlite" else Reranker(SQLiteState(path))
     for used in steps:
         for _ in range(2):  # the second rerank is served from what the first kept
             kept = rr.rerank(query, cands, namespace="ns", k=len(cands), now=NOW)
@@ -138,7 +152,9 @@ def test_links_kept_between_feedbacks_follow_every_feedback(cands, query, steps)
                                               now=NOW, track=False)
             assert [(r.id, r.score, r.explain()) for r in kept] == \
                 [(r.id, r.score, r.explain()) for r in fresh]
-        rr.feedback(kept.recall_id, used=[kept.ids[u] for u in used if u < len(kept)],
-                    now=NOW)
+        writer.feedback(kept.recall_id, used=[kept.ids[u] for u in used if u < len(kept)],
+                        now=NOW)
     rr.forget_namespace("ns")
     assert not rr._row_cache
+    rr.close()
+    writer.close()
