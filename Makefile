@@ -18,7 +18,7 @@ $(VENV)/.core: $(BIN)/python pyproject.toml
 # Everything the tests need: dev tools, redis, and the benchmarks' requirements for tests/bench
 # (torch 2.13.0 is pinned there so pip takes the local CPU build).
 $(VENV)/.test: $(BIN)/python pyproject.toml benchmarks/requirements.txt
-	$(PIP) install --quiet -e ".[dev,redis]" -r benchmarks/requirements.txt
+	$(PIP) install --quiet -e ".[dev,redis,plot]" -r benchmarks/requirements.txt
 	touch $@ $(VENV)/.core
 
 # The LangChain and LlamaIndex packages (editable), their test deps, and what their examples need

@@ -25,6 +25,10 @@ BENCHMARKS = {
     "footprint": ("benchmarks.footprint", "state bytes per feedback and per link; caller texts"),
     "backends": ("benchmarks.backends", "memory, SQLite, Redis and Redis Cluster with concurrent "
                  "clients"),
+    "exploration": ("benchmarks.exploration", "exploration's MRR cost and what it recovers "
+                    "from feedback biased toward the top (LoCoMo development conversations)"),
+    "locomo-sequential": ("benchmarks.locomo_sequential",
+                          "LoCoMo questions asked over time: per-document learning (co-use, doc:)"),
     "locomo-langchain": ("benchmarks.locomo_langchain",
                          "LoCoMo end to end through langchain-heaprank (dense candidates, oracle)"),
 }

@@ -298,8 +298,8 @@ def run(args: argparse.Namespace) -> int:
                 rows.put(f"{main}_30d", fq, runner.evaluate(rr, fq, offset_days=30.0))
             if "ablations" in groups:
                 for signal in SIGNALS:
-                    if signal == "recency":
-                        continue  # the diagnostics row f"{main}_norecency"
+                    if signal == "recency" or getattr(default.weights, signal) == 0:
+                        continue  # the diagnostics row f"{main}_norecency"; off already
                     cfg = default.with_weights(**{signal: 0.0})
                     key = f"abl_no_{signal}"
                     rows.add(key, f"ablation: {signal} off ({mode})", "ablations", "heaprank",

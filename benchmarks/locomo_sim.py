@@ -50,8 +50,8 @@ GRID_RECENCY = (0.0, 0.25, 0.5, 1.0)
 
 def grid_points() -> list[dict[str, float]]:
     """Grid points, the ones nearest the defaults first (ties in training MRR go to them)."""
-    points = [{"relevance": 1.0, "recency": r, "importance": 1.0, "usefulness": u}
-              for u, r in itertools.product(GRID_USEFULNESS, GRID_RECENCY)]
+    points = [{"relevance": 1.0, "recency": r, "importance": 1.0, "usefulness": u,
+               "reinforcement": 0.0} for u, r in itertools.product(GRID_USEFULNESS, GRID_RECENCY)]
     return sorted(points, key=lambda w: (abs(math.log2(w["usefulness"] + 0.25) - math.log2(1.25))
                                          + abs(w["recency"] - 1.0), w["usefulness"], w["recency"]))
 
@@ -236,7 +236,10 @@ class HeaprankRunner:
         """Per question ``(input positions, log signals, is_evidence)`` in ranked order, from
         one rerank with all weights 1 (``rr``'s config otherwise); ``None`` without candidates."""
         prep = self.prep
-        ones = Weights(**{name: 1.0 for name in SIGNALS})  # the defaults need not be all 1
+        # The defaults need not be all 1. Association keeps its weight: its factor hangs on the
+        # base score, so the grid (over the other exponents) takes its term as it is.
+        ones = Weights(**{name: 1.0 for name in SIGNALS if name != "association"},
+                       association=rr.config.weights.association)
         if rr.config.weights != ones:
             rr = rr.with_config(weights=ones)
         out: list[tuple[np.ndarray, np.ndarray, np.ndarray] | None] = []
@@ -265,7 +268,7 @@ class HeaprankRunner:
         Recomputes heaprank's order exactly: ``sum_i w_i log s_i`` (a weight-0 term is 0), ties
         by relevance then input position (the tests check it against real reranks).
         """
-        W = np.array([[w[s] for s in SIGNALS] for w in weights], dtype=np.float64)
+        W = np.array([[w.get(s, 1.0) for s in SIGNALS] for w in weights], dtype=np.float64)
         rel = SIGNALS.index("relevance")
         out = np.zeros((len(tables), len(weights)))
         for i, table in enumerate(tables):

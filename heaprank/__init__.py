@@ -5,6 +5,7 @@ every position, and learns from which items the answer used.
 """
 
 from ._version import __version__
+from .assoc import CoUse
 from .candidates import Candidate
 from .config import Config, Weights
 from .errors import (
@@ -25,6 +26,7 @@ from .state import MemoryState, SQLiteState, StateBackend
 
 __all__ = [
     "Candidate",
+    "CoUse",
     "Config",
     "ConfigError",
     "FeedbackError",

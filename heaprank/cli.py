@@ -1,4 +1,4 @@
-"""``heaprank`` command line: demo, links, explain, stats, state copy.
+"""``heaprank`` command line: demo, links, explain, stats, forget, tune, replay, plot, state copy.
 
 A mistake in what the user typed or pointed at (a missing file, bad JSON, a candidate of the wrong
 type, an unknown state URL, a bad ``--now``) ends the command with one line on stderr, starting
@@ -22,6 +22,8 @@ from .errors import HeapRankError
 from .state import sqlite_path
 
 DEFAULT_STATE = "sqlite:///heaprank.db"
+DEFAULT_CONFIG = "heaprank-config.json"
+DAY_S = 86_400.0
 MEMORY_STATE = "memory://"
 
 
@@ -217,6 +219,136 @@ def _cmd_state_copy(args: argparse.Namespace) -> int:
     return 0
 
 
+def _policy(args: argparse.Namespace) -> Any:
+    """The retention policy a ``--policy`` file holds, or the built-in defaults."""
+    from .retention import PolicySet, load_policy
+
+    return load_policy(args.policy) if args.policy else PolicySet()
+
+
+def _cmd_forget(args: argparse.Namespace) -> int:
+    from .reranker import Reranker
+
+    if not args.preview:
+        raise UsageError("forget: only --preview is available: heaprank never deletes your "
+                         "documents (drop forgotten ones from rankings with "
+                         "Config(drop_forgotten=True))")
+    policies = _policy(args)
+    with Reranker(_state_url(args)) as rr:
+        report = rr.forget_candidates(args.namespace, now=_now(args.now), policy=policies)
+    if args.json:
+        _print_json(report.to_dict())
+        return 0
+    settings = ", ".join(f"{k} {v:g}" if not isinstance(v, bool) else f"{k} {str(v).lower()}"
+                         for k, v in report.policy.to_dict().items())
+    print(f"namespace {report.namespace!r}: {report.count} of {report.checked} used documents "
+          f"forgotten ({settings})")
+    rows = report.ids[:args.limit] if args.limit else report.ids
+    if rows:
+        width = max(len(i) for i in rows)
+        print(f"{'id':<{width}}  retention  idle days")
+        for doc_id, r, idle in zip(rows, report.retention, report.idle_days):
+            print(f"{doc_id:<{width}}  {r:9.4f}  {idle:9.1f}")
+        if len(rows) < report.count:
+            print(f"... {report.count - len(rows)} more (--limit 0 shows all)")
+    print("preview only: nothing was deleted")
+    return 0
+
+
+def _config(args: argparse.Namespace) -> Any:
+    """The config of ``--config FILE``, else the defaults."""
+    from .config import Config, load_config
+
+    return load_config(args.config) if args.config else Config()
+
+
+def _print_fit(fit: Any, start: Any) -> None:
+    who = "pooled (all namespaces)" if fit.namespace is None else f"namespace {fit.namespace!r}"
+    print(f"{who}: {fit.impressions} usable impressions ({fit.choices} used items), "
+          f"{fit.heldout_impressions} held out")
+    if fit.fitted is not None:
+        rows = [(n, getattr(start.weights, n), getattr(fit.fitted, n), *fit.intervals[n])
+                for n in fit.intervals if n != "half_life_s"]
+        if "half_life_s" in fit.intervals:  # shown in days
+            low, high = fit.intervals["half_life_s"]
+            rows.append(("half-life d", start.half_life_s / DAY_S,
+                         fit.fitted_half_life_s / DAY_S, low / DAY_S, high / DAY_S))
+        print(f"  {'weight':<12} {'current':>8} {'fitted':>8}   90% interval")
+        for name, before, after, low, high in rows:
+            print(f"  {name:<12} {before:8.3f} {after:8.3f}   {low:.3f}-{high:.3f}")
+    if fit.heldout_loglik_before is not None:
+        print(f"  held-out log-likelihood per choice {fit.heldout_loglik_before:.4f} -> "
+              f"{fit.heldout_loglik_after:.4f}; MRR {fit.heldout_mrr_before:.4f} -> "
+              f"{fit.heldout_mrr_after:.4f}")
+    print(f"  {'moved' if fit.moved else 'not moved'}: {fit.reason}")
+
+
+def _cmd_tune(args: argparse.Namespace) -> int:
+    from .config import save_config
+    from .reranker import Reranker
+
+    if args.out and not args.apply:
+        raise UsageError("--out: names the config file --apply writes; add --apply")
+    with Reranker(_state_url(args), config=_config(args)) as rr:
+        result = rr.tune(args.namespace, fit_half_life=args.fit_half_life,
+                         min_impressions=args.min_impressions)
+    out = args.out or args.config or DEFAULT_CONFIG
+    written = bool(args.apply and result.moved)
+    if written:
+        save_config(result.config, out)
+    if args.json:
+        _print_json({**result.to_dict(), "written": out if written else None})
+        return 0
+    for fit in (result.pooled, *result.namespaces.values()):
+        _print_fit(fit, result.start)
+    print("skipped impressions: " + ", ".join(f"{k} {v}" for k, v in result.skipped.items()))
+    if written:
+        print(f"wrote the tuned config to {out} (load it with --config {out})")
+    elif args.apply:
+        print("nothing written: the chosen fit did not move")
+    return 0
+
+
+def _cmd_replay(args: argparse.Namespace) -> int:
+    from .state import open_state
+    from .tuning import replay
+
+    config = _config(args)
+    namespace = None if args.namespace == "*" else args.namespace
+    state = open_state(_state_url(args))
+    try:
+        result = replay(state.feedback_log(namespace), config)
+    finally:
+        state.close()
+    if args.json:
+        _print_json(result.to_dict())
+        return 0
+    print(f"{result.impressions} usable impressions ({result.choices} used items); skipped: "
+          + ", ".join(f"{k} {v}" for k, v in result.skipped.items()))
+    if result.mrr is None:
+        return 0
+    ks = list(result.used_at)
+    print(f"{'order':<8} {'MRR':>7}" + "".join(f" {'used@' + str(k):>7}" for k in ks))
+    for name, mrr, used_at in (("config", result.mrr, result.used_at),
+                               ("logged", result.logged_mrr, result.logged_used_at)):
+        print(f"{name:<8} {mrr:7.4f}" + "".join(f" {used_at[k]:7.4f}" for k in ks))
+    return 0
+
+
+def _cmd_plot(args: argparse.Namespace) -> int:
+    from .plots import PLOTS
+    from .reranker import Reranker
+
+    entry = PLOTS[args.plot]
+    # A plot of a policy alone reads a state only when one is named.
+    url = _state_url(args) if entry.reads_state or args.state else MEMORY_STATE
+    with Reranker(url, config=_config(args)) as rr:
+        entry.draw(args, rr)
+    if not getattr(args, "json", False):  # --json: the plot printed its values as JSON
+        print(f"wrote {args.out}")
+    return 0
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="heaprank", description=(
         "Re-rank retrieved candidates by relevance, recency, importance and learned usefulness."))
@@ -255,6 +387,47 @@ def _parser() -> argparse.ArgumentParser:
     explain.add_argument("--now", help="current time (epoch seconds or ISO 8601)")
 
     command("stats", "counts of what the state holds", _cmd_stats, existing)
+
+    forget = command("forget", "report the documents a retention policy counts as forgotten "
+                     "(nothing is deleted)", _cmd_forget, existing)
+    forget.add_argument("--policy", help="TOML or JSON retention policy file (default: the "
+                        "built-in policy)")
+    forget.add_argument("--namespace", required=True, help="the namespace to examine")
+    forget.add_argument("--preview", action="store_true",
+                        help="print what would be forgotten (the only mode: nothing is deleted)")
+    forget.add_argument("--now", help="current time (epoch seconds or ISO 8601)")
+    forget.add_argument("--limit", type=_non_negative_int, default=50, help="ids to list (0: all)")
+
+    config_help = "config file (JSON, or TOML on Python 3.11+); default: the built-in defaults"
+    tune = command("tune", "fit the weights to the impression log (reads the state, never "
+                   "writes it; --apply writes a config file)", _cmd_tune, existing)
+    tune.add_argument("--namespace", help="also fit this namespace (shrunk toward the pooled "
+                      "fit; its fit is the one applied), or * for every namespace")
+    tune.add_argument("--config", help=config_help + " (the weights tuning starts from)")
+    tune.add_argument("--apply", action="store_true", help="write the tuned config if it moved")
+    tune.add_argument("--out", help=f"the file --apply writes (default: --config, else "
+                      f"{DEFAULT_CONFIG})")
+    tune.add_argument("--fit-half-life", action="store_true", help="fit the recency half-life too")
+    tune.add_argument("--min-impressions", type=_non_negative_int, default=50,
+                      help="a fit needs this many usable impressions (default 50)")
+
+    replay = command("replay", "re-order the logged impressions under a config: MRR and used@k "
+                     "(reads the state, never writes it)", _cmd_replay, existing)
+    replay.add_argument("--config", help=config_help)
+    replay.add_argument("--namespace", default="*", help="a namespace, or * for all")
+
+    from .plots import PLOTS
+
+    plot = sub.add_parser("plot", help="draw a PNG (needs heaprank[plot])",
+                          description="draw a PNG (needs heaprank[plot])")
+    plot_sub = plot.add_subparsers(dest="plot", required=True)
+    for name, entry in PLOTS.items():
+        p = plot_sub.add_parser(name, help=entry.help, description=entry.help)
+        p.add_argument("--state", help=existing)
+        p.add_argument("--config", help=config_help)
+        p.add_argument("--out", required=True, help="the image file to write (FILE.png)")
+        entry.add_arguments(p)
+        p.set_defaults(func=_cmd_plot)
 
     state = sub.add_parser("state", help="manage states", description="manage states")
     state_sub = state.add_subparsers(dest="state_command", required=True)

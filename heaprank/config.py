@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import json
 import math
+import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import MISSING, dataclass, field, fields, is_dataclass, replace
+from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
+from .assoc import CoUse
 from .errors import ConfigError
 from .links import Prior
+
+if TYPE_CHECKING:
+    from .retention import PolicySet, RetentionPolicy
 
 DAY_S = 86_400.0
 
@@ -19,7 +26,9 @@ DEFAULT_KIND_IMPORTANCE: Mapping[str, float] = MappingProxyType({
     "insight": 1.2, "fact": 1.0, "note": 1.0, "episode": 0.8, "tool_result": 0.6,
 })
 
-SIGNALS = ("relevance", "recency", "importance", "usefulness")
+SIGNALS = ("relevance", "recency", "importance", "usefulness", "reinforcement", "association")
+
+RECENCY_KERNELS = ("exponential", "ebbinghaus")
 
 
 def _check_nonneg(name: str, value: float) -> None:
@@ -31,12 +40,18 @@ def _check_nonneg(name: str, value: float) -> None:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Weights:
-    """Exponents of the log-linear score ``prod_i signal_i ** w_i``; 0 switches a signal off."""
+    """Exponents of the log-linear score ``prod_i signal_i ** w_i``; 0 switches a signal off.
+
+    ``reinforcement`` (HEBBS, from each document's use count) is off by default.
+    ``association`` (co-use spreading, off by default) needs ``Config(co_use=CoUse(...))``.
+    """
 
     relevance: float = 1.0
     recency: float = 1.0
     importance: float = 1.0
     usefulness: float = 1.5
+    reinforcement: float = 0.0
+    association: float = 0.0
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -71,6 +86,25 @@ class Config:
         feature_prefix_chars: Only this many leading characters of a text are featurised, so
             a candidate's cost does not grow with its size (the length bucket tops out far
             below it).
+        reinforcement_cap: Use count at which the reinforcement signal stops growing (it is
+            ``1 + log2(1 + min(uses, cap)) / log2(1 + cap)``, in [1, 2]).
+        recency_kernel: ``"exponential"``: ``2 ** (-age / half_life_s)``; ``"ebbinghaus"``: the
+            retention ``exp(-idle_days / S)`` of the namespace's retention policy, ``S``
+            lengthened by importance and use count. Both are lifted by ``recency_floor``.
+        retention_policy: The forget policy: ``None`` (built-in defaults), a
+            :class:`~heaprank.retention.RetentionPolicy` or
+            :class:`~heaprank.retention.PolicySet` (a mapping in the policy file's form, as
+            config files hold it, becomes one), or the path of a TOML or JSON policy file
+            (re-read when it changes).
+        drop_forgotten: Drop candidates the retention policy counts as forgotten from rankings
+            (the ``forgotten`` rule, multiplier 0).
+        exploration_rate: Share of reranks that explore: usefulness comes from a Thompson
+            sample of each link's Beta posterior instead of its mean (0: never).
+        exploration_seed: Seed of the reranker's exploration draws (read when the reranker is
+            built; ``None``: fresh entropy).
+        co_use: Learn co-use edges between documents used together, and spread activation
+            along them when ``weights.association > 0`` (:class:`~heaprank.CoUse`); ``None``
+            (the default) stores no edges.
     """
 
     weights: Weights = field(default_factory=Weights)
@@ -89,10 +123,22 @@ class Config:
     on_invalid: Literal["raise", "neutral"] = "raise"
     future_tolerance_s: float = 300.0
     feature_prefix_chars: int = 2000
+    reinforcement_cap: float = 100.0
+    recency_kernel: Literal["exponential", "ebbinghaus"] = "exponential"
+    retention_policy: str | os.PathLike[str] | PolicySet | RetentionPolicy | None = None
+    drop_forgotten: bool = False
+    exploration_rate: float = 0.0
+    exploration_seed: int | None = None
+    co_use: CoUse | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.weights, Weights):
             raise ConfigError(f"weights: expected Weights, got {type(self.weights).__name__}")
+        if self.co_use is not None and not isinstance(self.co_use, CoUse):
+            raise ConfigError(f"co_use: expected CoUse or None, got {type(self.co_use).__name__}")
+        if self.weights.association > 0 and self.co_use is None:
+            raise ConfigError("weights.association: > 0 needs co_use=CoUse(...): without it no "
+                              "co-use edges are learned or read")
         if not isinstance(self.prior, Prior):
             raise ConfigError(f"prior: expected Prior, got {type(self.prior).__name__}")
         if self.score_kind not in ("similarity", "distance"):
@@ -127,6 +173,36 @@ class Config:
             raise ConfigError("tag_slots: expected a tuple of tag names")
         object.__setattr__(self, "tag_slots", tuple(self.tag_slots))
         object.__setattr__(self, "kind_importance", MappingProxyType(dict(self.kind_importance)))
+        self._check_seed_signals()
+
+    def _check_seed_signals(self) -> None:
+        from .retention import PolicySet, RetentionPolicy  # retention reads DAY_S from here
+
+        _check_nonneg("reinforcement_cap", self.reinforcement_cap)
+        if self.reinforcement_cap < 1:
+            raise ConfigError(f"reinforcement_cap: must be >= 1, got {self.reinforcement_cap!r}")
+        if self.recency_kernel not in RECENCY_KERNELS:
+            raise ConfigError(f"recency_kernel: expected 'exponential' or 'ebbinghaus', got "
+                              f"{self.recency_kernel!r}")
+        policy = self.retention_policy
+        if isinstance(policy, Mapping):  # a policy written inline, as to_dict writes it
+            from .retention import parse_policy
+
+            policy = parse_policy(policy, "retention_policy")
+            object.__setattr__(self, "retention_policy", policy)
+        if not (policy is None or isinstance(policy, (str, os.PathLike, PolicySet,
+                                                      RetentionPolicy))):
+            raise ConfigError(f"retention_policy: expected a file path, a RetentionPolicy or a "
+                              f"PolicySet, got {type(policy).__name__}")
+        if not isinstance(self.drop_forgotten, bool):
+            raise ConfigError(f"drop_forgotten: expected a bool, got "
+                              f"{type(self.drop_forgotten).__name__}")
+        _check_nonneg("exploration_rate", self.exploration_rate)
+        if self.exploration_rate > 1:
+            raise ConfigError(f"exploration_rate: must be in [0, 1], got {self.exploration_rate!r}")
+        seed = self.exploration_seed
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
+            raise ConfigError(f"exploration_seed: expected None or an int >= 0, got {seed!r}")
 
     def __getstate__(self) -> list[Any]:
         # A read-only mapping does not pickle: send a plain dict, freeze it again on arrival.
@@ -142,16 +218,126 @@ class Config:
         """A copy with some weights changed: ``cfg.with_weights(recency=0)``."""
         return replace(self, weights=replace(self.weights, **weights))
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Config:
+        """The config a :meth:`to_dict` mapping describes; fields left out keep their defaults.
+
+        Raises:
+            ConfigError: an unknown key, or a value of the wrong type or out of range; the
+                message names the field (``weights.usefulness``, ``prior.kappa``, ...).
+        """
+        return _from_mapping(cls, data, "config")
+
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready view (for benchmarks, logs and ``--json``)."""
+        """A JSON-ready view (for benchmarks, logs, ``--json`` and :func:`save_config`)."""
         out: dict[str, Any] = {}
         for f in fields(self):
             value = getattr(self, f.name)
-            if isinstance(value, (Weights, Prior)):
+            if isinstance(value, (Weights, Prior, CoUse)):
                 value = {g.name: getattr(value, g.name) for g in fields(value)}
+            elif isinstance(value, os.PathLike):
+                value = os.fspath(value)
+            elif hasattr(value, "to_dict"):  # a RetentionPolicy or PolicySet
+                value = value.to_dict()
             elif isinstance(value, Mapping):
                 value = dict(value)
             elif isinstance(value, tuple):
                 value = list(value)
             out[f.name] = value
         return out
+
+
+def _default_of(f: Any) -> Any:
+    return f.default if f.default is not MISSING else f.default_factory()
+
+
+#: Settings that are off (None) by default and a dataclass when on.
+_OPTIONAL_SETTINGS: dict[str, type] = {"co_use": CoUse}
+
+
+def _from_mapping(cls: Any, data: Any, where: str) -> Any:
+    """Build the dataclass ``cls`` from a mapping, checking each value's kind against the
+    field's default (nested dataclasses recursively), so a wrong type is named by its path."""
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{where}: expected a mapping of fields, got {type(data).__name__}")
+    known = {f.name: f for f in fields(cls)}
+    values: dict[str, Any] = {}
+    for key, value in data.items():
+        name = key if where == "config" else f"{where}.{key}"
+        f = known.get(key)
+        if f is None:
+            raise ConfigError(f"{name}: unknown field; expected one of {', '.join(known)}")
+        default = _default_of(f)
+        if value is None and default is None:  # an optional setting left off, as to_dict writes it
+            values[key] = None
+            continue
+        if value is None:
+            raise ConfigError(f"{name}: null is not a value; leave the field out for its default")
+        if is_dataclass(default):
+            value = _from_mapping(type(default), value, name)
+        elif default is None and key in _OPTIONAL_SETTINGS:
+            value = _from_mapping(_OPTIONAL_SETTINGS[key], value, name)
+        elif isinstance(default, bool):
+            if not isinstance(value, bool):
+                raise ConfigError(f"{name}: expected true or false, got {value!r}")
+        elif isinstance(default, (int, float)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ConfigError(f"{name}: expected a number, got {value!r}")
+        elif isinstance(default, str):
+            if not isinstance(value, str):
+                raise ConfigError(f"{name}: expected a string, got {value!r}")
+        elif isinstance(default, tuple):
+            if not isinstance(value, (list, tuple)):
+                raise ConfigError(f"{name}: expected a list, got {value!r}")
+            value = tuple(value)
+        elif isinstance(default, Mapping) and not isinstance(value, Mapping):
+            raise ConfigError(f"{name}: expected a mapping, got {value!r}")
+        values[key] = value
+    return cls(**values)
+
+
+def load_config(path: str | os.PathLike[str]) -> Config:
+    """Read a config file: JSON (what :func:`save_config` writes) or, on Python 3.11+, TOML
+    (by the ``.toml`` suffix). Fields left out keep their defaults.
+
+    Raises:
+        ConfigError: the file cannot be read or parsed, or a field is unknown or invalid (the
+            message names the file and the field).
+    """
+    where = os.fspath(path)
+    try:
+        text = Path(where).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ConfigError(f"config file {where!r}: cannot read it: {reason}") from None
+    if where.endswith(".toml"):
+        try:
+            import tomllib
+        except ImportError:  # Python 3.10
+            raise ConfigError(f"config file {where!r}: TOML needs Python 3.11+; use JSON") from None
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"config file {where!r}: not valid TOML: {exc}") from None
+    else:
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"config file {where!r}: not valid JSON: {exc.msg} at line "
+                              f"{exc.lineno} column {exc.colno}") from None
+    try:
+        return Config.from_dict(data)
+    except ConfigError as exc:
+        raise ConfigError(f"config file {where!r}: {exc}") from None
+
+
+def save_config(config: Config, path: str | os.PathLike[str]) -> None:
+    """Write ``config`` as JSON that :func:`load_config` reads back equal; the file is replaced
+    whole (written beside it, then renamed), so a reader never sees half a config."""
+    if not isinstance(config, Config):
+        raise ConfigError(f"config: expected Config, got {type(config).__name__}")
+    where = Path(os.fspath(path))
+    partial = where.with_name(f".{where.name}.{os.getpid()}.tmp")
+    partial.write_text(json.dumps(config.to_dict(), indent=2, ensure_ascii=False) + "\n",
+                       encoding="utf-8")
+    os.replace(partial, where)

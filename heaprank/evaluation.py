@@ -20,7 +20,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
@@ -34,6 +34,7 @@ from .state.base import (
     LinkCounts,
     StateBackend,
 )
+from .state.edges import EdgeRows
 
 __all__ = ["LeaveNamespaceOut"]
 
@@ -45,7 +46,8 @@ class LeaveNamespaceOut:
 
     - link evidence: ``ns``'s own counts read as zero, and the global counts are the stored global
       counts minus ``ns``'s contribution (floored at 0), i.e. the pool of every *other* namespace;
-    - document usage: every document reads as never used.
+    - document usage: every document reads as never used;
+    - co-use edges: none.
 
     Inspection (``list_links``, ``namespaces``, ``stats``) passes through to the wrapped state
     unchanged. Writes raise :class:`~heaprank.StateError`, so rank through the view with
@@ -76,12 +78,24 @@ class LeaveNamespaceOut:
         """What a rerank reads: :meth:`read_links` and :meth:`read_docs` together."""
         return self.read_links(namespace, features), self.read_docs(namespace, ids)
 
+    def read_with_edges(self, namespace: str, features: Sequence[str],
+                        ids: Sequence[str]) -> tuple[LinkCounts, DocStats, EdgeRows]:
+        """:meth:`read` and no co-use edges: they are the namespace's own history."""
+        return self.read_links(namespace, features), self.read_docs(namespace, ids), EdgeRows.empty()
+
+    def list_edges(self, namespace: str) -> list[tuple[str, str, float, float, float]]:
+        return []
+
     def put_impression(self, impression: Impression, *, feedback_id: str | None = None) -> str | None:
         raise StateError("LeaveNamespaceOut is a read-only view: rerank through it with track=False")
 
     def get_impression(self, recall_id: str) -> Impression | None:
         """Always ``None``: the view records no impressions, so it has none to return."""
         return None
+
+    def feedback_log(self, namespace: str | None = None) -> Iterator[Impression]:
+        """Empty: the log is each namespace's own history, which the view hides."""
+        return iter(())
 
     def apply_feedback(self, batch: FeedbackBatch, credit: CreditFn) -> FeedbackOutcome:
         raise StateError("LeaveNamespaceOut is a read-only view: give feedback to the wrapped state")

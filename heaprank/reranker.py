@@ -6,13 +6,16 @@ import asyncio
 import functools
 import logging
 import math
-from collections.abc import Iterable, Mapping, Sequence
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
+from . import assoc
 from . import links as linkmath
+from . import retention as ret
 from . import signals as sig
 from ._checks import MAX_NAMESPACE_CHARS, check_id, check_ids, check_namespace, check_query
 from ._time import resolve_now, to_epoch
@@ -38,6 +41,7 @@ from .rules import Rule, apply_rules
 from .state import StateBackend, open_state
 from .state.base import (
     DocStats,
+    EdgeBackend,
     FeedbackBatch,
     FeedbackItem,
     FeedbackOutcome,
@@ -45,6 +49,10 @@ from .state.base import (
     LinkCounts,
     new_recall_id,
 )
+from .state.edges import EdgeRows
+
+if TYPE_CHECKING:
+    from .tuning import TuneResult
 
 TOP_LINKS = 3
 
@@ -73,7 +81,7 @@ class Link:
 
 #: Config fields that shape what feedback learns; a per-call config may not change them (the
 #: feedback for that recall would otherwise learn under other settings than the ranking used).
-LEARNING_FIELDS = ("prior", "em_credit", "reject_discount", "doc_features", "tag_slots")
+LEARNING_FIELDS = ("prior", "em_credit", "reject_discount", "doc_features", "tag_slots", "co_use")
 #: Distinct-row sets whose links a reranker keeps between feedbacks (see Reranker._row_links).
 ROW_CACHE_ENTRIES = 1_024
 #: What an impression stores per shown item, for tuning and replay.
@@ -89,6 +97,40 @@ def _check_k(k: object) -> int:
     if k < 1:
         raise InputError(f"k: must be >= 1, got {k}")
     return int(k)
+
+
+def _associate(base_log: np.ndarray, rows: EdgeRows | None, now: float,
+               co_use: assoc.CoUse) -> assoc.Association:
+    """The association factor of each candidate from the edges read among them (``None``: the
+    state could not be read)."""
+    n = base_log.shape[0]
+    strength, count = np.zeros((n, n)), np.zeros((n, n))
+    if rows is not None and len(rows):
+        now_s = assoc.decayed_array(rows.strength, rows.count, rows.last, now, co_use)
+        live = now_s >= co_use.floor  # a pruned edge is gone even before it is deleted
+        i, j = rows.i[live], rows.j[live]
+        strength[i, j] = strength[j, i] = now_s[live]
+        count[i, j] = count[j, i] = rows.count[live]
+    return assoc.spread(base_log, strength, count, co_use)
+
+
+def _co_used_with(batch: CandidateBatch, linked: assoc.Association, i: int) -> str:
+    """EXPLAIN's note on an association factor: the seed it came from most."""
+    partner = int(linked.partner[i])
+    if linked.hops[i] == 1:
+        return f"co-used with {batch.ids[partner]} x{linked.count[i]:g}"
+    return f"co-used via {batch.ids[partner]}, {int(linked.hops[i])} hops"
+
+
+class _RowLinks(NamedTuple):
+    """What a rerank derives from the links of its distinct feature rows (one row per row)."""
+
+    matrix: np.ndarray  # feature ids
+    where: np.ndarray  # each entry's position in alpha and beta
+    alpha: np.ndarray  # posterior of each distinct feature
+    beta: np.ndarray
+    p: np.ndarray  # posterior mean of each entry
+    usefulness: np.ndarray  # noisy-OR of each row
 
 
 class Reranker:
@@ -130,10 +172,13 @@ class Reranker:
         self._space = FeatureSpace(max_bytes=feature_cache_bytes,
                                    prefix_chars=self.config.feature_prefix_chars)
         self.state: StateBackend = open_state(state)
-        # (namespace, feature-space generation, distinct rows) -> (state version, matrix,
-        # posterior means, usefulness): see _row_links
-        self._row_cache: dict[tuple[str, int, bytes], tuple[object, np.ndarray, np.ndarray,
-                                                            np.ndarray]] = {}
+        # (namespace, feature-space generation, distinct rows) -> (state version, links): see
+        # _row_links
+        self._row_cache: dict[tuple[str, int, bytes], tuple[object, _RowLinks]] = {}
+        if self.config.recency_kernel == "ebbinghaus" or self.config.drop_forgotten:
+            ret.resolve_policy(self.config.retention_policy)  # a bad policy file fails here
+        self._explore_rng = np.random.default_rng(self.config.exploration_seed)
+        self._explore_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"Reranker(state={self.state!r})"
@@ -199,10 +244,12 @@ class Reranker:
         info = self._space.query(query, self.classify)
         # Work on the distinct rows: candidates share a few dozen shapes at most.
         urows, row_of = self._feature_rows(info, batch, cfg)
-        matrix, row_p, row_use, docs, state_flag = self._row_links(namespace, urows, batch.ids)
+        co_use = cfg.co_use if cfg.weights.association > 0 else None
+        links, docs, edge_rows, state_flag = self._row_links(namespace, urows, batch.ids,
+                                                             co_use is not None)
         if state_flag:
             track = False
-        use = row_use[row_of]
+        use = links.usefulness[row_of]
         last = np.fmax(np.fmax(docs.last_used, batch.last_used), batch.created_at)
         age = when - last
         rel = sig.relevance(batch.scores, kind=cfg.score_kind, floor=cfg.relevance_floor,
@@ -210,16 +257,29 @@ class Reranker:
         if not info.has_content:
             rel = np.ones_like(rel)
         imp = sig.importance(batch, cfg.kind_importance)
-        # Columns in SIGNALS order (relevance, recency, importance, usefulness).
-        signal_matrix = np.empty((len(batch), 4))
-        signal_matrix[:, 0] = rel
-        signal_matrix[:, 1] = sig.recency(age, half_life_s=cfg.half_life_s,
-                                          floor=cfg.recency_floor)
-        signal_matrix[:, 2] = imp
-        signal_matrix[:, 3] = use
+        usage = sig.usage_signals(cfg, namespace, age, imp, docs.use_count)
+        sampled = self._explore(cfg, links.alpha, links.beta)
+        ranked_use = use if sampled is None else linkmath.noisy_or(sampled[links.where])[row_of]
+        columns = {
+            "relevance": rel,
+            "recency": usage.recency,
+            "importance": imp,
+            "usefulness": ranked_use,
+            "reinforcement": usage.reinforcement,
+            "association": 1.0,
+        }
+        signal_matrix = np.empty((len(batch), len(SIGNALS)))
+        for j, name in enumerate(SIGNALS):
+            signal_matrix[:, j] = columns[name]
         weights = np.array(cfg.weights.as_tuple())
-        mult, fired = apply_rules(batch, self.rules, cfg.superseded_multiplier, when)
+        mult, fired = apply_rules(batch, self.rules, cfg.superseded_multiplier, when,
+                                  forgotten=usage.forgotten)
         log_score, log_terms, log_rules = sig.combine(signal_matrix, weights, mult)
+        linked = None
+        if co_use is not None:  # spreads from the base score: every other signal and the rules
+            linked = _associate(log_score, edge_rows, when, co_use)
+            signal_matrix[:, SIGNALS.index("association")] = linked.factor
+            log_score, log_terms, log_rules = sig.combine(signal_matrix, weights, mult)
         kept = np.isfinite(log_score)
         # Best first; ties keep the retriever's order (relevance, then input position).
         order = np.lexsort((np.arange(len(batch)), -rel, -log_score))
@@ -227,17 +287,34 @@ class Reranker:
         top = order[:k]
         recall_id = new_recall_id()
         if track and len(top):
-            # IMPRESSION_SIGNALS of the shown items, one row each
-            stored = np.array((rel[top], age[top] / DAY_S, imp[top], use[top], mult[top])).T
+            # The mean usefulness is what was believed; an explored rerank adds its sample.
+            extra = usage.stored if sampled is None else {**usage.stored,
+                                                          "usefulness_sampled": ranked_use}
+            if linked is not None:
+                extra = {**extra, "association": linked.factor}
+            # one row per shown item: IMPRESSION_SIGNALS, then the extra columns
+            stored = np.array([column[top] for column in (rel, age / DAY_S, imp, use, mult,
+                                                          *extra.values())]).T
             recall_id = self._track(Impression(
                 recall_id=recall_id, namespace=namespace, qtype=info.qtype, time=when,
                 time_explicit=explicit, ids=tuple(map(batch.ids.__getitem__, top.tolist())),
                 slots=tuple(map(self._space.slots_of, urows[row_of[top]].tolist())),
-                doc_features=cfg.doc_features, signal_names=IMPRESSION_SIGNALS,
+                doc_features=cfg.doc_features, signal_names=IMPRESSION_SIGNALS + tuple(extra),
                 signals=stored))
+
+        def notes(i: int) -> dict[str, str]:
+            out = usage.notes(i, float(docs.use_count[i]), cfg.reinforcement_cap)
+            if sampled is not None:
+                out["usefulness"] = f"explored: sampled usefulness, mean {use[i]:.2f}"
+            if linked is not None and linked.partner[i] >= 0:
+                out["association"] = _co_used_with(batch, linked, i)
+            return out
+
         items = self._build_items(batch, info, cfg, top, log_score, signal_matrix,
-                                  row_p[row_of[top]], matrix[row_of[top]], fired, age,
-                                  docs.use_count, state_flag)
+                                  links.p[row_of[top]], links.matrix[row_of[top]], fired, age,
+                                  docs.use_count, state_flag,
+                                  notes if usage.stored or sampled is not None or linked is not None
+                                  else None)
         dropped = {} if kept.all() else {
             batch.ids[i]: "rule " + ", ".join(f"{n} x{m:g}" for n, m in fired[i])
             for i in np.flatnonzero(~kept).tolist()}
@@ -246,15 +323,15 @@ class Reranker:
                        log_scores=log_score[order], log_terms=log_terms[order],
                        signal_names=SIGNALS, log_rules=log_rules[order], dropped=dropped)
 
-    def _row_links(self, namespace: str, urows: np.ndarray, ids: Sequence[str]
-                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, DocStats, tuple[str, ...]]:
-        """``(matrix, p, usefulness, docs, flag)`` of the distinct feature rows ``urows``: their
-        feature ids, each link's posterior mean, each row's noisy-OR, the documents' stats, and
-        the EXPLAIN flag when the state could not be read.
+    def _row_links(self, namespace: str, urows: np.ndarray, ids: Sequence[str], edges: bool
+                   ) -> tuple[_RowLinks, DocStats, EdgeRows | None, tuple[str, ...]]:
+        """``(links, docs, edge rows, flag)`` of the distinct feature rows ``urows``: their
+        links (:class:`_RowLinks`), the documents' stats, the co-use edges among ``ids`` (read
+        when ``edges``), and the EXPLAIN flag when the state could not be read.
 
         A state with a ``version`` (memory: bumped by every change of its link counts;
-        SQLite: also changed by any other connection's commit) lets the links part be reused
-        while the version stands: reranks between two feedbacks read the documents only.
+        SQLite: also changed by any other connection's commit) lets the links be reused while
+        the version stands: reranks between two feedbacks read the documents (and edges) only.
         """
         try:
             version = getattr(self.state, "version", None)
@@ -262,33 +339,60 @@ class Reranker:
             version = None  # the read below reports it
         key = (namespace, self._space.generation, urows.tobytes())
         hit = self._row_cache.get(key) if version is not None else None
-        if hit is not None and hit[0] == version:
-            read_docs = getattr(self.state, "read_docs", None)
-            docs = read_docs(namespace, ids) if read_docs is not None else \
-                self.state.read(namespace, (), ids)[1]
-            return hit[1], hit[2], hit[3], docs, ()
-        matrix = self._space.matrix(urows)
-        vocab, where = np.unique(matrix, return_inverse=True)
-        names = self._space.names
+        kept = hit[1] if hit is not None and hit[0] == version else None
+        matrix = self._space.matrix(urows) if kept is None else kept.matrix
+        names: list[str] = []
+        if kept is None:
+            vocab, where = np.unique(matrix, return_inverse=True)
+            names = list(map(self._space.names.__getitem__, vocab.tolist()))
         flag: tuple[str, ...] = ()
+        edge_rows: EdgeRows | None = None
         try:
-            counts, docs = self.state.read(namespace, list(map(names.__getitem__,
-                                                               vocab.tolist())), ids)
+            if edges:  # no edges fetched unless they count
+                counts, docs, edge_rows = self._edge_state().read_with_edges(namespace, names, ids)
+            elif kept is not None and hasattr(self.state, "read_docs"):
+                docs = self.state.read_docs(namespace, ids)
+            else:
+                counts, docs = self.state.read(namespace, names, ids)
         except StateUnavailableError as exc:
             if self.strict:
                 raise
             logger.warning("heaprank: state unavailable, ranking on the retriever and the "
                            "priors: %s", exc)
+            if kept is not None:  # rank on the priors, not on what was kept
+                kept = None
+                vocab, where = np.unique(matrix, return_inverse=True)
             counts, docs = _no_state(len(vocab), len(ids))
             flag = ("state unavailable: priors only, not tracked",)
+        if kept is not None:
+            return kept, docs, edge_rows, flag
         alpha, beta = linkmath.posterior(counts, self.config.prior)
-        row_p = linkmath.posterior_mean(alpha, beta)[where.reshape(matrix.shape)]
-        row_use = linkmath.noisy_or(row_p)
+        shaped = where.reshape(matrix.shape)
+        row_p = linkmath.posterior_mean(alpha, beta)[shaped]
+        links = _RowLinks(matrix, shaped, alpha, beta, row_p, linkmath.noisy_or(row_p))
         if version is not None and not flag:
             if len(self._row_cache) >= ROW_CACHE_ENTRIES:
                 self._row_cache.clear()
-            self._row_cache[key] = (version, matrix, row_p, row_use)
-        return matrix, row_p, row_use, docs, flag
+            self._row_cache[key] = (version, links)
+        return links, docs, edge_rows, flag
+
+    def _explore(self, cfg: Config, alpha: np.ndarray, beta: np.ndarray) -> np.ndarray | None:
+        """For a share ``exploration_rate`` of reranks, one Thompson draw of every link from its
+        Beta posterior (the links of this rerank's features); otherwise None. No draw at all
+        when the rate is 0, so exploration off ranks exactly as before."""
+        if cfg.exploration_rate <= 0.0:
+            return None
+        with self._explore_lock:  # a numpy Generator is not thread-safe
+            if self._explore_rng.random() >= cfg.exploration_rate:
+                return None
+            return self._explore_rng.beta(alpha, beta)
+
+    def _edge_state(self) -> EdgeBackend:
+        """The state, as one that stores co-use edges (every backend of heaprank does)."""
+        if not isinstance(self.state, EdgeBackend):
+            raise ConfigError(f"co_use: the state {type(self.state).__name__} stores no co-use "
+                              f"edges (it has no read_with_edges / list_edges)")
+        return self.state
 
     def _track(self, impression: Impression) -> str:
         """Write a rerank's impression; with an unreachable state (and not strict) the ranking
@@ -314,9 +418,11 @@ class Reranker:
     def _build_items(self, batch: CandidateBatch, info: QueryInfo, cfg: Config, top: np.ndarray,
                      log_score: np.ndarray, signal_matrix: np.ndarray, top_p: np.ndarray,
                      top_rows: np.ndarray, fired: dict[int, list[tuple[str, float]]],
-                     age: np.ndarray, use_count: np.ndarray,
-                     state_flag: tuple[str, ...] = ()) -> tuple[Ranked, ...]:
-        """The top results; ``top_p`` and ``top_rows`` are their link means and feature ids.
+                     age: np.ndarray, use_count: np.ndarray, state_flag: tuple[str, ...] = (),
+                     notes: Callable[[int], dict[str, str]] | None = None
+                     ) -> tuple[Ranked, ...]:
+        """The top results; ``top_p`` and ``top_rows`` are their link means and feature ids;
+        ``notes(i)`` adds to candidate ``i``'s EXPLAIN details.
 
         Everything shared by the results of one call (the weights, the EXPLAIN template, the
         flags) is built once; each result's EXPLAIN line is composed when first asked for.
@@ -336,6 +442,10 @@ class Reranker:
         positions = top.tolist()
         details = self._details(batch, info, positions, age[top].tolist(),
                                 use_count[top].tolist())
+        if notes is not None:
+            for i, detail in zip(positions, details):
+                for name, note in notes(i).items():
+                    detail[name] = f"{detail[name]}, {note}" if name in detail else note
         return tuple(new_ranked(
             rank=j + 1, score=exp_score(scores[j]), candidate=batch.candidate(i),
             signals=dict(zip(SIGNALS, signal_rows[j])), weights=weights, details=details[j],
@@ -418,10 +528,13 @@ class Reranker:
             rank = position[d]
             items.append(FeedbackItem(d, rank, used, expand(qtype, slots[rank - 1],
                                                             d if docs else None), weight(rank)))
-        prior = self.config.prior
+        prior, co_use = self.config.prior, self.config.co_use
+        if co_use is not None:
+            self._edge_state()  # refused before anything is applied
         return FeedbackBatch(recall_id=imp.recall_id, namespace=imp.namespace, time=when,
                              items=tuple(items), a0=prior.a0, b0=prior.b0, kappa=prior.kappa,
-                             em=self.config.em_credit)
+                             em=self.config.em_credit, co_use=co_use,
+                             shown=imp.ids if co_use is not None else ())
 
     def _credit(self) -> functools.partial[tuple[list[str], np.ndarray, np.ndarray]]:
         return functools.partial(linkmath.credit, prior=self.config.prior, em=self.config.em_credit)
@@ -568,6 +681,82 @@ class Reranker:
                      float(neg[i])) for i, f in enumerate(features) if n[i] >= min_n]
         rows.sort(key=lambda r: (-r.p, r.feature))
         return rows
+
+    def forget_candidates(self, namespace: str, candidates: Sequence[CandidateLike] | None = None,
+                          *, now: Any = None, policy: ret.PolicySpec = None) -> ret.ForgetReport:
+        """What the retention policy would forget in ``namespace``; deletes nothing.
+
+        Args:
+            namespace: The namespace whose documents and policy are examined.
+            candidates: The documents to examine, with their ``created_at`` and importance;
+                ``None`` examines the documents the state knows (those that were used: the
+                state keeps no importance, so they count at the neutral dose 1).
+            now: The current time (the wall clock if None).
+            policy: Preview another policy (a file path, :class:`RetentionPolicy` or
+                :class:`PolicySet`) instead of ``config.retention_policy``.
+
+        Returns:
+            A :class:`~heaprank.retention.ForgetReport`: the count and ids, least retained first.
+
+        Raises:
+            StateError: ``candidates=None`` on a backend that cannot list its documents.
+        """
+        namespace = check_namespace(namespace)
+        when, _ = resolve_now(now)
+        cfg = self.config
+        chosen = ret.resolve_policy(cfg.retention_policy if policy is None else policy
+                                    ).for_namespace(namespace)
+        if candidates is None:
+            listing = getattr(self.state, "iter_docs", None)
+            if listing is None:
+                raise StateError(f"forget_candidates: {self.state!r} cannot list its documents; "
+                                 f"pass candidates=")
+            rows = listing(namespace)
+            ids = tuple(r[0] for r in rows)
+            last = np.array([r[1] for r in rows], dtype=np.float64)
+            uses = np.array([r[2] for r in rows], dtype=np.float64)
+            importance = np.ones(len(ids))
+        else:
+            batch = coerce_candidates(candidates, now=when, on_invalid=cfg.on_invalid,
+                                      future_tolerance_s=cfg.future_tolerance_s)
+            docs = self.state.read(namespace, [], batch.ids)[1]
+            ids, uses = batch.ids, docs.use_count
+            last = np.fmax(np.fmax(docs.last_used, batch.last_used), batch.created_at)
+            importance = sig.importance(batch, cfg.kind_importance)
+        return ret.forget_report(namespace, ids, (when - last) / DAY_S, importance, uses, chosen)
+
+    def tune(self, namespace: str | None = None, *, fit_half_life: bool = False,
+             shrinkage: float = 1.0, namespace_shrinkage: float = 4.0, holdout: float = 0.2,
+             min_impressions: int = 50, apply: bool = False) -> TuneResult:
+        """Fit the weights (optionally the recency half-life) to the impression log.
+
+        A conditional logit over the shown items of each impression with feedback, shrunk
+        toward the current weights (a namespace's fit toward the pooled one), checked on the
+        later part of the log; it refuses to move with fewer than ``min_impressions`` usable
+        impressions or when the check fails. See :func:`heaprank.tuning.tune` for the
+        arguments and docs/design.md, "Tuning and replay".
+
+        Args:
+            namespace: ``None``: the pooled fit; ``"*"``: also every namespace's; a namespace:
+                also its own, which is then ``result.config`` (use it for that namespace with
+                ``rerank(config=...)`` or save it: a reranker has one config for everyone).
+            apply: Replace this reranker's config with ``result.config`` (pooled fits only;
+                only weights and the half-life change, never the learning fields).
+        """
+        from .tuning import tune
+
+        if namespace is not None and namespace != "*":
+            namespace = check_namespace(namespace)
+            if apply:
+                raise InputError("apply: a namespace's fit would rank every namespace; pass "
+                                 "result.config to rerank(config=...) for that namespace instead")
+        result = tune(self.state.feedback_log(None), self.config, namespace=namespace,
+                      fit_half_life=fit_half_life, shrinkage=shrinkage,
+                      namespace_shrinkage=namespace_shrinkage, holdout=holdout,
+                      min_impressions=min_impressions)
+        if apply:
+            self.config = result.config
+        return result
 
     def forget_namespace(self, namespace: str, *, scrub_global: bool = True) -> None:
         """Drop every record of a namespace: evidence, documents, impressions, explicit feedback

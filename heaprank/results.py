@@ -22,7 +22,7 @@ def exp_score(log_score: float) -> float:
 
 
 _LABEL = {"relevance": "rel", "recency": "recency", "importance": "importance",
-          "usefulness": "useful"}
+          "usefulness": "useful", "association": "assoc"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,8 +146,8 @@ class ExplainTemplate:
 
     :meth:`compose` gives what :func:`_compose` gives for an item whose signals are ``names``
     in order, weighted by ``weights`` (a property test holds the two to the same text); an
-    item without the details it expects (every shown signal but usefulness has one) is
-    composed field by field.
+    item without the details it expects (every shown signal but usefulness has one, and
+    usefulness none) is composed field by field.
     """
 
     __slots__ = ("format", "shown")
@@ -170,6 +170,8 @@ class ExplainTemplate:
     def compose(self, item: Ranked, values: Sequence[float]) -> str:
         """The line of ``item``, whose signal values in ``names`` order are ``values``."""
         details = item.details
+        if "usefulness" in details:  # a note on usefulness (exploration): not in the template
+            return _compose(item)
         args: list[object] = []
         for i, name in self.shown:
             args.append(values[i])

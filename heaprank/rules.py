@@ -75,9 +75,19 @@ def superseded_mask(batch: CandidateBatch) -> np.ndarray:
     return out
 
 
+#: The built-in rule that drops what the retention policy counts as forgotten
+#: (``Config(drop_forgotten=True)``).
+FORGOTTEN = "forgotten"
+
+
 def apply_rules(batch: CandidateBatch, rules: tuple[Rule, ...], superseded_multiplier: float,
-                now: float) -> tuple[np.ndarray, dict[int, list[tuple[str, float]]]]:
-    """Per-candidate multiplier, and the rules that fired, for the candidates where any did."""
+                now: float, forgotten: np.ndarray | None = None
+                ) -> tuple[np.ndarray, dict[int, list[tuple[str, float]]]]:
+    """Per-candidate multiplier, and the rules that fired, for the candidates where any did.
+
+    ``forgotten``, when given, marks the candidates the retention policy counts as forgotten:
+    the ``forgotten`` rule drops them (multiplier 0).
+    """
     n = len(batch)
     mult = np.ones(n)
     fired: dict[int, list[tuple[str, float]]] = {}
@@ -86,6 +96,10 @@ def apply_rules(batch: CandidateBatch, rules: tuple[Rule, ...], superseded_multi
         mult[sup] *= superseded_multiplier
         for j in np.flatnonzero(sup).tolist():
             fired.setdefault(j, []).append(("superseded", superseded_multiplier))
+    if forgotten is not None and forgotten.any():
+        mult[forgotten] = 0.0
+        for j in np.flatnonzero(forgotten).tolist():
+            fired.setdefault(j, []).append((FORGOTTEN, 0.0))
     if rules:
         age_days = (now - batch.created_at) / DAY_S
         for i in range(n):  # user predicates are Python by nature

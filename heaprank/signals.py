@@ -8,10 +8,17 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from . import retention as ret
 from .candidates import CandidateBatch
+from .config import DAY_S
+
+if TYPE_CHECKING:
+    from .config import Config
 
 
 def relevance(scores: np.ndarray, *, kind: str, floor: float, rank_tau: float) -> np.ndarray:
@@ -57,21 +64,102 @@ def recency(age_s: np.ndarray, *, half_life_s: float, floor: float) -> np.ndarra
     return np.where(np.isnan(age_s), 1.0, np.maximum(out, 1e-300))
 
 
+def reinforcement(use_count: np.ndarray, *, cap: float) -> np.ndarray:
+    """HEBBS reinforcement from *used* counts: ``1 + log2(1 + min(uses, cap)) / log2(1 + cap)``.
+
+    1 for a document never used, 2 from ``cap`` uses on: the first uses count most and no
+    document outgrows the cap, so reinforcement can break ties but never runs away.
+    """
+    uses = np.minimum(np.maximum(use_count, 0.0), cap)
+    return 1.0 + np.log2(1.0 + uses) / math.log2(1.0 + cap)
+#: HEBBS scores importance on [0, 1] with 0.5 the default; heaprank's dose has 1 as neutral. So a
+#: dose is twice the seed's value: the formula is applied on the seed's scale and read back.
+SEED_SCALE = 2.0
+#: The top of the seed's importance scale (1.0 there), as a dose: the frequency boost can lift an
+#: aggregated memory up to it, never beyond.
+MAX_AGGREGATED = 1.0 * SEED_SCALE
+#: Kept above 0 (only a rule may zero a score): the least an aggregated memory can weigh.
+MIN_AGGREGATED = 0.05
+
+
 def importance(batch: CandidateBatch, kind_importance: Mapping[str, float]) -> np.ndarray:
-    """The explicit dose, else the kind prior (1.0 for unknown kinds); for aggregated memories
-    (``source_count`` given): ``0.7 x base + 0.3 x confidence + ln(1 + source_count) / 10``,
-    clamped to [0.05, 3] (the HEBBS insight boost; confidence defaults to 0.5)."""
+    """The explicit dose, else the kind prior (1.0 for unknown kinds).
+
+    Aggregated memories (``source_count`` given: insights, summaries) follow HEBBS's insight
+    formula on its own [0, 1] scale, where 0.5 is the default importance and a dose ``d`` is
+    ``d / 2``::
+
+        seed = 0.7 x mean source importance + 0.3 x confidence + ln(1 + source_count) / 10
+
+    clamped to [0, 1], and read back as the dose ``2 x seed`` (at least 0.05). The mean source
+    importance is the explicit ``importance`` (a dose), else the seed's default 0.5 (dose 1): the
+    kind prior describes the aggregate, not its sources. Confidence defaults to 0.5. So with
+    neutral inputs an aggregated memory is neutral plus its frequency boost
+    (``ln(1 + n) / 5`` as a dose: +0.14 for one source, +0.69 for 30), and no boost lifts it
+    past a dose of 2, the top of the seed's scale.
+    """
     # kinds are None or non-empty: None is not a kind, so it reads the neutral 1.0
     prior = np.fromiter(map(kind_importance.get, batch.kinds,  # type: ignore[arg-type]
                             itertools.repeat(1.0)),
                         dtype=np.float64, count=len(batch))
-    base = np.where(np.isnan(batch.importance), prior, batch.importance)
+    explicit = ~np.isnan(batch.importance)
+    base = np.where(explicit, batch.importance, prior)
     aggregated = ~np.isnan(batch.source_count)
     if aggregated.any():
+        sources = np.where(explicit, batch.importance, 1.0) / SEED_SCALE
         conf = np.where(np.isnan(batch.confidence), 0.5, batch.confidence)
-        boosted = 0.7 * base + 0.3 * conf + np.log1p(np.nan_to_num(batch.source_count)) / 10.0
-        base = np.where(aggregated, np.clip(boosted, 0.05, 3.0), base)
+        seed = 0.7 * sources + 0.3 * conf + np.log1p(np.nan_to_num(batch.source_count)) / 10.0
+        dose = np.clip(seed, 0.0, 1.0) * SEED_SCALE
+        base = np.where(aggregated, np.maximum(dose, MIN_AGGREGATED), base)
     return base
+
+
+@dataclass(frozen=True, slots=True)
+class UsageSignals:
+    """What time and use give one rerank: recency (by the configured kernel), reinforcement,
+    the candidates the retention policy counts as forgotten (when a rule drops them), and the
+    extra columns an impression records because they changed the scores."""
+
+    recency: np.ndarray
+    reinforcement: np.ndarray
+    forgotten: np.ndarray | None = None
+    stability_days: np.ndarray | None = None
+    stored: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def notes(self, i: int, use_count: float, cap: float) -> dict[str, str]:
+        """EXPLAIN additions for candidate ``i``: the stability behind an Ebbinghaus recency,
+        the use count behind reinforcement."""
+        out = {}
+        if "reinforcement" in self.stored:
+            out["reinforcement"] = f"used {use_count:g}x, cap {cap:g}"
+        if self.stability_days is not None:
+            out["recency"] = f"ebbinghaus S {self.stability_days[i]:.0f}d"
+        return out
+
+
+def usage_signals(cfg: Config, namespace: str, age_s: np.ndarray, importance: np.ndarray,
+                  use_count: np.ndarray) -> UsageSignals:
+    """Recency, reinforcement and the forgotten mask of one rerank (docs/design.md, "Retention
+    and forgetting"). The retention policy is read only when the kernel or the rule needs it."""
+    stored: dict[str, np.ndarray] = {}
+    if cfg.weights.reinforcement > 0:
+        reinforced = reinforcement(use_count, cap=cfg.reinforcement_cap)
+        stored["reinforcement"] = reinforced
+    else:
+        reinforced = np.ones_like(age_s)
+    ebbinghaus = cfg.recency_kernel == "ebbinghaus"
+    forgotten = stability = None
+    if ebbinghaus or cfg.drop_forgotten:
+        policy = ret.resolve_policy(cfg.retention_policy).for_namespace(namespace)
+        if cfg.drop_forgotten:
+            forgotten = ret.forgotten(age_s / DAY_S, importance, use_count, policy)
+    if ebbinghaus:
+        rec = stored["recency"] = ret.ebbinghaus_recency(age_s, importance, use_count, policy,
+                                                         floor=cfg.recency_floor)
+        stability = ret.stability_days(importance, use_count, policy)
+    else:
+        rec = recency(age_s, half_life_s=cfg.half_life_s, floor=cfg.recency_floor)
+    return UsageSignals(rec, reinforced, forgotten, stability, stored)
 
 
 def combine(signals: np.ndarray, weights: np.ndarray,

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-BENCH_ONLY = ("torch", "heapdb-memory", "bm25s", "sentence-transformers", "matplotlib", "tqdm")
+#: What only the benchmarks need (matplotlib is not among them: the library's ``plot`` extra).
+BENCH_ONLY = ("torch", "heapdb-memory", "bm25s", "sentence-transformers", "tqdm")
 
 
 def test_library_code_never_reaches_for_the_benchmarks_or_their_data():
@@ -36,6 +37,19 @@ def test_no_extra_of_the_package_pins_benchmark_requirements():
     assert pinned == {}
     requirements = (ROOT / "benchmarks" / "requirements.txt").read_text(encoding="utf-8")
     assert "torch==2.13.0" in requirements and "heapdb-memory==0.1.0" in requirements
+
+
+def test_every_extra_an_error_message_names_exists():
+    import tomllib
+
+    extras = set(tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"][
+        "optional-dependencies"])
+    named = set()
+    for path in sorted((ROOT / "heaprank").rglob("*.py")):
+        named.update(re.findall(r"extra=\"(\w+)\"", path.read_text(encoding="utf-8")))
+    assert named and named <= extras, named - extras
+    assert "matplotlib>=3.7" in tomllib.loads((ROOT / "pyproject.toml").read_text(
+        encoding="utf-8"))["project"]["optional-dependencies"]["plot"]
 
 
 @pytest.mark.slow

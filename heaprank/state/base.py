@@ -11,15 +11,17 @@ from __future__ import annotations
 import re
 import secrets
 import time as _time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from ..assoc import CoUse
 from ..errors import FeedbackError
 from ..features import expand_features
 from . import codec
+from .edges import EdgeRows
 
 #: Clock skew allowed when a stored ``last_used`` lies after a feedback's time: a stored time
 #: later than this is taken as a bad clock and replaced, so no single call pins recency forever.
@@ -145,6 +147,10 @@ class FeedbackBatch:
     ``a0``, ``b0``, ``kappa`` and ``em`` are the learning settings the credit uses (the Beta
     prior, the pooled share, EM or uniform credit): a backend that computes the credit next to
     its data (a Redis script) reads them here; the others call the ``credit`` function.
+
+    With ``co_use`` set, the feedback also strengthens the co-use edges between the impression's
+    used items (:func:`heaprank.state.edges.co_use_pairs`), in the same atomic step; ``shown``
+    is the impression's shown ids in order, which the pairs are read from.
     """
 
     recall_id: str
@@ -155,6 +161,8 @@ class FeedbackBatch:
     b0: float = 1.98
     kappa: float = 50.0
     em: bool = True
+    co_use: CoUse | None = None
+    shown: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,6 +207,12 @@ class StateBackend(Protocol):
 
     def get_impression(self, recall_id: str) -> Impression | None: ...
 
+    def feedback_log(self, namespace: str | None = None) -> Iterator[Impression]:
+        """The impressions that received feedback (any verdict), decoded, oldest recall first:
+        those of ``namespace``, or of every namespace with ``None``. What tuning and replay
+        read; an impression pruned or forgotten meanwhile is simply not yielded."""
+        ...
+
     def apply_feedback(self, batch: FeedbackBatch, credit: CreditFn) -> FeedbackOutcome:
         """Apply one feedback atomically and at most once per (recall id, item).
 
@@ -224,6 +238,22 @@ class StateBackend(Protocol):
     def stats(self) -> dict[str, int]: ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class EdgeBackend(Protocol):
+    """A backend that stores co-use edges (every backend of heaprank does; a backend of your own
+    needs these two only for ``Config(co_use=...)``)."""
+
+    def read_with_edges(self, namespace: str, features: Sequence[str],
+                        ids: Sequence[str]) -> tuple[LinkCounts, DocStats, EdgeRows]:
+        """:meth:`StateBackend.read` plus the edges among ``ids``, in the same read."""
+        ...
+
+    def list_edges(self, namespace: str) -> list[tuple[str, str, float, float, float]]:
+        """Every edge of ``namespace`` as stored: ``(a, b, strength, count, last)``, ``a < b``,
+        sorted."""
+        ...
 
 
 def check_resolution(batch: FeedbackBatch, verdicts: Sequence[int]) -> tuple[list[FeedbackItem], list[str]]:

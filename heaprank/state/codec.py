@@ -32,7 +32,8 @@ OPEN, USED, IGNORED = 0, 1, 2
 VERDICT_OFFSET = 14
 
 #: Signal columns an impression may carry, by code. Append only.
-SIGNAL_CODES = ("relevance", "recency", "importance", "usefulness", "age_days", "rules")
+SIGNAL_CODES = ("relevance", "recency", "importance", "usefulness", "age_days", "rules",
+                "reinforcement", "usefulness_sampled", "association")
 
 _HEADER = struct.Struct("<BBBHBd")
 _SLOT_CODE = {s: i for i, s in enumerate(FIXED_SLOTS)}

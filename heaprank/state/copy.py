@@ -1,6 +1,6 @@
 """Move a learned state between backends (``heaprank state copy SRC DST``).
 
-What is copied: every namespace's links and used documents, the global layer as it stands
+What is copied: every namespace's links, used documents and co-use edges, the global layer as it stands
 (including evidence a forgotten namespace left in it without ``scrub_global``), every live
 impression with its verdicts, and the feedback count. Explicit feedback ids are not copied: they
 only let a caller's retry find its impression again, for minutes. The target must be empty.
@@ -15,7 +15,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from ..errors import StateError
-from .base import StateBackend
+from .base import EdgeBackend, StateBackend
 
 Links = tuple[list[str], np.ndarray, np.ndarray]
 
@@ -28,6 +28,7 @@ class StateDump:
         global_links: The pooled layer ``(features, pos, neg)``.
         links: Namespace -> its links ``(features, pos, neg)``.
         docs: Namespace -> ``(id, last_used, use_count)`` of each used document.
+        edges: Namespace -> ``(a, b, strength, count, last)`` of each co-use edge.
         impressions: ``(recall_id, namespace, codec bytes)`` of each live impression.
         feedbacks: Feedbacks applied so far.
     """
@@ -35,6 +36,7 @@ class StateDump:
     global_links: Links
     links: dict[str, Links] = field(default_factory=dict)
     docs: dict[str, list[tuple[str, float, float]]] = field(default_factory=dict)
+    edges: dict[str, list[tuple[str, str, float, float, float]]] = field(default_factory=dict)
     impressions: list[tuple[str, str, bytes]] = field(default_factory=list)
     feedbacks: int = 0
 
@@ -70,6 +72,8 @@ def export_state(state: StateBackend) -> StateDump:
     return StateDump(global_links=state.list_links(None),
                      links={ns: state.list_links(ns) for ns in names},
                      docs={ns: list(source.iter_docs(ns)) for ns in names},
+                     edges={ns: edges for ns in names if isinstance(state, EdgeBackend)
+                            and (edges := state.list_edges(ns))},
                      impressions=list(source.iter_impressions()),
                      feedbacks=int(state.stats()["feedbacks"]))
 

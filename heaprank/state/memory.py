@@ -11,13 +11,13 @@ import itertools
 import math
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
 from .. import links as linkmath
 from ..errors import FeedbackError
-from . import codec
+from . import codec, edges
 from .base import (
     CreditFn,
     DocStats,
@@ -43,9 +43,9 @@ _Shown = tuple[str, float, bool, tuple[str, ...], tuple[tuple[str, ...], ...], b
 
 
 class _Namespace:
-    """One namespace's links (sorted feature ids) and used documents."""
+    """One namespace's links (sorted feature ids), used documents and co-use edges."""
 
-    __slots__ = ("name", "fids", "pos", "neg", "docs")
+    __slots__ = ("name", "fids", "pos", "neg", "docs", "edges", "edge_count")
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -53,6 +53,8 @@ class _Namespace:
         self.pos = np.empty(0)
         self.neg = np.empty(0)
         self.docs: dict[str, tuple[float, float]] = {}
+        self.edges: edges.Adjacency = {}  # each edge's list shared by its two documents
+        self.edge_count = 0
 
     def gather(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         if not len(self.fids):
@@ -143,6 +145,21 @@ class MemoryState:
              ids: Sequence[str]) -> tuple[LinkCounts, DocStats]:
         with self._lock:
             return self._counts(namespace, features), self._docs(namespace, ids)
+
+    def read_with_edges(self, namespace: str, features: Sequence[str],
+                        ids: Sequence[str]) -> tuple[LinkCounts, DocStats, edges.EdgeRows]:
+        with self._lock:
+            ns = self._ns.get(namespace)
+            among = edges.EdgeRows.empty() if ns is None or not ns.edges else \
+                edges.among(ids, ns.edges.get)
+            return self._counts(namespace, features), self._docs(namespace, ids), among
+
+    def list_edges(self, namespace: str) -> list[tuple[str, str, float, float, float]]:
+        with self._lock:
+            ns = self._ns.get(namespace)
+            return [] if ns is None else sorted(
+                (a, b, row[0], row[1], row[2]) for a, nbrs in ns.edges.items()
+                for b, row in nbrs.items() if a < b)
 
     def _intern(self, features: Sequence[str]) -> np.ndarray:
         out = np.empty(len(features), dtype=np.int64)
@@ -256,6 +273,14 @@ class MemoryState:
                           signals=tuple(map(tuple, signals.reshape(n, m).tolist())),
                           verdicts=(codec.OPEN,) * n)
 
+    def feedback_log(self, namespace: str | None = None) -> Iterator[Impression]:
+        """Impressions with feedback of ``namespace`` (``None``: all), oldest recall first."""
+        with self._lock:  # a snapshot of the bodies; decoded outside the lock
+            rows = sorted((rid, ns.name, body) for rid, (ns, body) in self._fed.items()
+                          if namespace is None or ns.name == namespace)
+        for rid, name, body in rows:
+            yield Impression.decode(rid, name, body)
+
     # ---------------------------------------------------------------- feedback
 
     def _row_ids(self, features: tuple[str, ...]) -> list[int]:
@@ -298,6 +323,11 @@ class MemoryState:
                     if item.used:
                         last, uses = ns.docs.get(item.id, (math.nan, 0.0))
                         ns.docs[item.id] = (merge_last_used(last, batch.time), uses + 1.0)
+                if batch.co_use is not None:
+                    pairs = edges.co_use_pairs(batch.shown, verdicts, todo, batch.co_use.max_rank)
+                    if pairs:
+                        ns.edge_count = edges.update(ns.edges, ns.edge_count, pairs, batch.time,
+                                                     batch.co_use, lambda: ns.edges)[0]
                 body = codec.with_verdicts(body, new_verdicts(verdicts, len(verdicts), todo))
                 self._open.pop(batch.recall_id, None)
                 self._shown.pop(batch.recall_id, None)

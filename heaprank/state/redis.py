@@ -6,6 +6,7 @@ Key layout (``P`` the prefix, ``t`` the hash tag of global shard ``s = crc32(ns)
     P:{t}:d:<ns>          hash  doc id -> <dd> last used, uses    (used documents only)
     P:{t}:x:<ns>          hash  explicit feedback id -> recall id (expires with its newest)
     P:{t}:i:<ns>:<rid>    string  the codec bytes of an impression (TTL until its first feedback)
+    P:{t}:a:<ns>          hash  doc id -> its co-use edges ("" -> their count; redis_assoc.py)
     P:{t}:g               hash  feature -> <ddd> pos, neg, namespaces holding it   (global shard s)
     P:{t}:n               set   the namespaces of shard s with evidence
     P:{t}:f               zset  impressions of shard s that received feedback, by age
@@ -35,11 +36,12 @@ thread, so an event loop never blocks on Redis.
 from __future__ import annotations
 
 import binascii
+import heapq
 import re
 import threading
 import time
 import zlib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -47,7 +49,7 @@ import numpy as np
 
 from .._optional import require
 from ..errors import ConfigError, FeedbackError, StateUnavailableError
-from . import codec, redis_lua
+from . import codec, redis_assoc, redis_lua
 from .base import (
     CreditFn,
     DocStats,
@@ -58,6 +60,7 @@ from .base import (
     recall_born_s,
     recall_key,
 )
+from .edges import EdgeRows
 
 if TYPE_CHECKING:
     from .copy import StateDump
@@ -65,6 +68,7 @@ if TYPE_CHECKING:
 DAY_S = 86_400.0
 _SLOTS = 16_384
 _PRUNE_EVERY = 256
+_LOG_PAGE = 512
 _ZERO2 = bytes(16)
 _ZERO3 = bytes(24)
 _GLOB = re.compile(r"([*?\[\]\\])")
@@ -162,6 +166,8 @@ class RedisState:
         self._scripts = {name: self.client.register_script(getattr(redis_lua, name))
                          for name in ("READ_LOCAL", "PUT", "GET_LOCAL", "FEEDBACK", "FORGET", "DROP_UNHELD",
                                       "DROP_FED")}
+        self._scripts.update({name: self.client.register_script(getattr(redis_assoc, name))
+                              for name in ("READ_WITH_EDGES", "FEEDBACK_WITH_CO_USE")})
         self._check_meta()
         # Loaded up front on every primary: redis-py leaks a connection when a cluster answers
         # NOSCRIPT, so that answer is kept for a server that restarted since.
@@ -270,33 +276,48 @@ class RedisState:
 
     def read(self, namespace: str, features: Sequence[str],
              ids: Sequence[str]) -> tuple[LinkCounts, DocStats]:
+        counts, docs, _ = self._read(namespace, features, ids, False)
+        return counts, docs
+
+    def read_with_edges(self, namespace: str, features: Sequence[str],
+                        ids: Sequence[str]) -> tuple[LinkCounts, DocStats, EdgeRows]:
+        return self._read(namespace, features, ids, True)
+
+    def _read(self, namespace: str, features: Sequence[str], ids: Sequence[str],
+              with_edges: bool) -> tuple[LinkCounts, DocStats, EdgeRows]:
         features, ids = list(features), list(ids)
         tag = self._tag(namespace)
+        adjacency = [redis_assoc.key(self, namespace)] if with_edges else []
 
         if not self.cluster and self.global_cache_ttl_s <= 0:  # one script sums the shards
             keys = [self._key(tag, "l", namespace), self._key(tag, "d", namespace),
-                    *self._global_keys()]
+                    *self._global_keys(), *adjacency]
+            script = self._scripts["READ_WITH_EDGES" if with_edges else "READ_LOCAL"]
 
-            def run_local() -> tuple[LinkCounts, DocStats]:
-                own_b, pooled_b, docs_b = self._scripts["READ_LOCAL"](
-                    keys=keys, args=[len(features), *features, *ids])
+            def run_local() -> tuple[LinkCounts, DocStats, EdgeRows]:
+                reply = script(keys=keys, args=[len(features), *features, *ids])
                 own, pooled, docs = (np.frombuffer(b, dtype="<f8").reshape(-1, 2).astype(np.float64)
-                                     for b in (own_b, pooled_b, docs_b))
+                                     for b in reply[:3])
                 return (LinkCounts(own[:, 0].copy(), own[:, 1].copy(), pooled[:, 0].copy(),
                                    pooled[:, 1].copy()),
-                        DocStats(docs[:, 0].copy(), docs[:, 1].copy()))
+                        DocStats(docs[:, 0].copy(), docs[:, 1].copy()),
+                        redis_assoc.edge_rows(ids, reply[3]) if with_edges else EdgeRows.empty())
             return self._call("read", run_local, idempotent=True)
 
-        def run() -> tuple[LinkCounts, DocStats]:
+        def run() -> tuple[LinkCounts, DocStats, EdgeRows]:
             pipe = self.client.pipeline(transaction=False)
             if features:
                 pipe.hmget(self._key(tag, "l", namespace), features)
             if ids:
                 pipe.hmget(self._key(tag, "d", namespace), ids)
+                for key in adjacency:
+                    pipe.hmget(key, ids)
             finish = self._pooled(pipe, features) if features else None
             replies = pipe.execute()
             own = _unpack(replies.pop(0), 2) if features else np.zeros((0, 2))
             docs = replies.pop(0) if ids else []
+            rows = redis_assoc.edge_rows(ids, replies.pop(0)) if adjacency and ids else \
+                EdgeRows.empty()
             pooled = finish(replies) if finish else np.zeros((0, 2))
             last = np.array([np.nan if d is None else 0.0 for d in docs])
             stats = _unpack(docs, 2)
@@ -304,8 +325,12 @@ class RedisState:
             last[used] = stats[used, 0]
             return (LinkCounts(own[:, 0].copy(), own[:, 1].copy(), pooled[:, 0].copy(),
                                pooled[:, 1].copy()),
-                    DocStats(last, stats[:, 1].copy()))
+                    DocStats(last, stats[:, 1].copy()), rows)
         return self._call("read", run, idempotent=True)
+
+    def list_edges(self, namespace: str) -> list[tuple[str, str, float, float, float]]:
+        return self._call("list_edges", lambda: redis_assoc.list_edges(
+            self.client, redis_assoc.key(self, namespace)), idempotent=True)
 
     def read_links(self, namespace: str, features: Sequence[str]) -> LinkCounts:
         return self.read(namespace, features, [])[0]
@@ -391,6 +416,44 @@ class RedisState:
             pipe.execute()
         self._call("prune", run, idempotent=True)
 
+    def feedback_log(self, namespace: str | None = None) -> Iterator[Impression]:
+        """Impressions with feedback of ``namespace`` (``None``: all), oldest recall first: the
+        shards' feedback sets (``P:{t}:f``) read in pages and merged by age."""
+        tags = self._tags if namespace is None else [self._tag(namespace)]
+        pages = [self._fed_pages(tag, namespace) for tag in tags]
+        for _, rid, name, body in heapq.merge(*pages):
+            yield Impression.decode(rid, name, body)
+
+    def _fed_pages(self, tag: str, namespace: str | None) -> Iterator[tuple[float, str, str, bytes]]:
+        """``(age score, recall id, namespace, body)`` of one shard's impressions with feedback,
+        by score then recall id; paged by score so that pruning meanwhile skips nothing still
+        there."""
+        fed, head = self._key(tag, "f"), len(self._key(tag, "i")) + 1
+        low: float | str = "-inf"
+        seen_at_low = 0  # members already read with score == low (ties are ordered by member)
+        tied: list[tuple[float, str, str, bytes]] = []  # of score `low`, yielded by recall id
+        while True:
+            def run(low: float | str = low, skip: int = seen_at_low) -> tuple[list[Any], list[Any]]:
+                members = self.client.zrange(fed, low, "+inf", byscore=True, offset=skip,
+                                             num=_LOG_PAGE, withscores=True)
+                pipe = self.client.pipeline(transaction=False)
+                for member, _ in members:
+                    pipe.get(member)
+                return members, (pipe.execute() if members else [])
+            members, bodies = self._call("feedback_log", run, idempotent=True)
+            for (member, score), body in zip(members, bodies):
+                if score != low:
+                    yield from sorted(tied)
+                    tied, low, seen_at_low = [], score, 0
+                seen_at_low += 1
+                key = member.decode("utf-8")
+                name = key[head:-17]
+                if body is not None and (namespace is None or name == namespace):
+                    tied.append((score, key[-16:], name, body))
+            if len(members) < _LOG_PAGE:
+                yield from sorted(tied)
+                return
+
     # ---------------------------------------------------------------- feedback
 
     def apply_feedback(self, batch: FeedbackBatch, credit: CreditFn) -> FeedbackOutcome:
@@ -422,6 +485,11 @@ class RedisState:
             tail += [item.rank, "1" if item.used else "0", repr(float(item.reject_weight)),
                      item.id, len(item.features), *(index[f] for f in item.features)]
         needs_pool = self.cluster and len(others) > 0 and batch.em and any(i.used for i in batch.items)
+        script = self._scripts["FEEDBACK"]
+        if batch.co_use is not None:  # the same script, then the co-use edges (redis_assoc)
+            script = self._scripts["FEEDBACK_WITH_CO_USE"]
+            keys.append(redis_assoc.key(self, ns))
+            tail += redis_assoc.feedback_extra(batch)
 
         def run() -> list[Any]:
             pooled = np.zeros((len(features), 2))
@@ -433,7 +501,7 @@ class RedisState:
                     pooled += _unpack(reply, 3)[:, :2]
             args = head + [repr(v) for v in pooled.ravel().tolist()] + tail
             try:
-                reply = self._scripts["FEEDBACK"](keys=keys, args=args)
+                reply = script(keys=keys, args=args)
             except self._redis.exceptions.ResponseError as exc:
                 if str(exc).startswith("HEAPRANK_"):
                     return [str(exc)]
@@ -506,6 +574,7 @@ class RedisState:
 
         def run() -> None:
             bodies = self._scan(pattern)
+            self.client.delete(redis_assoc.key(self, namespace))  # co-use edges, first
             keys: list[str | bytes] = [self._key(tag, k, namespace) for k in ("l", "d", "x")]
             keys += [self._key(tag, "g"), self._key(tag, "n"), self._key(tag, "f"), *bodies]
             gone = self._scripts["FORGET"](keys=keys, args=[namespace, "1" if scrub_global else "0"])
@@ -637,6 +706,8 @@ class RedisState:
                 if rows:
                     pipe.hset(self._key(self._tag(ns), "d", ns), mapping={
                         i: np.array([last, uses], dtype="<f8").tobytes() for i, last, uses in rows})
+            for ns, edge_rows in dump.edges.items():
+                pipe.hset(redis_assoc.key(self, ns), mapping=redis_assoc.adjacency(edge_rows))
             for rid, ns, body in dump.impressions:
                 fed = any(codec.verdicts_of(body))
                 expire_ms = int((recall_born_s(rid) + self.impression_ttl_s) * 1000)

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import FeedbackError, StateError
-from . import codec
+from . import codec, edges
 from .base import (
     LAST_USED_SKEW_S,
     CreditFn,
@@ -44,11 +44,19 @@ from .base import (
 if TYPE_CHECKING:
     from .copy import StateDump
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 APPLICATION = "heaprank"
 DAY_S = 86_400.0
 _PRUNE_EVERY = 256
+_LOG_PAGE = 512
 _SYNC_LEVELS = ("OFF", "NORMAL", "FULL", "EXTRA")
+
+#: Co-use edges (schema 3): one row per edge, ``a < b``, found from either document.
+_EDGES_SCHEMA = """
+CREATE TABLE edges (ns INTEGER NOT NULL, a TEXT NOT NULL, b TEXT NOT NULL, strength REAL NOT NULL,
+    count REAL NOT NULL, last REAL NOT NULL, PRIMARY KEY (ns, a, b)) WITHOUT ROWID;
+CREATE INDEX edges_b ON edges (ns, b)
+"""
 
 _SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
@@ -65,10 +73,12 @@ CREATE TABLE docs (
 CREATE TABLE impressions (key INTEGER PRIMARY KEY, ns INTEGER NOT NULL, fed INTEGER NOT NULL,
     body BLOB NOT NULL);
 CREATE TABLE feedback_ids (ns INTEGER NOT NULL, fid TEXT NOT NULL, key INTEGER NOT NULL,
-    PRIMARY KEY (ns, fid)) WITHOUT ROWID
-"""
+    PRIMARY KEY (ns, fid)) WITHOUT ROWID;
+""" + _EDGES_SCHEMA
 
 _NS_ID = "(SELECT id FROM namespaces WHERE name = ?)"
+_READ_EDGES = ("SELECT a, b, strength, count, last FROM edges WHERE ns = {ns} "
+               "AND a IN (SELECT value FROM json_each(?)) AND b IN (SELECT value FROM json_each(?))")
 _READ_LINKS = (f"SELECT f.name, f.pos, f.neg, l.pos, l.neg FROM features f LEFT JOIN links l "
                f"ON l.ns = {_NS_ID} AND l.fid = f.id "
                f"WHERE f.name IN (SELECT value FROM json_each(?))")
@@ -83,6 +93,17 @@ def _json(items: Sequence[str]) -> str:
     if joined.isprintable() and '"' not in joined and "\\" not in joined:
         return f'["{joined}"]' if items else "[]"
     return json.dumps(list(items), ensure_ascii=False)
+
+
+def _adjacency(rows: Iterator[Any]) -> edges.Adjacency:
+    """Edge rows ``(a, b, strength, count, last)`` as an adjacency map, each edge's list shared
+    by its two documents."""
+    adj: edges.Adjacency = {}
+    for a, b, strength, count, last in rows:
+        row = [strength, count, last]
+        adj.setdefault(a, {})[b] = row
+        adj.setdefault(b, {})[a] = row
+    return adj
 
 
 class SQLiteState:
@@ -218,31 +239,41 @@ class SQLiteState:
                 raise StateError(f"SQLite state {self.path!r} has schema {version}; open it "
                                  f"writable once to migrate it to {SCHEMA_VERSION}")
             self._migrate_from_1(conn)
+            self._migrate_from_2(conn)
 
     @staticmethod
-    def _create(conn: sqlite3.Connection) -> None:
+    @contextmanager
+    def _schema_change(conn: sqlite3.Connection) -> Iterator[int | None]:
+        """One ``BEGIN IMMEDIATE`` transaction around a schema change, yielding the schema
+        version as it stands inside it (None for an empty file); rolled back on any error."""
         conn.execute("BEGIN IMMEDIATE")
         try:
-            if conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()[0] == 0:
-                for statement in _SCHEMA.split(";"):
-                    conn.execute(statement)
-                conn.executemany("INSERT INTO meta VALUES (?, ?)", [
-                    ("application", APPLICATION), ("schema_version", str(SCHEMA_VERSION)),
-                    ("feedbacks", "0")])
+            row = None
+            if conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()[0]:
+                row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+            yield None if row is None else int(row[0])
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
             raise
 
-    @staticmethod
-    def _migrate_from_1(conn: sqlite3.Connection) -> None:
-        """Schema 1 (names repeated in every row, JSON impressions) to 2. Links, the pool and
-        document use are kept; old impressions are dropped (feedback for them reports an
-        unknown recall)."""
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            version = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-            if int(version[0]) == 1:
+    @classmethod
+    def _create(cls, conn: sqlite3.Connection) -> None:
+        with cls._schema_change(conn) as version:
+            if version is None:
+                for statement in _SCHEMA.split(";"):
+                    conn.execute(statement)
+                conn.executemany("INSERT INTO meta VALUES (?, ?)", [
+                    ("application", APPLICATION), ("schema_version", str(SCHEMA_VERSION)),
+                    ("feedbacks", "0")])
+
+    @classmethod
+    def _migrate_from_1(cls, conn: sqlite3.Connection) -> None:
+        """Schema 1 (names repeated in every row, JSON impressions) to the current one. Links,
+        the pool and document use are kept; old impressions are dropped (feedback for them
+        reports an unknown recall)."""
+        with cls._schema_change(conn) as version:
+            if version == 1:
                 for old in ("links", "global_links", "docs", "impressions", "resolutions"):
                     conn.execute(f"ALTER TABLE {old} RENAME TO v1_{old}")
                 conn.execute("DROP INDEX IF EXISTS impressions_ns")
@@ -264,10 +295,17 @@ class SQLiteState:
                 conn.execute("INSERT OR REPLACE INTO meta VALUES ('application', ?)", (APPLICATION,))
                 conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'",
                              (str(SCHEMA_VERSION),))
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
+
+    @classmethod
+    def _migrate_from_2(cls, conn: sqlite3.Connection) -> None:
+        """Schema 2 to 3: the co-use edges table, empty. Nothing else changes; an older heaprank
+        then refuses the file, as it would not forget a namespace's edges."""
+        with cls._schema_change(conn) as version:
+            if version == 2:
+                for statement in _EDGES_SCHEMA.split(";"):
+                    conn.execute(statement)
+                conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'",
+                             (str(SCHEMA_VERSION),))
 
     def _set_sync(self, conn: sqlite3.Connection, level: str) -> None:
         if self._sync != level:
@@ -346,6 +384,21 @@ class SQLiteState:
         with self._read() as conn:
             return self._counts(conn, namespace, features), self._docs(conn, namespace, ids)
 
+    def read_with_edges(self, namespace: str, features: Sequence[str],
+                        ids: Sequence[str]) -> tuple[LinkCounts, DocStats, edges.EdgeRows]:
+        with self._read() as conn:
+            where = _json(ids)
+            found = conn.execute(_READ_EDGES.format(ns=_NS_ID), (namespace, where, where))
+            adj = _adjacency(found)
+            return (self._counts(conn, namespace, features), self._docs(conn, namespace, ids),
+                    edges.among(ids, adj.get))
+
+    def list_edges(self, namespace: str) -> list[tuple[str, str, float, float, float]]:
+        with self._read() as conn:
+            return [tuple(r) for r in conn.execute(  # type: ignore[misc]
+                f"SELECT a, b, strength, count, last FROM edges WHERE ns = {_NS_ID} "
+                f"ORDER BY a, b", (namespace,))]
+
     # ------------------------------------------------------------- impressions
 
     def put_impression(self, impression: Impression, *, feedback_id: str | None = None) -> str | None:
@@ -409,6 +462,25 @@ class SQLiteState:
             return None
         return Impression.decode(recall_id, row[0], row[1])
 
+    def feedback_log(self, namespace: str | None = None) -> Iterator[Impression]:
+        """Impressions with feedback of ``namespace`` (``None``: all), oldest recall first.
+
+        Read in pages of a few hundred, each in its own short read transaction, so a long log
+        neither sits in memory at once nor holds the connection while the caller works."""
+        where = "" if namespace is None else " AND n.name = ?"
+        sql = (f"SELECT i.key, n.name, i.body FROM impressions i JOIN namespaces n ON n.id = i.ns "
+               f"WHERE i.fed = 1 AND i.key > ?{where} ORDER BY i.key LIMIT {_LOG_PAGE}")
+        after = -1
+        while True:
+            with self._read() as conn:
+                page = conn.execute(sql, (after,) if namespace is None
+                                    else (after, namespace)).fetchall()
+            for key, name, body in page:
+                yield Impression.decode(f"{key:016x}", name, bytes(body))
+            if len(page) < _LOG_PAGE:
+                return
+            after = page[-1][0]
+
     # ---------------------------------------------------------------- feedback
 
     def apply_feedback(self, batch: FeedbackBatch, credit: CreditFn) -> FeedbackOutcome:
@@ -451,11 +523,34 @@ class SQLiteState:
         todo, done = check_resolution(batch, verdicts)
         if todo:
             self._apply(conn, ns, batch, todo, credit)
+            if batch.co_use is not None:
+                self._co_use(conn, ns, batch, verdicts, todo)
             body = codec.with_verdicts(body, new_verdicts(verdicts, len(verdicts), todo))
             conn.execute("UPDATE impressions SET fed = 1, body = ? WHERE key = ?", (body, key))
             conn.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 "
                          "WHERE key = 'feedbacks'")
         return FeedbackOutcome(batch.recall_id, tuple(i.id for i in todo), tuple(done))
+
+    @staticmethod
+    def _co_use(conn: sqlite3.Connection, ns: int, batch: FeedbackBatch, verdicts: Sequence[int],
+                todo: Sequence[Any]) -> None:
+        """Strengthen the co-use edges of this feedback, inside its transaction."""
+        co_use = batch.co_use
+        assert co_use is not None
+        pairs = edges.co_use_pairs(batch.shown, verdicts, todo, co_use.max_rank)
+        if not pairs:
+            return
+        docs = _json(sorted({d for pair in pairs for d in pair}))
+        adj = _adjacency(conn.execute(
+            "SELECT a, b, strength, count, last FROM edges WHERE ns = ? AND (a IN (SELECT value "
+            "FROM json_each(?)) OR b IN (SELECT value FROM json_each(?)))", (ns, docs, docs)))
+        count = conn.execute("SELECT COUNT(*) FROM edges WHERE ns = ?", (ns,)).fetchone()[0]
+        _, written, deleted = edges.update(adj, count, pairs, batch.time, co_use, lambda: _adjacency(
+            conn.execute("SELECT a, b, strength, count, last FROM edges WHERE ns = ?", (ns,))))
+        conn.executemany("DELETE FROM edges WHERE ns = ? AND a = ? AND b = ?",
+                         [(ns, a, b) for a, b in sorted(deleted)])
+        conn.executemany("INSERT OR REPLACE INTO edges VALUES (?, ?, ?, ?, ?, ?)",
+                         [(ns, a, b, *adj[a][b]) for a, b in sorted(written)])
 
     def _apply(self, conn: sqlite3.Connection, ns: int, batch: FeedbackBatch,
                todo: Sequence[Any], credit: CreditFn) -> None:
@@ -521,7 +616,7 @@ class SQLiteState:
                          f"(SELECT fid, pos, neg FROM links WHERE ns = ?) AS l "
                          f"WHERE features.id = l.fid", (ns,))
             conn.execute("DELETE FROM features WHERE nscount <= 0")
-            for table in ("links", "docs", "impressions", "feedback_ids"):
+            for table in ("links", "docs", "impressions", "feedback_ids", "edges"):
                 conn.execute(f"DELETE FROM {table} WHERE ns = ?", (ns,))
             conn.execute("DELETE FROM namespaces WHERE id = ?", (ns,))
         self._checkpoint()
@@ -598,7 +693,8 @@ class SQLiteState:
             conn.executemany("INSERT OR IGNORE INTO features (name, nscount) VALUES (?, ?)",
                              list(holders.items()))
             fid = dict(conn.execute("SELECT name, id FROM features"))
-            names = set(dump.links) | set(dump.docs) | {ns for _, ns, _ in dump.impressions}
+            names = set(dump.links) | set(dump.docs) | set(dump.edges) | {
+                ns for _, ns, _ in dump.impressions}
             ns_id = {ns: self._ns_id(conn, ns) for ns in sorted(names)}
             for ns, (features, pos, neg) in dump.links.items():
                 conn.executemany("INSERT INTO links VALUES (?, ?, ?, ?)", [
@@ -606,6 +702,9 @@ class SQLiteState:
             for ns, rows in dump.docs.items():
                 conn.executemany("INSERT INTO docs VALUES (?, ?, ?, ?)",
                                  [(ns_id[ns], i, last, uses) for i, last, uses in rows])
+            for ns, edge_rows in dump.edges.items():
+                conn.executemany("INSERT INTO edges VALUES (?, ?, ?, ?, ?, ?)",
+                                 [(ns_id[ns], *row) for row in edge_rows])
             conn.executemany("INSERT INTO impressions VALUES (?, ?, ?, ?)", [
                 (recall_key(rid), ns_id[ns], int(any(codec.verdicts_of(body))), body)
                 for rid, ns, body in dump.impressions])

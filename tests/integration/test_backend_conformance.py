@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
-from heaprank import FeedbackError, MemoryState, Prior, Reranker, SQLiteState, StateBackend
+from heaprank import CoUse, FeedbackError, MemoryState, Prior, Reranker, SQLiteState, StateBackend
 from heaprank import links as linkmath
-from heaprank.state import open_state
+from heaprank.state import codec, open_state
 from heaprank.state.base import FeedbackBatch, FeedbackItem, Impression
 from tests.integration.redis_servers import unique_prefix
 
@@ -171,6 +172,41 @@ def test_an_impression_stays_compact(backend):
     body = imp.encode()
     assert len(body) <= 10 * (1 + 13 + 1 + 11 + 5 * 4) + 32
     assert Impression.decode(R1, "ns", body) == imp
+
+
+def test_feedback_log_yields_impressions_with_feedback_oldest_recall_first(backend):
+    # "ns:b" shares "ns" as a prefix: a key layout that joins names with ":" must still tell
+    # them apart.
+    for r, ns in ((R1, "ns"), (R2, "ns:b"), (R3, "ns"), (R4, "ns")):
+        backend.put_impression(impression(recall_id=r, namespace=ns))
+    backend.apply_feedback(batch(recall_id=R3, verdicts=(("b", False),)), credit)  # first fed
+    backend.apply_feedback(batch(recall_id=R1), credit)
+    backend.apply_feedback(batch(recall_id=R2, namespace="ns:b"), credit)  # R4: no feedback
+    assert [i.recall_id for i in backend.feedback_log()] == [R1, R2, R3]
+    assert [i.recall_id for i in backend.feedback_log(None)] == [R1, R2, R3]
+    assert [i.recall_id for i in backend.feedback_log("ns")] == [R1, R3]
+    assert [i.recall_id for i in backend.feedback_log("ns:b")] == [R2]
+    assert list(backend.feedback_log("nobody")) == []
+    first, third = backend.feedback_log("ns")
+    assert first == replace(impression(), verdicts=(codec.USED, codec.IGNORED))
+    assert third.verdicts == (codec.OPEN, codec.IGNORED) and third.namespace == "ns"
+    backend.forget_namespace("ns")
+    assert [i.recall_id for i in backend.feedback_log()] == [R2]
+
+
+def test_feedback_log_reads_in_pages(backend, monkeypatch):
+    """Pages of two (ties of age included: the ids below share their millisecond)."""
+    from heaprank.state import redis as redis_module
+    from heaprank.state import sqlite as sqlite_module
+
+    monkeypatch.setattr(sqlite_module, "_LOG_PAGE", 2)
+    monkeypatch.setattr(redis_module, "_LOG_PAGE", 2)
+    ids = [rid(10 + n) for n in range(7)]
+    for n, r in enumerate(ids):
+        backend.put_impression(impression(recall_id=r, namespace=f"ns{n % 2}"))
+        backend.apply_feedback(batch(recall_id=r, namespace=f"ns{n % 2}"), credit)
+    assert [i.recall_id for i in backend.feedback_log()] == ids
+    assert [i.recall_id for i in backend.feedback_log("ns1")] == ids[1::2]
 
 
 # --------------------------------------------------------------------------------- feedback
@@ -483,3 +519,121 @@ def test_feedback_many_equals_one_by_one_and_keeps_each_feedback_atomic(make_bac
     # replaying the group changes nothing: each feedback stays idempotent
     again = many.feedback_many([(shown[0][1], shown[0][2]), (shown[2][1], shown[2][2])])
     assert all(o.applied == () for o in again) and snapshot(many.state) == snapshot(one.state)
+
+
+# ------------------------------------------------------------------------- co-use edges
+
+CO_USE = CoUse(max_per_doc=3, max_edges=5)
+IDS5 = ("a", "b", "c", "d", "e")
+DAY = 86_400.0
+
+
+def _co(recall_id=R1, namespace="ns", verdicts=(), time=NOW, ids=IDS5, co_use=CO_USE):
+    """A feedback on an impression showing ``ids``, forming co-use edges."""
+    items = tuple(FeedbackItem(id=i, rank=ids.index(i) + 1, used=used, features=FEATURES_A)
+                  for i, used in verdicts)
+    return FeedbackBatch(recall_id=recall_id, namespace=namespace, time=time, items=items,
+                         a0=PRIOR.a0, b0=PRIOR.b0, kappa=PRIOR.kappa, co_use=co_use, shown=ids)
+
+
+def _show(backend, recall_id, namespace="ns", ids=IDS5):
+    backend.put_impression(impression(recall_id=recall_id, namespace=namespace, ids=ids,
+                                      slots=(SLOTS_A,) * len(ids)))
+
+
+def test_edges_form_only_between_items_used_together(backend):
+    _show(backend, R1)
+    backend.apply_feedback(_co(verdicts=(("a", True), ("b", False), ("c", False))), credit)
+    assert backend.list_edges("ns") == []  # one used item: no pair
+    _show(backend, R2)
+    backend.apply_feedback(_co(R2, verdicts=(("a", True), ("c", True), ("b", False))), credit)
+    assert backend.list_edges("ns") == [("a", "c", pytest.approx(0.2), 1.0, NOW)]
+    assert backend.list_edges("other") == []
+
+
+def test_a_retried_feedback_strengthens_once_and_split_feedback_pairs_once(backend):
+    _show(backend, R1)
+    first = _co(verdicts=(("a", True), ("b", True)))
+    backend.apply_feedback(first, credit)
+    backend.apply_feedback(first, credit)  # the retry
+    assert backend.list_edges("ns") == [("a", "b", pytest.approx(0.2), 1.0, NOW)]
+    # "c" used later in the same recall pairs with a and b, once each
+    backend.apply_feedback(_co(verdicts=(("c", True),), time=NOW + 5), credit)
+    backend.apply_feedback(_co(verdicts=(("c", True),), time=NOW + 5), credit)
+    assert [(a, b, n) for a, b, _, n, _ in backend.list_edges("ns")] == [
+        ("a", "b", 1.0), ("a", "c", 1.0), ("b", "c", 1.0)]
+
+
+def test_edges_decay_strengthen_and_potentiate_alike(backend):
+    for k in range(7):
+        r = rid(10 + k)
+        _show(backend, r)
+        backend.apply_feedback(_co(r, verdicts=(("a", True), ("b", True)), time=NOW + k * DAY),
+                               credit)
+    ((a, b, s, n, last),) = backend.list_edges("ns")
+    expected, count, t = 0.0, 0.0, NOW
+    from heaprank.assoc import strengthened
+    for k in range(7):
+        expected, count, t = strengthened(expected, count, t, NOW + k * DAY, CO_USE)
+    assert (a, b, n, last) == ("a", "b", 7.0, NOW + 6 * DAY)
+    assert s == pytest.approx(expected, rel=1e-12)
+
+
+def test_edges_stay_within_their_bounds(backend):
+    ids = tuple(f"m{i}" for i in range(8))
+    for k in range(6):  # every feedback uses m0 with two others: m0's degree would pass 3
+        r = rid(20 + k)
+        _show(backend, r, ids=ids)
+        used = ("m0", ids[1 + k % 7], ids[1 + (k + 3) % 7])
+        backend.apply_feedback(_co(r, verdicts=tuple((u, True) for u in used),
+                                   time=NOW + k * 3600, ids=ids), credit)
+        edges = backend.list_edges("ns")
+        assert len(edges) <= CO_USE.max_edges
+        degree = {}
+        for a, b, *_ in edges:
+            degree[a] = degree.get(a, 0) + 1
+            degree[b] = degree.get(b, 0) + 1
+        assert max(degree.values()) <= CO_USE.max_per_doc
+
+
+def test_read_with_edges_returns_the_edges_among_the_ids_read(backend):
+    _show(backend, R1)
+    backend.apply_feedback(_co(verdicts=(("a", True), ("b", True), ("d", True))), credit)
+    counts, docs, rows = backend.read_with_edges("ns", ["kind:fact"], ["x", "d", "a", "zz"])
+    assert docs.use_count.tolist() == [0.0, 1.0, 1.0, 0.0]
+    assert counts.pos.shape == (1,)
+    assert list(zip(rows.i.tolist(), rows.j.tolist())) == [(1, 2)]  # d-a; b was not read
+    assert rows.strength.tolist() == pytest.approx([0.2]) and rows.count.tolist() == [1.0]
+    assert len(backend.read_with_edges("other", [], ["d", "a"])[2]) == 0
+
+
+def test_forget_removes_every_edge_of_the_namespace(backend):
+    for r, ns in ((R1, "keep"), (R2, "gone")):
+        _show(backend, r, namespace=ns)
+        backend.apply_feedback(_co(r, namespace=ns, verdicts=(("a", True), ("b", True))), credit)
+    backend.forget_namespace("gone")
+    assert backend.list_edges("gone") == []
+    assert len(backend.list_edges("keep")) == 1
+
+
+def test_the_same_co_use_gives_the_same_edges_and_ranking_on_every_backend(make_backend):
+    from heaprank import Config
+
+    cfg = Config(co_use=CoUse(max_per_doc=4, max_edges=12)).with_weights(association=1.0)
+    cands = [{"id": f"d{i}", "text": f"Note {i} from Monday", "score": float(20 - i)}
+             for i in range(20)]
+    rng = np.random.default_rng(7)
+    reference, other = Reranker(MemoryState(), config=cfg), Reranker(make_backend(), config=cfg)
+    for t in range(40):
+        shown = [cands[i] for i in rng.choice(20, size=8, replace=False)]
+        used = [c["id"] for c in shown[:3] if rng.random() < 0.7]
+        for rr in (reference, other):
+            rr.feedback(namespace="ns", query="When?", shown=shown, used=used,
+                        now=NOW + t * DAY, feedback_id=str(t))
+    assert other.state.list_edges("ns") == reference.state.list_edges("ns")
+    assert reference.state.list_edges("ns")  # not vacuous
+    a = reference.rerank("When?", cands, namespace="ns", k=20, now=NOW + 41 * DAY, track=False)
+    b = other.rerank("When?", cands, namespace="ns", k=20, now=NOW + 41 * DAY, track=False)
+    assert a.ids == b.ids
+    assert [r.explain() for r in a] == [r.explain() for r in b]
+    assert any(r.signals["association"] > 1 for r in a)

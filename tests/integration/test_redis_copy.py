@@ -105,3 +105,32 @@ def test_copy_to_memory_is_refused(tmp_path, capsys):
     SQLiteState(tmp_path / "x.db").close()
     assert main(["state", "copy", url, "memory://"]) == 2
     assert "memory://" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("kind", ["redis", "redis-cluster"])
+def test_copy_carries_the_co_use_edges(kind, request, tmp_path):
+    from heaprank import Config, CoUse
+
+    cfg = Config(co_use=CoUse()).with_weights(association=1.0)
+    source = Reranker(SQLiteState(tmp_path / "src.db"), config=cfg)
+    _teach(source)  # ben uses price and lisbon together
+    url = request.getfixturevalue("redis_url" if kind == "redis" else "redis_cluster_url")
+    red = RedisState(url, prefix=unique_prefix())
+    back = SQLiteState(tmp_path / "back.db")
+    try:
+        copy_state(source.state, red)
+        copy_state(red, back)
+        edges = source.state.list_edges("ben")
+        assert edges and red.list_edges("ben") == edges == back.list_edges("ben")
+        _same_ranking(Reranker(red, config=cfg), source)
+        # the copy goes on learning: one more co-use strengthens the copied edge, not a new one
+        ranking = Reranker(red, config=cfg).rerank("How much?", CANDIDATES, namespace="ben", k=3,
+                                                   now=NOW + 7200)
+        Reranker(red, config=cfg).feedback(ranking.recall_id, used=["price", "lisbon"])
+        ((a, b, _, count, _),) = red.list_edges("ben")
+        assert (a, b, count) == ("lisbon", "price", edges[0][3] + 1)
+    finally:
+        source.close()
+        back.close()
+        red.clear()
+        red.close()

@@ -6,11 +6,22 @@ Each test plays a hostile or careless tenant against a victim, on every backend.
 from __future__ import annotations
 
 import gc
+import json
 import sqlite3
 
 import pytest
 
-from heaprank import Config, ConfigError, FeedbackError, MemoryState, Prior, Reranker, SQLiteState
+from heaprank import (
+    Config,
+    ConfigError,
+    CoUse,
+    FeedbackError,
+    MemoryState,
+    Prior,
+    Reranker,
+    SQLiteState,
+)
+from tests.integration.redis_servers import unique_prefix
 
 NOW = 1_750_000_000.0
 SECRET_SOURCE = "alice.secret@example.com"
@@ -20,6 +31,8 @@ SECRET_KEY = "alice-key-qwerty"
 TAG_SLOT = "urgent"  # a tag slot comes from the config, not from a namespace
 SECRET_QUERY = "When is the Zanzibar surgery for Alice?"
 SECRETS = (SECRET_SOURCE, SECRET_ID, SECRET_KIND, SECRET_KEY, "Zanzibar", "alice")
+#: Every per-namespace store in use: doc links, tag slots, co-use edges.
+CONFIG = Config(doc_features=True, tag_slots=(TAG_SLOT,), co_use=CoUse())
 
 
 def alice_candidates():
@@ -39,7 +52,7 @@ BOB = [{"id": "bob-1", "text": "Dentist on Friday", "score": 2.0, "metadata": {"
 @pytest.fixture(params=["memory", "sqlite"])
 def rr(request, tmp_path):
     state = MemoryState() if request.param == "memory" else SQLiteState(tmp_path / "t.db")
-    reranker = Reranker(state, config=Config(doc_features=True, tag_slots=(TAG_SLOT,)))
+    reranker = Reranker(state, config=CONFIG)
     yield reranker
     reranker.close()
 
@@ -106,8 +119,12 @@ def _teach(rr: Reranker) -> None:
         rr.rerank(SECRET_QUERY, alice_candidates(), namespace="alice", k=2, now=NOW + t)
         ranking = rr.rerank("When is the dentist?", BOB, namespace="bob", k=2, now=NOW + t)
         rr.feedback(ranking.recall_id, used=["bob-1"])
+    # Explicit feedback using two items together: a co-use edge in each namespace.
     rr.feedback(namespace="alice", query=SECRET_QUERY, shown=alice_candidates(),
-                used=[SECRET_ID], now=NOW, feedback_id="alice-fb-id")
+                used=[SECRET_ID, SECRET_ID + "-b"], now=NOW, feedback_id="alice-fb-id")
+    rr.feedback(namespace="bob", query="When is the dentist?", shown=BOB, used=["bob-1", "bob-2"],
+                now=NOW, feedback_id="bob-fb-id")
+    assert rr.state.list_edges("alice") and rr.state.list_edges("bob")  # not vacuous
 
 
 def _memory_strings(state: MemoryState) -> str:
@@ -138,7 +155,7 @@ def _memory_strings(state: MemoryState) -> str:
 
 @pytest.mark.parametrize("scrub", [True, False])
 def test_forgetting_a_namespace_leaves_no_byte_of_it_in_memory(scrub):
-    rr = Reranker(MemoryState(), config=Config(doc_features=True, tag_slots=(TAG_SLOT,)))
+    rr = Reranker(MemoryState(), config=CONFIG)
     _teach(rr)
     assert SECRET_SOURCE in _memory_strings(rr.state) and SECRET_ID in _memory_strings(rr.state)
     rr.forget_namespace("alice", scrub_global=scrub)
@@ -152,7 +169,7 @@ def test_forgetting_a_namespace_leaves_no_byte_of_it_in_memory(scrub):
 @pytest.mark.parametrize("scrub", [True, False])
 def test_forgetting_a_namespace_leaves_no_byte_of_it_in_the_sqlite_file(tmp_path, scrub):
     path = tmp_path / "tenants.db"
-    rr = Reranker(SQLiteState(path), config=Config(doc_features=True, tag_slots=(TAG_SLOT,)))
+    rr = Reranker(SQLiteState(path), config=CONFIG)
     _teach(rr)
     before = b"".join(p.read_bytes() for p in tmp_path.iterdir())
     assert all(s.encode() in before for s in (SECRET_SOURCE, SECRET_ID, "alice"))
@@ -169,8 +186,57 @@ def test_forgetting_a_namespace_leaves_no_byte_of_it_in_the_sqlite_file(tmp_path
     conn.close()
 
 
+def _redis_bytes(state) -> bytes:
+    """Every key under the state's prefix with its whole value, as one byte string (values read
+    by type, not DUMPed: a dump may be compressed and hide a name)."""
+    client, out = state.client, []
+    for key in client.scan_iter(match=f"{state.prefix}:*"):
+        kind = client.type(key)
+        if kind == b"hash":
+            value = b"".join(f + v for f, v in client.hgetall(key).items())
+        elif kind == b"set":
+            value = b"".join(client.smembers(key))
+        elif kind == b"zset":
+            value = b"".join(client.zrange(key, 0, -1))
+        else:
+            value = client.get(key) or b""
+        out.append(key + value)
+    return b"".join(out)
+
+
+@pytest.mark.parametrize("scrub", [True, False])
+def test_forgetting_a_namespace_leaves_no_byte_of_it_in_redis(redis_url, scrub):
+    from heaprank.state.redis import RedisState
+
+    state = RedisState(redis_url, prefix=unique_prefix())
+    try:
+        rr = Reranker(state, config=CONFIG)
+        _teach(rr)
+        before = _redis_bytes(state)
+        assert all(s.encode() in before for s in (SECRET_SOURCE, SECRET_ID, "alice"))
+        rr.forget_namespace("alice", scrub_global=scrub)
+        raw = _redis_bytes(state)
+        assert [s for s in SECRETS if s.encode() in raw] == []
+        assert b"bob-1" in raw and state.list_edges("bob")
+    finally:
+        state.clear()
+        state.close()
+
+
+def test_edges_never_cross_namespaces(rr):
+    _teach(rr)
+    assert [e[:2] for e in rr.state.list_edges("alice")] == [(SECRET_ID, SECRET_ID + "-b")]
+    assert [e[:2] for e in rr.state.list_edges("bob")] == [("bob-1", "bob-2")]
+    # bob ranking alice's very documents sees none of her edges
+    weighted = CONFIG.with_weights(association=1.0)
+    ranking = rr.rerank("When?", alice_candidates(), namespace="bob", k=2, now=NOW, config=weighted)
+    assert all(r.signals["association"] == 1.0 for r in ranking)
+    mine = rr.rerank("When?", alice_candidates(), namespace="alice", k=2, now=NOW, config=weighted)
+    assert max(r.signals["association"] for r in mine) > 1.0
+
+
 def test_the_process_cache_is_dropped_with_the_namespace():
-    rr = Reranker(config=Config(tag_slots=(TAG_SLOT,)))
+    rr = Reranker(config=CONFIG)
     _teach(rr)
     assert any(SECRET_SOURCE in n for n in rr._space.names)
     rr.forget_namespace("alice")
@@ -187,3 +253,15 @@ def test_a_per_call_config_may_not_change_what_feedback_learns():
             rr.rerank("When?", cands, namespace="bob", now=NOW, config=Config(**change))
     scoring = Config(half_life_s=3600.0, recency_floor=0.5).with_weights(usefulness=3.0)
     assert rr.rerank("When?", cands, namespace="bob", now=NOW, config=scoring).ids
+
+
+def test_a_namespace_log_holds_only_its_own_impressions_and_tuning_reports_no_secret(rr):
+    _teach(rr)
+    bob = list(rr.state.feedback_log("bob"))
+    assert bob and {i.namespace for i in bob} == {"bob"}
+    assert not any(s in repr(bob) for s in SECRETS)
+    result = rr.tune("bob", min_impressions=1)
+    assert result.fit.impressions == 3  # bob's three reranks, none of alice's
+    assert not any(s in json.dumps(result.fit.to_dict(), default=str) for s in SECRETS)
+    rr.forget_namespace("alice")
+    assert {i.namespace for i in rr.state.feedback_log()} == {"bob"}

@@ -18,14 +18,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from heaprank import Config, Reranker, SQLiteState, Weights
+from heaprank import Config, CoUse, Reranker, SQLiteState, Weights
 from heaprank.candidates import coerce_candidates
 from heaprank.features import FeatureSpace, analyze_query, retrieval_features, shape_of
 from tests.strategies import NOW, candidate_lists, queries
 
 DAY_S = 86_400.0
 _LABEL = {"relevance": "rel", "recency": "recency", "importance": "importance",
-          "usefulness": "useful"}
+          "usefulness": "useful", "association": "assoc"}
 
 weights = st.builds(
     Weights,
@@ -33,7 +33,12 @@ weights = st.builds(
     recency=st.sampled_from([0.0, 1.0, 1.5]),
     importance=st.sampled_from([0.0, 1.0, 0.25]),
     usefulness=st.sampled_from([0.0, 1.0, 1.5, 3.0]),
+    reinforcement=st.sampled_from([0.0, 1.0]),
+    association=st.sampled_from([0.0, 0.5]),
 )
+#: The other signals' settings: exploration (a note on usefulness) and co-use edges.
+extras = st.fixed_dictionaries({"exploration_rate": st.sampled_from([0.0, 1.0]),
+                                "co_use": st.sampled_from([None, CoUse()])})
 
 
 def _reference_explain(item) -> str:
@@ -80,10 +85,12 @@ def _reference_details(batch, has_content: bool, i: int, age_s: float,
     return {"relevance": rel, "recency": rec, "importance": imp}
 
 
-@given(candidate_lists(min_size=1, scored=None), queries, weights, st.integers(1, 12),
+@given(candidate_lists(min_size=1, scored=None), queries, weights, extras, st.integers(1, 12),
        st.lists(st.integers(0, 11), max_size=3))
-def test_explain_and_details_match_the_reference(cands, query, w, k, used):
-    rr = Reranker(config=Config(weights=w))
+def test_explain_and_details_match_the_reference(cands, query, w, extra, k, used):
+    if w.association > 0 and extra["co_use"] is None:
+        extra = {**extra, "co_use": CoUse()}
+    rr = Reranker(config=Config(weights=w, **extra))
     first = rr.rerank(query, cands, namespace="ns", k=k, now=NOW)
     rr.feedback(first.recall_id, used=[first.ids[u] for u in used if u < len(first)],
                 now=NOW)
@@ -97,7 +104,8 @@ def test_explain_and_details_match_the_reference(cands, query, w, k, used):
         last = np.fmax(np.fmax(docs.last_used[i], batch.last_used[i]), batch.created_at[i])
         expected = _reference_details(batch, has_content, i, NOW + DAY_S - last,
                                       docs.use_count[i])
-        assert dict(item.details) == expected
+        for name, text in expected.items():  # notes of the other signals may follow
+            assert item.details[name] == text or item.details[name].startswith(text + ", ")
         line = item.explain()
         assert line == _reference_explain(item)
         assert item.explain() is line  # composed once

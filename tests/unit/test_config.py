@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import math
+import pickle
 
 import pytest
 
-from heaprank import Config, ConfigError, Prior, Reranker, Weights
+from heaprank import Config, ConfigError, CoUse, Prior, Reranker, Weights
+from heaprank.config import load_config, save_config
 
 
 @pytest.mark.parametrize("make, match", [
@@ -56,7 +58,7 @@ def test_config_error_is_a_value_error():
 
 def test_defaults_are_valid_and_sensible():
     cfg = Config()
-    assert cfg.weights.as_tuple() == (1.0, 1.0, 1.0, 1.5)
+    assert cfg.weights.as_tuple() == (1.0, 1.0, 1.0, 1.5, 0.0, 0.0)  # reinforcement, association off
     assert cfg.recency_floor == 0.9
     assert cfg.reject_discount == "log"
     assert cfg.em_credit is True
@@ -70,14 +72,14 @@ def test_defaults_are_valid_and_sensible():
 def test_zero_weights_and_floors_are_allowed():
     cfg = Config(weights=Weights(relevance=0, recency=0, importance=0, usefulness=0),
                  relevance_floor=0.0, recency_floor=0.0, superseded_multiplier=0.0)
-    assert cfg.weights.as_tuple() == (0.0, 0.0, 0.0, 0.0)
+    assert cfg.weights.as_tuple() == (0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
 
 
 def test_with_weights_returns_a_changed_copy():
     cfg = Config()
     other = cfg.with_weights(recency=0, usefulness=2)
-    assert other.weights.as_tuple() == (1.0, 0.0, 1.0, 2.0)
-    assert cfg.weights.as_tuple() == (1.0, 1.0, 1.0, 1.5)
+    assert other.weights.as_tuple() == (1.0, 0.0, 1.0, 2.0, 0.0, 0.0)
+    assert cfg.weights.as_tuple() == (1.0, 1.0, 1.0, 1.5, 0.0, 0.0)
     with pytest.raises(ConfigError):
         cfg.with_weights(recency=-1)
 
@@ -101,11 +103,20 @@ def test_to_dict_is_json_ready():
     cfg = Config(tag_slots=["travel"], weights=Weights(recency=0.5))
     data = json.loads(json.dumps(cfg.to_dict()))
     assert data["weights"] == {"relevance": 1.0, "recency": 0.5, "importance": 1.0,
-                               "usefulness": 1.5}
+                               "usefulness": 1.5, "reinforcement": 0.0,
+                               "association": 0.0}
     assert data["prior"] == {"mean": 0.01, "strength": 2.0, "kappa": 50.0}
     assert data["recency_floor"] == 0.9 and data["reject_discount"] == "log"
     assert data["tag_slots"] == ["travel"]
     assert data["kind_importance"]["instruction"] == 1.5
+    assert data["co_use"] is None
+    learning = json.loads(json.dumps(Config(co_use=CoUse(rate=0.3)).to_dict()))
+    assert learning["co_use"]["rate"] == 0.3 and learning["co_use"]["ltp_threshold"] == 5
+
+
+def test_a_config_with_co_use_pickles():
+    cfg = Config(co_use=CoUse(max_edges=50)).with_weights(association=0.5)
+    assert pickle.loads(pickle.dumps(cfg)) == cfg
 
 
 def test_reranker_rejects_a_non_config():
@@ -121,3 +132,89 @@ def test_a_config_pickles_and_stays_read_only():
     assert back == cfg and back.kind_importance["fact"] == 2.0
     with pytest.raises(TypeError):
         back.kind_importance["fact"] = 3.0  # type: ignore[index]
+
+
+# ------------------------------------------------------------------------- config files
+
+def test_from_dict_inverts_to_dict_and_fills_defaults():
+    cfg = Config(tag_slots=("urgent",), kind_importance={"fact": 1.4}, em_credit=False,
+                 prior=Prior(mean=0.02, kappa=10.0), half_life_s=7 * 86_400.0).with_weights(
+        recency=0.25)
+    assert Config.from_dict(cfg.to_dict()) == cfg
+    assert Config.from_dict(json.loads(json.dumps(cfg.to_dict()))) == cfg
+    assert Config.from_dict({}) == Config()
+    partial = Config.from_dict({"weights": {"usefulness": 2.5}, "prior": {"kappa": 5}})
+    assert partial.weights == Weights(usefulness=2.5) and partial.prior == Prior(kappa=5)
+
+
+@pytest.mark.parametrize("data, match", [
+    ({"weight": {}}, r"^weight: unknown field; expected one of weights, "),
+    ({"weights": {"usefulnes": 2}}, r"weights\.usefulnes: unknown field"),
+    ({"weights": [1, 2]}, r"weights: expected a mapping of fields, got list"),
+    ({"weights": {"recency": "1"}}, r"weights\.recency: expected a number, got '1'"),
+    ({"weights": {"recency": -1}}, r"weights\.recency: must be finite and >= 0"),
+    ({"prior": {"mean": "0.1"}}, r"prior\.mean: expected a number"),
+    ({"prior": {"mean": 2}}, r"prior\.mean: must be in \(0, 1\)"),
+    ({"em_credit": "yes"}, r"em_credit: expected true or false"),
+    ({"half_life_s": True}, r"half_life_s: expected a number"),
+    ({"half_life_s": None}, r"half_life_s: null is not a value"),
+    ({"score_kind": 1}, r"score_kind: expected a string"),
+    ({"score_kind": "cosine"}, r"score_kind: expected 'similarity' or 'distance'"),
+    ({"tag_slots": "urgent"}, r"tag_slots: expected a list"),
+    ({"kind_importance": ["fact"]}, r"kind_importance: expected a mapping"),
+    ({"kind_importance": {"fact": "high"}}, r"kind_importance\['fact'\]: expected a number"),
+    ({"feature_prefix_chars": 2000.5}, r"feature_prefix_chars: must be an int"),
+    (["weights"], r"config: expected a mapping of fields, got list"),
+])
+def test_from_dict_names_the_bad_field(data, match):
+    with pytest.raises(ConfigError, match=match):
+        Config.from_dict(data)
+
+
+def test_co_use_settings_round_trip_through_dicts_and_files(tmp_path):
+    cfg = Config(co_use=CoUse(max_edges=50, rate=0.3)).with_weights(association=0.5)
+    assert Config.from_dict(json.loads(json.dumps(cfg.to_dict()))) == cfg
+    assert Config.from_dict({"co_use": None}) == Config()  # off, as to_dict writes it
+    assert Config.from_dict({"co_use": {}}).co_use == CoUse()
+    save_config(cfg, tmp_path / "c.json")
+    assert load_config(tmp_path / "c.json") == cfg
+    with pytest.raises(ConfigError, match=r"co_use\.rat: unknown field"):
+        Config.from_dict({"co_use": {"rat": 0.3}})
+    with pytest.raises(ConfigError, match=r"co_use\.depth: expected an int"):
+        Config.from_dict({"co_use": {"depth": 1.5}})
+
+
+def test_save_and_load_config_round_trip(tmp_path):
+    cfg = Config(tag_slots=("urgent",)).with_weights(usefulness=2.25, relevance=0.5)
+    path = tmp_path / "tuned.json"
+    save_config(cfg, path)
+    assert load_config(path) == cfg
+    assert load_config(str(path)) == cfg
+    assert [p.name for p in tmp_path.iterdir()] == ["tuned.json"]  # no partial file left
+    save_config(Config(), path)  # replaced whole
+    assert load_config(path) == Config()
+
+
+def test_load_config_reads_toml(tmp_path):
+    path = tmp_path / "heaprank.toml"
+    path.write_text('half_life_s = 86400.0\ntag_slots = ["urgent"]\n\n[weights]\n'
+                    'usefulness = 2.0\n', encoding="utf-8")
+    assert load_config(path) == Config(half_life_s=86_400.0, tag_slots=("urgent",),
+                                       weights=Weights(usefulness=2.0))
+    path.write_text("[weights\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="heaprank.toml.*not valid TOML"):
+        load_config(path)
+
+
+def test_load_config_errors_name_the_file_and_the_field(tmp_path):
+    with pytest.raises(ConfigError, match=r"missing\.json.*cannot read it"):
+        load_config(tmp_path / "missing.json")
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"weights": {"recency": 1,}}', encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"bad\.json.*not valid JSON.*line 1 column"):
+        load_config(bad)
+    bad.write_text('{"weights": {"recency": -2}}', encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"bad\.json.*weights\.recency: must be finite and >= 0"):
+        load_config(bad)
+    with pytest.raises(ConfigError, match="config: expected Config"):
+        save_config({"weights": {}}, tmp_path / "x.json")  # type: ignore[arg-type]

@@ -9,6 +9,7 @@ import math
 import pytest
 
 from heaprank import Candidate, Config, Ranked, Ranking, Reranker, Weights
+from heaprank.config import SIGNALS
 
 NOW = 1_750_000_000.0
 ONES = {"relevance": 1.0, "recency": 1.0, "importance": 1.0, "usefulness": 1.0}
@@ -80,7 +81,7 @@ def test_to_dict_is_json_serialisable(lisbon):
 def test_ranking_to_dicts_is_json_serialisable(ranking):
     rows = json.loads(json.dumps(ranking.to_dicts(), allow_nan=False))
     assert [r["id"] for r in rows] == ranking.ids
-    assert all(set(r["signals"]) == set(ONES) for r in rows)
+    assert all(set(r["signals"]) == set(SIGNALS) for r in rows)
     assert all(r["explain"] == item.explain() for r, item in zip(rows, ranking, strict=False))
 
 

@@ -112,19 +112,49 @@ def test_custom_kind_table():
     assert importance(batch({"kind": "fact"}), {"fact": 2.0}).tolist() == [2.0]
 
 
-def test_insight_formula():
+def test_insight_formula_on_the_seeds_scale():
     out = importance(batch(
         {"importance": 2.0, "confidence": 0.8, "source_count": 4},
-        {"kind": "summary", "source_count": 0},  # base 1.2, confidence defaults to 0.5
-        {"importance": 10.0, "confidence": 1.0, "source_count": 1000},  # clamped to 3
-        {"importance": 0.01, "confidence": 0.0, "source_count": 0},  # clamped to 0.05
+        {"kind": "summary", "source_count": 0},  # sources at the default, confidence 0.5
+        {"importance": 10.0, "confidence": 1.0, "source_count": 1000},  # the top of the scale
+        {"importance": 0.01, "confidence": 0.0, "source_count": 0},  # kept above 0
     ), DEFAULT_KIND_IMPORTANCE)
     assert out.tolist() == pytest.approx([
-        0.7 * 2.0 + 0.3 * 0.8 + math.log(5) / 10,
-        0.7 * 1.2 + 0.3 * 0.5,
-        3.0,
+        2 * min(1.0, 0.7 * 1.0 + 0.3 * 0.8 + math.log(5) / 10),
+        1.0,  # neutral inputs, no sources counted: neutral
+        2.0,
         0.05,
     ])
+
+
+def test_insight_importance_reproduces_the_seeds_worked_example():
+    """HEBBS: sources of mean importance 0.6 (a dose of 1.2), LLM confidence 0.8; insight A from
+    30 sources scores 0.66 + ln(31)/10 = 1.00 (clamped), insight B from 2 scores 0.77."""
+    a, b, plain = importance(batch(
+        {"importance": 1.2, "confidence": 0.8, "source_count": 30},
+        {"importance": 1.2, "confidence": 0.8, "source_count": 2},
+        {"importance": 1.2, "confidence": 0.8, "source_count": 0},
+    ), DEFAULT_KIND_IMPORTANCE).tolist()
+    assert a / 2 == pytest.approx(1.0)  # 0.66 + 0.343, clamped to the top
+    assert b / 2 == pytest.approx(0.66 + math.log(3) / 10)
+    assert plain / 2 == pytest.approx(0.66)  # the old formula, without frequency
+
+
+@pytest.mark.parametrize("n, boost", [(1, 0.07), (3, 0.14), (10, 0.24), (20, 0.31), (50, 0.39),
+                                      (100, 0.46)])
+def test_the_frequency_boost_follows_the_seeds_table(n, boost):
+    with_n, without = importance(batch({"source_count": n, "confidence": 0.0},
+                                       {"source_count": 0, "confidence": 0.0}),
+                                 DEFAULT_KIND_IMPORTANCE).tolist()
+    assert (with_n - without) / 2 == pytest.approx(boost, abs=0.006)  # as printed (ln 21 / 10 = 0.3045)
+
+
+def test_an_aggregated_memory_with_neutral_inputs_ranks_above_a_plain_one():
+    """Consolidation from many sources is evidence: with the default confidence and sources of
+    default importance, an insight is never below a plain memory of the same dose."""
+    insight, plain = importance(batch({"kind": "insight", "source_count": 12}, {"kind": "fact"}),
+                                DEFAULT_KIND_IMPORTANCE).tolist()
+    assert insight == pytest.approx(1.0 + math.log(13) / 5) and insight > plain
 
 
 # ------------------------------------------------------------------------------- combine
