@@ -35,6 +35,7 @@ from pathlib import Path
 from benchmarks._latency_timing import K, Retriever, warm_heaprank
 from benchmarks._workload import T0, make_workload, pick_used
 from heaprank import Reranker
+from heaprank.features import FeatureSpace
 
 
 class StageTimer:
@@ -92,10 +93,13 @@ def stage_rerank(rr: Reranker, cands: list, calls: int) -> None:
 
     st.wrap(R, "coerce_candidates", "coerce_candidates (validate + convert)")
     st.wrap(R, "analyze_query", "analyze_query")
+    st.wrap(FeatureSpace, "query", "FeatureSpace.query (analyze_query, cached)")
     st.wrap(Reranker, "_feature_rows", "_feature_rows (neighbours + shape cache + rows)")
-    st.wrap(rr.state, "read", "state.read (links of both layers + documents)")
-    st.wrap(links, "posterior", "links.posterior")
-    st.wrap(links, "noisy_or", "links.noisy_or")
+    st.wrap(Reranker, "_row_links", "_row_links (links kept, or read + posterior)")
+    st.wrap(rr.state, "read", "  of which state.read (links of both layers + documents)")
+    st.wrap(rr.state, "read_docs", "  of which state.read_docs (links kept: documents only)")
+    st.wrap(links, "posterior", "  of which links.posterior")
+    st.wrap(links, "noisy_or", "  of which links.noisy_or")
     st.wrap(rr.state, "put_impression", "state.put_impression (encode + store)")
     for name in ("relevance", "recency", "importance", "combine"):
         st.wrap(sig, name, f"signals.{name}")
@@ -123,7 +127,9 @@ def stage_feedback(rr: Reranker, pending: list) -> None:
     st.wrap(rr.state, "get_impression", "state.get_impression (decode)")
     st.wrap(rr.state, "apply_feedback", "state.apply_feedback")
     st.wrap(links, "credit", "  of which links.credit")
+    st.wrap(links, "credit_ids", "  of which links.credit_ids (memory: on feature ids)")
     st.wrap(type(rr.state), "_counts", "    of which state._counts (read inside credit)")
+    st.wrap(type(rr.state), "_posterior_mean", "    of which the used items' posterior means")
     st.wrap(links, "posterior", "    of which links.posterior")
     st.wrap(Reranker, "feedback", "feedback")
     try:
