@@ -446,12 +446,15 @@ class Reranker:
             for i, detail in zip(positions, details):
                 for name, note in notes(i).items():
                     detail[name] = f"{detail[name]}, {note}" if name in detail else note
-        return tuple(new_ranked(
-            rank=j + 1, score=exp_score(scores[j]), candidate=batch.candidate(i),
-            signals=dict(zip(SIGNALS, signal_rows[j])), weights=weights, details=details[j],
-            top_links=tuple(zip(best_names[j], best_p[j])), rules=tuple(fired.get(i, ())),
-            flags=batch.flags[i] + flags if flags else batch.flags[i],
-            line=(template, signal_rows[j])) for j, i in enumerate(positions))
+        candidate, own_flags = batch.candidate, batch.flags
+        items = []
+        for j, i in enumerate(positions):
+            values = signal_rows[j]
+            items.append(new_ranked(
+                j + 1, exp_score(scores[j]), candidate(i), dict(zip(SIGNALS, values)), weights,
+                details[j], tuple(zip(best_names[j], best_p[j])), tuple(fired.get(i, ())),
+                own_flags[i] + flags if flags else own_flags[i], (template, values)))
+        return tuple(items)
 
     @staticmethod
     def _details(batch: CandidateBatch, info: QueryInfo, positions: list[int],

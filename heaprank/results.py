@@ -81,30 +81,32 @@ class Ranked:
         }
 
 
-_SET_FIELD = {name: Ranked.__dict__[name].__set__ for name in (
+_SETTERS = tuple(Ranked.__dict__[name].__set__ for name in (
     "rank", "score", "candidate", "signals", "weights", "details", "top_links", "rules", "flags",
-    "_line")}
+    "_line"))
 
 
-def new_ranked(*, rank: int, score: float, candidate: Candidate, signals: Mapping[str, float],
+def new_ranked(rank: int, score: float, candidate: Candidate, signals: Mapping[str, float],
                weights: Mapping[str, float], details: Mapping[str, str],
                top_links: tuple[tuple[str, float], ...], rules: tuple[tuple[str, float], ...],
-               flags: tuple[str, ...], line: tuple[ExplainTemplate, Sequence[float]]) -> Ranked:
-    """A :class:`Ranked` as the reranker makes them, its EXPLAIN line composed on first use
-    with ``line`` (a template and the item's signal values). Sets the slots directly: a frozen
-    dataclass's ``__init__`` costs twice as much, and a rerank builds one per result."""
+               flags: tuple[str, ...], line: tuple[ExplainTemplate, Sequence[float]], /) -> Ranked:
+    """A :class:`Ranked` as the reranker makes them (the fields in order), its EXPLAIN line
+    composed on first use with ``line`` (a template and the item's signal values). Sets the
+    slots directly: a frozen dataclass's ``__init__`` costs twice as much, and a rerank builds
+    one per result."""
     item = object.__new__(Ranked)
-    put = _SET_FIELD
-    put["rank"](item, rank)
-    put["score"](item, score)
-    put["candidate"](item, candidate)
-    put["signals"](item, signals)
-    put["weights"](item, weights)
-    put["details"](item, details)
-    put["top_links"](item, top_links)
-    put["rules"](item, rules)
-    put["flags"](item, flags)
-    put["_line"](item, line)
+    put_rank, put_score, put_candidate, put_signals, put_weights, put_details, put_links, \
+        put_rules, put_flags, put_line = _SETTERS
+    put_rank(item, rank)
+    put_score(item, score)
+    put_candidate(item, candidate)
+    put_signals(item, signals)
+    put_weights(item, weights)
+    put_details(item, details)
+    put_links(item, top_links)
+    put_rules(item, rules)
+    put_flags(item, flags)
+    put_line(item, line)
     return item
 
 
