@@ -11,6 +11,8 @@ heapdb-memory's index, a few thousand warm-up feedbacks so links exist), then ru
 over ``--calls`` calls of ``rerank(n candidates, k=10)`` + ``explain()`` on every result, and
 separately over feedback (1 used + 9 ignored). Prints each function's share of the profiled time, by own time
 and by cumulative time. cProfile inflates call-heavy code; read the shares, not the totals.
+Objects built before the timed calls are frozen out of the garbage collector (``gc.freeze``),
+as in the latency benchmark.
 
 ``--against DIR`` times this checkout and another one side by side in one process instead:
 ``DIR/heaprank`` is loaded under another module name, both are warmed with the same feedback,
@@ -258,6 +260,9 @@ def main(argv: list[str] | None = None) -> int:
         cands = [(ns, q, t, retriever.candidates(ns, q, args.n)) for ns, q, t in timed]
         for ns, q, _, c in cands[:20]:  # warm caches outside the profile
             rr.rerank(q, c, namespace=ns, k=K, now=T0)
+        # As the latency benchmark does: the store and the warm state out of the collector's
+        # reach, so a collection during a call does not scan the harness's own objects.
+        gc.freeze()
         if args.stages:
             stage_rerank(rr, cands, args.calls)
         else:
