@@ -4,18 +4,30 @@ Install and run (from the repository root)::
 
     pip install -e . -r benchmarks/requirements.txt
     python -m benchmarks.profile_rerank [--n 50] [--calls 2000] [--backend memory] [--top 25]
+    python -m benchmarks.profile_rerank --against ../heaprank-at-b78c230   # before / after
 
 Builds the same seeded store as ``python -m benchmarks latency`` (BM25 candidates from
 heapdb-memory's index, a few thousand warm-up feedbacks so links exist), then runs ``cProfile``
 over ``--calls`` calls of ``rerank(n candidates, k=10)`` + ``explain()`` on every result, and
 separately over feedback (1 used + 9 ignored). Prints each function's share of the profiled time, by own time
 and by cumulative time. cProfile inflates call-heavy code; read the shares, not the totals.
+Objects built before the timed calls are frozen out of the garbage collector (``gc.freeze``),
+as in the latency benchmark.
+
+``--against DIR`` times this checkout and another one side by side in one process instead:
+``DIR/heaprank`` is loaded under another module name, both are warmed with the same feedback,
+and their calls are interleaved call by call (rerank + EXPLAIN of 50 and 1,000 candidates,
+feedback), so a busy machine slows both alike. ``--cpu`` times thread CPU time instead of
+wall time (steadier when other processes compete for the cores).
 """
 
 from __future__ import annotations
 
 import argparse
 import cProfile
+import gc
+import importlib.util
+import inspect
 import pstats
 import random
 import sys
@@ -26,6 +38,7 @@ from pathlib import Path
 from benchmarks._latency_timing import K, Retriever, warm_heaprank
 from benchmarks._workload import T0, make_workload, pick_used
 from heaprank import Reranker
+from heaprank.features import FeatureSpace
 
 
 class StageTimer:
@@ -52,6 +65,19 @@ class StageTimer:
             finally:
                 ns[label] += time.perf_counter_ns() - t0
                 calls[label] += 1
+
+        def timed_flow(*args, **kwargs):  # type: ignore[no-untyped-def]
+            # A flow (a generator whose state calls are requests): timed from its first step to
+            # its result, the requests it yields included.
+            t0 = time.perf_counter_ns()
+            try:
+                return (yield from original(*args, **kwargs))
+            finally:
+                ns[label] += time.perf_counter_ns() - t0
+                calls[label] += 1
+
+        if inspect.isgeneratorfunction(original):
+            timed = timed_flow
 
         raw = vars(owner).get(attr, original) if hasattr(owner, "__dict__") else original
         self._undo.append((owner, attr, raw))
@@ -83,10 +109,13 @@ def stage_rerank(rr: Reranker, cands: list, calls: int) -> None:
 
     st.wrap(R, "coerce_candidates", "coerce_candidates (validate + convert)")
     st.wrap(R, "analyze_query", "analyze_query")
+    st.wrap(FeatureSpace, "query", "FeatureSpace.query (analyze_query, cached)")
     st.wrap(Reranker, "_feature_rows", "_feature_rows (neighbours + shape cache + rows)")
-    st.wrap(rr.state, "read", "state.read (links of both layers + documents)")
-    st.wrap(links, "posterior", "links.posterior")
-    st.wrap(links, "noisy_or", "links.noisy_or")
+    st.wrap(Reranker, "_row_links", "_row_links (links kept, or read + posterior)")
+    st.wrap(rr.state, "read", "  of which state.read (links of both layers + documents)")
+    st.wrap(rr.state, "read_docs", "  of which state.read_docs (links kept: documents only)")
+    st.wrap(links, "posterior", "  of which links.posterior")
+    st.wrap(links, "noisy_or", "  of which links.noisy_or")
     st.wrap(rr.state, "put_impression", "state.put_impression (encode + store)")
     for name in ("relevance", "recency", "importance", "combine"):
         st.wrap(sig, name, f"signals.{name}")
@@ -114,7 +143,9 @@ def stage_feedback(rr: Reranker, pending: list) -> None:
     st.wrap(rr.state, "get_impression", "state.get_impression (decode)")
     st.wrap(rr.state, "apply_feedback", "state.apply_feedback")
     st.wrap(links, "credit", "  of which links.credit")
+    st.wrap(links, "credit_ids", "  of which links.credit_ids (memory: on feature ids)")
     st.wrap(type(rr.state), "_counts", "    of which state._counts (read inside credit)")
+    st.wrap(type(rr.state), "_posterior_mean", "    of which the used items' posterior means")
     st.wrap(links, "posterior", "    of which links.posterior")
     st.wrap(Reranker, "feedback", "feedback")
     try:
@@ -123,6 +154,78 @@ def stage_feedback(rr: Reranker, pending: list) -> None:
     finally:
         st.restore()
     st.report("feedback", "feedback")
+
+
+def load_checkout(root: str, name: str = "heaprank_against") -> object:
+    """The ``heaprank`` package of another checkout, imported as module ``name`` (its imports
+    are relative, so it loads beside this one)."""
+    package = Path(root).resolve() / "heaprank"
+    spec = importlib.util.spec_from_file_location(name, package / "__init__.py",
+                                                  submodule_search_locations=[str(package)])
+    if spec is None or spec.loader is None:
+        raise SystemExit(f"--against: no heaprank package in {root}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+class _Converted:
+    """A retriever whose candidates are another heaprank's ``Candidate`` objects."""
+
+    def __init__(self, retriever: Retriever, candidate_class: type) -> None:
+        self.retriever, self.cls = retriever, candidate_class
+
+    def candidates(self, namespace: str, question: str, n: int) -> list:
+        return [self.cls(c.id, c.text, c.score, c.metadata)
+                for c in self.retriever.candidates(namespace, question, n)]
+
+
+def side_by_side(args: argparse.Namespace) -> None:
+    """This checkout and ``--against`` timed call by call on the same questions."""
+    import heaprank
+    from benchmarks import _latency_timing as timing
+
+    other = load_checkout(args.against)
+    clock = time.thread_time_ns if args.cpu else time.perf_counter_ns
+    workload = make_workload(args.seed, 16, 1500, 3000 + 8 * 64)
+    retriever = Retriever(workload)
+    warm, timed = workload.questions[:3000], workload.questions[3000:3064]
+    systems = {}
+    tmp = tempfile.mkdtemp(prefix="heaprank-profile-")
+    for label, module in (("this", heaprank), ("against", other)):
+        source = _Converted(retriever, module.Candidate)  # type: ignore[attr-defined]
+        if args.backend == "memory":
+            rr = module.Reranker()  # type: ignore[attr-defined]
+            warm_heaprank(rr, source, warm, args.seed, _Bar())
+        else:  # warmed without fsyncs, then timed in the default durable mode
+            path = f"{tmp}/{label}.db"
+            with module.Reranker(module.SQLiteState(path, synchronous="OFF")) as fast:  # type: ignore[attr-defined]
+                warm_heaprank(fast, source, warm, args.seed, _Bar())
+            rr = module.Reranker(f"sqlite:///{path}")  # type: ignore[attr-defined]
+        systems[label] = (rr, source)
+    gc.freeze()
+    rows = []
+    for n, reps in ((50, args.calls), (1000, max(args.calls // 10, 20))):
+        calls = {}
+        for label, (rr, source) in systems.items():
+            cands = [(ns, q, source.candidates(ns, q, n)) for ns, q, _ in timed]
+            calls[label] = timing._rerank_call(rr, cands, K, True)
+        samples = timing.interleave(calls, reps, 10, clock=clock)
+        rows.append((f"rerank {n:,} + EXPLAIN", {k: timing.summarize(v) for k, v in samples.items()}))
+    calls = {}
+    for label, (rr, source) in systems.items():
+        cands = [(ns, q, source.candidates(ns, q, 50)) for ns, q, _ in timed]
+        calls[label] = timing._feedback_call(rr, cands, [t for _, _, t in timed], args.seed)
+    samples = timing.interleave(calls, args.calls, 10, clock=clock)
+    rows.append(("feedback (1 used + 9 ignored)", {k: timing.summarize(v) for k, v in samples.items()}))
+    print(f"this: {Path(heaprank.__file__).parent.parent}  against: {Path(args.against).resolve()}"
+          f"  ({args.backend} backend, {'thread CPU' if args.cpu else 'wall'} time, us, p50 of "
+          f"interleaved calls)")
+    print(f"{'what':<30}  {'against':>9}  {'this':>9}  {'x faster':>8}")
+    for what, by in rows:
+        before, after = by["against"]["p50_ms"] * 1e3, by["this"]["p50_ms"] * 1e3
+        print(f"{what:<30}  {before:>9.1f}  {after:>9.1f}  {before / after:>8.2f}")
 
 
 class _Bar:
@@ -153,7 +256,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--stages", action="store_true",
                         help="wall-clock stage shares instead of cProfile")
+    parser.add_argument("--against", metavar="DIR",
+                        help="time another checkout side by side with this one instead")
+    parser.add_argument("--cpu", action="store_true",
+                        help="with --against: thread CPU time instead of wall time")
     args = parser.parse_args(argv)
+    if args.against:
+        side_by_side(args)
+        return 0
     workload = make_workload(args.seed, 16, 1500, 3000 + 200)
     retriever = Retriever(workload)
     with tempfile.TemporaryDirectory() as tmp:
@@ -164,6 +274,9 @@ def main(argv: list[str] | None = None) -> int:
         cands = [(ns, q, t, retriever.candidates(ns, q, args.n)) for ns, q, t in timed]
         for ns, q, _, c in cands[:20]:  # warm caches outside the profile
             rr.rerank(q, c, namespace=ns, k=K, now=T0)
+        # As the latency benchmark does: the store and the warm state out of the collector's
+        # reach, so a collection during a call does not scan the harness's own objects.
+        gc.freeze()
         if args.stages:
             stage_rerank(rr, cands, args.calls)
         else:

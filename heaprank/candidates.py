@@ -505,8 +505,9 @@ def _clean_strings(values: list[Any], kinds: set[type] | None = None, *, allow_n
     """True if every value is a str (or None) that encodes as UTF-8."""
     if not (set(map(type, values)) if kinds is None else kinds) <= (_STR_OR_NONE if allow_none else _STR):
         return False
-    joined = "".join(filter(None, values) if allow_none else values)
-    return joined.isascii() or _encodable(joined)
+    strings = list(filter(None, values)) if allow_none else values
+    # isascii reads a flag of the string (no scan, no copy); only the rest is encoded.
+    return all(map(str.isascii, strings)) or _encodable("".join(strings))
 
 
 def _fast_numbers(columns: dict[str, list[Any]], bounds: dict[str, tuple[float, float]],

@@ -25,6 +25,8 @@ Each slot also appears crossed with the question type, ``qt:when&date:yes``; opt
 
 from __future__ import annotations
 
+import itertools
+import operator
 import re
 import unicodedata
 from collections.abc import Callable, Sequence
@@ -260,6 +262,11 @@ def analyze_query(query: str, classify: QuestionClassifier = english_question_ty
                      person=question_person(query), intent=temporal_intent(query))
 
 
+#: Queries up to this many characters have their reading cached (:meth:`FeatureSpace.query`),
+#: at most :data:`QUERY_CACHE_ENTRIES` of them: a bounded cache, whatever the queries' size.
+QUERY_CACHE_CHARS = 1_000
+QUERY_CACHE_ENTRIES = 4_096
+
 # Word-count buckets: finer than short/medium/long (the turn length matters on LoCoMo).
 _LEN_EDGES = (3, 6, 10, 15, 22, 32, 48)
 
@@ -279,6 +286,15 @@ class Shape:
     words: frozenset[str]
 
 
+#: A cached query reading: the fields of :class:`QueryInfo` after its text.
+_QueryReading = tuple[str, frozenset[str], frozenset[str], bool, str, str]
+#: A cached shape: (slot id, source words, text words, approximate bytes, the shape).
+_Entry = tuple[int, frozenset[str], frozenset[str], int, Shape]
+_SLOT_ID = operator.itemgetter(0)
+_SOURCE_WORDS = operator.itemgetter(1)
+_WORDS = operator.itemgetter(2)
+
+
 def yes(flag: bool) -> str:
     return "yes" if flag else "no"
 
@@ -287,7 +303,11 @@ def expand_features(qtype: str, slots: Sequence[str], doc_id: str | None = None)
     """A candidate's retrieval features from its slots: the slots, each slot x the question type,
     then ``doc:<id>`` when document features are on. The single definition of a feature row:
     rerank builds rows with it, and feedback rebuilds them from a stored impression with it."""
+    canonical = _CANONICAL.get
     out = tuple(slots) + tuple(f"qt:{qtype}&{s}" for s in slots)
+    # Codebook features as one shared string object each: every dict that holds them (the
+    # feature space's, a state's) then matches them by identity, without comparing bytes.
+    out = tuple(map(canonical, out, out))
     if doc_id is not None:
         out = out + (f"doc:{doc_id}",)
     return out
@@ -355,19 +375,40 @@ class FeatureSpace:
         self.max_rows = max_rows
         self.names: list[str] = []
         self._ids: dict[str, int] = {}
-        self._shapes: dict[tuple[object, ...], tuple[Shape, int, frozenset[str], int]] = {}
+        self._shapes: dict[int, _Entry] = {}
         self.cached_bytes = 0
         self._rows: dict[object, int] = {}
         self._row_info: list[tuple[tuple[str, ...], tuple[str, ...]]] = []
         self._matrix = np.zeros((256, 24), dtype=np.intp)
         self._expanded: dict[tuple[object, ...], tuple[str, ...]] = {}
         self._slot_ids: dict[tuple[str, ...], int] = {}
+        self._queries: dict[tuple[object, ...], _QueryReading] = {}
+        #: Bumped whenever row and feature ids are reset: what was keyed by them is stale.
+        self.generation = 0
 
     def clear(self) -> None:
-        """Drop every cached shape and row (``forget_namespace`` calls this: the cache may hold
-        names read from that namespace's candidates)."""
+        """Drop every cached shape, row and query reading (``forget_namespace`` calls this:
+        the caches may hold names read from that namespace's candidates and queries)."""
         self._reset_rows()
         self._expanded.clear()
+        self._queries.clear()
+
+    def query(self, query: str, classify: QuestionClassifier) -> QueryInfo:
+        """:func:`analyze_query`, cached for queries of at most :data:`QUERY_CACHE_CHARS`
+        characters (agents re-ask the same questions). Keyed like the shape cache by a hash of
+        the query, so the cache holds what was read from a query, never the query itself."""
+        if len(query) > QUERY_CACHE_CHARS:
+            return analyze_query(query, classify)
+        key = (hash(query), len(query), classify)
+        hit = self._queries.get(key)
+        if hit is None:
+            info = analyze_query(query, classify)
+            if len(self._queries) >= QUERY_CACHE_ENTRIES:
+                self._queries.clear()
+            self._queries[key] = (info.qtype, info.names, info.words, info.has_content,
+                                  info.person, info.intent)
+            return info
+        return QueryInfo(query, *hit)
 
     def _intern(self, features: Sequence[str]) -> tuple[int, ...]:
         ids = self._ids
@@ -380,9 +421,9 @@ class FeatureSpace:
             out.append(i)
         return tuple(out)
 
-    def _new_shape(self, key: tuple[object, ...], prefix: str, kind: str | None,
+    def _new_shape(self, key: int, prefix: str, kind: str | None,
                    source: str | None, tags: frozenset[str],
-                   tag_slots: tuple[str, ...]) -> tuple[Shape, int, frozenset[str], int]:
+                   tag_slots: tuple[str, ...]) -> _Entry:
         """Featurise a prefix not seen yet and cache it (oldest entries out past the bound)."""
         shape = shape_of(prefix, kind, source, tags, tag_slots)
         source_words = frozenset(t.casefold() for t in tokens(source)) if source else frozenset()
@@ -394,7 +435,7 @@ class FeatureSpace:
         slot_id = self._slot_ids.get(shape.slots)
         if slot_id is None:
             slot_id = self._slot_ids[shape.slots] = len(self._slot_ids)
-        entry = (shape, slot_id, source_words, cost)
+        entry = (slot_id, source_words, shape.words, cost, shape)
         if cost <= self.max_bytes:
             self._shapes[key] = entry
             self.cached_bytes += cost
@@ -406,54 +447,108 @@ class FeatureSpace:
     def rows(self, query: QueryInfo, ids: Sequence[str], texts: Sequence[str],
              kinds: Sequence[str | None], sources: Sequence[str | None],
              tags: Sequence[frozenset[str]], tag_slots: tuple[str, ...],
-             doc_features: bool, structure: Sequence[tuple[str, ...]],
+             doc_features: bool, structure: Sequence[tuple[str, ...]] | None,
              speaker_roles: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """``(distinct, of)``: the distinct feature rows of these candidates for this query
         (rows of :meth:`matrix`), and for each candidate the position of its row among them.
-        ``structure`` holds each candidate's neighbour slots (:func:`neighbour_slots`);
-        ``speaker_roles`` adds the ``person:`` slot."""
+        ``structure`` holds each candidate's neighbour slots (:func:`neighbour_slots`); ``None``
+        means no candidate has a neighbour. ``speaker_roles`` adds the ``person:`` slot."""
         if len(self.names) > self.max_features or len(self._rows) > self.max_rows \
                 or len(self._slot_ids) > self.max_rows:
             self._reset_rows()
-        qtype, qnames, qwords = query.qtype, query.names, query.words
-        qcode = _QTYPE_CODE[qtype]
+        entries = self._entries(texts, kinds, sources, tags, tag_slots)
         # 0: no person slot; else 1 + the question's person. The role comes with the source,
         # which the shape (and so its slot id) already fixes.
         person = 1 + PERSONS.index(query.person) if speaker_roles else 0
-        nbr_code = _NEIGHBOUR_CODE.get
-        limit = self.prefix_chars
-        shapes_get, rows_get = self._shapes.get, self._rows.get
+        if doc_features or (structure is not None and not all(
+                map(_NEIGHBOUR_CODE.__contains__, structure))):
+            return self._rows_one_by_one(query, ids, sources, entries, doc_features, structure,
+                                         person)
+        n = len(entries)
+        # The row key of every candidate at once: one int per (shape, question type, relation,
+        # neighbour and person slots). The per-candidate work is C-level maps; Python runs per
+        # distinct row only.
+        qsrc = np.fromiter(map(query.words.isdisjoint, map(_SOURCE_WORDS, entries)),
+                           dtype=bool, count=n)
+        key = np.fromiter(map(_SLOT_ID, entries), dtype=np.int64, count=n) * 8192 \
+            + ((_QTYPE_CODE[query.qtype] * 128 + 64) * 4 + person) - 256 * qsrc
+        if query.names:
+            key += 128 - 128 * np.fromiter(map(query.names.isdisjoint, map(_WORDS, entries)),
+                                           dtype=bool, count=n)
+        if structure is None:
+            key += 4 * _NEIGHBOUR_CODE[NO_NEIGHBOURS]
+        else:
+            key += 4 * np.fromiter(map(_NEIGHBOUR_CODE.__getitem__, structure), dtype=np.int64,
+                                   count=n)
+        keys = key.tolist()
+        local = {k: i for i, k in enumerate(dict.fromkeys(keys))}
+        rows_get = self._rows.get
+        distinct = []
+        for k in local:
+            row = rows_get(k)
+            if row is None:
+                i = keys.index(k)
+                row = self._new_row(k, query, entries[i], None,
+                                    NO_NEIGHBOURS if structure is None else structure[i],
+                                    sources[i], bool(person))
+            distinct.append(row)
+        return np.array(distinct, dtype=np.intp), \
+            np.fromiter(map(local.__getitem__, keys), dtype=np.intp, count=n)
+
+    def _entries(self, texts: Sequence[str], kinds: Sequence[str | None],
+                 sources: Sequence[str | None], tags: Sequence[frozenset[str]],
+                 tag_slots: tuple[str, ...]) -> list[_Entry]:
+        """Each candidate's cached shape entry, featurising the prefixes not seen yet."""
+        prefixes = list(map(operator.itemgetter(slice(self.prefix_chars)), texts))
+        # One int per shape (a hash of the prefix, its length and the shape fields): one
+        # comparison per cache hit, and no text kept.
+        skeys = list(map(hash, zip(map(hash, prefixes), map(len, prefixes), kinds, sources,
+                                   tags, itertools.repeat(tag_slots))))
+        entries = list(map(self._shapes.get, skeys))
+        if None in entries:
+            get = self._shapes.get
+            for i, entry in enumerate(entries):
+                if entry is None:
+                    entries[i] = get(skeys[i]) or self._new_shape(
+                        skeys[i], prefixes[i], kinds[i], sources[i], tags[i], tag_slots)
+        return entries  # type: ignore[return-value]  # no None left
+
+    def _rows_one_by_one(self, query: QueryInfo, ids: Sequence[str],
+                         sources: Sequence[str | None], entries: list[_Entry],
+                         doc_features: bool, structure: Sequence[tuple[str, ...]] | None,
+                         person: int) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`rows` for document features and unusual neighbour slots: a tuple key per
+        candidate."""
+        qnames, qwords = query.names, query.words
+        rows_get = self._rows.get
         distinct: dict[int, int] = {}
         out = []
-        for doc_id, text, kind, source, tag, nbr in zip(ids, texts, kinds, sources, tags,
-                                                        structure):
-            prefix = text if len(text) <= limit else text[:limit]
-            skey = (hash(prefix), len(prefix), kind, source, tag, tag_slots)
-            entry = shapes_get(skey)
-            if entry is None:
-                entry = self._new_shape(skey, prefix, kind, source, tag, tag_slots)
-            shape, slot_id, source_words, _ = entry
-            qsrc = bool(source_words) and not source_words.isdisjoint(qwords)
-            qent = bool(qnames) and not qnames.isdisjoint(shape.words)
-            code = None if doc_features else nbr_code(nbr)
-            # One int per (shape, question type, relation and neighbour slots): cheaper to hash
-            # than a tuple; the tuple form remains for doc features and unusual neighbours.
-            key: object = (((slot_id * 16 + qcode) * 4 + 2 * qsrc + qent) * 32 + code) * 4 \
-                + person if code is not None else (slot_id, qtype, qsrc, qent, nbr, person,
-                                                   doc_id if doc_features else None)
+        for i, entry in enumerate(entries):
+            qsrc = not qwords.isdisjoint(entry[1])
+            qent = not qnames.isdisjoint(entry[2])
+            nbr = NO_NEIGHBOURS if structure is None else structure[i]
+            doc_id = ids[i] if doc_features else None
+            key = (entry[0], query.qtype, qsrc, qent, nbr, person, doc_id)
             row = rows_get(key)
             if row is None:
-                slots = shape.slots + (f"qsrc:{yes(qsrc)}", f"qent:{yes(qent)}") + nbr
-                if person:
-                    slots = slots + (person_slot(query.person, source),)
-                row = self._add_row(key, slots, expand_features(
-                    qtype, slots, doc_id if doc_features else None))
+                row = self._new_row(key, query, entry, doc_id, nbr, sources[i], bool(person))
             local = distinct.get(row)
             if local is None:
                 local = distinct[row] = len(distinct)
             out.append(local)
         return np.fromiter(distinct, dtype=np.intp, count=len(distinct)), \
             np.array(out, dtype=np.intp)
+
+    def _new_row(self, key: object, query: QueryInfo, entry: _Entry, doc_id: str | None,
+                 nbr: tuple[str, ...], source: str | None, person: bool) -> int:
+        """Add the row of a candidate's shape ``entry`` for this query; ``person`` adds the
+        slot of the question's person x the role of ``source``."""
+        qsrc = not query.words.isdisjoint(entry[1])
+        qent = not query.names.isdisjoint(entry[2])
+        slots = entry[4].slots + (f"qsrc:{yes(qsrc)}", f"qent:{yes(qent)}") + nbr
+        if person:
+            slots = slots + (person_slot(query.person, source),)
+        return self._add_row(key, slots, expand_features(query.qtype, slots, doc_id))
 
     def _add_row(self, key: object, slots: tuple[str, ...],
                  feats: tuple[str, ...]) -> int:
@@ -470,6 +565,7 @@ class FeatureSpace:
         return row
 
     def _reset_rows(self) -> None:
+        self.generation += 1  # row and feature ids are about to be reused
         self.names.clear()
         self._ids.clear()
         self._rows.clear()
@@ -517,7 +613,7 @@ def _rank_bucket(rank: int) -> str:
 
 NO_NEIGHBOURS = ("prev:none", "next:none")
 _BUCKETS = ("top1", "top3", "top10", "lower", "none")
-_NEIGHBOUR_CODE = {(f"prev:{a}", f"next:{b}"): 5 * i + j
+_NEIGHBOUR_CODE: dict[tuple[str, ...], int] = {(f"prev:{a}", f"next:{b}"): 5 * i + j
                    for i, a in enumerate(_BUCKETS) for j, b in enumerate(_BUCKETS)}
 
 
@@ -558,3 +654,8 @@ FIXED_SLOTS: tuple[str, ...] = (
     + tuple(f"source:{s}" for s in ("user", "assistant", "system", "tool"))
     + tuple(f"person:{p}/{r}" for p in PERSONS for r in ROLES)
 )
+
+#: The codebook's slots and their crossings with every question type, each as one string object
+#: (no caller data: kinds, sources, tags and document ids outside the codebook are not in it).
+_CANONICAL: dict[str, str] = {f: f for f in FIXED_SLOTS + tuple(
+    f"qt:{q}&{slot}" for q in QUESTION_TYPES for slot in FIXED_SLOTS)}

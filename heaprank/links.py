@@ -13,9 +13,12 @@ an ignored one adds ``neg += d`` to every feature, ``d`` the position discount (
 
 from __future__ import annotations
 
+import itertools
 import math
+import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
@@ -55,7 +58,21 @@ class Prior:
         return (1.0 - self.mean) * self.strength
 
 
-def posterior(counts: LinkCounts, prior: Prior, *, pooled: bool = True) -> tuple[np.ndarray, np.ndarray]:
+class Learning(Protocol):
+    """The settings the posterior reads: a :class:`Prior`, or a feedback batch carrying them."""
+
+    @property
+    def a0(self) -> float: ...
+
+    @property
+    def b0(self) -> float: ...
+
+    @property
+    def kappa(self) -> float: ...
+
+
+def posterior(counts: LinkCounts, prior: Learning, *,
+              pooled: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """``(alpha, beta)`` of each link in a namespace, borrowing at most ``kappa`` from the pool."""
     alpha = prior.a0 + counts.pos
     beta = prior.b0 + counts.neg
@@ -102,6 +119,20 @@ def interval(alpha: np.ndarray, beta: np.ndarray, level: float = 0.9) -> tuple[n
 ReadLinks = Callable[[Sequence[str]], LinkCounts]
 
 
+def _split(items: Sequence[FeedbackItem]) -> tuple[dict[tuple[str, ...], float],
+                                                   list[FeedbackItem]]:
+    """The ignored items' summed reject weights by feature row (items with the same row add
+    their weights once, in item order), and the used items in order."""
+    rejected: dict[tuple[str, ...], float] = {}
+    used = []
+    for item in items:
+        if item.used:
+            used.append(item)
+        else:
+            rejected[item.features] = rejected.get(item.features, 0.0) + item.reject_weight
+    return rejected, used
+
+
 def credit(read: ReadLinks, items: Sequence[FeedbackItem], prior: Prior,
            *, em: bool = True) -> tuple[list[str], np.ndarray, np.ndarray]:
     """Evidence increments for one feedback: ``(features, dpos, dneg)``, summed per feature.
@@ -115,14 +146,7 @@ def credit(read: ReadLinks, items: Sequence[FeedbackItem], prior: Prior,
     features = sorted({f for item in items for f in item.features})
     dpos = dict.fromkeys(features, 0.0)
     dneg = dict.fromkeys(features, 0.0)
-    # Ignored items with the same features (the same row) add their weights once.
-    rejected: dict[tuple[str, ...], float] = {}
-    used = []
-    for item in items:
-        if item.used:
-            used.append(item)
-        else:
-            rejected[item.features] = rejected.get(item.features, 0.0) + item.reject_weight
+    rejected, used = _split(items)
     for row, weight in rejected.items():
         for f in row:
             dneg[f] += weight
@@ -143,3 +167,45 @@ def credit(read: ReadLinks, items: Sequence[FeedbackItem], prior: Prior,
                 dpos[f] += r
                 dneg[f] += 1.0 - r
     return features, np.array(list(dpos.values())), np.array(list(dneg.values()))
+
+
+def credit_ids(items: Sequence[FeedbackItem], ids_of: Callable[[tuple[str, ...]], Sequence[int]],
+               p_of: Callable[[Sequence[int]], np.ndarray], *,
+               em: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`credit` on integer feature ids, for a backend that keeps its counts in arrays.
+
+    ``ids_of(features)`` gives the ids of a feature row, ``p_of(ids)`` the links' posterior
+    means before this feedback. Returns ``(ids, dpos, dneg)``, each id once. Every feature's
+    increments are the same numbers added in the same order as in :func:`credit` (ignored
+    rows in the order they first appear, then the used items), so the two agree to the last
+    bit (a property test holds them to it). Plain Python on small ints: a feedback touches a
+    few dozen features.
+    """
+    rejected, used = _split(items)
+    dpos: dict[int, float] = {}
+    dneg: dict[int, float] = {}
+    neg_get, pos_get, zero = dneg.get, dpos.get, itertools.repeat(0.0)
+    # A row's features are distinct, so reading its old sums first and writing them back is the
+    # same as adding one feature at a time; the maps keep the loops out of Python bytecode.
+    for row, weight in rejected.items():
+        ids = ids_of(row)
+        dneg.update(zip(ids, map(operator.add, map(neg_get, ids, zero),
+                                 itertools.repeat(weight))))
+    for item in used:
+        ids = ids_of(item.features)
+        shares = [1.0 / len(item.features)] * len(item.features)
+        if em:
+            ps = p_of(ids).tolist()
+            terms = map(math.log1p, map(operator.neg, ps)) if max(ps) < 1.0 else (
+                math.log1p(-x) if x < 1.0 else -math.inf for x in ps)
+            u = -math.expm1(math.fsum(terms))
+            if u > 0.0:
+                shares = list(map(min, itertools.repeat(1.0),
+                                  map(operator.truediv, ps, itertools.repeat(u))))
+        dpos.update(zip(ids, map(operator.add, map(pos_get, ids, zero), shares)))
+        dneg.update(zip(ids, map(operator.add, map(neg_get, ids, zero),
+                                 map(operator.sub, itertools.repeat(1.0), shares))))
+    n = len(dneg)  # every feature of the feedback has a dneg entry
+    return (np.fromiter(dneg, dtype=np.int64, count=n),
+            np.fromiter(map(pos_get, dneg, zero), dtype=np.float64, count=n),
+            np.fromiter(dneg.values(), dtype=np.float64, count=n))

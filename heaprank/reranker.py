@@ -9,7 +9,7 @@ import math
 import threading
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -31,15 +31,13 @@ from .errors import (
     StateUnavailableError,
 )
 from .features import (
-    NO_NEIGHBOURS,
     FeatureSpace,
     QueryInfo,
     QuestionClassifier,
-    analyze_query,
     english_question_type,
     neighbour_slots,
 )
-from .results import Ranked, Ranking, exp_score
+from .results import ExplainTemplate, Ranked, Ranking, exp_score, new_ranked
 from .rules import Rule, apply_rules
 from .state import StateBackend, open_state
 from .state.base import (
@@ -88,8 +86,14 @@ class Link:
 #: feedback for that recall would otherwise learn under other settings than the ranking used).
 LEARNING_FIELDS = ("prior", "em_credit", "reject_discount", "doc_features", "tag_slots", "co_use",
                    "speaker_roles")
+#: Distinct-row sets whose links a reranker keeps between feedbacks (see Reranker._row_links).
+ROW_CACHE_ENTRIES = 1_024
 #: What an impression stores per shown item, for tuning and replay.
 IMPRESSION_SIGNALS = ("relevance", "age_days", "importance", "usefulness", "rules")
+
+#: The log position discount of an ignored item, ``1 / log2(1 + rank)``, for the usual ranks.
+_LOG_DISCOUNT = [math.inf] + [1.0 / math.log2(1.0 + rank) for rank in range(1, 257)]
+
 
 def _check_k(k: object) -> int:
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
@@ -120,6 +124,17 @@ def _co_used_with(batch: CandidateBatch, linked: assoc.Association, i: int) -> s
     if linked.hops[i] == 1:
         return f"co-used with {batch.ids[partner]} x{linked.count[i]:g}"
     return f"co-used via {batch.ids[partner]}, {int(linked.hops[i])} hops"
+
+
+class _RowLinks(NamedTuple):
+    """What a rerank derives from the links of its distinct feature rows (one row per row)."""
+
+    matrix: np.ndarray  # feature ids
+    where: np.ndarray  # each entry's position in alpha and beta
+    alpha: np.ndarray  # posterior of each distinct feature
+    beta: np.ndarray
+    p: np.ndarray  # posterior mean of each entry
+    usefulness: np.ndarray  # noisy-OR of each row
 
 
 class Reranker:
@@ -161,6 +176,9 @@ class Reranker:
         self._space = FeatureSpace(max_bytes=feature_cache_bytes,
                                    prefix_chars=self.config.feature_prefix_chars)
         self.state: StateBackend = open_state(state)
+        # (namespace, feature-space generation, distinct rows) -> (state version, links): see
+        # _row_links
+        self._row_cache: dict[tuple[str, int, bytes], tuple[object, _RowLinks]] = {}
         if self.config.recency_kernel == "ebbinghaus" or self.config.drop_forgotten:
             ret.resolve_policy(self.config.retention_policy)  # a bad policy file fails here
         self._explore_rng = np.random.default_rng(self.config.exploration_seed)
@@ -176,7 +194,8 @@ class Reranker:
         """The distinct feature rows of the candidates and each candidate's position among them
         (see :meth:`FeatureSpace.rows`). The neighbour slots rank the candidates by the
         retriever's score, or by the ``fused`` relevance when several scores were blended."""
-        if any(t is not None for t in batch.threads):
+        structure: list[tuple[str, ...]] | None
+        if batch.threads.count(None) != len(batch):
             if fused is not None:
                 scores = fused
             else:
@@ -187,7 +206,7 @@ class Reranker:
             structure = neighbour_slots(batch.threads, batch.position.tolist(),
                                         retriever_rank.tolist())
         else:  # no thread anywhere: nobody has a neighbour
-            structure = [NO_NEIGHBOURS] * len(batch)
+            structure = None
         return self._space.rows(query, batch.ids, batch.texts, batch.kinds, batch.sources,
                                 batch.tags, cfg.tag_slots, cfg.doc_features, structure,
                                 cfg.speaker_roles)
@@ -240,7 +259,8 @@ class Reranker:
             InputError: bad candidates, ``k < 1``, blank namespace (the message names the field).
             TypeError: a value of the wrong type.
         """
-        return drive(self._rerank(query, candidates, namespace, k, now, track, config), self._on_state)
+        return drive(self._rerank(query, candidates, namespace, k, now, track, config,
+                                  self._state_version()), self._on_state)
 
     async def arerank(self, query: str, candidates: Sequence[CandidateLike], *,
                       namespace: str = "default", k: int = 10, now: Any = None, track: bool = True,
@@ -251,12 +271,16 @@ class Reranker:
         if on_state is None:
             return await asyncio.to_thread(self.rerank, query, candidates, namespace=namespace,
                                            k=k, now=now, track=track, config=config)
-        return await adrive(self._rerank(query, candidates, namespace, k, now, track, config),
-                            on_state)
+        # No kept links here: the twin's requests are not ordered after a read of the sync
+        # state's version.
+        return await adrive(self._rerank(query, candidates, namespace, k, now, track, config,
+                                         None), on_state)
 
     def _rerank(self, query: str, candidates: Sequence[CandidateLike], namespace: str, k: int,
-                now: Any, track: bool, config: Config | None) -> Flow[Call, Ranking]:
-        """:meth:`rerank` as a flow: its state read and impression write are requests."""
+                now: Any, track: bool, config: Config | None,
+                version: object) -> Flow[Call, Ranking]:
+        """:meth:`rerank` as a flow: its state read and impression write are requests.
+        ``version``: the state's version read just before, or None (see :meth:`_row_links`)."""
         query = check_query(query)
         namespace = check_namespace(namespace)
         k = _check_k(k)
@@ -264,52 +288,34 @@ class Reranker:
         when, explicit = resolve_now(now)
         batch = coerce_candidates(candidates, now=when, on_invalid=cfg.on_invalid,
                                   future_tolerance_s=cfg.future_tolerance_s)
-        info = analyze_query(query, self.classify)
+        info = self._space.query(query, self.classify)
         rel, other_scores = self._relevance(batch, info, cfg)
         # Work on the distinct rows: candidates share a few dozen shapes at most.
         urows, row_of = self._feature_rows(info, batch, cfg,
                                            None if other_scores is None else rel)
-        matrix = self._space.matrix(urows)
-        vocab, where = np.unique(matrix, return_inverse=True)
-        names = self._space.names
-        state_flag: tuple[str, ...] = ()
         co_use = cfg.co_use if cfg.weights.association > 0 else None
-        edge_rows: EdgeRows | None = None
-        try:
-            wanted = [names[i] for i in vocab.tolist()]
-            if co_use is None:  # no edges fetched unless they count
-                counts, docs = yield Call("read", (namespace, wanted, batch.ids))
-            else:
-                self._edge_state()  # a state without edges is a ConfigError, not an outage
-                counts, docs, edge_rows = yield Call("read_with_edges",
-                                                     (namespace, wanted, batch.ids))
-        except StateUnavailableError as exc:
-            if self.strict:
-                raise
-            logger.warning("heaprank: state unavailable, ranking on the retriever and the "
-                           "priors: %s", exc)
-            counts, docs = _no_state(len(vocab), len(batch))
-            state_flag = ("state unavailable: priors only, not tracked",)
+        links, docs, edge_rows, state_flag = yield from self._row_links(
+            namespace, urows, batch.ids, co_use is not None, version)
+        if state_flag:
             track = False
-        alpha, beta = linkmath.posterior(counts, cfg.prior)
-        row_p = linkmath.posterior_mean(alpha, beta)[where.reshape(matrix.shape)]
-        use = linkmath.noisy_or(row_p)[row_of]
+        use = links.usefulness[row_of]
         last = np.fmax(np.fmax(docs.last_used, batch.last_used), batch.created_at)
         age = when - last
         imp = sig.importance(batch, cfg.kind_importance)
         usage = sig.usage_signals(cfg, namespace, age, imp, docs.use_count)
-        sampled = self._explore(cfg, alpha, beta)
-        ranked_use = use if sampled is None else linkmath.noisy_or(
-            sampled[where.reshape(matrix.shape)])[row_of]
+        sampled = self._explore(cfg, links.alpha, links.beta)
+        ranked_use = use if sampled is None else linkmath.noisy_or(sampled[links.where])[row_of]
         columns = {
             "relevance": rel,
             "recency": usage.recency,
             "importance": imp,
             "usefulness": ranked_use,
             "reinforcement": usage.reinforcement,
-            "association": np.ones(len(batch)),
+            "association": 1.0,
         }
-        signal_matrix = np.column_stack([columns[name] for name in SIGNALS])
+        signal_matrix = np.empty((len(batch), len(SIGNALS)))
+        for j, name in enumerate(SIGNALS):
+            signal_matrix[:, j] = columns[name]
         weights = self._weights(cfg, info)
         mult, fired = apply_rules(batch, self.rules, cfg.superseded_multiplier, when,
                                   forgotten=usage.forgotten)
@@ -331,11 +337,13 @@ class Reranker:
                                                           "usefulness_sampled": ranked_use}
             if linked is not None:
                 extra = {**extra, "association": linked.factor}
-            stored = np.column_stack([rel, age / DAY_S, imp, use, mult, *extra.values()])[top]
+            # one row per shown item: IMPRESSION_SIGNALS, then the extra columns
+            stored = np.array([column[top] for column in (rel, age / DAY_S, imp, use, mult,
+                                                          *extra.values())]).T
             recall_id = yield from self._track(Impression(
                 recall_id=recall_id, namespace=namespace, qtype=info.qtype, time=when,
-                time_explicit=explicit, ids=tuple(batch.ids[i] for i in top.tolist()),
-                slots=tuple(self._space.slots_of(urows[row_of[i]]) for i in top.tolist()),
+                time_explicit=explicit, ids=tuple(map(batch.ids.__getitem__, top.tolist())),
+                slots=tuple(map(self._space.slots_of, urows[row_of[top]].tolist())),
                 doc_features=cfg.doc_features, signal_names=IMPRESSION_SIGNALS + tuple(extra),
                 signals=stored))
 
@@ -348,16 +356,82 @@ class Reranker:
             return out
 
         items = self._build_items(batch, info, cfg, weights, top, log_score, signal_matrix,
-                                  row_p[row_of[top]], matrix[row_of[top]], fired, age,
+                                  links.p[row_of[top]], links.matrix[row_of[top]], fired, age,
                                   docs.use_count, state_flag,
                                   notes if usage.stored or sampled is not None or linked is not None
                                   else None, other_scores)
-        dropped = {batch.ids[i]: "rule " + ", ".join(f"{n} x{m:g}" for n, m in fired[i])
-                   for i in np.flatnonzero(~kept).tolist()}
+        dropped = {} if kept.all() else {
+            batch.ids[i]: "rule " + ", ".join(f"{n} x{m:g}" for n, m in fired[i])
+            for i in np.flatnonzero(~kept).tolist()}
         return Ranking(recall_id=recall_id, namespace=namespace, query=query, qtype=info.qtype,
-                       items=items, order_ids=tuple(batch.ids[i] for i in order),
+                       items=items, order_ids=tuple(map(batch.ids.__getitem__, order.tolist())),
                        log_scores=log_score[order], log_terms=log_terms[order],
                        signal_names=SIGNALS, log_rules=log_rules[order], dropped=dropped)
+
+    def _state_version(self) -> object:
+        """The sync state's ``version`` (None without one, or when it cannot be read): while it
+        stands, the links of a set of feature rows are unchanged (see :meth:`_row_links`)."""
+        if not hasattr(self.state, "read_docs"):
+            return None  # it could not read its documents alone
+        try:
+            return getattr(self.state, "version", None)
+        except StateUnavailableError:
+            return None  # the read reports it
+
+    def _row_links(self, namespace: str, urows: np.ndarray, ids: Sequence[str], edges: bool,
+                   version: object
+                   ) -> Flow[Call, tuple[_RowLinks, DocStats, EdgeRows | None, tuple[str, ...]]]:
+        """``(links, docs, edge rows, flag)`` of the distinct feature rows ``urows``: their
+        links (:class:`_RowLinks`), the documents' stats, the co-use edges among ``ids`` (read
+        when ``edges``), and the EXPLAIN flag when the state could not be read.
+
+        ``version`` is the state's version read before this flow's requests (None: the state
+        has none, or the requests go elsewhere, such as an async twin). A state with a version
+        (memory: bumped by every change of its link counts; SQLite: also changed by any other
+        connection's commit) lets the links be reused while the version stands: reranks
+        between two feedbacks read the documents (and edges) only. A change between the
+        version read and the counts read stores links newer than their version: the next
+        rerank sees a newer version and reads again, so what is kept is never stale.
+        """
+        key = (namespace, self._space.generation, urows.tobytes())
+        hit = self._row_cache.get(key) if version is not None else None
+        kept = hit[1] if hit is not None and hit[0] == version else None
+        matrix = self._space.matrix(urows) if kept is None else kept.matrix
+        names: list[str] = []
+        if kept is None:
+            vocab, where = np.unique(matrix, return_inverse=True)
+            names = list(map(self._space.names.__getitem__, vocab.tolist()))
+        flag: tuple[str, ...] = ()
+        edge_rows: EdgeRows | None = None
+        try:
+            if edges:  # no edges fetched unless they count
+                self._edge_state()  # a state without edges is a ConfigError, not an outage
+                counts, docs, edge_rows = yield Call("read_with_edges", (namespace, names, ids))
+            elif kept is not None:  # a state with a version reads its documents alone
+                docs = yield Call("read_docs", (namespace, ids))
+            else:
+                counts, docs = yield Call("read", (namespace, names, ids))
+        except StateUnavailableError as exc:
+            if self.strict:
+                raise
+            logger.warning("heaprank: state unavailable, ranking on the retriever and the "
+                           "priors: %s", exc)
+            if kept is not None:  # rank on the priors, not on what was kept
+                kept = None
+                vocab, where = np.unique(matrix, return_inverse=True)
+            counts, docs = _no_state(len(vocab), len(ids))
+            flag = ("state unavailable: priors only, not tracked",)
+        if kept is not None:
+            return kept, docs, edge_rows, flag
+        alpha, beta = linkmath.posterior(counts, self.config.prior)
+        shaped = where.reshape(matrix.shape)
+        row_p = linkmath.posterior_mean(alpha, beta)[shaped]
+        links = _RowLinks(matrix, shaped, alpha, beta, row_p, linkmath.noisy_or(row_p))
+        if version is not None and not flag:
+            if len(self._row_cache) >= ROW_CACHE_ENTRIES:
+                self._row_cache.clear()
+            self._row_cache[key] = (version, links)
+        return links, docs, edge_rows, flag
 
     def _explore(self, cfg: Config, alpha: np.ndarray, beta: np.ndarray) -> np.ndarray | None:
         """For a share ``exploration_rate`` of reranks, one Thompson draw of every link from its
@@ -433,66 +507,84 @@ class Reranker:
                      other_scores: np.ndarray | None = None) -> tuple[Ranked, ...]:
         """The top results; ``top_p`` and ``top_rows`` are their link means and feature ids;
         ``notes(i)`` adds to candidate ``i``'s EXPLAIN details; ``other_scores`` are the
-        retriever scores fused into relevance."""
-        weights = dict(zip(SIGNALS, weight_row.tolist()))  # one per call, shared by its results
+        retriever scores fused into relevance.
+
+        Everything shared by the results of one call (the weights, the EXPLAIN template, the
+        flags) is built once; each result's EXPLAIN line is composed when first asked for.
+        """
+        weight_values = tuple(weight_row.tolist())
+        weights = dict(zip(SIGNALS, weight_values))
+        template = ExplainTemplate(SIGNALS, weight_values)
         names = self._space.names
         best = np.argsort(-top_p, axis=1, kind="stable")[:, :TOP_LINKS]
         which = np.arange(len(top))[:, None]
-        best_ids = top_rows[which, best].tolist()
+        best_names = [[names[f] for f in row] for row in top_rows[which, best].tolist()]
         best_p = top_p[which, best].tolist()
         signal_rows = signal_matrix[top].tolist()
         scores = log_score[top].tolist()
         flags = state_flag + (() if info.has_content else (
             "query has no content words: ranked by the other signals",))
+        positions = top.tolist()
+        details = self._details(batch, info, cfg, positions, age[top].tolist(),
+                                use_count[top].tolist(), other_scores)
+        if notes is not None:
+            for i, detail in zip(positions, details):
+                for name, note in notes(i).items():
+                    detail[name] = f"{detail[name]}, {note}" if name in detail else note
+        candidate, own_flags = batch.candidate, batch.flags
         items = []
-        for rank, i in enumerate(top.tolist(), start=1):
-            j = rank - 1
-            details = self._details(batch, info, cfg, i, age[i], use_count[i],
-                                    None if other_scores is None else other_scores[i].tolist())
-            for name, note in (notes(i) if notes is not None else {}).items():
-                details[name] = f"{details[name]}, {note}" if name in details else note
-            items.append(Ranked(
-                rank=rank, score=exp_score(scores[j]), candidate=batch.candidate(i),
-                signals=dict(zip(SIGNALS, signal_rows[j])), weights=weights,
-                details=details,
-                top_links=tuple(zip([names[f] for f in best_ids[j]], best_p[j])),
-                rules=tuple(fired.get(i, ())), flags=batch.flags[i] + flags))
+        for j, i in enumerate(positions):
+            values = signal_rows[j]
+            items.append(new_ranked(
+                j + 1, exp_score(scores[j]), candidate(i), dict(zip(SIGNALS, values)), weights,
+                details[j], tuple(zip(best_names[j], best_p[j])), tuple(fired.get(i, ())),
+                own_flags[i] + flags if flags else own_flags[i], (template, values)))
         return tuple(items)
 
     @staticmethod
-    def _details(batch: CandidateBatch, info: QueryInfo, cfg: Config, i: int, age_s: float,
-                 use_count: float, extra: list[float] | None = None) -> dict[str, str]:
-        score = batch.scores[i]
-        if not info.has_content:
-            rel = "empty query"
-        elif math.isnan(score):
-            rel = f"rank {i + 1}" if np.isnan(batch.scores).all() else "no valid score"
-        else:
-            rel = f"score {score:.4g}"
-        if extra is not None:  # the other retriever scores fused into relevance
-            rel += "".join(f", {n} {v:.4g}" if v == v else f", no {n}"
-                           for n, v in zip(cfg.fusion_weights, extra))
-        if math.isnan(age_s):
-            rec = "no date"
-        else:
-            rec = f"age {age_s / DAY_S:.1f}d"
-            if use_count > 0:
-                rec += f", used {use_count:g}x"
-        if info.intent in cfg.intent_recency:
-            rec += f", asks for {info.intent}"
-        if not math.isnan(batch.importance[i]):
-            imp = "explicit"
-        else:
-            imp = batch.kinds[i] or "default"
-        if not math.isnan(batch.source_count[i]):
-            imp += f", {batch.source_count[i]:g} sources"
-        return {"relevance": rel, "recency": rec, "importance": imp}
+    def _details(batch: CandidateBatch, info: QueryInfo, cfg: Config, positions: list[int],
+                 ages_s: list[float], use_counts: list[float],
+                 other_scores: np.ndarray | None = None) -> list[dict[str, str]]:
+        """What each signal value of these candidates came from, for EXPLAIN; ``other_scores``
+        are the retriever scores fused into relevance (one row per candidate of the batch)."""
+        scores = batch.scores.tolist()
+        importance = batch.importance.tolist()
+        source_count = batch.source_count.tolist()
+        fused_names = tuple(cfg.fusion_weights)
+        asks = f", asks for {info.intent}" if info.intent in cfg.intent_recency else ""
+        all_nan = None
+        out = []
+        for i, age_s, uses in zip(positions, ages_s, use_counts):
+            score = scores[i]
+            if not info.has_content:
+                rel = "empty query"
+            elif score != score:  # NaN
+                if all_nan is None:
+                    all_nan = bool(np.isnan(batch.scores).all())
+                rel = f"rank {i + 1}" if all_nan else "no valid score"
+            else:
+                rel = f"score {score:.4g}"
+            if other_scores is not None:  # the other retriever scores fused into relevance
+                rel += "".join(f", {n} {v:.4g}" if v == v else f", no {n}"
+                               for n, v in zip(fused_names, other_scores[i].tolist()))
+            if age_s != age_s:
+                rec = "no date"
+            elif uses > 0:
+                rec = f"age {age_s / DAY_S:.1f}d, used {uses:g}x"
+            else:
+                rec = f"age {age_s / DAY_S:.1f}d"
+            rec += asks
+            imp = "explicit" if importance[i] == importance[i] else batch.kinds[i] or "default"
+            if source_count[i] == source_count[i]:
+                imp += f", {source_count[i]:g} sources"
+            out.append({"relevance": rel, "recency": rec, "importance": imp})
+        return out
 
     # ---------------------------------------------------------------- feedback
 
     def _reject_weight(self, rank: int) -> float:
         if self.config.reject_discount == "log":
-            return 1.0 / math.log2(1.0 + rank)
+            return _LOG_DISCOUNT[rank] if rank < len(_LOG_DISCOUNT) else 1.0 / math.log2(1.0 + rank)
         return 1.0
 
     def _impression(self, recall_id: object, namespace: str | None) -> Flow[Call, Impression]:
@@ -513,8 +605,8 @@ class Reranker:
         other shown item ignored."""
         imp = yield from self._impression(recall_id, namespace)
         if verdicts is None:
-            verdicts = {d: False for d in imp.ids}
-            verdicts.update({d: True for d in used})  # an id not shown is rejected in _batch
+            verdicts = dict.fromkeys(imp.ids, False)
+            verdicts.update(dict.fromkeys(used, True))  # an id not shown is rejected in _batch
         return (yield Call("apply_feedback", (self._batch(imp, verdicts, now), self._credit())))
 
     def _batch(self, imp: Impression, verdicts: dict[str, bool], now: Any) -> FeedbackBatch:
@@ -528,17 +620,18 @@ class Reranker:
             when = imp.time if imp.time_explicit else resolve_now(None)[0]
         else:
             when = to_epoch(now, "now")
-        expand = self._space.expand
-        items = tuple(FeedbackItem(id=d, rank=position[d], used=used,
-                                   features=expand(imp.qtype, imp.slots[position[d] - 1],
-                                                   d if imp.doc_features else None),
-                                   reject_weight=self._reject_weight(position[d]))
-                      for d, used in verdicts.items())
+        expand, qtype, slots, docs = self._space.expand, imp.qtype, imp.slots, imp.doc_features
+        weight = self._reject_weight
+        items = []
+        for d, used in verdicts.items():
+            rank = position[d]
+            items.append(FeedbackItem(d, rank, used, expand(qtype, slots[rank - 1],
+                                                            d if docs else None), weight(rank)))
         prior, co_use = self.config.prior, self.config.co_use
         if co_use is not None:
             self._edge_state()  # refused before anything is applied
         return FeedbackBatch(recall_id=imp.recall_id, namespace=imp.namespace, time=when,
-                             items=items, a0=prior.a0, b0=prior.b0, kappa=prior.kappa,
+                             items=tuple(items), a0=prior.a0, b0=prior.b0, kappa=prior.kappa,
                              em=self.config.em_credit, co_use=co_use,
                              shown=imp.ids if co_use is not None else ())
 
@@ -651,7 +744,7 @@ class Reranker:
         unknown = [d for d in used if d not in set(batch.ids)]
         if unknown:  # checked before anything is written: no orphan impression
             raise FeedbackError(f"used id {unknown[0]!r} is not among the shown ids")
-        info = analyze_query(query, self.classify)
+        info = self._space.query(query, self.classify)
         rel, other_scores = self._relevance(batch, info, cfg)
         urows, row_of = self._feature_rows(info, batch, cfg,
                                            None if other_scores is None else rel)
@@ -786,6 +879,7 @@ class Reranker:
         pool). This process's feature cache is cleared too."""
         self.state.forget_namespace(check_namespace(namespace), scrub_global=scrub_global)
         self._space.clear()
+        self._row_cache.clear()
 
     def stats(self) -> dict[str, int]:
         return self.state.stats()

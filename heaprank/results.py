@@ -51,31 +51,22 @@ class Ranked:
     rules: tuple[tuple[str, float], ...] = ()
     flags: tuple[str, ...] = ()
 
+    #: The EXPLAIN line once composed, or how the reranker composes it (an
+    #: :class:`ExplainTemplate` and this item's values); never set by ``__init__`` or
+    #: ``dataclasses.replace``, so a copy with other fields composes its own line.
+    _line: Any = field(default=None, init=False, repr=False, compare=False)
+
     @property
     def id(self) -> str:
         return self.candidate.id
 
     def explain(self) -> str:
         """The one-line EXPLAIN: each weighted signal, its source, the top links, rules, flags."""
-        parts: list[str] = []
-        for name, value in self.signals.items():
-            weight = self.weights.get(name, 1.0)
-            if weight == 0:
-                continue
-            text = f"{_LABEL.get(name, name)} {value:.2f}"
-            if weight != 1:
-                text += f"^{weight:g}"
-            detail = self.details.get(name)
-            if detail:
-                text += f" ({detail})"
-            if name == "usefulness" and self.top_links:
-                text += " [" + ", ".join(f"{f}={p:.2f}" for f, p in self.top_links) + "]"
-            parts.append(text)
-        line = " x ".join(parts)
-        if self.rules:
-            line += " x rules " + ", ".join(f"{n} x{m:g}" for n, m in self.rules)
-        if self.flags:
-            line += " ! " + "; ".join(self.flags)
+        line = self._line
+        if line.__class__ is str:
+            return line
+        line = _compose(self) if line is None else line[0].compose(self, line[1])
+        object.__setattr__(self, "_line", line)  # a cache of a function of frozen fields
         return line
 
     def to_dict(self) -> dict[str, Any]:
@@ -88,6 +79,112 @@ class Ranked:
             "rules": [{"name": n, "multiplier": m} for n, m in self.rules],
             "flags": list(self.flags), "explain": self.explain(),
         }
+
+
+_SETTERS = tuple(Ranked.__dict__[name].__set__ for name in (
+    "rank", "score", "candidate", "signals", "weights", "details", "top_links", "rules", "flags",
+    "_line"))
+
+
+def new_ranked(rank: int, score: float, candidate: Candidate, signals: Mapping[str, float],
+               weights: Mapping[str, float], details: Mapping[str, str],
+               top_links: tuple[tuple[str, float], ...], rules: tuple[tuple[str, float], ...],
+               flags: tuple[str, ...], line: tuple[ExplainTemplate, Sequence[float]], /) -> Ranked:
+    """A :class:`Ranked` as the reranker makes them (the fields in order), its EXPLAIN line
+    composed on first use with ``line`` (a template and the item's signal values). Sets the
+    slots directly: a frozen dataclass's ``__init__`` costs twice as much, and a rerank builds
+    one per result."""
+    item = object.__new__(Ranked)
+    put_rank, put_score, put_candidate, put_signals, put_weights, put_details, put_links, \
+        put_rules, put_flags, put_line = _SETTERS
+    put_rank(item, rank)
+    put_score(item, score)
+    put_candidate(item, candidate)
+    put_signals(item, signals)
+    put_weights(item, weights)
+    put_details(item, details)
+    put_links(item, top_links)
+    put_rules(item, rules)
+    put_flags(item, flags)
+    put_line(item, line)
+    return item
+
+
+def _compose(item: Ranked) -> str:
+    """EXPLAIN of any :class:`Ranked`, field by field (the specification of the line)."""
+    parts: list[str] = []
+    for name, value in item.signals.items():
+        weight = item.weights.get(name, 1.0)
+        if weight == 0:
+            continue
+        text = f"{_LABEL.get(name, name)} {value:.2f}"
+        if weight != 1:
+            text += f"^{weight:g}"
+        detail = item.details.get(name)
+        if detail:
+            text += f" ({detail})"
+        if name == "usefulness" and item.top_links:
+            text += _links(item.top_links)
+        parts.append(text)
+    return " x ".join(parts) + _tail(item)
+
+
+def _links(top_links: tuple[tuple[str, float], ...]) -> str:
+    return " [" + ", ".join([f"{f}={p:.2f}" for f, p in top_links]) + "]"
+
+
+def _tail(item: Ranked) -> str:
+    line = ""
+    if item.rules:
+        line += " x rules " + ", ".join([f"{n} x{m:g}" for n, m in item.rules])
+    if item.flags:
+        line += " ! " + "; ".join(item.flags)
+    return line
+
+
+class ExplainTemplate:
+    """The EXPLAIN line of one rerank's results as one ``%`` format: the weights, labels and
+    which signals show are the same for every result of a call, so they are worked out once.
+
+    :meth:`compose` gives what :func:`_compose` gives for an item whose signals are ``names``
+    in order, weighted by ``weights`` (a property test holds the two to the same text); an
+    item without the details it expects (every shown signal but usefulness has one, and
+    usefulness none) is composed field by field.
+    """
+
+    __slots__ = ("format", "shown")
+
+    def __init__(self, names: tuple[str, ...], weights: tuple[float, ...]) -> None:
+        parts, shown = [], []
+        for i, (name, weight) in enumerate(zip(names, weights)):
+            if weight == 0:
+                continue
+            text = _LABEL.get(name, name).replace("%", "%%") + " %.2f"
+            if weight != 1:
+                text += f"^{weight:g}"
+            # usefulness: its top links follow; every other signal: its detail in brackets
+            text += "%s" if name == "usefulness" else " (%s)"
+            parts.append(text)
+            shown.append((i, None if name == "usefulness" else name))
+        self.format = " x ".join(parts)
+        self.shown = tuple(shown)
+
+    def compose(self, item: Ranked, values: Sequence[float]) -> str:
+        """The line of ``item``, whose signal values in ``names`` order are ``values``."""
+        details = item.details
+        if "usefulness" in details:  # a note on usefulness (exploration): not in the template
+            return _compose(item)
+        args: list[object] = []
+        for i, name in self.shown:
+            args.append(values[i])
+            if name is None:
+                args.append(_links(item.top_links) if item.top_links else "")
+            else:
+                detail = details.get(name)
+                if not detail:
+                    return _compose(item)
+                args.append(detail)
+        return self.format % tuple(args) + _tail(item)
 
 
 @dataclass(frozen=True, slots=True)

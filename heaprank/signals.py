@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -97,7 +98,9 @@ def importance(batch: CandidateBatch, kind_importance: Mapping[str, float]) -> n
     (``ln(1 + n) / 5`` as a dose: +0.14 for one source, +0.69 for 30), and no boost lifts it
     past a dose of 2, the top of the seed's scale.
     """
-    prior = np.fromiter((kind_importance.get(k, 1.0) if k else 1.0 for k in batch.kinds),
+    # kinds are None or non-empty: None is not a kind, so it reads the neutral 1.0
+    prior = np.fromiter(map(kind_importance.get, batch.kinds,  # type: ignore[arg-type]
+                            itertools.repeat(1.0)),
                         dtype=np.float64, count=len(batch))
     explicit = ~np.isnan(batch.importance)
     base = np.where(explicit, batch.importance, prior)

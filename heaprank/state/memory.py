@@ -7,6 +7,7 @@ used, and impressions are kept in their binary form (:mod:`heaprank.state.codec`
 
 from __future__ import annotations
 
+import itertools
 import math
 import threading
 import time
@@ -14,6 +15,8 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
+from .. import links as linkmath
+from ..errors import FeedbackError
 from . import codec, edges
 from .base import (
     CreditFn,
@@ -30,6 +33,13 @@ from .base import (
 
 DAY_S = 86_400.0
 _PRUNE_EVERY = 256
+_ROW_CACHE = 65_536  # feature rows whose ids are cached (a few MB at most)
+_SHOWN_CACHE = 4_096  # latest impressions kept as written, besides their stored bytes
+
+
+#: An impression as written, but its signals and verdicts: (qtype, time, time given by the
+#: caller, ids, slots, doc features, signal names).
+_Shown = tuple[str, float, bool, tuple[str, ...], tuple[tuple[str, ...], ...], bool, tuple[str, ...]]
 
 
 class _Namespace:
@@ -86,6 +96,13 @@ class MemoryState:
         self._explicit: dict[tuple[str, str], str] = {}  # (namespace, feedback id) -> recall id
         self._puts = 0
         self._feedbacks = 0
+        self._rows: dict[tuple[str, ...], list[int]] = {}  # feature row -> its feature ids
+        #: Bumped by every change of the link counts: a reader may keep what it derived from
+        #: them while the version stands (Reranker does, per set of feature rows).
+        self.version = 0
+        # What the latest impressions showed, as written: feedback follows a rerank closely,
+        # and reads them without decoding (bounded; dropped at feedback and when forgotten).
+        self._shown: dict[str, _Shown] = {}
 
     def __repr__(self) -> str:
         return "MemoryState()"
@@ -93,8 +110,8 @@ class MemoryState:
     # ------------------------------------------------------------------ links
 
     def _index(self, features: Sequence[str]) -> np.ndarray:
-        get = self._fid.get
-        return np.fromiter((get(f, -1) for f in features), dtype=np.int64, count=len(features))
+        return np.fromiter(map(self._fid.get, features, itertools.repeat(-1)), dtype=np.int64,
+                           count=len(features))
 
     def _counts(self, namespace: str, features: Sequence[str]) -> LinkCounts:
         idx = self._index(features)
@@ -112,8 +129,8 @@ class MemoryState:
         ns = self._ns.get(namespace)
         if ns is None or not ns.docs:
             return DocStats(np.full(len(ids), math.nan), np.zeros(len(ids)))
-        get, never = ns.docs.get, (math.nan, 0.0)
-        rows = np.array([get(i, never) for i in ids], dtype=np.float64).reshape(-1, 2)
+        rows = np.array(list(map(ns.docs.get, ids, itertools.repeat((math.nan, 0.0)))),
+                        dtype=np.float64).reshape(-1, 2)
         return DocStats(rows[:, 0].copy(), rows[:, 1].copy())
 
     def read_links(self, namespace: str, features: Sequence[str]) -> LinkCounts:
@@ -166,6 +183,7 @@ class MemoryState:
 
     def _add(self, ns: _Namespace, idx: np.ndarray, dpos: np.ndarray, dneg: np.ndarray) -> None:
         """Add evidence to a namespace and the pool; ``idx`` holds distinct feature ids."""
+        self.version += 1
         self._gpos[idx] += dpos
         self._gneg[idx] += dneg
         at = np.searchsorted(ns.fids, idx)
@@ -193,6 +211,8 @@ class MemoryState:
 
     def put_impression(self, impression: Impression, *, feedback_id: str | None = None) -> str | None:
         body = impression.encode()
+        shown: _Shown = (impression.qtype, impression.time, impression.time_explicit, impression.ids,
+                 impression.slots, impression.doc_features, impression.signal_names)
         with self._lock:
             rid = impression.recall_id
             if feedback_id is not None:
@@ -202,6 +222,9 @@ class MemoryState:
             if rid in self._open or rid in self._fed:
                 return None
             self._open[rid] = (self._namespace(impression.namespace), body)
+            self._shown[rid] = shown
+            if len(self._shown) > _SHOWN_CACHE:
+                del self._shown[next(iter(self._shown))]
             if feedback_id is not None:
                 self._explicit[(impression.namespace, feedback_id)] = rid
             self._puts += 1
@@ -216,6 +239,7 @@ class MemoryState:
             if recall_born_s(rid) >= cutoff:
                 break
             del self._open[rid]
+            self._shown.pop(rid, None)
         while len(self._fed) > self.max_impressions:
             del self._fed[next(iter(self._fed))]
         if len(self._explicit) > 2 * (len(self._open) + len(self._fed)) + 64:
@@ -233,9 +257,21 @@ class MemoryState:
     def get_impression(self, recall_id: str) -> Impression | None:
         with self._lock:
             entry = self._entry(recall_id)
+            shown = self._shown.get(recall_id) if recall_id in self._open else None
         if entry is None:
             return None
-        return Impression.decode(recall_id, entry[0].name, entry[1])
+        if shown is None:
+            return Impression.decode(recall_id, entry[0].name, entry[1])
+        # Recent and without feedback: all but the signals as written; the signals read back
+        # from the stored bytes (float32), as a decoded impression has them.
+        qtype, when, explicit, ids, slots, doc_features, names = shown
+        body, n, m = entry[1], len(ids), len(names)
+        signals = np.frombuffer(body, dtype="<f4", count=n * m, offset=len(body) - 4 * n * m)
+        return Impression(recall_id=recall_id, namespace=entry[0].name, qtype=qtype, time=when,
+                          time_explicit=explicit, ids=ids, slots=slots,
+                          doc_features=doc_features, signal_names=names,
+                          signals=tuple(map(tuple, signals.reshape(n, m).tolist())),
+                          verdicts=(codec.OPEN,) * n)
 
     def feedback_log(self, namespace: str | None = None) -> Iterator[Impression]:
         """Impressions with feedback of ``namespace`` (``None``: all), oldest recall first."""
@@ -247,9 +283,29 @@ class MemoryState:
 
     # ---------------------------------------------------------------- feedback
 
-    def apply_feedback(self, batch: FeedbackBatch, credit: CreditFn) -> FeedbackOutcome:
-        from ..errors import FeedbackError
+    def _row_ids(self, features: tuple[str, ...]) -> list[int]:
+        """The feature ids of a feature row, interned on first sight and cached per row
+        (feedback sees the same few rows over and over)."""
+        ids = self._rows.get(features)
+        if ids is None:
+            if len(self._rows) >= _ROW_CACHE:
+                self._rows.clear()
+            ids = self._rows[features] = self._intern(features).tolist()
+        return ids
 
+    def _posterior_mean(self, ns: _Namespace, ids: Sequence[int],
+                        learning: linkmath.Learning) -> np.ndarray:
+        idx = np.array(ids, dtype=np.int64)
+        pos, neg = ns.gather(idx)
+        alpha, beta = linkmath.posterior(LinkCounts(pos, neg, self._gpos[idx], self._gneg[idx]),
+                                         learning)
+        return linkmath.posterior_mean(alpha, beta)
+
+    def apply_feedback(self, batch: FeedbackBatch, credit: CreditFn) -> FeedbackOutcome:
+        """Apply one feedback (see :class:`~heaprank.StateBackend`). The credit is computed
+        here on integer feature ids with the batch's learning settings
+        (:func:`heaprank.links.credit_ids`, the same numbers as ``credit`` gives), so
+        ``credit`` itself is not called."""
         with self._lock:
             entry = self._entry(batch.recall_id)
             if entry is None or entry[0].name != batch.namespace:
@@ -259,8 +315,10 @@ class MemoryState:
             verdicts = codec.verdicts_of(body)
             todo, done = check_resolution(batch, verdicts)
             if todo:
-                features, dpos, dneg = credit(lambda fs: self._counts(ns.name, fs), todo)
-                self._add(ns, self._intern(features), dpos, dneg)
+                idx, dpos, dneg = linkmath.credit_ids(
+                    todo, self._row_ids, lambda ids: self._posterior_mean(ns, ids, batch),
+                    em=batch.em)
+                self._add(ns, idx, dpos, dneg)
                 for item in todo:
                     if item.used:
                         last, uses = ns.docs.get(item.id, (math.nan, 0.0))
@@ -272,6 +330,7 @@ class MemoryState:
                                                      batch.co_use, lambda: ns.edges)[0]
                 body = codec.with_verdicts(body, new_verdicts(verdicts, len(verdicts), todo))
                 self._open.pop(batch.recall_id, None)
+                self._shown.pop(batch.recall_id, None)
                 self._fed[batch.recall_id] = (ns, body)
                 self._feedbacks += 1
         return FeedbackOutcome(batch.recall_id, tuple(i.id for i in todo), tuple(done))
@@ -299,6 +358,8 @@ class MemoryState:
 
     def forget_namespace(self, namespace: str, *, scrub_global: bool = True) -> None:
         with self._lock:
+            self.version += 1
+            self._rows.clear()  # its feature names, and ids that are about to be reused
             ns = self._ns.pop(namespace, None)
             if ns is not None:
                 idx = ns.fids
@@ -315,6 +376,7 @@ class MemoryState:
             for table in (self._open, self._fed):
                 for rid in [r for r, (owner, _) in table.items() if owner.name == namespace]:
                     del table[rid]
+                    self._shown.pop(rid, None)
             self._explicit = {k: r for k, r in self._explicit.items() if k[0] != namespace}
 
     def stats(self) -> dict[str, int]:

@@ -12,6 +12,7 @@ The layout (schema 2) is in ``docs/design.md``, "State layout".
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
@@ -86,6 +87,11 @@ _READ_DOCS = (f"SELECT id, last_used, use_count FROM docs WHERE ns = {_NS_ID} "
 
 
 def _json(items: Sequence[str]) -> str:
+    """A JSON array of strings (for ``json_each``): joined directly when no string needs an
+    escape (the usual feature names and ids), through ``json.dumps`` otherwise."""
+    joined = '","'.join(items)
+    if joined.isprintable() and '"' not in joined and "\\" not in joined:
+        return f'["{joined}"]' if items else "[]"
     return json.dumps(list(items), ensure_ascii=False)
 
 
@@ -139,6 +145,8 @@ class SQLiteState:
         self._conn: sqlite3.Connection | None = None
         self._sync = ""
         self._puts = 0
+        self._connections = 0  # connections opened (one more after a fork)
+        self._link_writes = 0  # this object's commits that may change link counts
         self._connect()
 
     def __repr__(self) -> str:
@@ -181,7 +189,21 @@ class SQLiteState:
         except sqlite3.DatabaseError as exc:
             raise StateError(f"cannot open SQLite state at {self.path!r}: {exc}") from None
         self._conn, self._pid = conn, os.getpid()
+        self._connections += 1
         return conn
+
+    @property
+    def version(self) -> tuple[int, int, int]:
+        """Changes whenever the link counts may have changed: a commit by another connection
+        (``PRAGMA data_version``, any process) or a feedback or forget through this one. A
+        reader may keep what it derived from the counts while the version stands."""
+        with self._lock:
+            conn = self._connect()
+            try:
+                changed_elsewhere = conn.execute("PRAGMA data_version").fetchone()[0]
+            except sqlite3.DatabaseError as exc:
+                raise StateError(f"SQLite state {self.path!r}: {exc}") from None
+            return self._connections, int(changed_elsewhere), self._link_writes
 
     def _meta(self, conn: sqlite3.Connection) -> dict[str, str] | None:
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
@@ -335,8 +357,8 @@ class SQLiteState:
     def _counts(conn: sqlite3.Connection, namespace: str, features: Sequence[str]) -> LinkCounts:
         found = {f: (gp, gn, p or 0.0, n or 0.0)
                  for f, gp, gn, p, n in conn.execute(_READ_LINKS, (namespace, _json(features)))}
-        zero = (0.0, 0.0, 0.0, 0.0)
-        arr = np.array([found.get(f, zero) for f in features], dtype=np.float64).reshape(-1, 4)
+        arr = np.array(list(map(found.get, features, itertools.repeat((0.0, 0.0, 0.0, 0.0)))),
+                       dtype=np.float64).reshape(-1, 4)
         return LinkCounts(arr[:, 2].copy(), arr[:, 3].copy(), arr[:, 0].copy(), arr[:, 1].copy())
 
     @staticmethod
@@ -345,8 +367,8 @@ class SQLiteState:
             _READ_DOCS, (namespace, _json(ids)))}
         if not found:
             return DocStats(np.full(len(ids), math.nan), np.zeros(len(ids)))
-        never = (math.nan, 0.0)
-        rows = np.array([found.get(i, never) for i in ids], dtype=np.float64).reshape(-1, 2)
+        rows = np.array(list(map(found.get, ids, itertools.repeat((math.nan, 0.0)))),
+                        dtype=np.float64).reshape(-1, 2)
         return DocStats(rows[:, 0].copy(), rows[:, 1].copy())
 
     def read_links(self, namespace: str, features: Sequence[str]) -> LinkCounts:
@@ -385,6 +407,15 @@ class SQLiteState:
             raise ValueError(f"recall_id: {impression.recall_id!r} is not a heaprank recall id")
         body = impression.encode()
         with self._write(sync="NORMAL") as conn:
+            if feedback_id is None:
+                # One statement for a namespace that exists already (the usual case): the
+                # upsert of _ns_id would rewrite its row, a page more to commit per rerank.
+                cur = conn.execute("INSERT OR IGNORE INTO impressions (key, ns, fed, body) "
+                                   "SELECT ?, id, 0, ? FROM namespaces WHERE name = ?",
+                                   (key, body, impression.namespace))
+                if cur.rowcount == 1:
+                    self._count_put(conn)
+                    return impression.recall_id
             ns = self._ns_id(conn, impression.namespace)
             if feedback_id is not None:
                 row = conn.execute("SELECT key FROM feedback_ids WHERE ns = ? AND fid = ? AND key IN "
@@ -398,10 +429,13 @@ class SQLiteState:
             if feedback_id is not None:
                 conn.execute("INSERT OR REPLACE INTO feedback_ids VALUES (?, ?, ?)",
                              (ns, feedback_id, key))
-            self._puts += 1
-            if self._puts % _PRUNE_EVERY == 1:  # the first write of a connection, then every 256
-                self._prune(conn)
+            self._count_put(conn)
         return impression.recall_id
+
+    def _count_put(self, conn: sqlite3.Connection) -> None:
+        self._puts += 1
+        if self._puts % _PRUNE_EVERY == 1:  # the first write of a connection, then every 256
+            self._prune(conn)
 
     def _prune(self, conn: sqlite3.Connection) -> None:
         cutoff = int((time.time() - self.impression_ttl_s) * 1000) << 20
@@ -451,6 +485,7 @@ class SQLiteState:
 
     def apply_feedback(self, batch: FeedbackBatch, credit: CreditFn) -> FeedbackOutcome:
         with self._write() as conn:
+            self._link_writes += 1
             return self._feedback(conn, batch, credit)
 
     def apply_feedback_many(self, batches: Sequence[FeedbackBatch],
@@ -463,6 +498,7 @@ class SQLiteState:
         """
         out: list[FeedbackOutcome | FeedbackError] = []
         with self._write() as conn:
+            self._link_writes += 1
             for batch in batches:
                 conn.execute("SAVEPOINT one_feedback")
                 try:
@@ -569,6 +605,7 @@ class SQLiteState:
 
     def forget_namespace(self, namespace: str, *, scrub_global: bool = True) -> None:
         with self._write() as conn:
+            self._link_writes += 1
             row = conn.execute("SELECT id FROM namespaces WHERE name = ?", (namespace,)).fetchone()
             if row is None:
                 return
@@ -645,6 +682,7 @@ class SQLiteState:
         """Write a whole state (from :func:`heaprank.state.copy.export_state`) into this empty one."""
         holders = dump.holders()
         with self._write() as conn:
+            self._link_writes += 1
             if conn.execute("SELECT (SELECT COUNT(*) FROM features) + "
                             "(SELECT COUNT(*) FROM impressions)").fetchone()[0]:
                 raise StateError(f"SQLite state {self.path!r} is not empty")

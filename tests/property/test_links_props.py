@@ -8,8 +8,8 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from heaprank import Prior, Reranker
-from heaprank.links import noisy_or, posterior, posterior_mean
-from heaprank.state.base import LinkCounts
+from heaprank.links import credit, credit_ids, noisy_or, posterior, posterior_mean
+from heaprank.state.base import FeedbackItem, LinkCounts
 from tests.strategies import NOW, POOL, feedback_step
 
 # Realistic ranges: up to a million observations per link, priors that are not degenerate at
@@ -98,3 +98,35 @@ def test_feedback_moves_each_link_toward_its_credit_rate(steps):
 def _features(rr: Reranker, ranking, doc_id: str) -> tuple[str, ...]:
     imp = rr.state.get_impression(ranking.recall_id)
     return imp.features[imp.ids.index(doc_id)]
+
+
+FEATURES = [f"f{i}" for i in range(12)]
+feedback_items = st.lists(
+    st.tuples(st.booleans(), st.lists(st.sampled_from(FEATURES), min_size=1, max_size=6,
+                                      unique=True),
+              st.sampled_from([1.0, 0.5, 1 / 3, 0.6309297535714575])),
+    min_size=1, max_size=10)
+
+
+@given(feedback_items, st.dictionaries(st.sampled_from(FEATURES),
+                                       st.tuples(counts, counts, counts, counts)),
+       priors, st.booleans())
+def test_credit_on_ids_is_credit_to_the_last_bit(rows, table, prior, em):
+    """The memory backend's numeric credit and the reference credit give the same floats."""
+    items = [FeedbackItem(id=f"d{j}", rank=j + 1, used=used, features=tuple(feats),
+                          reject_weight=weight) for j, (used, feats, weight) in enumerate(rows)]
+    known = [tuple(table.get(f, (0.0, 0.0, 0.0, 0.0))) for f in FEATURES]
+    # the pool holds the namespace's own evidence
+    known = [(p, n, p + gp, n + gn) for p, n, gp, gn in known]
+
+    def read(features):
+        return _counts([known[FEATURES.index(f)] for f in features])
+
+    def p_of(ids):
+        return posterior_mean(*posterior(_counts([known[i] for i in ids]), prior))
+
+    names, dpos, dneg = credit(read, items, prior, em=em)
+    ids, ipos, ineg = credit_ids(items, lambda row: [FEATURES.index(f) for f in row], p_of, em=em)
+    assert sorted(FEATURES[i] for i in ids.tolist()) == sorted(names)
+    order = [names.index(FEATURES[i]) for i in ids.tolist()]
+    assert ipos.tolist() == dpos[order].tolist() and ineg.tolist() == dneg[order].tolist()

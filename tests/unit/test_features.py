@@ -332,5 +332,5 @@ def test_the_shape_cache_is_bounded_by_bytes_and_holds_no_text():
                    [("prev:none", "next:none")])
         assert space.cached_bytes <= 20_000
     assert 0 < len(space._shapes) < 300
-    for key in space._shapes:  # keyed by a hash of the prefix, never by the text itself
-        assert not any(isinstance(part, str) and len(part) > 50 for part in key)
+    # keyed by a hash of the prefix and the shape fields, never by the text itself
+    assert all(type(key) is int for key in space._shapes)

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import time
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from heaprank import ConfigError, Reranker, SQLiteState, StateError
 from heaprank.state import open_state
 from heaprank.state.base import Impression
-from heaprank.state.sqlite import SCHEMA_VERSION
+from heaprank.state.sqlite import SCHEMA_VERSION, _json
 
 NOW = 1_750_000_000.0
 CANDS = [{"id": "a", "text": "Flight on Monday", "score": 2.0},
@@ -244,3 +247,10 @@ def test_a_schema_1_file_is_migrated_keeping_links_pool_and_documents(tmp_path):
         # forgetting after a migration still removes the names only that namespace had
         state.forget_namespace("b")
         assert state.list_links(None)[0] == ["kind:fact"]
+
+
+@given(st.lists(st.text(alphabet=st.characters(blacklist_categories=("Cs",)))))
+def test_json_arrays_of_names_read_back_as_given(items):
+    """The reads pass names as a JSON array to json_each: joined directly or dumped, they
+    come back exactly."""
+    assert json.loads(_json(items)) == items
