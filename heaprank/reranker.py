@@ -46,10 +46,10 @@ from .state.base import (
     DocStats,
     EdgeBackend,
     FeedbackBatch,
-    FeedbackItem,
     FeedbackOutcome,
     Impression,
     LinkCounts,
+    new_feedback_item,
     new_recall_id,
 )
 from .state.edges import EdgeRows
@@ -582,11 +582,6 @@ class Reranker:
 
     # ---------------------------------------------------------------- feedback
 
-    def _reject_weight(self, rank: int) -> float:
-        if self.config.reject_discount == "log":
-            return _LOG_DISCOUNT[rank] if rank < len(_LOG_DISCOUNT) else 1.0 / math.log2(1.0 + rank)
-        return 1.0
-
     def _impression(self, recall_id: object, namespace: str | None) -> Flow[Call, Impression]:
         recall_id = check_id(recall_id, "recall_id")
         imp = yield Call("get_impression", (recall_id,))
@@ -621,12 +616,14 @@ class Reranker:
         else:
             when = to_epoch(now, "now")
         expand, qtype, slots, docs = self._space.expand, imp.qtype, imp.slots, imp.doc_features
-        weight = self._reject_weight
+        log = self.config.reject_discount == "log"
         items = []
         for d, used in verdicts.items():
             rank = position[d]
-            items.append(FeedbackItem(d, rank, used, expand(qtype, slots[rank - 1],
-                                                            d if docs else None), weight(rank)))
+            weight = (_LOG_DISCOUNT[rank] if rank < len(_LOG_DISCOUNT) else
+                      1.0 / math.log2(1.0 + rank)) if log else 1.0
+            items.append(new_feedback_item(d, rank, used, expand(qtype, slots[rank - 1],
+                                                                 d if docs else None), weight))
         prior, co_use = self.config.prior, self.config.co_use
         if co_use is not None:
             self._edge_state()  # refused before anything is applied

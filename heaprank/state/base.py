@@ -140,6 +140,25 @@ class FeedbackItem:
     reject_weight: float = 1.0
 
 
+_ITEM_SETTERS = tuple(FeedbackItem.__dict__[name].__set__
+                      for name in ("id", "rank", "used", "features", "reject_weight"))
+
+
+def new_feedback_item(id: str, rank: int, used: bool, features: tuple[str, ...],
+                      reject_weight: float, /) -> FeedbackItem:
+    """A :class:`FeedbackItem` as the reranker makes them (the fields in order), its slots set
+    directly: the frozen dataclass's ``__init__`` costs more, and every feedback builds one per
+    shown item."""
+    item = object.__new__(FeedbackItem)
+    put_id, put_rank, put_used, put_features, put_weight = _ITEM_SETTERS
+    put_id(item, id)
+    put_rank(item, rank)
+    put_used(item, used)
+    put_features(item, features)
+    put_weight(item, reject_weight)
+    return item
+
+
 @dataclass(frozen=True, slots=True)
 class FeedbackBatch:
     """One feedback call's verdicts for items of one impression.
