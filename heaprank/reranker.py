@@ -37,7 +37,7 @@ from .features import (
     english_question_type,
     neighbour_slots,
 )
-from .results import ExplainTemplate, Ranked, Ranking, exp_score, new_ranked
+from .results import Ranked, Ranking, exp_score, explain_template, new_ranked
 from .rules import Rule, apply_rules
 from .state import StateBackend, open_state
 from .state.base import (
@@ -514,7 +514,7 @@ class Reranker:
         """
         weight_values = tuple(weight_row.tolist())
         weights = dict(zip(SIGNALS, weight_values))
-        template = ExplainTemplate(SIGNALS, weight_values)
+        template = explain_template(SIGNALS, weight_values)
         names = self._space.names
         best = np.argsort(-top_p, axis=1, kind="stable")[:, :TOP_LINKS]
         which = np.arange(len(top))[:, None]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -185,6 +186,13 @@ class ExplainTemplate:
                     return _compose(item)
                 args.append(detail)
         return self.format % tuple(args) + _tail(item)
+
+
+@functools.lru_cache(maxsize=256)
+def explain_template(names: tuple[str, ...], weights: tuple[float, ...]) -> ExplainTemplate:
+    """The :class:`ExplainTemplate` of these signals and weights, made once per distinct
+    weights (a reranker uses a few: its own, per question type, per temporal intent)."""
+    return ExplainTemplate(names, weights)
 
 
 @dataclass(frozen=True, slots=True)
