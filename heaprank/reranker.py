@@ -135,6 +135,8 @@ class _RowLinks(NamedTuple):
     beta: np.ndarray
     p: np.ndarray  # posterior mean of each entry
     usefulness: np.ndarray  # noisy-OR of each row
+    top_links: list[tuple[tuple[str, float], ...]]  # each row's strongest links, (name, p)
+    link_texts: dict[int, str]  # each row's top links as EXPLAIN shows them, once composed
 
 
 class Reranker:
@@ -356,8 +358,8 @@ class Reranker:
             return out
 
         items = self._build_items(batch, info, cfg, weights, top, log_score, signal_matrix,
-                                  links.p[row_of[top]], links.matrix[row_of[top]], fired, age,
-                                  docs.use_count, state_flag,
+                                  links, row_of[top].tolist(), fired, age, docs.use_count,
+                                  state_flag,
                                   notes if usage.stored or sampled is not None or linked is not None
                                   else None, other_scores)
         dropped = {} if kept.all() else {
@@ -426,12 +428,22 @@ class Reranker:
         alpha, beta = linkmath.posterior(counts, self.config.prior)
         shaped = where.reshape(matrix.shape)
         row_p = linkmath.posterior_mean(alpha, beta)[shaped]
-        links = _RowLinks(matrix, shaped, alpha, beta, row_p, linkmath.noisy_or(row_p))
+        links = _RowLinks(matrix, shaped, alpha, beta, row_p, linkmath.noisy_or(row_p),
+                          self._top_links(matrix, row_p), {})
         if version is not None and not flag:
             if len(self._row_cache) >= ROW_CACHE_ENTRIES:
                 self._row_cache.clear()
             self._row_cache[key] = (version, links)
         return links, docs, edge_rows, flag
+
+    def _top_links(self, matrix: np.ndarray, p: np.ndarray) -> list[tuple[tuple[str, float], ...]]:
+        """Each row's :data:`TOP_LINKS` strongest links ``(feature, p)``, strongest first (ties
+        in the row's order)."""
+        names = self._space.names
+        best = np.argsort(-p, axis=1, kind="stable")[:, :TOP_LINKS]
+        which = np.arange(len(matrix))[:, None]
+        return [tuple(zip([names[f] for f in ids], ps))
+                for ids, ps in zip(matrix[which, best].tolist(), p[which, best].tolist())]
 
     def _explore(self, cfg: Config, alpha: np.ndarray, beta: np.ndarray) -> np.ndarray | None:
         """For a share ``exploration_rate`` of reranks, one Thompson draw of every link from its
@@ -500,14 +512,14 @@ class Reranker:
 
     def _build_items(self, batch: CandidateBatch, info: QueryInfo, cfg: Config,
                      weight_row: np.ndarray, top: np.ndarray,
-                     log_score: np.ndarray, signal_matrix: np.ndarray, top_p: np.ndarray,
-                     top_rows: np.ndarray, fired: dict[int, list[tuple[str, float]]],
+                     log_score: np.ndarray, signal_matrix: np.ndarray, links: _RowLinks,
+                     top_rows: list[int], fired: dict[int, list[tuple[str, float]]],
                      age: np.ndarray, use_count: np.ndarray, state_flag: tuple[str, ...] = (),
                      notes: Callable[[int], dict[str, str]] | None = None,
                      other_scores: np.ndarray | None = None) -> tuple[Ranked, ...]:
-        """The top results; ``top_p`` and ``top_rows`` are their link means and feature ids;
-        ``notes(i)`` adds to candidate ``i``'s EXPLAIN details; ``other_scores`` are the
-        retriever scores fused into relevance.
+        """The top results; ``top_rows`` are their distinct rows in ``links``; ``notes(i)``
+        adds to candidate ``i``'s EXPLAIN details; ``other_scores`` are the retriever scores
+        fused into relevance.
 
         Everything shared by the results of one call (the weights, the EXPLAIN template, the
         flags) is built once; each result's EXPLAIN line is composed when first asked for.
@@ -515,11 +527,7 @@ class Reranker:
         weight_values = tuple(weight_row.tolist())
         weights = dict(zip(SIGNALS, weight_values))
         template = explain_template(SIGNALS, weight_values)
-        names = self._space.names
-        best = np.argsort(-top_p, axis=1, kind="stable")[:, :TOP_LINKS]
-        which = np.arange(len(top))[:, None]
-        best_names = [[names[f] for f in row] for row in top_rows[which, best].tolist()]
-        best_p = top_p[which, best].tolist()
+        top_links, link_texts = links.top_links, links.link_texts
         signal_rows = signal_matrix[top].tolist()
         scores = log_score[top].tolist()
         flags = state_flag + (() if info.has_content else (
@@ -534,11 +542,12 @@ class Reranker:
         candidate, own_flags = batch.candidate, batch.flags
         items = []
         for j, i in enumerate(positions):
-            values = signal_rows[j]
+            values, row = signal_rows[j], top_rows[j]
             items.append(new_ranked(
                 j + 1, exp_score(scores[j]), candidate(i), dict(zip(SIGNALS, values)), weights,
-                details[j], tuple(zip(best_names[j], best_p[j])), tuple(fired.get(i, ())),
-                own_flags[i] + flags if flags else own_flags[i], (template, values)))
+                details[j], top_links[row], tuple(fired.get(i, ())),
+                own_flags[i] + flags if flags else own_flags[i],
+                (template, values, link_texts, row)))
         return tuple(items)
 
     @staticmethod
