@@ -328,9 +328,11 @@ class Reranker:
             signal_matrix[:, SIGNALS.index("association")] = linked.factor
             log_score, log_terms, log_rules = sig.combine(signal_matrix, weights, mult)
         kept = np.isfinite(log_score)
+        all_kept = bool(kept.all())
         # Best first; ties keep the retriever's order (relevance, then input position).
         order = np.lexsort((np.arange(len(batch)), -rel, -log_score))
-        order = order[kept[order]]
+        if not all_kept:
+            order = order[kept[order]]
         top = order[:k]
         recall_id = new_recall_id()
         if track and len(top):
@@ -340,8 +342,8 @@ class Reranker:
             if linked is not None:
                 extra = {**extra, "association": linked.factor}
             # one row per shown item: IMPRESSION_SIGNALS, then the extra columns
-            stored = np.array([column[top] for column in (rel, age / DAY_S, imp, use, mult,
-                                                          *extra.values())]).T
+            stored = np.stack((rel, age, imp, use, mult, *extra.values()), axis=1)[top]
+            stored[:, 1] /= DAY_S
             recall_id = yield from self._track(Impression(
                 recall_id=recall_id, namespace=namespace, qtype=info.qtype, time=when,
                 time_explicit=explicit, ids=tuple(map(batch.ids.__getitem__, top.tolist())),
@@ -362,7 +364,7 @@ class Reranker:
                                   state_flag,
                                   notes if usage.stored or sampled is not None or linked is not None
                                   else None, other_scores)
-        dropped = {} if kept.all() else {
+        dropped = {} if all_kept else {
             batch.ids[i]: "rule " + ", ".join(f"{n} x{m:g}" for n, m in fired[i])
             for i in np.flatnonzero(~kept).tolist()}
         return Ranking(recall_id=recall_id, namespace=namespace, query=query, qtype=info.qtype,
