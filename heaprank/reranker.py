@@ -617,10 +617,10 @@ class Reranker:
 
     def _batch(self, imp: Impression, verdicts: dict[str, bool], now: Any) -> FeedbackBatch:
         """The feedback batch of verdicts on an impression's shown items."""
-        position = {doc_id: rank for rank, doc_id in enumerate(imp.ids, start=1)}
-        for doc_id in verdicts:
-            if doc_id not in position:
-                raise FeedbackError(f"id {doc_id!r} was not shown in recall {imp.recall_id!r}")
+        position = dict(zip(imp.ids, range(1, len(imp.ids) + 1)))
+        if not position.keys() >= verdicts.keys():
+            unknown = next(d for d in verdicts if d not in position)  # the first, in order
+            raise FeedbackError(f"id {unknown!r} was not shown in recall {imp.recall_id!r}")
         if now is None:
             # The impression's clock, when the caller chose it: never mix in the wall clock.
             when = imp.time if imp.time_explicit else resolve_now(None)[0]
