@@ -88,6 +88,9 @@ LEARNING_FIELDS = ("prior", "em_credit", "reject_discount", "doc_features", "tag
                    "speaker_roles")
 #: Distinct-row sets whose links a reranker keeps between feedbacks (see Reranker._row_links).
 ROW_CACHE_ENTRIES = 1_024
+#: Recent recalls whose shown items' link means a reranker keeps for their feedback (see
+#: FeedbackBatch.means).
+MEANS_ENTRIES = 1_024
 #: What an impression stores per shown item, for tuning and replay.
 IMPRESSION_SIGNALS = ("relevance", "age_days", "importance", "usefulness", "rules")
 
@@ -181,6 +184,9 @@ class Reranker:
         # (namespace, feature-space generation, distinct rows) -> (state version, links): see
         # _row_links
         self._row_cache: dict[tuple[str, int, bytes], tuple[object, _RowLinks]] = {}
+        # recall id -> (state version, the rerank's row means, each shown item's row): see
+        # _batch
+        self._means: dict[str, tuple[object, np.ndarray, list[int]]] = {}
         if self.config.recency_kernel == "ebbinghaus" or self.config.drop_forgotten:
             ret.resolve_policy(self.config.retention_policy)  # a bad policy file fails here
         self._explore_rng = np.random.default_rng(self.config.exploration_seed)
@@ -334,6 +340,7 @@ class Reranker:
         if not all_kept:
             order = order[kept[order]]
         top = order[:k]
+        top_rows = row_of[top].tolist()
         recall_id = new_recall_id()
         if track and len(top):
             # The mean usefulness is what was believed; an explored rerank adds its sample.
@@ -350,6 +357,10 @@ class Reranker:
                 slots=tuple(map(self._space.slots_of, urows[row_of[top]].tolist())),
                 doc_features=cfg.doc_features, signal_names=IMPRESSION_SIGNALS + tuple(extra),
                 signals=stored))
+            if version is not None:  # the link means its feedback would read, while they hold
+                if len(self._means) >= MEANS_ENTRIES:
+                    self._means.pop(next(iter(self._means)), None)
+                self._means[recall_id] = (version, links.p, top_rows)
 
         def notes(i: int) -> dict[str, str]:
             out = usage.notes(i, float(docs.use_count[i]), cfg.reinforcement_cap)
@@ -360,7 +371,7 @@ class Reranker:
             return out
 
         items = self._build_items(batch, info, cfg, weights, top, log_score, signal_matrix,
-                                  links, row_of[top].tolist(), fired, age, docs.use_count,
+                                  links, top_rows, fired, age, docs.use_count,
                                   state_flag,
                                   notes if usage.stored or sampled is not None or linked is not None
                                   else None, other_scores)
@@ -628,6 +639,10 @@ class Reranker:
             when = to_epoch(now, "now")
         expand, qtype, slots, docs = self._space.expand, imp.qtype, imp.slots, imp.doc_features
         log = self.config.reject_discount == "log"
+        # What this rerank read of the shown items' links, for a state that can tell they
+        # still hold (FeedbackBatch.means)
+        read = self._means.pop(imp.recall_id, None) if self.config.em_credit else None
+        means: dict[int, np.ndarray] = {}
         items = []
         for d, used in verdicts.items():
             rank = position[d]
@@ -635,13 +650,16 @@ class Reranker:
                       1.0 / math.log2(1.0 + rank)) if log else 1.0
             items.append(new_feedback_item(d, rank, used, expand(qtype, slots[rank - 1],
                                                                  d if docs else None), weight))
+            if used and read is not None and rank <= len(read[2]):
+                means[rank] = read[1][read[2][rank - 1]]
         prior, co_use = self.config.prior, self.config.co_use
         if co_use is not None:
             self._edge_state()  # refused before anything is applied
         return FeedbackBatch(recall_id=imp.recall_id, namespace=imp.namespace, time=when,
                              items=tuple(items), a0=prior.a0, b0=prior.b0, kappa=prior.kappa,
                              em=self.config.em_credit, co_use=co_use,
-                             shown=imp.ids if co_use is not None else ())
+                             shown=imp.ids if co_use is not None else (), means=means,
+                             means_version=None if read is None else read[0])
 
     def _credit(self) -> functools.partial[tuple[list[str], np.ndarray, np.ndarray]]:
         return functools.partial(linkmath.credit, prior=self.config.prior, em=self.config.em_credit)
@@ -888,6 +906,7 @@ class Reranker:
         self.state.forget_namespace(check_namespace(namespace), scrub_global=scrub_global)
         self._space.clear()
         self._row_cache.clear()
+        self._means.clear()
 
     def stats(self) -> dict[str, int]:
         return self.state.stats()

@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 import secrets
 import time as _time
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -170,6 +170,12 @@ class FeedbackBatch:
     With ``co_use`` set, the feedback also strengthens the co-use edges between the impression's
     used items (:func:`heaprank.state.edges.co_use_pairs`), in the same atomic step; ``shown``
     is the impression's shown ids in order, which the pairs are read from.
+
+    ``means`` (rank -> the posterior mean of each of that item's features, in its features'
+    order) are what the rerank read for used items while the state's ``version`` was
+    ``means_version``: a backend whose version still equals it may take them instead of
+    reading the links again (the memory backend does; the others ignore them). They are the
+    same numbers a read would give, so the credit does not change.
     """
 
     recall_id: str
@@ -182,6 +188,8 @@ class FeedbackBatch:
     em: bool = True
     co_use: CoUse | None = None
     shown: tuple[str, ...] = ()
+    means: Mapping[int, np.ndarray] = field(default_factory=dict)
+    means_version: object = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,6 +22,7 @@ from .base import (
     CreditFn,
     DocStats,
     FeedbackBatch,
+    FeedbackItem,
     FeedbackOutcome,
     Impression,
     LinkCounts,
@@ -315,9 +316,17 @@ class MemoryState:
             verdicts = codec.verdicts_of(body)
             todo, done = check_resolution(batch, verdicts)
             if todo:
-                idx, dpos, dneg = linkmath.credit_ids(
-                    todo, self._row_ids, lambda ids: self._posterior_mean(ns, ids, batch),
-                    em=batch.em)
+                # The means the rerank read still hold while no count has changed since.
+                means = batch.means if batch.means_version is not None \
+                    and batch.means_version == self.version else {}
+
+                def p_of(item: FeedbackItem, ids: Sequence[int]) -> np.ndarray:
+                    read = means.get(item.rank)
+                    if read is not None and len(read) == len(ids):
+                        return read
+                    return self._posterior_mean(ns, ids, batch)
+
+                idx, dpos, dneg = linkmath.credit_ids(todo, self._row_ids, p_of, em=batch.em)
                 self._add(ns, idx, dpos, dneg)
                 for item in todo:
                     if item.used:
