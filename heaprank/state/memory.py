@@ -191,6 +191,10 @@ class MemoryState:
         clipped = np.minimum(at, max(len(ns.fids) - 1, 0))
         present = (at < len(ns.fids)) & (ns.fids[clipped] == idx) if len(ns.fids) else \
             np.zeros(len(idx), dtype=bool)
+        if present.all():  # every link known to the namespace already: the usual case
+            ns.pos[at] += dpos
+            ns.neg[at] += dneg
+            return
         ns.pos[clipped[present]] += dpos[present]
         ns.neg[clipped[present]] += dneg[present]
         new = ~present
