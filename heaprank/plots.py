@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ._optional import require
-from .config import Weights
+from .config import DAY_S, Weights
 from .errors import InputError
 from .retention import (
     PolicySet,
@@ -67,17 +67,44 @@ def plot_links(links: Sequence[Link], out: str | os.PathLike[str], *, limit: int
     fig.savefig(out, dpi=DPI)
 
 
-def plot_tune(result: TuneResult, out: str | os.PathLike[str], *, max_namespaces: int = 12) -> None:
+def plot_tune(result: TuneResult, out: str | os.PathLike[str], *,
+              max_namespaces: int = 12) -> list[str]:
     """The fitted weights of the pooled fit and of each namespace (the ``max_namespaces`` with
     most impressions), each with its approximate 90% interval; the current weights as bars.
-    A fit that did not move is drawn hollow; one with too little data to fit is left out."""
+    A fit that did not move is drawn hollow; one with too little data to fit is left out.
+
+    Only the weights some fit tuned are drawn (a signal the log does not carry keeps its value
+    and would show as a fitted-looking point); a fitted half-life gets a panel of its own, in
+    days. The legend sits below the panels, clear of the points. Returns what was drawn: the
+    weight names, then ``"half-life days"`` if its panel was.
+    """
+    fig, drawn = _tune_figure(result, max_namespaces)
+    fig.savefig(out, dpi=DPI)
+    return drawn
+
+
+def _tuned_names(fits: Sequence[TuneFit], current: Weights) -> list[str]:
+    """The weights a fit moved or gave an interval, in :class:`Weights` order (all of them
+    when no fit was drawn: the current weights are then the whole picture)."""
     names = [f.name for f in fields(Weights)]
+    if not fits:
+        return names
+    return [n for n in names if any(n in f.intervals or getattr(f.fitted, n) != getattr(current, n)
+                                    for f in fits)]
+
+
+def _tune_figure(result: TuneResult, max_namespaces: int) -> tuple[Any, list[str]]:
     fits = [result.pooled] + sorted(result.namespaces.values(),
                                     key=lambda f: -f.impressions)[:max_namespaces]
     drawn = [f for f in fits if f.fitted is not None]
-    fig = _figure(max(6.0, 1.6 * len(names)), 4.5)
-    ax = fig.subplots()
     current = result.start.weights
+    names = _tuned_names(drawn, current)
+    half_life = [f for f in drawn if "half_life_s" in f.intervals]
+    fig = _figure(max(6.0, 1.5 * len(names) + (1.8 if half_life else 0.0)), 4.8)
+    if half_life:
+        ax, hl_ax = fig.subplots(1, 2, width_ratios=[len(names), 1.3])
+    else:
+        ax, hl_ax = fig.subplots(), None
     ax.bar(range(len(names)), [getattr(current, n) for n in names], width=0.8, color="#dddddd",
            label="current weights")
     width = 0.7 / max(len(drawn), 1)
@@ -86,17 +113,31 @@ def plot_tune(result: TuneResult, out: str | os.PathLike[str], *, max_namespaces
         value = [getattr(fit.fitted, n) for n in names]
         low = [v - fit.intervals.get(n, (v, v))[0] for n, v in zip(names, value)]
         high = [fit.intervals.get(n, (v, v))[1] - v for n, v in zip(names, value)]
-        label = _fit_label(fit)
-        ax.errorbar(x, value, yerr=[low, high], fmt="o", capsize=3, label=label,
-                    markerfacecolor=None if fit.moved else "white")
+        line = ax.errorbar(x, value, yerr=[low, high], fmt="o", capsize=3, label=_fit_label(fit),
+                           markerfacecolor=None if fit.moved else "white")
+        if hl_ax is not None and fit in half_life:
+            days = (fit.fitted_half_life_s or 0.0) / DAY_S
+            lo, hi = (v / DAY_S for v in fit.intervals["half_life_s"])
+            hl_ax.errorbar([j], [days], yerr=[[days - lo], [hi - days]], fmt="o", capsize=3,
+                           color=line.lines[0].get_color(),
+                           markerfacecolor=None if fit.moved else "white")
     if not drawn:
         ax.text(0.5, 0.6, result.fit.reason, ha="center", va="center", wrap=True,
                 transform=ax.transAxes)
     ax.set_xticks(range(len(names)), names)
     ax.set_ylabel("weight (exponent)")
     ax.set_title("Fitted weights, 90% intervals")
-    ax.legend(fontsize="small", loc="upper left")
-    fig.savefig(out, dpi=DPI)
+    if hl_ax is not None:
+        hl_ax.axhline(result.start.half_life_s / DAY_S, color="#999999", lw=1.0, ls="--")
+        hl_ax.set_xticks([])
+        hl_ax.set_xlim(-0.7, len(drawn) - 0.3)
+        hl_ax.set_ylim(bottom=0.0)
+        hl_ax.set_ylabel("days")
+        hl_ax.set_title("Half-life\n(dashed: current)", fontsize="medium")
+    handles, labels = ax.get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncols=min(3, len(labels)),
+               fontsize="small")
+    return fig, names + (["half-life days"] if hl_ax is not None else [])
 
 
 def _fit_label(fit: TuneFit) -> str:
@@ -129,6 +170,13 @@ def plot_retention(policies: PolicySet, out: str | os.PathLike[str], *,
 
     Returns one row per curve: label, stability and the day it is forgotten (``inf``: exempt).
     """
+    fig, rows = _retention_figure(policies, namespaces, importance, use_count)
+    fig.savefig(out, dpi=DPI)
+    return rows
+
+
+def _retention_figure(policies: PolicySet, namespaces: Sequence[str], importance: float,
+                      use_count: float) -> tuple[Any, list[dict[str, Any]]]:
     groups = policy_groups(policies, namespaces)
     imp, uses = np.array([importance]), np.array([use_count])
     days = [float(days_until_forgotten(imp, uses, p)[0]) for _, p in groups]
@@ -141,7 +189,8 @@ def plot_retention(policies: PolicySet, out: str | os.PathLike[str], *,
         r = retention(t, np.full_like(t, importance), np.full_like(t, use_count), policy)
         line, = ax.plot(t, r, "-" if policy.enabled else ":",
                         label=label + ("" if policy.enabled else " (exempt)"))
-        ax.axhline(policy.threshold, color=line.get_color(), lw=0.6, ls="--", alpha=0.6)
+        if policy.enabled:  # an exempt policy has no threshold (it would hide another's)
+            ax.axhline(policy.threshold, color=line.get_color(), lw=0.6, ls="--", alpha=0.6)
         if math.isfinite(day):
             ax.plot([day], [policy.threshold], "o", color=line.get_color())
             ax.annotate(f"{day:.0f}d", (day, policy.threshold), textcoords="offset points",
@@ -155,8 +204,7 @@ def plot_retention(policies: PolicySet, out: str | os.PathLike[str], *,
     ax.set_title(f"Retention per namespace policy (importance {importance:g}, used {use_count:g}x)\n"
                  "dashed: forget threshold; dot: the day it is forgotten", fontsize=10)
     ax.legend(fontsize=8, loc="upper right")
-    fig.savefig(out, dpi=DPI)
-    return rows
+    return fig, rows
 
 
 def forget_matrix(policy: RetentionPolicy, importance: Sequence[float] = MATRIX_IMPORTANCE,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Iterator
+from typing import Any
 
 from heaprank import MemoryState, StateUnavailableError
 from heaprank import links as linkmath
@@ -57,12 +58,16 @@ def apply(state: StateBackend, worker: int, count: int, born_ms: int,
 
 
 def run_worker(url: str, prefix: str, worker: int, count: int, born_ms: int,
-               retry_every: int) -> tuple[int, int, float, float]:
-    """One process: open its own client, apply its plan, report counts and its time window."""
+               retry_every: int, gate: Any = None) -> tuple[int, int, float, float]:
+    """One process: open its own client, wait at ``gate`` (a barrier of every writer, so they
+    all write at once however slowly the processes start), apply its plan, report counts and
+    its time window."""
     from heaprank.state.redis import RedisState
 
     state = RedisState(url, prefix=prefix)
     try:
+        if gate is not None:
+            gate.wait(timeout=120)
         start = time.monotonic()
         applied, repeated = apply(state, worker, count, born_ms, retry_every)
         return applied, repeated, start, time.monotonic()

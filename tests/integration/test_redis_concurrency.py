@@ -33,9 +33,10 @@ def test_concurrent_feedback_equals_the_serial_result(kind, request):
     ctx = multiprocessing.get_context("spawn")
     state = RedisState(url, prefix=prefix)
     try:
-        with ctx.Pool(PROCESSES) as pool:
+        with ctx.Manager() as manager, ctx.Pool(PROCESSES) as pool:
+            gate = manager.Barrier(PROCESSES)  # on 2 busy cores, spawning 8 can take seconds
             results = pool.starmap(workers.run_worker, [
-                (url, prefix, w, FEEDBACKS, born_ms, 10) for w in range(PROCESSES)])
+                (url, prefix, w, FEEDBACKS, born_ms, 10, gate) for w in range(PROCESSES)])
         # The writers really overlapped: every one started before every other one finished.
         assert max(r[2] for r in results) < min(r[3] for r in results)
         serial = MemoryState()

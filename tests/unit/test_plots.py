@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from heaprank import Config, Link
-from heaprank.plots import PLOTS, plot_links, plot_tune
+from heaprank.plots import PLOTS, _retention_figure, _tune_figure, plot_links, plot_tune
+from heaprank.retention import NAMESPACES_KEY, parse_policy
 from heaprank.tuning import tune
 from tests.tuning_logs import synthetic_log
 
@@ -39,3 +40,30 @@ def test_the_plot_group_is_a_registry():
     assert {"links", "tune"} <= set(PLOTS)
     for entry in PLOTS.values():
         assert entry.help and callable(entry.add_arguments) and callable(entry.draw)
+
+
+def test_plot_tune_draws_only_what_was_tuned_and_keeps_the_legend_off_the_points(tmp_path):
+    # The log carries relevance, age, importance and usefulness: reinforcement and association
+    # were not tuned, so they must not show as fitted points at their current value.
+    log = synthetic_log(300, namespace="a") + synthetic_log(300, namespace="b", seed=2)
+    result = tune(log, Config(), namespace="*", fit_half_life=True, min_impressions=20)
+    drawn = plot_tune(result, tmp_path / "tune.png")
+    assert _is_png(tmp_path / "tune.png")
+    assert drawn == ["relevance", "recency", "importance", "usefulness", "half-life days"]
+    fig, _ = _tune_figure(result, 12)
+    fig.canvas.draw()
+    legend = fig.legends[0].get_window_extent()
+    for ax in fig.axes:
+        assert ax.get_legend() is None
+        assert not legend.overlaps(ax.get_window_extent())
+    assert plot_tune(tune(log, Config(), min_impressions=20), tmp_path / "no-hl.png") == drawn[:4]
+
+
+def test_an_exempt_policy_draws_no_threshold(tmp_path):
+    policies = parse_policy({"threshold": 0.3, NAMESPACES_KEY: {
+        "pinned": {"enabled": False}, "scratch": {"threshold": 0.5}}}, "test")
+    fig, rows = _retention_figure(policies, ["x", "pinned"], 1.0, 0.0)
+    thresholds = sorted(line.get_ydata()[0] for line in fig.axes[0].lines
+                        if line.get_linestyle() == "--")
+    assert thresholds == [0.3, 0.5]  # the global and scratch; pinned never forgets
+    assert [r["label"] for r in rows] == ["global default (1 namespaces)", "pinned", "scratch"]
