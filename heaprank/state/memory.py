@@ -130,9 +130,11 @@ class MemoryState:
         ns = self._ns.get(namespace)
         if ns is None or not ns.docs:
             return DocStats(np.full(len(ids), math.nan), np.zeros(len(ids)))
-        rows = np.array(list(map(ns.docs.get, ids, itertools.repeat((math.nan, 0.0)))),
-                        dtype=np.float64).reshape(-1, 2)
-        return DocStats(rows[:, 0].copy(), rows[:, 1].copy())
+        # (last used, use count) of each id, flat: one C-level pass, no list of pairs
+        flat = np.fromiter(itertools.chain.from_iterable(
+            map(ns.docs.get, ids, itertools.repeat((math.nan, 0.0)))), dtype=np.float64,
+            count=2 * len(ids))
+        return DocStats(flat[0::2].copy(), flat[1::2].copy())
 
     def read_links(self, namespace: str, features: Sequence[str]) -> LinkCounts:
         with self._lock:
