@@ -138,8 +138,8 @@ class _RowLinks(NamedTuple):
     beta: np.ndarray
     p: np.ndarray  # posterior mean of each entry
     usefulness: np.ndarray  # noisy-OR of each row
-    top_links: list[tuple[tuple[str, float], ...]]  # each row's strongest links, (name, p)
-    link_texts: dict[int, str]  # each row's top links as EXPLAIN shows them, once composed
+    top_links: dict[int, tuple[tuple[str, float], ...]]  # a row's strongest links, once worked out
+    link_texts: dict[int, str]  # a row's top links as EXPLAIN shows them, once composed
 
 
 class Reranker:
@@ -441,22 +441,28 @@ class Reranker:
         alpha, beta = linkmath.posterior(counts, self.config.prior)
         shaped = where.reshape(matrix.shape)
         row_p = linkmath.posterior_mean(alpha, beta)[shaped]
-        links = _RowLinks(matrix, shaped, alpha, beta, row_p, linkmath.noisy_or(row_p),
-                          self._top_links(matrix, row_p), {})
+        links = _RowLinks(matrix, shaped, alpha, beta, row_p, linkmath.noisy_or(row_p), {}, {})
         if version is not None and not flag:
             if len(self._row_cache) >= ROW_CACHE_ENTRIES:
                 self._row_cache.clear()
             self._row_cache[key] = (version, links)
         return links, docs, edge_rows, flag
 
-    def _top_links(self, matrix: np.ndarray, p: np.ndarray) -> list[tuple[tuple[str, float], ...]]:
-        """Each row's :data:`TOP_LINKS` strongest links ``(feature, p)``, strongest first (ties
-        in the row's order)."""
-        names = self._space.names
-        best = np.argsort(-p, axis=1, kind="stable")[:, :TOP_LINKS]
-        which = np.arange(len(matrix))[:, None]
-        return [tuple(zip([names[f] for f in ids], ps))
-                for ids, ps in zip(matrix[which, best].tolist(), p[which, best].tolist())]
+    def _top_links(self, links: _RowLinks,
+                   rows: list[int]) -> dict[int, tuple[tuple[str, float], ...]]:
+        """The :data:`TOP_LINKS` strongest links ``(feature, p)`` of these rows, strongest first
+        (ties in the row's order), worked out for the rows not seen yet and kept with
+        ``links`` (while they are kept, a row's top links are too)."""
+        known = links.top_links
+        missing = [r for r in dict.fromkeys(rows) if r not in known]
+        if missing:
+            names, at = self._space.names, np.array(missing)
+            p, matrix = links.p[at], links.matrix[at]
+            best = np.argsort(-p, axis=1, kind="stable")[:, :TOP_LINKS]
+            which = np.arange(len(missing))[:, None]
+            for r, ids, ps in zip(missing, matrix[which, best].tolist(), p[which, best].tolist()):
+                known[r] = tuple(zip([names[f] for f in ids], ps))
+        return known
 
     def _explore(self, cfg: Config, alpha: np.ndarray, beta: np.ndarray) -> np.ndarray | None:
         """For a share ``exploration_rate`` of reranks, one Thompson draw of every link from its
@@ -540,7 +546,7 @@ class Reranker:
         weight_values = tuple(weight_row.tolist())
         weights = dict(zip(SIGNALS, weight_values))
         template = explain_template(SIGNALS, weight_values)
-        top_links, link_texts = links.top_links, links.link_texts
+        top_links, link_texts = self._top_links(links, top_rows), links.link_texts
         signal_rows = signal_matrix[top].tolist()
         scores = log_score[top].tolist()
         flags = state_flag + (() if info.has_content else (
