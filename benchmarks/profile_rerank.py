@@ -9,8 +9,10 @@ Install and run (from the repository root)::
 Builds the same seeded store as ``python -m benchmarks latency`` (BM25 candidates from
 heapdb-memory's index, a few thousand warm-up feedbacks so links exist), then runs ``cProfile``
 over ``--calls`` calls of ``rerank(n candidates, k=10)`` + ``explain()`` on every result, and
-separately over feedback (1 used + 9 ignored). Prints each function's share of the profiled time, by own time
-and by cumulative time. cProfile inflates call-heavy code; read the shares, not the totals.
+separately over feedback (1 used + 9 ignored), each right after its rerank as the latency
+benchmark times it (``--stages``: after all the reranks, so its link means are read again).
+Prints each function's share of the profiled time, by own time and by cumulative time.
+cProfile inflates call-heavy code; read the shares, not the totals.
 Objects built before the timed calls are frozen out of the garbage collector (``gc.freeze``),
 as in the latency benchmark.
 
@@ -289,21 +291,26 @@ def main(argv: list[str] | None = None) -> int:
             profile.disable()
             shares(profile, args.top, f"rerank {args.n} candidates, k={K}, explain() on each")
         rng = random.Random(args.seed)
-        pending = []
-        for i in range(args.calls):
-            ns, q, qtype, c = cands[i % len(cands)]
-            ranking = rr.rerank(q, c, namespace=ns, k=K, now=T0)
-            used = pick_used(qtype, [(r.id, r.candidate.text) for r in ranking], rng, always=True)
-            pending.append((ranking.recall_id, used))
-        if args.stages:
+        if args.stages:  # every rerank first, then the feedbacks: their link means re-read
+            pending = []
+            for i in range(args.calls):
+                ns, q, qtype, c = cands[i % len(cands)]
+                ranking = rr.rerank(q, c, namespace=ns, k=K, now=T0)
+                used = pick_used(qtype, [(r.id, r.candidate.text) for r in ranking], rng,
+                                 always=True)
+                pending.append((ranking.recall_id, used))
             stage_feedback(rr, pending)
-        else:
+        else:  # as the latency benchmark: each feedback right after its (unprofiled) rerank
             profile = cProfile.Profile()
-            profile.enable()
-            for recall_id, used in pending:
-                rr.feedback(recall_id, used=used, now=T0)
-            profile.disable()
-            shares(profile, args.top, "feedback, 1 used + 9 ignored")
+            for i in range(args.calls):
+                ns, q, qtype, c = cands[i % len(cands)]
+                ranking = rr.rerank(q, c, namespace=ns, k=K, now=T0)
+                used = pick_used(qtype, [(r.id, r.candidate.text) for r in ranking], rng,
+                                 always=True)
+                profile.enable()
+                rr.feedback(ranking.recall_id, used=used, now=T0)
+                profile.disable()
+            shares(profile, args.top, "feedback right after its rerank, 1 used + 9 ignored")
         rr.close()
     return 0
 

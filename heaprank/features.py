@@ -467,11 +467,11 @@ class FeatureSpace:
         n = len(entries)
         # The row key of every candidate at once: one int per (shape, question type, relation,
         # neighbour and person slots). The per-candidate work is C-level maps; Python runs per
-        # distinct row only.
-        qsrc = np.fromiter(map(query.words.isdisjoint, map(_SOURCE_WORDS, entries)),
-                           dtype=bool, count=n)
+        # distinct row only. Whether the question names the source (qsrc) is added per
+        # distinct key: the slot id fixes the source (its ``source:`` slot), so it cannot split
+        # a group.
         key = np.fromiter(map(_SLOT_ID, entries), dtype=np.int64, count=n) * 8192 \
-            + ((_QTYPE_CODE[query.qtype] * 128 + 64) * 4 + person) - 256 * qsrc
+            + ((_QTYPE_CODE[query.qtype] * 128 + 64) * 4 + person)
         if query.names:
             key += 128 - 128 * np.fromiter(map(query.names.isdisjoint, map(_WORDS, entries)),
                                            dtype=bool, count=n)
@@ -481,14 +481,17 @@ class FeatureSpace:
             key += 4 * np.fromiter(map(_NEIGHBOUR_CODE.__getitem__, structure), dtype=np.int64,
                                    count=n)
         keys = key.tolist()
-        local = {k: i for i, k in enumerate(dict.fromkeys(keys))}
-        rows_get = self._rows.get
+        # Each distinct key (in order of first appearance) -> its last candidate: every
+        # candidate of a key has the same row, so any of them stands for it.
+        some = dict(zip(keys, range(n)))
+        local = dict(zip(some, itertools.count()))
+        rows_get, disjoint = self._rows.get, query.words.isdisjoint
         distinct = []
-        for k in local:
-            row = rows_get(k)
+        for k, i in some.items():
+            full = k - 256 if disjoint(entries[i][1]) else k
+            row = rows_get(full)
             if row is None:
-                i = keys.index(k)
-                row = self._new_row(k, query, entries[i], None,
+                row = self._new_row(full, query, entries[i], None,
                                     NO_NEIGHBOURS if structure is None else structure[i],
                                     sources[i], bool(person))
             distinct.append(row)
@@ -500,10 +503,9 @@ class FeatureSpace:
                  tag_slots: tuple[str, ...]) -> list[_Entry]:
         """Each candidate's cached shape entry, featurising the prefixes not seen yet."""
         prefixes = list(map(operator.itemgetter(slice(self.prefix_chars)), texts))
-        # One int per shape (a hash of the prefix, its length and the shape fields): one
-        # comparison per cache hit, and no text kept.
-        skeys = list(map(hash, zip(map(hash, prefixes), map(len, prefixes), kinds, sources,
-                                   tags, itertools.repeat(tag_slots))))
+        # One int per shape (a hash of the prefix and the shape fields): one comparison per
+        # cache hit, and no text kept.
+        skeys = list(map(hash, zip(prefixes, kinds, sources, tags, itertools.repeat(tag_slots))))
         entries = list(map(self._shapes.get, skeys))
         if None in entries:
             get = self._shapes.get

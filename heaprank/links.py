@@ -170,16 +170,16 @@ def credit(read: ReadLinks, items: Sequence[FeedbackItem], prior: Prior,
 
 
 def credit_ids(items: Sequence[FeedbackItem], ids_of: Callable[[tuple[str, ...]], Sequence[int]],
-               p_of: Callable[[Sequence[int]], np.ndarray], *,
+               p_of: Callable[[FeedbackItem, Sequence[int]], np.ndarray], *,
                em: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """:func:`credit` on integer feature ids, for a backend that keeps its counts in arrays.
 
-    ``ids_of(features)`` gives the ids of a feature row, ``p_of(ids)`` the links' posterior
-    means before this feedback. Returns ``(ids, dpos, dneg)``, each id once. Every feature's
-    increments are the same numbers added in the same order as in :func:`credit` (ignored
-    rows in the order they first appear, then the used items), so the two agree to the last
-    bit (a property test holds them to it). Plain Python on small ints: a feedback touches a
-    few dozen features.
+    ``ids_of(features)`` gives the ids of a feature row, ``p_of(item, ids)`` the posterior
+    means of a used item's links (ids ``ids``) before this feedback. Returns
+    ``(ids, dpos, dneg)``, each id once. Every feature's increments are the same numbers added
+    in the same order as in :func:`credit` (ignored rows in the order they first appear, then
+    the used items), so the two agree to the last bit (a property test holds them to it).
+    Plain Python on small ints: a feedback touches a few dozen features.
     """
     rejected, used = _split(items)
     dpos: dict[int, float] = {}
@@ -195,7 +195,7 @@ def credit_ids(items: Sequence[FeedbackItem], ids_of: Callable[[tuple[str, ...]]
         ids = ids_of(item.features)
         shares = [1.0 / len(item.features)] * len(item.features)
         if em:
-            ps = p_of(ids).tolist()
+            ps = p_of(item, ids).tolist()
             terms = map(math.log1p, map(operator.neg, ps)) if max(ps) < 1.0 else (
                 math.log1p(-x) if x < 1.0 else -math.inf for x in ps)
             u = -math.expm1(math.fsum(terms))

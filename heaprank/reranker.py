@@ -37,7 +37,7 @@ from .features import (
     english_question_type,
     neighbour_slots,
 )
-from .results import ExplainTemplate, Ranked, Ranking, exp_score, new_ranked
+from .results import Ranked, Ranking, exp_score, explain_template, new_ranked
 from .rules import Rule, apply_rules
 from .state import StateBackend, open_state
 from .state.base import (
@@ -46,10 +46,10 @@ from .state.base import (
     DocStats,
     EdgeBackend,
     FeedbackBatch,
-    FeedbackItem,
     FeedbackOutcome,
     Impression,
     LinkCounts,
+    new_feedback_item,
     new_recall_id,
 )
 from .state.edges import EdgeRows
@@ -88,6 +88,9 @@ LEARNING_FIELDS = ("prior", "em_credit", "reject_discount", "doc_features", "tag
                    "speaker_roles")
 #: Distinct-row sets whose links a reranker keeps between feedbacks (see Reranker._row_links).
 ROW_CACHE_ENTRIES = 1_024
+#: Recent recalls whose shown items' link means a reranker keeps for their feedback (see
+#: FeedbackBatch.means).
+MEANS_ENTRIES = 1_024
 #: What an impression stores per shown item, for tuning and replay.
 IMPRESSION_SIGNALS = ("relevance", "age_days", "importance", "usefulness", "rules")
 
@@ -135,6 +138,8 @@ class _RowLinks(NamedTuple):
     beta: np.ndarray
     p: np.ndarray  # posterior mean of each entry
     usefulness: np.ndarray  # noisy-OR of each row
+    top_links: dict[int, tuple[tuple[str, float], ...]]  # a row's strongest links, once worked out
+    link_texts: dict[int, str]  # a row's top links as EXPLAIN shows them, once composed
 
 
 class Reranker:
@@ -179,6 +184,9 @@ class Reranker:
         # (namespace, feature-space generation, distinct rows) -> (state version, links): see
         # _row_links
         self._row_cache: dict[tuple[str, int, bytes], tuple[object, _RowLinks]] = {}
+        # recall id -> (state version, the rerank's row means, each shown item's row): see
+        # _batch
+        self._means: dict[str, tuple[object, np.ndarray, list[int]]] = {}
         if self.config.recency_kernel == "ebbinghaus" or self.config.drop_forgotten:
             ret.resolve_policy(self.config.retention_policy)  # a bad policy file fails here
         self._explore_rng = np.random.default_rng(self.config.exploration_seed)
@@ -326,10 +334,13 @@ class Reranker:
             signal_matrix[:, SIGNALS.index("association")] = linked.factor
             log_score, log_terms, log_rules = sig.combine(signal_matrix, weights, mult)
         kept = np.isfinite(log_score)
+        all_kept = bool(kept.all())
         # Best first; ties keep the retriever's order (relevance, then input position).
         order = np.lexsort((np.arange(len(batch)), -rel, -log_score))
-        order = order[kept[order]]
+        if not all_kept:
+            order = order[kept[order]]
         top = order[:k]
+        top_rows = row_of[top].tolist()
         recall_id = new_recall_id()
         if track and len(top):
             # The mean usefulness is what was believed; an explored rerank adds its sample.
@@ -338,14 +349,18 @@ class Reranker:
             if linked is not None:
                 extra = {**extra, "association": linked.factor}
             # one row per shown item: IMPRESSION_SIGNALS, then the extra columns
-            stored = np.array([column[top] for column in (rel, age / DAY_S, imp, use, mult,
-                                                          *extra.values())]).T
+            stored = np.stack((rel, age, imp, use, mult, *extra.values()), axis=1)[top]
+            stored[:, 1] /= DAY_S
             recall_id = yield from self._track(Impression(
                 recall_id=recall_id, namespace=namespace, qtype=info.qtype, time=when,
                 time_explicit=explicit, ids=tuple(map(batch.ids.__getitem__, top.tolist())),
                 slots=tuple(map(self._space.slots_of, urows[row_of[top]].tolist())),
                 doc_features=cfg.doc_features, signal_names=IMPRESSION_SIGNALS + tuple(extra),
                 signals=stored))
+            if version is not None:  # the link means its feedback would read, while they hold
+                if len(self._means) >= MEANS_ENTRIES:
+                    self._means.pop(next(iter(self._means)), None)
+                self._means[recall_id] = (version, links.p, top_rows)
 
         def notes(i: int) -> dict[str, str]:
             out = usage.notes(i, float(docs.use_count[i]), cfg.reinforcement_cap)
@@ -356,11 +371,11 @@ class Reranker:
             return out
 
         items = self._build_items(batch, info, cfg, weights, top, log_score, signal_matrix,
-                                  links.p[row_of[top]], links.matrix[row_of[top]], fired, age,
-                                  docs.use_count, state_flag,
+                                  links, top_rows, fired, age, docs.use_count,
+                                  state_flag,
                                   notes if usage.stored or sampled is not None or linked is not None
                                   else None, other_scores)
-        dropped = {} if kept.all() else {
+        dropped = {} if all_kept else {
             batch.ids[i]: "rule " + ", ".join(f"{n} x{m:g}" for n, m in fired[i])
             for i in np.flatnonzero(~kept).tolist()}
         return Ranking(recall_id=recall_id, namespace=namespace, query=query, qtype=info.qtype,
@@ -426,12 +441,28 @@ class Reranker:
         alpha, beta = linkmath.posterior(counts, self.config.prior)
         shaped = where.reshape(matrix.shape)
         row_p = linkmath.posterior_mean(alpha, beta)[shaped]
-        links = _RowLinks(matrix, shaped, alpha, beta, row_p, linkmath.noisy_or(row_p))
+        links = _RowLinks(matrix, shaped, alpha, beta, row_p, linkmath.noisy_or(row_p), {}, {})
         if version is not None and not flag:
             if len(self._row_cache) >= ROW_CACHE_ENTRIES:
                 self._row_cache.clear()
             self._row_cache[key] = (version, links)
         return links, docs, edge_rows, flag
+
+    def _top_links(self, links: _RowLinks,
+                   rows: list[int]) -> dict[int, tuple[tuple[str, float], ...]]:
+        """The :data:`TOP_LINKS` strongest links ``(feature, p)`` of these rows, strongest first
+        (ties in the row's order), worked out for the rows not seen yet and kept with
+        ``links`` (while they are kept, a row's top links are too)."""
+        known = links.top_links
+        missing = [r for r in dict.fromkeys(rows) if r not in known]
+        if missing:
+            names, at = self._space.names, np.array(missing)
+            p, matrix = links.p[at], links.matrix[at]
+            best = np.argsort(-p, axis=1, kind="stable")[:, :TOP_LINKS]
+            which = np.arange(len(missing))[:, None]
+            for r, ids, ps in zip(missing, matrix[which, best].tolist(), p[which, best].tolist()):
+                known[r] = tuple(zip([names[f] for f in ids], ps))
+        return known
 
     def _explore(self, cfg: Config, alpha: np.ndarray, beta: np.ndarray) -> np.ndarray | None:
         """For a share ``exploration_rate`` of reranks, one Thompson draw of every link from its
@@ -500,26 +531,22 @@ class Reranker:
 
     def _build_items(self, batch: CandidateBatch, info: QueryInfo, cfg: Config,
                      weight_row: np.ndarray, top: np.ndarray,
-                     log_score: np.ndarray, signal_matrix: np.ndarray, top_p: np.ndarray,
-                     top_rows: np.ndarray, fired: dict[int, list[tuple[str, float]]],
+                     log_score: np.ndarray, signal_matrix: np.ndarray, links: _RowLinks,
+                     top_rows: list[int], fired: dict[int, list[tuple[str, float]]],
                      age: np.ndarray, use_count: np.ndarray, state_flag: tuple[str, ...] = (),
                      notes: Callable[[int], dict[str, str]] | None = None,
                      other_scores: np.ndarray | None = None) -> tuple[Ranked, ...]:
-        """The top results; ``top_p`` and ``top_rows`` are their link means and feature ids;
-        ``notes(i)`` adds to candidate ``i``'s EXPLAIN details; ``other_scores`` are the
-        retriever scores fused into relevance.
+        """The top results; ``top_rows`` are their distinct rows in ``links``; ``notes(i)``
+        adds to candidate ``i``'s EXPLAIN details; ``other_scores`` are the retriever scores
+        fused into relevance.
 
         Everything shared by the results of one call (the weights, the EXPLAIN template, the
         flags) is built once; each result's EXPLAIN line is composed when first asked for.
         """
         weight_values = tuple(weight_row.tolist())
         weights = dict(zip(SIGNALS, weight_values))
-        template = ExplainTemplate(SIGNALS, weight_values)
-        names = self._space.names
-        best = np.argsort(-top_p, axis=1, kind="stable")[:, :TOP_LINKS]
-        which = np.arange(len(top))[:, None]
-        best_names = [[names[f] for f in row] for row in top_rows[which, best].tolist()]
-        best_p = top_p[which, best].tolist()
+        template = explain_template(SIGNALS, weight_values)
+        top_links, link_texts = self._top_links(links, top_rows), links.link_texts
         signal_rows = signal_matrix[top].tolist()
         scores = log_score[top].tolist()
         flags = state_flag + (() if info.has_content else (
@@ -534,11 +561,12 @@ class Reranker:
         candidate, own_flags = batch.candidate, batch.flags
         items = []
         for j, i in enumerate(positions):
-            values = signal_rows[j]
+            values, row = signal_rows[j], top_rows[j]
             items.append(new_ranked(
                 j + 1, exp_score(scores[j]), candidate(i), dict(zip(SIGNALS, values)), weights,
-                details[j], tuple(zip(best_names[j], best_p[j])), tuple(fired.get(i, ())),
-                own_flags[i] + flags if flags else own_flags[i], (template, values)))
+                details[j], top_links[row], tuple(fired.get(i, ())),
+                own_flags[i] + flags if flags else own_flags[i],
+                (template, values, link_texts, row)))
         return tuple(items)
 
     @staticmethod
@@ -582,11 +610,6 @@ class Reranker:
 
     # ---------------------------------------------------------------- feedback
 
-    def _reject_weight(self, rank: int) -> float:
-        if self.config.reject_discount == "log":
-            return _LOG_DISCOUNT[rank] if rank < len(_LOG_DISCOUNT) else 1.0 / math.log2(1.0 + rank)
-        return 1.0
-
     def _impression(self, recall_id: object, namespace: str | None) -> Flow[Call, Impression]:
         recall_id = check_id(recall_id, "recall_id")
         imp = yield Call("get_impression", (recall_id,))
@@ -611,29 +634,38 @@ class Reranker:
 
     def _batch(self, imp: Impression, verdicts: dict[str, bool], now: Any) -> FeedbackBatch:
         """The feedback batch of verdicts on an impression's shown items."""
-        position = {doc_id: rank for rank, doc_id in enumerate(imp.ids, start=1)}
-        for doc_id in verdicts:
-            if doc_id not in position:
-                raise FeedbackError(f"id {doc_id!r} was not shown in recall {imp.recall_id!r}")
+        position = dict(zip(imp.ids, range(1, len(imp.ids) + 1)))
+        if not position.keys() >= verdicts.keys():
+            unknown = next(d for d in verdicts if d not in position)  # the first, in order
+            raise FeedbackError(f"id {unknown!r} was not shown in recall {imp.recall_id!r}")
         if now is None:
             # The impression's clock, when the caller chose it: never mix in the wall clock.
             when = imp.time if imp.time_explicit else resolve_now(None)[0]
         else:
             when = to_epoch(now, "now")
         expand, qtype, slots, docs = self._space.expand, imp.qtype, imp.slots, imp.doc_features
-        weight = self._reject_weight
+        log = self.config.reject_discount == "log"
+        # What this rerank read of the shown items' links, for a state that can tell they
+        # still hold (FeedbackBatch.means)
+        read = self._means.pop(imp.recall_id, None) if self.config.em_credit else None
+        means: dict[int, np.ndarray] = {}
         items = []
         for d, used in verdicts.items():
             rank = position[d]
-            items.append(FeedbackItem(d, rank, used, expand(qtype, slots[rank - 1],
-                                                            d if docs else None), weight(rank)))
+            weight = (_LOG_DISCOUNT[rank] if rank < len(_LOG_DISCOUNT) else
+                      1.0 / math.log2(1.0 + rank)) if log else 1.0
+            items.append(new_feedback_item(d, rank, used, expand(qtype, slots[rank - 1],
+                                                                 d if docs else None), weight))
+            if used and read is not None and rank <= len(read[2]):
+                means[rank] = read[1][read[2][rank - 1]]
         prior, co_use = self.config.prior, self.config.co_use
         if co_use is not None:
             self._edge_state()  # refused before anything is applied
         return FeedbackBatch(recall_id=imp.recall_id, namespace=imp.namespace, time=when,
                              items=tuple(items), a0=prior.a0, b0=prior.b0, kappa=prior.kappa,
                              em=self.config.em_credit, co_use=co_use,
-                             shown=imp.ids if co_use is not None else ())
+                             shown=imp.ids if co_use is not None else (), means=means,
+                             means_version=None if read is None else read[0])
 
     def _credit(self) -> functools.partial[tuple[list[str], np.ndarray, np.ndarray]]:
         return functools.partial(linkmath.credit, prior=self.config.prior, em=self.config.em_credit)
@@ -880,6 +912,7 @@ class Reranker:
         self.state.forget_namespace(check_namespace(namespace), scrub_global=scrub_global)
         self._space.clear()
         self._row_cache.clear()
+        self._means.clear()
 
     def stats(self) -> dict[str, int]:
         return self.state.stats()

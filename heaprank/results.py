@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -65,7 +66,7 @@ class Ranked:
         line = self._line
         if line.__class__ is str:
             return line
-        line = _compose(self) if line is None else line[0].compose(self, line[1])
+        line = _compose(self) if line is None else line[0].compose(self, *line[1:])
         object.__setattr__(self, "_line", line)  # a cache of a function of frozen fields
         return line
 
@@ -89,9 +90,11 @@ _SETTERS = tuple(Ranked.__dict__[name].__set__ for name in (
 def new_ranked(rank: int, score: float, candidate: Candidate, signals: Mapping[str, float],
                weights: Mapping[str, float], details: Mapping[str, str],
                top_links: tuple[tuple[str, float], ...], rules: tuple[tuple[str, float], ...],
-               flags: tuple[str, ...], line: tuple[ExplainTemplate, Sequence[float]], /) -> Ranked:
+               flags: tuple[str, ...],
+               line: tuple[ExplainTemplate, Sequence[float], dict[int, str], int], /) -> Ranked:
     """A :class:`Ranked` as the reranker makes them (the fields in order), its EXPLAIN line
-    composed on first use with ``line`` (a template and the item's signal values). Sets the
+    composed on first use with ``line``: a template, the item's signal values, and a cache of
+    top-link texts with the key of this item's (see :meth:`ExplainTemplate.compose`). Sets the
     slots directly: a frozen dataclass's ``__init__`` costs twice as much, and a rerank builds
     one per result."""
     item = object.__new__(Ranked)
@@ -169,8 +172,11 @@ class ExplainTemplate:
         self.format = " x ".join(parts)
         self.shown = tuple(shown)
 
-    def compose(self, item: Ranked, values: Sequence[float]) -> str:
-        """The line of ``item``, whose signal values in ``names`` order are ``values``."""
+    def compose(self, item: Ranked, values: Sequence[float], link_texts: dict[int, str] | None = None,
+                row: int = -1) -> str:
+        """The line of ``item``, whose signal values in ``names`` order are ``values``.
+        ``link_texts[row]`` caches the text of its top links: the reranker shares one cache
+        between the results whose top links are the same (one key per feature row)."""
         details = item.details
         if "usefulness" in details:  # a note on usefulness (exploration): not in the template
             return _compose(item)
@@ -178,13 +184,28 @@ class ExplainTemplate:
         for i, name in self.shown:
             args.append(values[i])
             if name is None:
-                args.append(_links(item.top_links) if item.top_links else "")
+                if not item.top_links:
+                    args.append("")
+                    continue
+                text = None if link_texts is None else link_texts.get(row)
+                if text is None:
+                    text = _links(item.top_links)
+                    if link_texts is not None:
+                        link_texts[row] = text
+                args.append(text)
             else:
                 detail = details.get(name)
                 if not detail:
                     return _compose(item)
                 args.append(detail)
         return self.format % tuple(args) + _tail(item)
+
+
+@functools.lru_cache(maxsize=256)
+def explain_template(names: tuple[str, ...], weights: tuple[float, ...]) -> ExplainTemplate:
+    """The :class:`ExplainTemplate` of these signals and weights, made once per distinct
+    weights (a reranker uses a few: its own, per question type, per temporal intent)."""
+    return ExplainTemplate(names, weights)
 
 
 @dataclass(frozen=True, slots=True)

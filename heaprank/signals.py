@@ -31,10 +31,10 @@ def relevance(scores: np.ndarray, *, kind: str, floor: float, rank_tau: float) -
     """
     n = scores.shape[0]
     nan = np.isnan(scores)
-    if nan.all():
+    some_nan = bool(nan.any())
+    if some_nan and nan.all():
         return 1.0 / (1.0 + np.arange(n, dtype=np.float64) / rank_tau)
     s = -scores if kind == "distance" else scores
-    some_nan = bool(nan.any())
     valid = s[~nan] if some_nan else s
     lo, hi = float(valid.min()), float(valid.max())
     span = hi - lo  # Python floats: an overflow is inf, not a warning
@@ -172,13 +172,18 @@ def combine(signals: np.ndarray, weights: np.ndarray,
     the log score keeps candidates apart even where the product would underflow.
     """
     log_terms = weights[None, :] * np.log(signals)  # every signal is > 0 by construction
-    log_terms[:, weights == 0] = 0.0
+    off = weights == 0
+    if off.any():
+        log_terms[:, off] = 0.0
     logged_rules = log_rules(rules)
     return log_terms.sum(axis=1) + logged_rules, log_terms, logged_rules
 
 
 def log_rules(rules: np.ndarray) -> np.ndarray:
     """``log`` of rule multipliers, ``-inf`` for 0 (a dropped candidate), without a warning."""
-    out = np.log(np.where(rules > 0.0, rules, 1.0))
+    positive = rules > 0.0
+    if positive.all():  # no rule dropped anything: the usual case
+        return np.log(rules)
+    out = np.log(np.where(positive, rules, 1.0))
     out[rules <= 0.0] = -np.inf
     return out

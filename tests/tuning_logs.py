@@ -30,6 +30,9 @@ def synthetic_log(n: int, *, relevance: float = 0.5, recency: float = 1.0, impor
     rng = np.random.default_rng(seed)
     true = np.array([relevance, recency, importance, usefulness])
     out = []
+    # Ids are drawn hundreds per millisecond here: two can share their 20 random bits, and a
+    # state then refuses the second put (the reranker would redraw; these logs name their own).
+    taken: set[str] = set()
     for i in range(n):
         rel = rng.uniform(0.02, 1.0, k)
         age = rng.exponential(20.0, k)
@@ -45,8 +48,12 @@ def synthetic_log(n: int, *, relevance: float = 0.5, recency: float = 1.0, impor
         p = np.exp(u - u.max())
         chosen = rng.choice(k, p=p / p.sum())
         signals = np.column_stack(values).astype(np.float32)
+        recall_id = new_recall_id()
+        while recall_id in taken:
+            recall_id = new_recall_id()
+        taken.add(recall_id)
         out.append(Impression(
-            recall_id=new_recall_id(), namespace=namespace, qtype="when", time=start + i * step_s,
+            recall_id=recall_id, namespace=namespace, qtype="when", time=start + i * step_s,
             time_explicit=True, ids=tuple(f"{namespace}-{i}-{j}" for j in range(k)),
             slots=(SLOTS,) * k, signal_names=columns, signals=tuple(map(tuple, signals.tolist())),
             verdicts=tuple(codec.USED if j == chosen else codec.IGNORED for j in range(k))))

@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 import secrets
 import time as _time
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -140,6 +140,25 @@ class FeedbackItem:
     reject_weight: float = 1.0
 
 
+_ITEM_SETTERS = tuple(FeedbackItem.__dict__[name].__set__
+                      for name in ("id", "rank", "used", "features", "reject_weight"))
+
+
+def new_feedback_item(id: str, rank: int, used: bool, features: tuple[str, ...],
+                      reject_weight: float, /) -> FeedbackItem:
+    """A :class:`FeedbackItem` as the reranker makes them (the fields in order), its slots set
+    directly: the frozen dataclass's ``__init__`` costs more, and every feedback builds one per
+    shown item."""
+    item = object.__new__(FeedbackItem)
+    put_id, put_rank, put_used, put_features, put_weight = _ITEM_SETTERS
+    put_id(item, id)
+    put_rank(item, rank)
+    put_used(item, used)
+    put_features(item, features)
+    put_weight(item, reject_weight)
+    return item
+
+
 @dataclass(frozen=True, slots=True)
 class FeedbackBatch:
     """One feedback call's verdicts for items of one impression.
@@ -151,6 +170,12 @@ class FeedbackBatch:
     With ``co_use`` set, the feedback also strengthens the co-use edges between the impression's
     used items (:func:`heaprank.state.edges.co_use_pairs`), in the same atomic step; ``shown``
     is the impression's shown ids in order, which the pairs are read from.
+
+    ``means`` (rank -> the posterior mean of each of that item's features, in its features'
+    order) are what the rerank read for used items while the state's ``version`` was
+    ``means_version``: a backend whose version still equals it may take them instead of
+    reading the links again (the memory backend does; the others ignore them). They are the
+    same numbers a read would give, so the credit does not change.
     """
 
     recall_id: str
@@ -163,6 +188,8 @@ class FeedbackBatch:
     em: bool = True
     co_use: CoUse | None = None
     shown: tuple[str, ...] = ()
+    means: Mapping[int, np.ndarray] = field(default_factory=dict)
+    means_version: object = None
 
 
 @dataclass(frozen=True, slots=True)

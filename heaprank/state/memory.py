@@ -22,6 +22,7 @@ from .base import (
     CreditFn,
     DocStats,
     FeedbackBatch,
+    FeedbackItem,
     FeedbackOutcome,
     Impression,
     LinkCounts,
@@ -129,9 +130,11 @@ class MemoryState:
         ns = self._ns.get(namespace)
         if ns is None or not ns.docs:
             return DocStats(np.full(len(ids), math.nan), np.zeros(len(ids)))
-        rows = np.array(list(map(ns.docs.get, ids, itertools.repeat((math.nan, 0.0)))),
-                        dtype=np.float64).reshape(-1, 2)
-        return DocStats(rows[:, 0].copy(), rows[:, 1].copy())
+        # (last used, use count) of each id, flat: one C-level pass, no list of pairs
+        flat = np.fromiter(itertools.chain.from_iterable(
+            map(ns.docs.get, ids, itertools.repeat((math.nan, 0.0)))), dtype=np.float64,
+            count=2 * len(ids))
+        return DocStats(flat[0::2].copy(), flat[1::2].copy())
 
     def read_links(self, namespace: str, features: Sequence[str]) -> LinkCounts:
         with self._lock:
@@ -190,6 +193,10 @@ class MemoryState:
         clipped = np.minimum(at, max(len(ns.fids) - 1, 0))
         present = (at < len(ns.fids)) & (ns.fids[clipped] == idx) if len(ns.fids) else \
             np.zeros(len(idx), dtype=bool)
+        if present.all():  # every link known to the namespace already: the usual case
+            ns.pos[at] += dpos
+            ns.neg[at] += dneg
+            return
         ns.pos[clipped[present]] += dpos[present]
         ns.neg[clipped[present]] += dneg[present]
         new = ~present
@@ -315,9 +322,17 @@ class MemoryState:
             verdicts = codec.verdicts_of(body)
             todo, done = check_resolution(batch, verdicts)
             if todo:
-                idx, dpos, dneg = linkmath.credit_ids(
-                    todo, self._row_ids, lambda ids: self._posterior_mean(ns, ids, batch),
-                    em=batch.em)
+                # The means the rerank read still hold while no count has changed since.
+                means = batch.means if batch.means_version is not None \
+                    and batch.means_version == self.version else {}
+
+                def p_of(item: FeedbackItem, ids: Sequence[int]) -> np.ndarray:
+                    read = means.get(item.rank)
+                    if read is not None and len(read) == len(ids):
+                        return read
+                    return self._posterior_mean(ns, ids, batch)
+
+                idx, dpos, dneg = linkmath.credit_ids(todo, self._row_ids, p_of, em=batch.em)
                 self._add(ns, idx, dpos, dneg)
                 for item in todo:
                     if item.used:

@@ -231,3 +231,41 @@ def test_links_kept_between_feedbacks_follow_every_feedback(db_dir, cands, query
     assert not rr._row_cache
     rr.close()
     writer.close()
+
+
+def _links_of(state) -> dict:
+    out = {ns: tuple(map(repr, state.list_links(ns))) for ns in state.namespaces()}
+    out[None] = repr(state.list_links(None))
+    return out
+
+
+@given(candidate_lists(min_size=2, max_size=8, scored=None), queries,
+       st.lists(st.tuples(st.booleans(), st.lists(st.integers(0, 7), max_size=2)),
+                min_size=1, max_size=5))
+def test_feedback_with_the_reranks_link_means_learns_what_a_read_gives(cands, query, steps):
+    """Memory feedback takes the link means its rerank read while the state's version stands
+    (FeedbackBatch.means), and reads them again once another feedback changed the counts: the
+    learned links are the same, to the bit, as a state that always reads."""
+    def learn(keep_means: bool) -> dict:
+        first = Reranker()
+        second = Reranker(first.state)  # its feedback changes what first read
+        for rerank in (first, second):
+            if not keep_means:
+                rerank._means = _NoMeans()
+        for crossed, used in steps:
+            a = first.rerank(query, cands, namespace="ns", k=len(cands), now=NOW)
+            b = second.rerank(query, cands, namespace="ns", k=len(cands), now=NOW)
+            picked = [u for u in used if u < len(cands)]
+            order = ((second, b), (first, a)) if crossed else ((first, a), (second, b))
+            for rr, ranking in order:
+                rr.feedback(ranking.recall_id, used=[ranking.ids[u] for u in picked], now=NOW)
+        return _links_of(first.state)
+
+    assert learn(True) == learn(False)
+
+
+class _NoMeans(dict):
+    """A reranker's store of link means that keeps none."""
+
+    def __setitem__(self, key: object, value: object) -> None:
+        pass

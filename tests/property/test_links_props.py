@@ -122,7 +122,7 @@ def test_credit_on_ids_is_credit_to_the_last_bit(rows, table, prior, em):
     def read(features):
         return _counts([known[FEATURES.index(f)] for f in features])
 
-    def p_of(ids):
+    def p_of(item, ids):
         return posterior_mean(*posterior(_counts([known[i] for i in ids]), prior))
 
     names, dpos, dneg = credit(read, items, prior, em=em)
