@@ -96,6 +96,7 @@ IMPRESSION_SIGNALS = ("relevance", "age_days", "importance", "usefulness", "rule
 
 #: The log position discount of an ignored item, ``1 / log2(1 + rank)``, for the usual ranks.
 _LOG_DISCOUNT = [math.inf] + [1.0 / math.log2(1.0 + rank) for rank in range(1, 257)]
+_NO_DISCOUNT = [1.0] * len(_LOG_DISCOUNT)
 
 
 def _check_k(k: object) -> int:
@@ -700,6 +701,10 @@ class Reranker:
                 shown, a reused ``feedback_id`` with another shown list, or a contradiction of
                 feedback already recorded.
         """
+        if recall_id is not None and feedback_id is None:
+            done = self._fast_feedback(recall_id, namespace, self._ids(used, "used"), now)
+            if done is not None:
+                return done
         return drive(self._feedback(recall_id, used, now, namespace, query, shown, feedback_id),
                      self._on_state)
 
@@ -722,10 +727,6 @@ class Reranker:
                   feedback_id: str | None) -> Flow[Call, FeedbackOutcome]:
         """:meth:`feedback` as a flow: its state calls are requests."""
         used_ids = self._ids(used, "used")
-        if recall_id is not None and feedback_id is None:
-            fast = self._fast_feedback(recall_id, namespace, used_ids, now)
-            if fast is not None:
-                return fast
         if recall_id is None:
             if namespace is None or query is None or shown is None:
                 raise InputError("feedback: pass recall_id, or namespace=, query= and shown=")
@@ -750,6 +751,7 @@ class Reranker:
             return None  # raised by the general path, after its own checks of the recall
         read = self._means.get(recall_id) if cfg.em_credit else None
         out = apply_used(recall_id, namespace, used, when, cfg.prior, cfg.em_credit,
+                         _LOG_DISCOUNT if cfg.reject_discount == "log" else _NO_DISCOUNT,
                          self._reject_weight, read)
         if out is not None:
             self._means.pop(recall_id, None)
