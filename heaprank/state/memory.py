@@ -379,10 +379,11 @@ class MemoryState:
         with the reranker's batch, without building the batch.
 
         ``when``: the feedback's time (``None``: the impression's own time if its caller chose
-        it, else the wall clock). ``reject_weights[rank]`` (past its end ``reject_weight(rank)``):
-        an ignored item's weight at that rank. ``read``: what the rerank read of the shown rows' link means ``(version, means, row per shown item)``, used while
-        the version stands. Returns ``None`` where the general path must run (the recall is not
-        a fresh one of this namespace, an id was not shown, co-use is on): that path then
+        it, else the wall clock). ``reject_weights[rank]`` (past its end
+        ``reject_weight(rank)``): an ignored item's weight at that rank. ``read``: what the
+        rerank read of the shown rows' link means ``(version, means, row per shown item)``,
+        used while the version stands. Returns ``None`` where the general path must run (the
+        recall is not a fresh one of this namespace, an id was not shown): that path then
         applies it or raises the error, so both paths keep one set of checks and messages.
         """
         with self._lock:
