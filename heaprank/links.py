@@ -16,14 +16,16 @@ from __future__ import annotations
 import itertools
 import math
 import operator
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 import numpy as np
 
 from .errors import ConfigError
 from .state.base import FeedbackItem, LinkCounts
+
+K = TypeVar("K")
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,20 +184,33 @@ def credit_ids(items: Sequence[FeedbackItem], ids_of: Callable[[tuple[str, ...]]
     Plain Python on small ints: a feedback touches a few dozen features.
     """
     rejected, used = _split(items)
+    return credit_rows(((ids_of(row), weight) for row, weight in rejected.items()),
+                       ((ids_of(item.features), item) for item in used), p_of, em=em)
+
+
+def credit_rows(rejected: Iterable[tuple[Sequence[int], float]],
+                used: Iterable[tuple[Sequence[int], K]],
+                p_of: Callable[[K, Sequence[int]], np.ndarray], *,
+                em: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The arithmetic of :func:`credit_ids` on rows already turned into feature ids.
+
+    ``rejected``: each distinct ignored row's ids with its summed reject weight, in the order
+    the rows first appear; ``used``: each used item's ids with a key that ``p_of(key, ids)``
+    takes. The memory backend's fast feedback builds these straight from an impression's rows.
+    """
     dpos: dict[int, float] = {}
     dneg: dict[int, float] = {}
     neg_get, pos_get, zero = dneg.get, dpos.get, itertools.repeat(0.0)
     # A row's features are distinct, so reading its old sums first and writing them back is the
     # same as adding one feature at a time; the maps keep the loops out of Python bytecode.
-    for row, weight in rejected.items():
-        ids = ids_of(row)
+    for ids, weight in rejected:
         dneg.update(zip(ids, map(operator.add, map(neg_get, ids, zero),
                                  itertools.repeat(weight))))
-    for item in used:
-        ids = ids_of(item.features)
-        shares = [1.0 / len(item.features)] * len(item.features)
+    for ids, key in used:
+        n_features = len(ids)
+        shares = [1.0 / n_features] * n_features
         if em:
-            ps = p_of(item, ids).tolist()
+            ps = p_of(key, ids).tolist()
             terms = map(math.log1p, map(operator.neg, ps)) if max(ps) < 1.0 else (
                 math.log1p(-x) if x < 1.0 else -math.inf for x in ps)
             u = -math.expm1(math.fsum(terms))

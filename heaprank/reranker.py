@@ -96,6 +96,7 @@ IMPRESSION_SIGNALS = ("relevance", "age_days", "importance", "usefulness", "rule
 
 #: The log position discount of an ignored item, ``1 / log2(1 + rank)``, for the usual ranks.
 _LOG_DISCOUNT = [math.inf] + [1.0 / math.log2(1.0 + rank) for rank in range(1, 257)]
+_NO_DISCOUNT = [1.0] * len(_LOG_DISCOUNT)
 
 
 def _check_k(k: object) -> int:
@@ -644,7 +645,7 @@ class Reranker:
         else:
             when = to_epoch(now, "now")
         expand, qtype, slots, docs = self._space.expand, imp.qtype, imp.slots, imp.doc_features
-        log = self.config.reject_discount == "log"
+        reject_weight = self._reject_weight
         # What this rerank read of the shown items' links, for a state that can tell they
         # still hold (FeedbackBatch.means)
         read = self._means.pop(imp.recall_id, None) if self.config.em_credit else None
@@ -652,10 +653,9 @@ class Reranker:
         items = []
         for d, used in verdicts.items():
             rank = position[d]
-            weight = (_LOG_DISCOUNT[rank] if rank < len(_LOG_DISCOUNT) else
-                      1.0 / math.log2(1.0 + rank)) if log else 1.0
             items.append(new_feedback_item(d, rank, used, expand(qtype, slots[rank - 1],
-                                                                 d if docs else None), weight))
+                                                                 d if docs else None),
+                                           reject_weight(rank)))
             if used and read is not None and rank <= len(read[2]):
                 means[rank] = read[1][read[2][rank - 1]]
         prior, co_use = self.config.prior, self.config.co_use
@@ -666,6 +666,12 @@ class Reranker:
                              em=self.config.em_credit, co_use=co_use,
                              shown=imp.ids if co_use is not None else (), means=means,
                              means_version=None if read is None else read[0])
+
+    def _reject_weight(self, rank: int) -> float:
+        """The reject weight of an ignored item shown at ``rank`` (from 1)."""
+        if self.config.reject_discount != "log":
+            return 1.0
+        return _LOG_DISCOUNT[rank] if rank < len(_LOG_DISCOUNT) else 1.0 / math.log2(1.0 + rank)
 
     def _credit(self) -> functools.partial[tuple[list[str], np.ndarray, np.ndarray]]:
         return functools.partial(linkmath.credit, prior=self.config.prior, em=self.config.em_credit)
@@ -695,6 +701,10 @@ class Reranker:
                 shown, a reused ``feedback_id`` with another shown list, or a contradiction of
                 feedback already recorded.
         """
+        if recall_id is not None and feedback_id is None:
+            done = self._fast_feedback(recall_id, namespace, self._ids(used, "used"), now)
+            if done is not None:
+                return done
         return drive(self._feedback(recall_id, used, now, namespace, query, shown, feedback_id),
                      self._on_state)
 
@@ -726,6 +736,26 @@ class Reranker:
             raise InputError("feedback_id: only with the explicit form (namespace=, query=, "
                              "shown=), not with a recall_id")
         return (yield from self._resolve(recall_id, namespace, None, used_ids, now))
+
+    def _fast_feedback(self, recall_id: object, namespace: str | None, used: list[str],
+                       now: Any) -> FeedbackOutcome | None:
+        """The memory backend's lean path for a fresh recall (``MemoryState.apply_used``), or
+        ``None`` where the general path must run (another backend, co-use on, an error)."""
+        apply_used = getattr(self.state, "apply_used", None)
+        cfg = self.config
+        if apply_used is None or cfg.co_use is not None or not isinstance(recall_id, str):
+            return None
+        try:
+            when = None if now is None else to_epoch(now, "now")
+        except (ValueError, TypeError):
+            return None  # raised by the general path, after its own checks of the recall
+        read = self._means.get(recall_id) if cfg.em_credit else None
+        out = apply_used(recall_id, namespace, used, when, cfg.prior, cfg.em_credit,
+                         _LOG_DISCOUNT if cfg.reject_discount == "log" else _NO_DISCOUNT,
+                         self._reject_weight, read)
+        if out is not None:
+            self._means.pop(recall_id, None)
+        return out
 
     def feedback_many(self, requests: Iterable[tuple[str, Iterable[str] | str]], *,
                       now: Any = None) -> list[FeedbackOutcome | FeedbackError]:

@@ -11,12 +11,13 @@ import itertools
 import math
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 
 from .. import links as linkmath
 from ..errors import FeedbackError
+from ..features import expand_features
 from . import codec, edges
 from .base import (
     CreditFn,
@@ -98,6 +99,8 @@ class MemoryState:
         self._puts = 0
         self._feedbacks = 0
         self._rows: dict[tuple[str, ...], list[int]] = {}  # feature row -> its feature ids
+        #: (question type, slots, doc id or None) -> the feature ids of the row they expand to
+        self._slot_rows: dict[tuple[str, tuple[str, ...], str | None], tuple[int, ...]] = {}
         #: Bumped by every change of the link counts: a reader may keep what it derived from
         #: them while the version stands (Reranker does, per set of feature rows).
         self.version = 0
@@ -189,7 +192,11 @@ class MemoryState:
         self.version += 1
         self._gpos[idx] += dpos
         self._gneg[idx] += dneg
-        at = np.searchsorted(ns.fids, idx)
+        at = ns.fids.searchsorted(idx)
+        if len(at) and at.max() < len(ns.fids) and (ns.fids[at] == idx).all():
+            ns.pos[at] += dpos  # every link known to the namespace already: the usual case
+            ns.neg[at] += dneg
+            return
         clipped = np.minimum(at, max(len(ns.fids) - 1, 0))
         present = (at < len(ns.fids)) & (ns.fids[clipped] == idx) if len(ns.fids) else \
             np.zeros(len(idx), dtype=bool)
@@ -350,6 +357,83 @@ class MemoryState:
                 self._feedbacks += 1
         return FeedbackOutcome(batch.recall_id, tuple(i.id for i in todo), tuple(done))
 
+    def _slot_row_ids(self, qtype: str, slots: tuple[str, ...],
+                      doc_id: str | None) -> tuple[int, ...]:
+        """:meth:`_row_ids` of the row an impression's slots expand to, cached on the slots
+        themselves: the fast feedback never builds the feature strings of a row it has seen."""
+        key = (qtype, slots, doc_id)
+        ids = self._slot_rows.get(key)
+        if ids is None:
+            if len(self._slot_rows) >= _ROW_CACHE:
+                self._slot_rows.clear()
+            ids = self._slot_rows[key] = tuple(self._row_ids(expand_features(qtype, slots,
+                                                                             doc_id)))
+        return ids
+
+    def apply_used(self, recall_id: str, namespace: str | None, used: Sequence[str],
+                   when: float | None, learning: linkmath.Learning, em: bool,
+                   reject_weights: Sequence[float], reject_weight: Callable[[int], float],
+                   read: tuple[object, np.ndarray, np.ndarray] | None) -> FeedbackOutcome | None:
+        """``feedback(recall_id, used)`` on a recall that has had no feedback yet, straight
+        from the impression as written: the same counts, bit for bit, as :meth:`apply_feedback`
+        with the reranker's batch, without building the batch.
+
+        ``when``: the feedback's time (``None``: the impression's own time if its caller chose
+        it, else the wall clock). ``reject_weights[rank]`` (past its end
+        ``reject_weight(rank)``): an ignored item's weight at that rank. ``read``: what the
+        rerank read of the shown rows' link means ``(version, means, row per shown item)``,
+        used while the version stands. Returns ``None`` where the general path must run (the
+        recall is not a fresh one of this namespace, an id was not shown): that path then
+        applies it or raises the error, so both paths keep one set of checks and messages.
+        """
+        with self._lock:
+            shown = self._shown.get(recall_id)
+            entry = self._open.get(recall_id)
+            if shown is None or entry is None:
+                return None
+            ns, body = entry
+            qtype, t, explicit, ids, slots, doc_features, _ = shown
+            if (namespace is not None and ns.name != namespace) or not set(used) <= set(ids):
+                return None
+            if when is None:
+                when = t if explicit else time.time()
+            used_at = dict.fromkeys(used)
+            rejected: dict[tuple[int, ...], float] = {}
+            used_rows: list[tuple[tuple[int, ...], int]] = []
+            cached = self._slot_rows.get
+            for rank, (d, row) in enumerate(zip(ids, slots), start=1):
+                doc = d if doc_features else None
+                row_ids = cached((qtype, row, doc)) or self._slot_row_ids(qtype, row, doc)
+                if d in used_at:
+                    used_rows.append((row_ids, rank))
+                else:  # rows equal as ids are equal as features: summed as the batch sums them
+                    weight = reject_weights[rank] if rank < len(reject_weights) else \
+                        reject_weight(rank)
+                    rejected[row_ids] = rejected.get(row_ids, 0.0) + weight
+            means = read[1] if read is not None and read[0] == self.version else None
+
+            def p_of(rank: int, row_ids: Sequence[int]) -> np.ndarray:
+                if means is not None and rank <= len(read[2]):
+                    p = means[read[2][rank - 1]]
+                    if len(p) == len(row_ids):
+                        return p
+                return self._posterior_mean(ns, row_ids, learning)
+
+            idx, dpos, dneg = linkmath.credit_rows(rejected.items(), used_rows, p_of, em=em)
+            self._add(ns, idx, dpos, dneg)
+            verdicts = [codec.IGNORED] * len(ids)
+            for _, rank in used_rows:  # in shown order, as the general path records them
+                d = ids[rank - 1]
+                last, uses = ns.docs.get(d, (math.nan, 0.0))
+                ns.docs[d] = (merge_last_used(last, when), uses + 1.0)
+                verdicts[rank - 1] = codec.USED
+            body = codec.with_verdicts(body, verdicts)
+            del self._open[recall_id]
+            del self._shown[recall_id]
+            self._fed[recall_id] = (ns, body)
+            self._feedbacks += 1
+        return FeedbackOutcome(recall_id, ids, ())
+
     # ------------------------------------------------------------------ audit
 
     def list_links(self, namespace: str | None) -> tuple[list[str], np.ndarray, np.ndarray]:
@@ -375,6 +459,7 @@ class MemoryState:
         with self._lock:
             self.version += 1
             self._rows.clear()  # its feature names, and ids that are about to be reused
+            self._slot_rows.clear()  # its slots and doc ids, and those ids
             ns = self._ns.pop(namespace, None)
             if ns is not None:
                 idx = ns.fids
