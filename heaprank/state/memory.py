@@ -410,11 +410,11 @@ class MemoryState:
                     weight = reject_weights[rank] if rank < len(reject_weights) else \
                         reject_weight(rank)
                     rejected[row_ids] = rejected.get(row_ids, 0.0) + weight
-            means = read[1] if read is not None and read[0] == self.version else None
+            kept = read if read is not None and read[0] == self.version else None
 
             def p_of(rank: int, row_ids: Sequence[int]) -> np.ndarray:
-                if means is not None and rank <= len(read[2]):
-                    p = means[read[2][rank - 1]]
+                if kept is not None and rank <= len(kept[2]):
+                    p = kept[1][kept[2][rank - 1]]
                     if len(p) == len(row_ids):
                         return p
                 return self._posterior_mean(ns, row_ids, learning)
