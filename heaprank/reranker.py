@@ -349,8 +349,9 @@ class Reranker:
                                                           "usefulness_sampled": ranked_use}
             if linked is not None:
                 extra = {**extra, "association": linked.factor}
-            # one row per shown item: IMPRESSION_SIGNALS, then the extra columns
-            stored = np.stack((rel, age, imp, use, mult, *extra.values()), axis=1)[top]
+            # one row per shown item (only those: k of n): IMPRESSION_SIGNALS, then the extras
+            stored = np.stack([column[top] for column in (rel, age, imp, use, mult,
+                                                          *extra.values())], axis=1)
             stored[:, 1] /= DAY_S
             recall_id = yield from self._track(Impression(
                 recall_id=recall_id, namespace=namespace, qtype=info.qtype, time=when,

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from heaprank import InputError
+from heaprank.candidates import DEFAULT_FIELD_KEYS
 from langchain_core.documents import Document
 
 logger = logging.getLogger("langchain_heaprank")
@@ -25,11 +26,10 @@ DEFAULT_METADATA_KEYS: Mapping[str, str | None] = {
     "key": "key",
 }
 
-#: Every candidate field heaprank reads, grouped by the type it must have.
+#: Candidate fields whose value must be a string (an int is read as its decimal string).
 LABEL_FIELDS = frozenset({"kind", "source", "key", "thread"})
-NUMBER_FIELDS = frozenset({"importance", "version", "source_count", "confidence", "position"})
-TIME_FIELDS = frozenset({"created_at", "last_used"})
-KNOWN_FIELDS = LABEL_FIELDS | NUMBER_FIELDS | TIME_FIELDS | {"tags", "superseded"}
+#: Every candidate field heaprank reads: the core's own list, never a copy of it.
+KNOWN_FIELDS = frozenset(DEFAULT_FIELD_KEYS)
 
 
 def content_hash(text: str) -> str:

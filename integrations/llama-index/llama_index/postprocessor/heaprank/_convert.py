@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from heaprank import InputError
+from heaprank.candidates import DEFAULT_FIELD_KEYS
 from llama_index.core.schema import MetadataMode, NodeWithScore
 
 logger = logging.getLogger("llama_index.postprocessor.heaprank")
@@ -25,9 +26,10 @@ DEFAULT_METADATA_KEYS: Mapping[str, str | None] = {
     "source": "source",
     "key": "key",
 }
+#: Candidate fields whose value must be a string (an int is read as its decimal string).
 LABEL_FIELDS = frozenset({"kind", "source", "key", "thread"})
-KNOWN_FIELDS = LABEL_FIELDS | {"created_at", "last_used", "importance", "version", "source_count",
-                               "confidence", "position", "tags", "superseded"}
+#: Every candidate field heaprank reads: the core's own list, never a copy of it.
+KNOWN_FIELDS = frozenset(DEFAULT_FIELD_KEYS)
 
 
 def stable_id(nws: NodeWithScore, id_key: str | None) -> str:
