@@ -485,16 +485,20 @@ class FeatureSpace:
         # candidate of a key has the same row, so any of them stands for it.
         some = dict(zip(keys, range(n)))
         local = dict(zip(some, itertools.count()))
-        rows_get, disjoint = self._rows.get, query.words.isdisjoint
-        distinct = []
-        for k, i in some.items():
-            full = k - 256 if disjoint(entries[i][1]) else k
-            row = rows_get(full)
-            if row is None:
-                row = self._new_row(full, query, entries[i], None,
-                                    NO_NEIGHBOURS if structure is None else structure[i],
-                                    sources[i], bool(person))
-            distinct.append(row)
+        # Each distinct key's full key: 256 off when the question does not name its source.
+        standing = list(some.values())
+        full = list(map(operator.sub, some, map(
+            operator.mul, map(query.words.isdisjoint, map(_SOURCE_WORDS, map(
+                entries.__getitem__, standing))), itertools.repeat(256))))
+        distinct = list(map(self._rows.get, full))
+        if None in distinct:  # rows not built yet
+            for j, row in enumerate(distinct):
+                if row is None:
+                    i = standing[j]
+                    distinct[j] = self._new_row(
+                        full[j], query, entries[i], None,
+                        NO_NEIGHBOURS if structure is None else structure[i], sources[i],
+                        bool(person))
         return np.array(distinct, dtype=np.intp), \
             np.fromiter(map(local.__getitem__, keys), dtype=np.intp, count=n)
 
