@@ -470,17 +470,19 @@ class FeatureSpace:
         # distinct row only. Whether the question names the source (qsrc) is added per
         # distinct key: the slot id fixes the source (its ``source:`` slot), so it cannot split
         # a group.
-        key = np.fromiter(map(_SLOT_ID, entries), dtype=np.int64, count=n) * 8192 \
-            + ((_QTYPE_CODE[query.qtype] * 128 + 64) * 4 + person)
-        if query.names:
-            key += 128 - 128 * np.fromiter(map(query.names.isdisjoint, map(_WORDS, entries)),
-                                           dtype=bool, count=n)
+        # (Python ints, not numpy: on a few dozen candidates each numpy call costs more than
+        # the arithmetic, and more again with cold caches.)
+        base = (_QTYPE_CODE[query.qtype] * 128 + 64) * 4 + person
+        mul, add, repeat = operator.mul, operator.add, itertools.repeat
+        keyed = map(mul, map(_SLOT_ID, entries), repeat(8192))
         if structure is None:
-            key += 4 * _NEIGHBOUR_CODE[NO_NEIGHBOURS]
+            keys = list(map(add, keyed, repeat(base + 4 * _NEIGHBOUR_CODE[NO_NEIGHBOURS])))
         else:
-            key += 4 * np.fromiter(map(_NEIGHBOUR_CODE.__getitem__, structure), dtype=np.int64,
-                                   count=n)
-        keys = key.tolist()
+            keys = list(map(add, keyed, map(add, map(mul, map(
+                _NEIGHBOUR_CODE.__getitem__, structure), repeat(4)), repeat(base))))
+        if query.names:  # 128 for a candidate that shares a name with the question
+            keys = list(map(add, keys, map(mul, map(operator.not_, map(
+                query.names.isdisjoint, map(_WORDS, entries))), repeat(128))))
         # Each distinct key (in order of first appearance) -> its last candidate: every
         # candidate of a key has the same row, so any of them stands for it.
         some = dict(zip(keys, range(n)))
