@@ -76,7 +76,19 @@ def _side_table(side: dict[str, Any]) -> str:
             f"{side['questions']} questions (same candidates: "
             f"{'yes' if side['same_candidates'] else 'no'}), ms\n"
             + table(["what", "reps", "p50", "p95", "mean"], rows) + "\n\n"
-            + table(["ratio (x faster)", "of p50", "of mean"], ratios))
+            + table(["ratio (x faster)", "of p50", "of mean"], ratios)
+            + _conditions_table(side))
+
+
+def _conditions_table(side: dict[str, Any]) -> str:
+    rows = [(c["condition"], c["reps"], c["recall"]["p50_ms"], c["rerank"]["p50_ms"],
+             c["ratio"]["p50"], c["ratio"]["mean"]) for c in side.get("cache_conditions", [])]
+    if not rows:
+        return ""
+    return ("\n\nThe same two calls under symmetric cache conditions (above, call by call, each "
+            "rerank follows a recall that evicted its caches), p50 ms\n"
+            + table(["condition", "reps", "heapdb recall", "heaprank rerank", "x faster (p50)",
+                     "(mean)"], rows))
 
 
 def _feedback_table(result: dict[str, Any]) -> str:

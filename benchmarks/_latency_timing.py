@@ -63,6 +63,57 @@ def interleave(calls: dict[str, Callable[[int], Any]], reps: int, warmup: int,
     return out
 
 
+def interleave_blocks(calls: dict[str, Callable[[int], Any]], reps: int, block: int,
+                      warmup: int) -> dict[str, list[int]]:
+    """:func:`interleave` by blocks: ``block`` calls of one system back to back, then the
+    next system's ``block`` (the same questions), rotating which goes first. Each system runs
+    with its own code and data in the CPU caches, as in a process that does only that call,
+    while a load that changes over seconds still slows them alike."""
+    names = list(calls)
+    out: dict[str, list[int]] = {name: [] for name in names}
+    gc.collect()
+    for b, start in enumerate(range(-warmup, reps, block)):
+        shift = b % len(names)
+        for name in names[shift:] + names[:shift]:
+            for i in range(start, min(start + block, reps)):
+                t0 = time.perf_counter_ns()
+                result = calls[name](i)
+                t1 = time.perf_counter_ns()
+                if callable(result):
+                    t0 = time.perf_counter_ns()
+                    result = result()
+                    t1 = time.perf_counter_ns()
+                if i >= 0:
+                    out[name].append(t1 - t0)
+                del result
+    return out
+
+
+class Evictor:
+    """Reads ``mb`` megabytes (a numpy sum) to push the caller's code and data out of the CPU
+    caches; ``mb=0`` does nothing."""
+
+    def __init__(self, mb: float) -> None:
+        import numpy as np
+
+        self.buffer = np.ones(int(mb * 2**20 / 8)) if mb > 0 else None
+
+    def __call__(self) -> None:
+        if self.buffer is not None:
+            self.buffer.sum()
+
+    def before(self, call: Callable[[int], Any]) -> Callable[[int], Any]:
+        """``call`` for :func:`interleave` with the caches evicted first, outside the timed
+        region (interleave times only the callable a call returns)."""
+        if self.buffer is None:
+            return call
+
+        def cold(i: int) -> Callable[[], Any]:
+            self()
+            return lambda: call(i)
+        return cold
+
+
 # --------------------------------------------------------------------------- the systems
 
 
@@ -262,7 +313,43 @@ def side_by_side(rr: Any, mem: Any, retriever: Retriever, timed: Sequence[tuple[
                 "recall / heaprank rerank+explain": _ratio(recall, mine),
                 "recall / (bm25 + heaprank rerank+explain)": _ratio(recall, both),
                 "(recall - bm25) / heaprank rerank+explain": _ratio(ranking_only, mine),
-            }}
+            },
+            "cache_conditions": cache_conditions(rr, mem, timed, cands, cfg, bar)}
+
+
+#: Calls of one system back to back in the "warm" condition; megabytes read before every call
+#: in the "cold" one (past this machine's L2, as heapdb-memory's recall reads between calls).
+WARM_BLOCK = 32
+EVICT_MB = 8.0
+
+
+def cache_conditions(rr: Any, mem: Any, timed: Sequence[tuple[str, str, str]],
+                     cands: Sequence[tuple[str, str, list[Any]]], cfg: dict[str, Any],
+                     bar: Any) -> list[dict[str, Any]]:
+    """heapdb-memory's recall + EXPLAIN and heaprank's rerank + EXPLAIN (50 candidates) under
+    the two symmetric cache conditions, beside the call-by-call block above (where each
+    heaprank call follows a recall that evicted its caches, and not the other way round):
+    ``warm``, each system's calls back to back in blocks (:func:`interleave_blocks`);
+    ``cold``, the caches evicted before every call of either system (:class:`Evictor`)."""
+    names = ("heapdb-memory recall+explain", "heaprank rerank+explain")
+    calls = dict(zip(names, (_recall_call(mem, timed, heapdb_config(50), []),
+                             _rerank_call(rr, cands, K, True))))
+    reps = cfg["side_reps"]
+    evict = Evictor(EVICT_MB)
+    measured = {
+        f"warm (blocks of {WARM_BLOCK} calls)": interleave_blocks(calls, reps, WARM_BLOCK,
+                                                                  cfg["warmup"]),
+        f"cold ({EVICT_MB:g} MB read before every call)": interleave(
+            {name: evict.before(call) for name, call in calls.items()}, reps, cfg["warmup"]),
+    }
+    out = []
+    for condition, samples in measured.items():
+        recall, mine = summarize(samples[names[0]]), summarize(samples[names[1]])
+        out.append({"condition": condition, "reps": reps, "recall": recall, "rerank": mine,
+                    "ratio": _ratio(recall, mine)})
+        if bar is not None:
+            bar.update(0)
+    return out
 
 
 def _same_candidates(mem: Any, retriever: Retriever, timed: Sequence[tuple[str, str, str]],

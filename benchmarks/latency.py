@@ -5,7 +5,10 @@ Measures, in one run on one seeded synthetic store (:mod:`benchmarks._workload`)
 * rerank latency p50/p95/mean for 10, 50, 200 and 1000 candidates, with and without EXPLAIN
   (``explain()`` called on every returned result), on the memory and SQLite backends;
 * heapdb-memory 0.1.0's ``recall`` on the same questions with the same candidate pool, and the
-  side-by-side ratios at 50 candidates (target: heaprank at least 10x faster);
+  side-by-side ratios at 50 candidates, call by call (the judged figure: every heaprank call
+  follows a recall that evicted the CPU caches), then under two symmetric cache conditions:
+  each system's calls back to back in blocks (both warm) and the caches evicted before every
+  call of either (both cold);
 * feedback latency and feedbacks per second per backend, SQLite in its default durable mode
   (WAL, ``synchronous=FULL``), and heapdb-memory's feedback beside it (target: 5x);
 * resident memory per million links (memory backend) and file bytes per link (SQLite), each

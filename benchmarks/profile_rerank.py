@@ -44,35 +44,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from benchmarks._latency_timing import K, Retriever, warm_heaprank
+from benchmarks._latency_timing import Evictor, K, Retriever, warm_heaprank
 from benchmarks._workload import T0, make_workload, pick_used
 from heaprank import Reranker
 from heaprank.features import FeatureSpace
-
-
-class Evictor:
-    """Reads ``mb`` megabytes (a numpy sum) to push the caller's data and code out of the CPU
-    caches; ``mb=0`` does nothing."""
-
-    def __init__(self, mb: float) -> None:
-        import numpy as np
-
-        self.buffer = np.ones(int(mb * 2**20 / 8)) if mb > 0 else None
-
-    def __call__(self) -> None:
-        if self.buffer is not None:
-            self.buffer.sum()
-
-    def before(self, call: Callable[[int], Any]) -> Callable[[int], Any]:
-        """``call`` for :func:`~benchmarks._latency_timing.interleave`, the eviction outside
-        the timed region (interleave times only the callable a call returns)."""
-        if self.buffer is None:
-            return call
-
-        def cold(i: int) -> Callable[[], Any]:
-            self()
-            return lambda: call(i)
-        return cold
 
 
 class StageTimer:

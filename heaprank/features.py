@@ -470,31 +470,37 @@ class FeatureSpace:
         # distinct row only. Whether the question names the source (qsrc) is added per
         # distinct key: the slot id fixes the source (its ``source:`` slot), so it cannot split
         # a group.
-        key = np.fromiter(map(_SLOT_ID, entries), dtype=np.int64, count=n) * 8192 \
-            + ((_QTYPE_CODE[query.qtype] * 128 + 64) * 4 + person)
-        if query.names:
-            key += 128 - 128 * np.fromiter(map(query.names.isdisjoint, map(_WORDS, entries)),
-                                           dtype=bool, count=n)
+        # (Python ints, not numpy: on a few dozen candidates each numpy call costs more than
+        # the arithmetic, and more again with cold caches.)
+        base = (_QTYPE_CODE[query.qtype] * 128 + 64) * 4 + person
+        mul, add, repeat = operator.mul, operator.add, itertools.repeat
+        keyed = map(mul, map(_SLOT_ID, entries), repeat(8192))
         if structure is None:
-            key += 4 * _NEIGHBOUR_CODE[NO_NEIGHBOURS]
+            keys = list(map(add, keyed, repeat(base + 4 * _NEIGHBOUR_CODE[NO_NEIGHBOURS])))
         else:
-            key += 4 * np.fromiter(map(_NEIGHBOUR_CODE.__getitem__, structure), dtype=np.int64,
-                                   count=n)
-        keys = key.tolist()
+            keys = list(map(add, keyed, map(add, map(mul, map(
+                _NEIGHBOUR_CODE.__getitem__, structure), repeat(4)), repeat(base))))
+        if query.names:  # 128 for a candidate that shares a name with the question
+            keys = list(map(add, keys, map(mul, map(operator.not_, map(
+                query.names.isdisjoint, map(_WORDS, entries))), repeat(128))))
         # Each distinct key (in order of first appearance) -> its last candidate: every
         # candidate of a key has the same row, so any of them stands for it.
         some = dict(zip(keys, range(n)))
         local = dict(zip(some, itertools.count()))
-        rows_get, disjoint = self._rows.get, query.words.isdisjoint
-        distinct = []
-        for k, i in some.items():
-            full = k - 256 if disjoint(entries[i][1]) else k
-            row = rows_get(full)
-            if row is None:
-                row = self._new_row(full, query, entries[i], None,
-                                    NO_NEIGHBOURS if structure is None else structure[i],
-                                    sources[i], bool(person))
-            distinct.append(row)
+        # Each distinct key's full key: 256 off when the question does not name its source.
+        standing = list(some.values())
+        full = list(map(operator.sub, some, map(
+            operator.mul, map(query.words.isdisjoint, map(_SOURCE_WORDS, map(
+                entries.__getitem__, standing))), itertools.repeat(256))))
+        distinct = list(map(self._rows.get, full))
+        if None in distinct:  # rows not built yet
+            for j, row in enumerate(distinct):
+                if row is None:
+                    i = standing[j]
+                    distinct[j] = self._new_row(
+                        full[j], query, entries[i], None,
+                        NO_NEIGHBOURS if structure is None else structure[i], sources[i],
+                        bool(person))
         return np.array(distinct, dtype=np.intp), \
             np.fromiter(map(local.__getitem__, keys), dtype=np.intp, count=n)
 

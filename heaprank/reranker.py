@@ -328,16 +328,19 @@ class Reranker:
         weights = self._weights(cfg, info)
         mult, fired = apply_rules(batch, self.rules, cfg.superseded_multiplier, when,
                                   forgotten=usage.forgotten)
-        log_score, log_terms, log_rules = sig.combine(signal_matrix, weights, mult)
+        log_score, log_terms, log_rules = sig.combine(signal_matrix, weights, mult,
+                                                      no_rule_fired=not fired)
         linked = None
         if co_use is not None:  # spreads from the base score: every other signal and the rules
             linked = _associate(log_score, edge_rows, when, co_use)
             signal_matrix[:, SIGNALS.index("association")] = linked.factor
-            log_score, log_terms, log_rules = sig.combine(signal_matrix, weights, mult)
+            log_score, log_terms, log_rules = sig.combine(signal_matrix, weights, mult,
+                                                          no_rule_fired=not fired)
         kept = np.isfinite(log_score)
         all_kept = bool(kept.all())
-        # Best first; ties keep the retriever's order (relevance, then input position).
-        order = np.lexsort((np.arange(len(batch)), -rel, -log_score))
+        # Best first; ties keep the retriever's order (relevance, then input position: the
+        # sort is stable).
+        order = np.lexsort((-rel, -log_score))
         if not all_kept:
             order = order[kept[order]]
         top = order[:k]
@@ -350,8 +353,7 @@ class Reranker:
             if linked is not None:
                 extra = {**extra, "association": linked.factor}
             # one row per shown item (only those: k of n): IMPRESSION_SIGNALS, then the extras
-            stored = np.stack([column[top] for column in (rel, age, imp, use, mult,
-                                                          *extra.values())], axis=1)
+            stored = np.array((rel, age, imp, use, mult, *extra.values())).T[top]
             stored[:, 1] /= DAY_S
             recall_id = yield from self._track(Impression(
                 recall_id=recall_id, namespace=namespace, qtype=info.qtype, time=when,

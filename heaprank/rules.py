@@ -59,6 +59,8 @@ def superseded_mask(batch: CandidateBatch) -> np.ndarray:
     happened to return them in.
     """
     out = batch.superseded.copy()
+    if batch.keys.count(None) >= len(batch.keys) - 1:
+        return out  # no two candidates share a key (the usual case: no key at all)
     keyed = [i for i, k in enumerate(batch.keys) if k is not None]
     if len(keyed) > 1:
         idx = np.array(keyed)

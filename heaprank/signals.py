@@ -29,12 +29,31 @@ def relevance(scores: np.ndarray, *, kind: str, floor: float, rank_tau: float) -
     with rank 0 for the first candidate. Invalid (NaN) scores, allowed only with lenient handling,
     get the floor.
     """
+    s = -scores if kind == "distance" else scores
+    lo, hi = float(s.min()), float(s.max())
+    if lo == lo and hi == hi and math.isfinite(hi - lo):  # no NaN, no overflow: the usual case
+        span = hi - lo
+        if span <= 0:
+            return np.ones(scores.shape[0])
+        out = s - lo
+        out /= span
+        # Round off the last bits so that scaling or shifting every score by a constant
+        # cannot reorder two candidates through floating-point noise alone.
+        np.round(out, 12, out=out)
+        out *= 1.0 - floor
+        out += floor
+        return out if floor >= 1e-12 else np.maximum(out, 1e-12)
+    return _relevance_with_nan(scores, s, kind=kind, floor=floor, rank_tau=rank_tau)
+
+
+def _relevance_with_nan(scores: np.ndarray, s: np.ndarray, *, kind: str, floor: float,
+                        rank_tau: float) -> np.ndarray:
+    """:func:`relevance` where a score is NaN or the scores' span overflows."""
     n = scores.shape[0]
     nan = np.isnan(scores)
     some_nan = bool(nan.any())
     if some_nan and nan.all():
         return 1.0 / (1.0 + np.arange(n, dtype=np.float64) / rank_tau)
-    s = -scores if kind == "distance" else scores
     valid = s[~nan] if some_nan else s
     lo, hi = float(valid.min()), float(valid.max())
     span = hi - lo  # Python floats: an overflow is inf, not a warning
@@ -46,8 +65,6 @@ def relevance(scores: np.ndarray, *, kind: str, floor: float, rank_tau: float) -
     if span <= 0:
         out = np.ones(n)
     else:
-        # Round off the last bits so that scaling or shifting every score by a constant
-        # cannot reorder two candidates through floating-point noise alone.
         out = floor + (1.0 - floor) * np.round((s - lo) / span, 12)
     if some_nan:
         out[nan] = floor if floor > 0 else 1e-6
@@ -60,8 +77,19 @@ def recency(age_s: np.ndarray, *, half_life_s: float, floor: float) -> np.ndarra
     Kept above 0 even with ``floor=0`` (where ``2 ** -x`` underflows past ~1075 half-lives), so
     an old memory is weak, never dropped: only a rule may zero a score.
     """
-    out = floor + (1.0 - floor) * np.exp2(-np.maximum(age_s, 0.0) / half_life_s)
-    return np.where(np.isnan(age_s), 1.0, np.maximum(out, 1e-300))
+    # In place, op for op the formula above (the same bits); NaN ages stay NaN until the end.
+    out = np.maximum(age_s, 0.0)
+    np.negative(out, out=out)
+    out /= half_life_s
+    np.exp2(out, out=out)
+    out *= 1.0 - floor
+    out += floor
+    if floor < 1e-300:
+        np.maximum(out, 1e-300, out=out)
+    unknown = np.isnan(out)
+    if unknown.any():
+        out[unknown] = 1.0
+    return out
 
 
 def reinforcement(use_count: np.ndarray, *, cap: float) -> np.ndarray:
@@ -102,6 +130,9 @@ def importance(batch: CandidateBatch, kind_importance: Mapping[str, float]) -> n
     prior = np.fromiter(map(kind_importance.get, batch.kinds,  # type: ignore[arg-type]
                             itertools.repeat(1.0)),
                         dtype=np.float64, count=len(batch))
+    # fmax ignores NaN: its reduction is NaN only when every value is (the field is absent)
+    if np.isnan(np.fmax.reduce(batch.importance)) and np.isnan(np.fmax.reduce(batch.source_count)):
+        return prior  # no explicit dose, no aggregate: the kind priors (the usual case)
     explicit = ~np.isnan(batch.importance)
     base = np.where(explicit, batch.importance, prior)
     aggregated = ~np.isnan(batch.source_count)
@@ -162,20 +193,22 @@ def usage_signals(cfg: Config, namespace: str, age_s: np.ndarray, importance: np
     return UsageSignals(rec, reinforced, forgotten, stability, stored)
 
 
-def combine(signals: np.ndarray, weights: np.ndarray,
-            rules: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def combine(signals: np.ndarray, weights: np.ndarray, rules: np.ndarray, *,
+            no_rule_fired: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(log_score, log_terms, log_rules)``: the log of ``prod_i signals[:, i] ** weights[i] x
     rules``, with its terms.
 
     ``log_terms[:, i] = weights[i] * log(signals[:, i])`` is kept for EXPLAIN and why_not.
     A rule multiplier of 0 gives ``-inf`` (the candidate is dropped by the caller). Ordering on
     the log score keeps candidates apart even where the product would underflow.
+    ``no_rule_fired``: every multiplier is 1 (their logs are 0, without taking them).
     """
-    log_terms = weights[None, :] * np.log(signals)  # every signal is > 0 by construction
+    log_terms = np.log(signals)  # every signal is > 0 by construction
+    log_terms *= weights
     off = weights == 0
     if off.any():
         log_terms[:, off] = 0.0
-    logged_rules = log_rules(rules)
+    logged_rules = np.zeros(len(rules)) if no_rule_fired else log_rules(rules)
     return log_terms.sum(axis=1) + logged_rules, log_terms, logged_rules
 
 

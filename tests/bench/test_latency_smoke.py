@@ -69,6 +69,12 @@ def test_quick_with_heapdb_memory(tmp_path, capsys):
     assert set(side["rows"]) == {"heapdb-memory recall+explain", "bm25 top-50 alone",
                                  "heaprank rerank+explain", "heaprank bm25 + rerank+explain"}
     assert all(set(r) == {"p50", "mean"} for r in side["ratios"].values())
+    # the same two calls, each system warm (its calls in blocks) and each cold (caches evicted)
+    conditions = side["cache_conditions"]
+    assert [c["condition"].split()[0] for c in conditions] == ["warm", "cold"]
+    for c in conditions:
+        assert c["recall"]["reps"] == c["rerank"]["reps"] == latency.QUICK["side_reps"]
+        assert c["ratio"]["p50"] == pytest.approx(c["recall"]["p50_ms"] / c["rerank"]["p50_ms"])
     assert result["targets"][0]["name"].startswith("rerank 50 + EXPLAIN (memory) vs heapdb")
     assert all(isinstance(t["met"], bool) for t in result["targets"])
     (memory,) = result["memory"]
