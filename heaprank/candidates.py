@@ -480,6 +480,7 @@ _FAST_BOUNDS: dict[str, tuple[float, float]] = {
 }
 _TIMES = frozenset({"created_at", "last_used"})
 _NUMERIC = frozenset(_NUMERIC_FIELDS)
+_INT_LABELS = frozenset({"key", "thread"})  # an int is read as its decimal string
 
 
 class _Plan(NamedTuple):
@@ -513,47 +514,33 @@ def _plan(keys: frozenset[Any], reverse: dict[str, tuple[str, int]]) -> _Plan:
     return plan
 
 
-def _span(values: list[Any]) -> tuple[float, float] | None:
-    """``(lowest, highest)`` of the values other than None, or None unless each is a finite
-    plain int or float; ``(inf, -inf)`` when every value is None. Three builtin passes: for the
-    few dozen candidates of a rerank they cost less than numpy's dispatch, and touch less code."""
+def _fast_number(values: list[Any], low: float, high: float,
+                 ceiling: float = math.inf) -> np.ndarray | None:
+    """The float64 column (NaN for None, values above ``ceiling`` lowered to it), or None unless
+    every value is a plain int or float within [``low``, ``high``]. The checks are builtin
+    passes: for the few dozen candidates of a rerank they cost less than numpy's dispatch."""
     kinds = set(map(type, values))
+    given = values
     if not kinds <= _NUMBERS:
         if not kinds <= _NUMBERS_OR_NONE:
             return None
-        values = [v for v in values if v is not None]
-        if not values:
-            return math.inf, -math.inf
-    try:  # min and max can step over a NaN; the sum cannot
-        if not math.isfinite(sum(values)):
+        given = [v for v in values if v is not None]
+    top = -math.inf
+    if given:
+        try:  # min and max can step over a NaN; the sum cannot
+            if not math.isfinite(sum(given)):
+                return None
+        except OverflowError:  # ints beyond the float range (a valid but huge sum defers too)
             return None
-    except OverflowError:  # ints beyond the float range (a valid but huge sum defers too)
-        return None
-    return min(values), max(values)
-
-
-def _fast_numbers(columns: dict[str, list[Any]], now: float,
-                  latest: float) -> dict[str, np.ndarray] | None:
-    """float64 columns (NaN for None), times clamped to ``now``, or None unless every value is a
-    plain int or float within its column's inclusive bounds (times up to ``latest``)."""
-    clamp = []
-    for name, values in columns.items():
-        span = _span(values)
-        if span is None:
+        top = max(given)
+        if min(given) < low or top > high:
             return None
-        low, high = (EARLIEST_S, latest) if name in _TIMES else _FAST_BOUNDS[name]
-        if not (low <= span[0] and span[1] <= high):
-            return None
-        if name in _TIMES and span[1] > now:  # within the clock-skew tolerance: now
-            clamp.append(name)
-    try:
-        block = np.array(list(columns.values()), dtype=np.float64)
-    except OverflowError:  # not expected within the bounds above; deferring costs nothing
-        return None
-    arrays = dict(zip(columns, block))
-    for name in clamp:
-        np.minimum(arrays[name], now, out=arrays[name])
-    return arrays
+    # fromiter is numpy's leanest conversion, but it cannot read None as NaN as np.array does
+    column = (np.fromiter(values, np.float64, len(values)) if given is values
+              else np.array(values, dtype=np.float64))
+    if top > ceiling:
+        np.minimum(column, ceiling, out=column)
+    return column
 
 
 def _fast_labels(values: list[Any], strings: list[Any], *,
@@ -703,38 +690,39 @@ def coerce_fast(items: Sequence[Any], *, now: float, future_tolerance_s: float =
     raw = _shape_columns(metas, reverse)
     if raw is None:
         return None
-    numeric = {"score": scores}
-    for name, values in raw.items():
-        if name in _NUMERIC:
-            numeric[name] = values
-    arrays = _fast_numbers(numeric, now, min(LATEST_S, now + future_tolerance_s))
-    if arrays is None:
+    score = _fast_number(scores, *_FAST_BOUNDS["score"])
+    if score is None:
         return None
-    strings: list[Any] = [ids, texts]
+    latest = min(LATEST_S, now + future_tolerance_s)
+    numbers: dict[str, np.ndarray] = {}
     labels: dict[str, Any] = {}
-    for name, ints in (("kind", False), ("source", False), ("key", True), ("thread", True)):
-        if name in raw:
-            labels[name] = _fast_labels(raw[name], strings, ints=ints)
-            if labels[name] is None:
+    strings: list[Any] = [ids, texts]
+    superseded = None
+    for name, values in raw.items():  # only the fields some candidate gives
+        if name in _NUMERIC:  # a time up to the clock-skew tolerance ahead is read as now
+            column = (_fast_number(values, EARLIEST_S, latest, now) if name in _TIMES
+                      else _fast_number(values, *_FAST_BOUNDS[name]))
+            if column is None:
                 return None
-    if "tags" in raw:
-        labels["tags"] = _fast_tags(raw["tags"], strings)
-        if labels["tags"] is None:
-            return None
+            numbers[name] = column
+        elif name == "superseded":
+            if not set(map(type, values)) <= _BOOL_OR_NONE:
+                return None
+            superseded = np.array(values, dtype=bool)
+        else:
+            got = (_fast_tags(values, strings) if name == "tags"
+                   else _fast_labels(values, strings, ints=name in _INT_LABELS))
+            if got is None:
+                return None
+            labels[name] = got
     # One string per column: isascii reads a flag (no scan), so only a column with a non-ASCII
     # string is encoded; a lone surrogate cannot pair up with a neighbour into anything encodable.
     if not all(joined.isascii() or _encodable(joined) for joined in map("".join, strings)):
         return None
     absent = _absent(n)
-    superseded = absent.false
-    if "superseded" in raw:
-        if not set(map(type, raw["superseded"])) <= _BOOL_OR_NONE:
-            return None
-        superseded = np.array(raw["superseded"], dtype=bool)
-    number = arrays.get
-    label = labels.get
+    number, label = numbers.get, labels.get
     return CandidateBatch(
-        items=tuple(items), ids=tuple(ids), texts=tuple(texts), scores=arrays["score"],
+        items=tuple(items), ids=tuple(ids), texts=tuple(texts), scores=score,
         created_at=number("created_at", absent.nan), last_used=number("last_used", absent.nan),
         importance=number("importance", absent.nan),
         source_count=number("source_count", absent.nan),
@@ -742,4 +730,4 @@ def coerce_fast(items: Sequence[Any], *, now: float, future_tolerance_s: float =
         position=number("position", absent.nan), kinds=label("kind", absent.none),
         sources=label("source", absent.none), keys=label("key", absent.none),
         threads=label("thread", absent.none), tags=label("tags", absent.no_tags),
-        superseded=superseded, flags=absent.no_flags)
+        superseded=absent.false if superseded is None else superseded, flags=absent.no_flags)
