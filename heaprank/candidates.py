@@ -180,18 +180,20 @@ def coerce_candidates(
             ``on_invalid="neutral"``), a ``now`` that is not a plausible time.
         InputTypeError: a value of the wrong type (non-string id or text, say).
     """
-    if isinstance(items, (str, bytes, Mapping)):
-        raise InputTypeError(f"candidates: expected a sequence of candidates, got "
-                             f"{type(items).__name__}")
-    if not isinstance(items, (list, tuple)):
-        try:
-            items = list(items)
-        except TypeError:
+    if type(items) is not list and type(items) is not tuple:  # the usual case skips the ABC test
+        if isinstance(items, (str, bytes, Mapping)):
             raise InputTypeError(f"candidates: expected a sequence of candidates, got "
-                                 f"{type(items).__name__}") from None
+                                 f"{type(items).__name__}")
+        if not isinstance(items, (list, tuple)):
+            try:
+                items = list(items)
+            except TypeError:
+                raise InputTypeError(f"candidates: expected a sequence of candidates, got "
+                                     f"{type(items).__name__}") from None
     if len(items) == 0:
         raise InputError("candidates: empty; pass at least one candidate")
-    now = to_epoch(now, "now")
+    if type(now) is not float or not EARLIEST_S <= now <= LATEST_S:  # else to_epoch returns it
+        now = to_epoch(now, "now")
     reverse = _DEFAULT_REVERSE if field_keys is DEFAULT_FIELD_KEYS else _reverse_keys(field_keys)
     fast = coerce_fast(items, now=now, future_tolerance_s=future_tolerance_s, reverse=reverse)
     if fast is not None:

@@ -457,3 +457,33 @@ def test_a_lone_surrogate_among_non_ascii_labels_is_named():
     with pytest.raises(InputError, match=r"^candidates\[7\] \(id 'm7'\)\.metadata\.source: "
                                          r"contains a lone surrogate"):
         coerce_candidates(items, now=NOW)
+
+
+@pytest.mark.parametrize("now, exc, match", [
+    (NOW * 1000, InputError, r"^now: .* looks like milliseconds"),
+    (math.nan, InputError, r"^now: time must be finite"),
+    (math.inf, InputError, r"^now: time must be finite"),
+    (True, InputTypeError, r"^now: expected epoch seconds"),
+    (-3e9, InputError, r"^now: .* is not a plausible time"),
+])
+def test_a_bad_now_is_named_whatever_its_type(now, exc, match):
+    with pytest.raises(exc, match=match):
+        coerce_candidates([OK], now=now)
+
+
+@pytest.mark.parametrize("now", [NOW, int(NOW), np.float64(NOW), "2025-06-15T15:06:40Z",
+                                 datetime.fromtimestamp(NOW, timezone.utc)])
+def test_now_in_any_accepted_form_is_the_same_time(now):
+    batch = coerce_candidates([cand(metadata={"created_at": NOW + 10})], now=now)
+    assert batch.created_at.tolist() == [NOW]  # clamped to now: the same now in every form
+
+
+@pytest.mark.parametrize("items", [iter([OK]), (OK,), [OK]])
+def test_any_iterable_of_candidates_is_read(items):
+    assert coerce_candidates(items, now=NOW).ids == ("ok",)
+
+
+@pytest.mark.parametrize("items", [OK, "ok", b"ok", 3])
+def test_a_non_sequence_is_named(items):
+    with pytest.raises(InputTypeError, match=r"^candidates: expected a sequence of candidates"):
+        coerce_candidates(items, now=NOW)
