@@ -44,7 +44,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter, itemgetter
-from typing import Any, Literal, Protocol, Union, runtime_checkable
+from typing import Any, Literal, NamedTuple, Protocol, Union, runtime_checkable
 
 import numpy as np
 
@@ -180,18 +180,20 @@ def coerce_candidates(
             ``on_invalid="neutral"``), a ``now`` that is not a plausible time.
         InputTypeError: a value of the wrong type (non-string id or text, say).
     """
-    if isinstance(items, (str, bytes, Mapping)):
-        raise InputTypeError(f"candidates: expected a sequence of candidates, got "
-                             f"{type(items).__name__}")
-    if not isinstance(items, (list, tuple)):
-        try:
-            items = list(items)
-        except TypeError:
+    if type(items) is not list and type(items) is not tuple:  # the usual case skips the ABC test
+        if isinstance(items, (str, bytes, Mapping)):
             raise InputTypeError(f"candidates: expected a sequence of candidates, got "
-                                 f"{type(items).__name__}") from None
+                                 f"{type(items).__name__}")
+        if not isinstance(items, (list, tuple)):
+            try:
+                items = list(items)
+            except TypeError:
+                raise InputTypeError(f"candidates: expected a sequence of candidates, got "
+                                     f"{type(items).__name__}") from None
     if len(items) == 0:
         raise InputError("candidates: empty; pass at least one candidate")
-    now = to_epoch(now, "now")
+    if type(now) is not float or not EARLIEST_S <= now <= LATEST_S:  # else to_epoch returns it
+        now = to_epoch(now, "now")
     reverse = _DEFAULT_REVERSE if field_keys is DEFAULT_FIELD_KEYS else _reverse_keys(field_keys)
     fast = coerce_fast(items, now=now, future_tolerance_s=future_tolerance_s, reverse=reverse)
     if fast is not None:
@@ -478,7 +480,18 @@ _FAST_BOUNDS: dict[str, tuple[float, float]] = {
     **{name: (math.nextafter(low, math.inf) if open_low else low, high)
        for name, (low, high, open_low, _) in _RANGES.items()},
 }
-_Plan = tuple[tuple[str, tuple[str, ...]], ...]
+_TIMES = frozenset({"created_at", "last_used"})
+_NUMERIC = frozenset(_NUMERIC_FIELDS)
+_INT_LABELS = frozenset({"key", "thread"})  # an int is read as its decimal string
+
+
+class _Plan(NamedTuple):
+    """How to read the shape fields of metadata with a given key set."""
+
+    fields: tuple[tuple[str, tuple[str, ...]], ...]  # field, its keys in priority order
+    unread: tuple[Any, ...]  # the keys that are no field's first key
+
+
 _PLANS: dict[frozenset[Any], _Plan] = {}
 
 
@@ -493,7 +506,9 @@ def _plan(keys: frozenset[Any], reverse: dict[str, tuple[str, int]]) -> _Plan:
             hit = reverse.get(key) if isinstance(key, str) else None
             if hit is not None:
                 by_field.setdefault(hit[0], []).append((hit[1], key))
-        plan = tuple((name, tuple(k for _, k in sorted(hits))) for name, hits in by_field.items())
+        fields = tuple((name, tuple(k for _, k in sorted(hits))) for name, hits in by_field.items())
+        read = {keys[0] for _, keys in fields}
+        plan = _Plan(fields, tuple(key for key in keys if key not in read))
         if reverse is _DEFAULT_REVERSE:
             if len(_PLANS) > 1_000:
                 _PLANS.clear()
@@ -501,56 +516,92 @@ def _plan(keys: frozenset[Any], reverse: dict[str, tuple[str, int]]) -> _Plan:
     return plan
 
 
-def _clean_strings(values: list[Any], kinds: set[type] | None = None, *, allow_none: bool) -> bool:
-    """True if every value is a str (or None) that encodes as UTF-8."""
-    if not (set(map(type, values)) if kinds is None else kinds) <= (_STR_OR_NONE if allow_none else _STR):
-        return False
-    strings = list(filter(None, values)) if allow_none else values
-    # isascii reads a flag of the string (no scan, no copy); only the rest is encoded.
-    return all(map(str.isascii, strings)) or _encodable("".join(strings))
-
-
-def _fast_numbers(columns: dict[str, list[Any]], bounds: dict[str, tuple[float, float]],
-                  n: int) -> dict[str, np.ndarray] | None:
-    """float64 columns (NaN for None), or None unless every value is a plain int or float
-    within its column's inclusive ``bounds``. One conversion and one range test for all."""
-    given = []
-    for values in columns.values():
-        kinds = set(map(type, values))
+def _fast_number(values: list[Any], low: float, high: float,
+                 ceiling: float = math.inf) -> np.ndarray | None:
+    """The float64 column (NaN for None, values above ``ceiling`` lowered to it), or None unless
+    every value is a plain int or float within [``low``, ``high``]. The checks are builtin
+    passes: for the few dozen candidates of a rerank they cost less than numpy's dispatch."""
+    kinds = set(map(type, values))
+    given = values
+    if not kinds <= _NUMBERS:
         if not kinds <= _NUMBERS_OR_NONE:
             return None
-        given.append(n - values.count(None) if _NONE in kinds else n)
-    try:
-        block = np.array(list(columns.values()), dtype=np.float64)
-    except OverflowError:  # an int beyond the float range
-        return None
-    low, high = np.array([bounds[name] for name in columns]).T[:, :, None]
-    ok = (block >= low) & (block <= high)  # NaN (given, or from None) fails both tests
-    if ok.sum(axis=1).tolist() != given:
-        return None
-    return dict(zip(columns, block))
+        given = [v for v in values if v is not None]
+    top = -math.inf
+    if given:
+        try:  # min and max can step over a NaN; the sum cannot
+            if not math.isfinite(sum(given)):
+                return None
+        except OverflowError:  # ints beyond the float range (a valid but huge sum defers too)
+            return None
+        top = max(given)
+        if min(given) < low or top > high:
+            return None
+    # fromiter is numpy's leanest conversion, but it cannot read None as NaN as np.array does
+    column = (np.fromiter(values, np.float64, len(values)) if given is values
+              else np.array(values, dtype=np.float64))
+    if top > ceiling:
+        np.minimum(column, ceiling, out=column)
+    return column
 
 
-def _fast_labels(values: list[Any], *, ints: bool) -> tuple[str | None, ...] | None:
+def _fast_labels(values: list[Any], strings: list[Any], *,
+                 ints: bool) -> tuple[str | None, ...] | None:
+    """The column as the checked path reads it (an int as its decimal string, ``""`` as None),
+    or None at a value of another type. Its strings join ``strings``, which the caller tests
+    for encodability in one go."""
     kinds = set(map(type, values))
     if ints and int in kinds:
         if not kinds <= _STR_INT_OR_NONE:
             return None
         values = [str(v) if type(v) is int else v for v in values]
-        kinds = set(map(type, values))
-    if not _clean_strings(values, kinds, allow_none=True):
+    elif not kinds <= _STR_OR_NONE:
         return None
+    strings.append(filter(None, values) if _NONE in kinds else values)
     return tuple(v or None for v in values) if "" in values else tuple(values)
 
 
-def _fast_tags(values: list[Any]) -> tuple[frozenset[str], ...] | None:
+def _fast_tags(values: list[Any], strings: list[Any]) -> tuple[frozenset[str], ...] | None:
+    """The tags column as the checked path reads it, or None; its tags join ``strings``."""
     if not set(map(type, values)) <= _TAG_TYPES:
         return None
-    tags = [(v,) if type(v) is str else v for v in values if v is not None]
-    if not _clean_strings([t for group in tags for t in group], allow_none=False):
+    tags = [t for v in values if v is not None for t in ((v,) if type(v) is str else v)]
+    if not set(map(type, tags)) <= _STR:
         return None
+    strings.append(tags)
     return tuple(_NO_TAGS if v is None else frozenset((v,) if type(v) is str else v) - _BLANK
                  for v in values)
+
+
+class _Absent(NamedTuple):
+    """The columns of a field no candidate has, for ``n`` candidates."""
+
+    nan: np.ndarray  # read-only float64, all NaN
+    none: tuple[None, ...]
+    no_tags: tuple[frozenset[str], ...]
+    no_flags: tuple[tuple[str, ...], ...]
+    false: np.ndarray  # read-only bool, all False
+
+
+_ABSENT: dict[int, _Absent] = {}
+_ABSENT_MAX_N = 2_048  # larger batches allocate their own: the cache stays a few MB at most
+
+
+def _absent(n: int) -> _Absent:
+    """Absent columns shared by every batch of ``n`` candidates (and by the absent fields of one
+    batch). The arrays are read-only: nothing writes into a batch, and a write would fail loudly
+    instead of reaching another call."""
+    absent = _ABSENT.get(n)
+    if absent is None:
+        nan = np.full(n, math.nan)
+        false = np.zeros(n, dtype=bool)
+        nan.flags.writeable = false.flags.writeable = False
+        absent = _Absent(nan, (None,) * n, (_NO_TAGS,) * n, ((),) * n, false)
+        if n <= _ABSENT_MAX_N:
+            if len(_ABSENT) >= 32:
+                _ABSENT.clear()
+            _ABSENT[n] = absent
+    return absent
 
 
 _GET_TOP = tuple(itemgetter(key) for key in ("id", "text", "score", "metadata"))
@@ -584,17 +635,15 @@ def _uniform_columns(metas: list[dict[Any, Any]], plan: _Plan) -> dict[str, list
     first = metas[0]
     if set(map(len, metas)) != {len(first)}:
         return None
-    read = {keys[0] for _, keys in plan}  # the keys every metadata is indexed by below
     cols: dict[str, list[Any]] = {}
     try:
-        for name, keys in plan:
+        for name, keys in plan.fields:
             col = list(map(itemgetter(keys[0]), metas))
             for key in keys[1:]:
                 col = [m[key] if v is None else v for v, m in zip(col, metas)]
             cols[name] = col
-        rest = [key for key in first if key not in read]
-        if rest:
-            list(map(itemgetter(*rest), metas))
+        if plan.unread:
+            list(map(itemgetter(*plan.unread), metas))
     except KeyError:
         return None
     return cols
@@ -612,39 +661,11 @@ def _shape_columns(metas: list[Any], reverse: dict[str, tuple[str, int]]) -> dic
         if uniform is not None:
             return uniform
     cols: dict[str, list[Any]] = {}
-    for name, keys in _plan(frozenset().union(*metas), reverse):
+    for name, keys in _plan(frozenset().union(*metas), reverse).fields:
         col = [m.get(keys[0]) for m in metas]
         for key in keys[1:]:
             col = [m.get(key) if v is None else v for v, m in zip(col, metas)]
         cols[name] = col
-    return cols
-
-
-def _clean_ids_and_texts(ids: list[Any], texts: list[Any]) -> bool:
-    """Unique, non-blank, encodable str ids, and non-blank encodable str texts."""
-    return (_clean_strings(ids, allow_none=False) and "" not in ids
-            and not any(map(str.isspace, ids)) and len(set(ids)) == len(ids)
-            and _clean_strings(texts, allow_none=False) and "" not in texts
-            and not any(map(str.isspace, texts)))
-
-
-def _fast_label_columns(raw: dict[str, list[Any]], n: int) -> dict[str, Any] | None:
-    """kind, source, key, thread, tags and superseded as the checked path reads them, or None."""
-    cols: dict[str, Any] = {}
-    blank: tuple[None, ...] = (None,) * n
-    for name, ints in (("kind", False), ("source", False), ("key", True), ("thread", True)):
-        cols[name] = _fast_labels(raw[name], ints=ints) if name in raw else blank
-        if cols[name] is None:
-            return None
-    cols["tags"] = _fast_tags(raw["tags"]) if "tags" in raw else (_NO_TAGS,) * n
-    if cols["tags"] is None:
-        return None
-    if "superseded" in raw:
-        if not set(map(type, raw["superseded"])) <= _BOOL_OR_NONE:
-            return None
-        cols["superseded"] = raw["superseded"]
-    else:
-        cols["superseded"] = np.zeros(n, dtype=bool)
     return cols
 
 
@@ -662,23 +683,53 @@ def coerce_fast(items: Sequence[Any], *, now: float, future_tolerance_s: float =
         return None
     ids, texts, scores, metas = columns
     n = len(ids)
-    if not _clean_ids_and_texts(ids, texts) or scores.count(None) not in (0, n):
+    # str.strip is "" exactly for the empty and the whitespace-only (the same whitespace as
+    # str.isspace): one pass per column finds both kinds of blank.
+    if (not {*map(type, ids), *map(type, texts)} <= _STR or not all(map(str.strip, ids))
+            or not all(map(str.strip, texts)) or len(set(ids)) != n
+            or scores.count(None) not in (0, n)):
         return None
     raw = _shape_columns(metas, reverse)
     if raw is None:
         return None
-    numeric = {"score": scores}
-    numeric.update((name, raw[name]) for name in _NUMERIC_FIELDS if name in raw)
-    latest = min(LATEST_S, now + future_tolerance_s)
-    bounds = {**_FAST_BOUNDS, "created_at": (EARLIEST_S, latest), "last_used": (EARLIEST_S, latest)}
-    arrays = _fast_numbers(numeric, bounds, n)
-    labels = None if arrays is None else _fast_label_columns(raw, n)
-    if arrays is None or labels is None:
+    score = _fast_number(scores, *_FAST_BOUNDS["score"])
+    if score is None:
         return None
-    for name in ("created_at", "last_used"):
-        if name in arrays:  # within the clock-skew tolerance: now
-            np.minimum(arrays[name], now, out=arrays[name])
-    absent = [name for name in _NUMERIC_FIELDS if name not in arrays]
-    arrays.update(zip(absent, np.full((len(absent), n), math.nan)))
-    return _batch(items, {"ids": ids, "texts": texts, "flags": ((),) * n, **arrays, **labels},
-                  arrays["score"])
+    latest = min(LATEST_S, now + future_tolerance_s)
+    numbers: dict[str, np.ndarray] = {}
+    labels: dict[str, Any] = {}
+    strings: list[Any] = [ids, texts]
+    superseded = None
+    for name, values in raw.items():  # only the fields some candidate gives
+        if name in _NUMERIC:  # a time up to the clock-skew tolerance ahead is read as now
+            column = (_fast_number(values, EARLIEST_S, latest, now) if name in _TIMES
+                      else _fast_number(values, *_FAST_BOUNDS[name]))
+            if column is None:
+                return None
+            numbers[name] = column
+        elif name == "superseded":
+            if not set(map(type, values)) <= _BOOL_OR_NONE:
+                return None
+            superseded = np.array(values, dtype=bool)
+        else:
+            got = (_fast_tags(values, strings) if name == "tags"
+                   else _fast_labels(values, strings, ints=name in _INT_LABELS))
+            if got is None:
+                return None
+            labels[name] = got
+    # One string per column: isascii reads a flag (no scan), so only a column with a non-ASCII
+    # string is encoded; a lone surrogate cannot pair up with a neighbour into anything encodable.
+    if not all(joined.isascii() or _encodable(joined) for joined in map("".join, strings)):
+        return None
+    absent = _absent(n)
+    number, label = numbers.get, labels.get
+    return CandidateBatch(
+        items=tuple(items), ids=tuple(ids), texts=tuple(texts), scores=score,
+        created_at=number("created_at", absent.nan), last_used=number("last_used", absent.nan),
+        importance=number("importance", absent.nan),
+        source_count=number("source_count", absent.nan),
+        confidence=number("confidence", absent.nan), version=number("version", absent.nan),
+        position=number("position", absent.nan), kinds=label("kind", absent.none),
+        sources=label("source", absent.none), keys=label("key", absent.none),
+        threads=label("thread", absent.none), tags=label("tags", absent.no_tags),
+        superseded=absent.false if superseded is None else superseded, flags=absent.no_flags)

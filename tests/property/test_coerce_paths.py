@@ -14,15 +14,26 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from heaprank.candidates import CandidateBatch, coerce_candidates, coerce_checked, coerce_fast
+from heaprank.candidates import (
+    DEFAULT_FIELD_KEYS,
+    CandidateBatch,
+    coerce_candidates,
+    coerce_checked,
+    coerce_fast,
+)
 from heaprank.errors import HeapRankError
 from tests.strategies import (
+    _CLEAN_VALUES,
+    EDGES,
     NOW,
     WILD_TARGETS,
     candidate_lists,
     clean_candidate,
     near_clean_candidate_lists,
+    scores,
+    texts,
     wild_candidate_lists,
+    wild_values,
 )
 
 BATCH_FIELDS = CandidateBatch.__dataclass_fields__
@@ -85,3 +96,60 @@ def test_fast_path_takes_clean_input(items, as_objects):
     fast = coerce_fast(items, now=NOW)
     assert fast is not None
     assert_same_batch(fast, coerce_checked(items, now=NOW))
+
+
+@st.composite
+def uniform_candidate_lists(draw: st.DrawFn, target: str) -> list[Any]:
+    """Valid candidates whose metadata all have one key set (the retriever's usual output,
+    which the fast path reads by the first metadata's keys), some fields under two of their
+    aliases, maybe keys of no shape field, with one wild value put in at ``target`` under a key
+    every metadata has (so the key set stays uniform) or under a new one (so it does not, maybe
+    at the same size: one key swapped for another)."""
+    n = draw(st.integers(min_value=1, max_value=8))
+    names = draw(st.lists(st.sampled_from(sorted(DEFAULT_FIELD_KEYS)), max_size=6, unique=True))
+    keys = [key for name in names
+            for key in draw(st.lists(st.sampled_from(DEFAULT_FIELD_KEYS[name]), min_size=1,
+                                     max_size=2, unique=True))]
+    keys += draw(st.lists(st.sampled_from(["note", "url"]), max_size=2, unique=True))
+    name_of = {key: name for name, aliases in DEFAULT_FIELD_KEYS.items() for key in aliases}
+    values = {**_CLEAN_VALUES, None: st.text(max_size=3)}  # None: a key of no shape field
+    scored = draw(st.booleans())
+    items: list[dict[str, Any]] = []
+    for i in range(n):
+        meta = {key: draw(st.one_of(st.none(), values[name_of.get(key)])
+                          if draw(st.integers(0, 4)) == 0 else values[name_of.get(key)])
+                for key in keys}
+        item: dict[str, Any] = {"id": f"d{i}", "text": draw(texts), "metadata": meta}
+        if scored:
+            item["score"] = draw(scores)
+        items.append(item)
+    if draw(st.booleans()):
+        value = draw(st.sampled_from(EDGES[target]) if draw(st.integers(0, 3)) else wild_values)
+        item = items[draw(st.integers(0, n - 1))]
+        if target in ("id", "text", "score"):
+            item[target] = value
+        else:
+            shared = [key for key in keys if name_of.get(key) == target]
+            where = (draw(st.sampled_from(shared)) if shared and draw(st.booleans())
+                     else draw(st.sampled_from(DEFAULT_FIELD_KEYS[target])))
+            meta = item["metadata"]
+            if where not in meta and meta and draw(st.booleans()):
+                del meta[draw(st.sampled_from(sorted(meta)))]  # a key set of the same size
+            meta[where] = value
+    as_objects = draw(st.booleans())
+    return [clean_candidate(item, as_objects) for item in items]
+
+
+@pytest.mark.parametrize("target", [t for t in WILD_TARGETS if t != "metadata"])
+@given(data=st.data(), on_invalid=st.sampled_from(["raise", "neutral"]))
+def test_paths_agree_on_uniform_metadata_with_one_wild_value(target, data, on_invalid):
+    check_paths_agree(data.draw(uniform_candidate_lists(target)), on_invalid)
+
+
+@given(items=uniform_candidate_lists("kind"))
+def test_fast_path_takes_clean_uniform_input(items):
+    clean = coerce_checked(items, now=NOW, on_invalid="neutral")
+    if all(flags == () for flags in clean.flags):  # no wild value, or a valid one
+        fast = coerce_fast(items, now=NOW)
+        assert fast is not None
+        assert_same_batch(fast, coerce_checked(items, now=NOW))

@@ -410,3 +410,80 @@ def test_metadata_key_sets_of_one_size_but_different_keys_are_all_read():
     batch = coerce_candidates(items, now=NOW)
     assert batch.kinds == (None, "fact")
     assert batch.created_at.tolist() == [NOW - 5, NOW - 5]
+
+
+def retrieved(n: int) -> list[Candidate]:
+    """``n`` candidates shaped like a retriever's output: one metadata key set for all, a
+    non-ASCII speaker among them."""
+    return [Candidate(f"m{i}", f"Memory {i} about the trip", 1.0 - i / (2 * n),
+                      {"created_at": NOW - 3600.0 * i, "kind": "fact",
+                       "source": ("tomás", "assistant")[i % 2]})
+            for i in range(n)]
+
+
+def test_absent_columns_are_read_only_so_no_write_reaches_another_batch():
+    first, second = (coerce_candidates(retrieved(5), now=NOW) for _ in range(2))
+    for batch in (first, second):
+        for column in (batch.last_used, batch.importance, batch.source_count, batch.confidence,
+                       batch.version, batch.position):
+            assert column.dtype == np.float64 and np.isnan(column).all()
+        assert batch.superseded.dtype == bool and not batch.superseded.any()
+        assert batch.keys == batch.threads == (None,) * 5
+        assert batch.tags == (frozenset(),) * 5 and batch.flags == ((),) * 5
+    with pytest.raises(ValueError, match="read-only"):
+        first.importance[0] = 2.0
+    with pytest.raises(ValueError, match="read-only"):
+        first.superseded[0] = True
+    assert np.isnan(second.importance).all() and not second.superseded.any()
+    # the columns the candidates did give are their own, and writable
+    assert not np.shares_memory(first.created_at, second.created_at)
+    assert first.created_at.flags.writeable
+
+
+@pytest.mark.parametrize("n", [1, 50, 2_049])  # 2,049: beyond the shared absent columns' cap
+def test_retrieved_candidates_convert_alike_at_any_size(n):
+    batch = coerce_candidates(retrieved(n), now=NOW)
+    assert batch.ids == tuple(f"m{i}" for i in range(n))
+    assert batch.created_at.tolist() == [NOW - 3600.0 * i for i in range(n)]
+    assert batch.sources == tuple(("tomás", "assistant")[i % 2] for i in range(n))
+    assert batch.kinds == ("fact",) * n
+    assert np.isnan(batch.importance).all() and len(batch.importance) == n
+
+
+def test_a_lone_surrogate_among_non_ascii_labels_is_named():
+    items = retrieved(50)
+    bad = items[7]
+    items[7] = Candidate(bad.id, bad.text, bad.score, {**bad.metadata, "source": "tom\udce1s"})
+    with pytest.raises(InputError, match=r"^candidates\[7\] \(id 'm7'\)\.metadata\.source: "
+                                         r"contains a lone surrogate"):
+        coerce_candidates(items, now=NOW)
+
+
+@pytest.mark.parametrize("now, exc, match", [
+    (NOW * 1000, InputError, r"^now: .* looks like milliseconds"),
+    (math.nan, InputError, r"^now: time must be finite"),
+    (math.inf, InputError, r"^now: time must be finite"),
+    (True, InputTypeError, r"^now: expected epoch seconds"),
+    (-3e9, InputError, r"^now: .* is not a plausible time"),
+])
+def test_a_bad_now_is_named_whatever_its_type(now, exc, match):
+    with pytest.raises(exc, match=match):
+        coerce_candidates([OK], now=now)
+
+
+@pytest.mark.parametrize("now", [NOW, int(NOW), np.float64(NOW), "2025-06-15T15:06:40Z",
+                                 datetime.fromtimestamp(NOW, timezone.utc)])
+def test_now_in_any_accepted_form_is_the_same_time(now):
+    batch = coerce_candidates([cand(metadata={"created_at": NOW + 10})], now=now)
+    assert batch.created_at.tolist() == [NOW]  # clamped to now: the same now in every form
+
+
+@pytest.mark.parametrize("items", [iter([OK]), (OK,), [OK]])
+def test_any_iterable_of_candidates_is_read(items):
+    assert coerce_candidates(items, now=NOW).ids == ("ok",)
+
+
+@pytest.mark.parametrize("items", [OK, "ok", b"ok", 3])
+def test_a_non_sequence_is_named(items):
+    with pytest.raises(InputTypeError, match=r"^candidates: expected a sequence of candidates"):
+        coerce_candidates(items, now=NOW)
