@@ -37,7 +37,14 @@ from .features import (
     english_question_type,
     neighbour_slots,
 )
-from .results import Ranked, Ranking, exp_score, explain_template, new_ranked
+from .results import (
+    Ranked,
+    Ranking,
+    ResultSource,
+    exp_score,
+    explain_template,
+    new_ranked,
+)
 from .rules import Rule, apply_rules
 from .state import StateBackend, open_state
 from .state.base import (
@@ -545,50 +552,57 @@ class Reranker:
         fused into relevance.
 
         Everything shared by the results of one call (the weights, the EXPLAIN template, the
-        flags) is built once; each result's EXPLAIN line is composed when first asked for.
+        flags) is built once; each result's EXPLAIN line is composed when first asked for, and
+        its signals and details (but details with notes) are made when first read, from one
+        :class:`ResultSource` of the call.
         """
         weight_values = tuple(weight_row.tolist())
         weights = dict(zip(SIGNALS, weight_values))
-        template = explain_template(SIGNALS, weight_values)
-        top_links, link_texts = self._top_links(links, top_rows), links.link_texts
-        signal_rows = signal_matrix[top].tolist()
-        scores = log_score[top].tolist()
+        top_links = self._top_links(links, top_rows)
+        positions = top.tolist()
+        # what the scores and the details read, the k shown only (indexing each column costs
+        # less than stacking them first: np.array of a tuple of arrays inspects each one)
+        logs, scores, importance, source_count, ages, uses = (
+            column[top].tolist() for column in (log_score, batch.scores, batch.importance,
+                                                batch.source_count, age, use_count))
+        rows = signal_matrix[top].tolist()
+        self._details(batch, info, cfg, positions, rows, scores, importance, source_count, ages,
+                      uses, other_scores)
+        source = ResultSource(SIGNALS, explain_template(SIGNALS, weight_values), rows, top_rows,
+                              links.link_texts)
         flags = state_flag + (() if info.has_content else (
             "query has no content words: ranked by the other signals",))
-        positions = top.tolist()
-        details = self._details(batch, info, cfg, positions, age[top].tolist(),
-                                use_count[top].tolist(), other_scores)
-        if notes is not None:
-            for i, detail in zip(positions, details):
-                for name, note in notes(i).items():
-                    detail[name] = f"{detail[name]}, {note}" if name in detail else note
         candidate, own_flags = batch.candidate, batch.flags
         items = []
-        for j, i in enumerate(positions):
-            values, row = signal_rows[j], top_rows[j]
+        for j, (i, log, row) in enumerate(zip(positions, logs, top_rows)):
+            details: dict[str, str] | ResultSource = source
+            if notes is not None:
+                details = source.details(j)
+                for name, note in notes(i).items():
+                    details[name] = f"{details[name]}, {note}" if name in details else note
             items.append(new_ranked(
-                j + 1, exp_score(scores[j]), candidate(i), dict(zip(SIGNALS, values)), weights,
-                details[j], top_links[row], tuple(fired.get(i, ())),
-                own_flags[i] + flags if flags else own_flags[i],
-                (template, values, link_texts, row)))
+                j + 1, exp_score(log), candidate(i), source, weights, details, top_links[row],
+                tuple(fired.get(i, ())), own_flags[i] + flags if flags else own_flags[i],
+                source))
         return tuple(items)
 
     @staticmethod
     def _details(batch: CandidateBatch, info: QueryInfo, cfg: Config, positions: list[int],
-                 ages_s: list[float], use_counts: list[float],
-                 other_scores: np.ndarray | None = None) -> list[dict[str, str]]:
-        """What each signal value of these candidates came from, for EXPLAIN; ``other_scores``
-        are the retriever scores fused into relevance (one row per candidate of the batch)."""
-        scores = batch.scores.tolist()
-        importance = batch.importance.tolist()
-        source_count = batch.source_count.tolist()
+                 rows: list[list[Any]], scores: list[float], importance: list[float],
+                 source_count: list[float], ages_s: list[float], use_counts: list[float],
+                 other_scores: np.ndarray | None = None) -> None:
+        """What each signal value of these candidates came from, for EXPLAIN: appended to each
+        one's row of signal values, its three details (:data:`DETAIL_NAMES`) then a place for
+        its top links' text (see :class:`ResultSource`). ``scores`` to ``use_counts`` are
+        theirs, in the order of ``positions``; ``other_scores`` are the retriever scores fused
+        into relevance (one row per candidate of the batch)."""
         fused_names = tuple(cfg.fusion_weights)
         asks = f", asks for {info.intent}" if info.intent in cfg.intent_recency else ""
+        has_content, kinds = info.has_content, batch.kinds
         all_nan = None
-        out = []
-        for i, age_s, uses in zip(positions, ages_s, use_counts):
-            score = scores[i]
-            if not info.has_content:
+        for row, i, score, imp, sources, age_s, uses in zip(
+                rows, positions, scores, importance, source_count, ages_s, use_counts):
+            if not has_content:
                 rel = "empty query"
             elif score != score:  # NaN
                 if all_nan is None:
@@ -605,12 +619,12 @@ class Reranker:
                 rec = f"age {age_s / DAY_S:.1f}d, used {uses:g}x"
             else:
                 rec = f"age {age_s / DAY_S:.1f}d"
-            rec += asks
-            imp = "explicit" if importance[i] == importance[i] else batch.kinds[i] or "default"
-            if source_count[i] == source_count[i]:
-                imp += f", {source_count[i]:g} sources"
-            out.append({"relevance": rel, "recency": rec, "importance": imp})
-        return out
+            if asks:
+                rec += asks
+            origin = "explicit" if imp == imp else kinds[i] or "default"
+            if sources == sources:
+                origin += f", {sources:g} sources"
+            row += rel, rec, origin, ""
 
     # ---------------------------------------------------------------- feedback
 

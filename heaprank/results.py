@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Iterator, Mapping, Sequence
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any, overload
 
 import numpy as np
@@ -66,9 +68,22 @@ class Ranked:
         line = self._line
         if line.__class__ is str:
             return line
-        line = _compose(self) if line is None else line[0].compose(self, *line[1:])
+        line = _compose(self) if line is None else line.line(self)
         object.__setattr__(self, "_line", line)  # a cache of a function of frozen fields
         return line
+
+    def __getstate__(self) -> list[Any]:
+        """The fields' values for copy and pickle (each one as reading it gives it), and the
+        EXPLAIN line once composed: what composes it on demand belongs to the whole rerank."""
+        line = self._line
+        return [self.rank, self.score, self.candidate, self.signals, self.weights, self.details,
+                self.top_links, self.rules, self.flags, line if line.__class__ is str else None]
+
+    def __setstate__(self, state: list[Any]) -> None:
+        *values, line = state
+        for put, value in zip(_SETTERS, values):
+            put(self, value)
+        _SETTERS[-1](self, line if line.__class__ is str else None)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready view of this result, EXPLAIN included."""
@@ -82,21 +97,68 @@ class Ranked:
         }
 
 
-_SETTERS = tuple(Ranked.__dict__[name].__set__ for name in (
-    "rank", "score", "candidate", "signals", "weights", "details", "top_links", "rules", "flags",
-    "_line"))
+_FIELDS = ("rank", "score", "candidate", "signals", "weights", "details", "top_links", "rules",
+           "flags", "_line")
+_SETTERS = tuple(Ranked.__dict__[name].__set__ for name in _FIELDS)
+#: The three details every result has (its EXPLAIN line shows them in brackets), in this order.
+DETAIL_NAMES = ("relevance", "recency", "importance")
 
 
-def new_ranked(rank: int, score: float, candidate: Candidate, signals: Mapping[str, float],
-               weights: Mapping[str, float], details: Mapping[str, str],
+class ResultSource:
+    """What the results of one rerank are built from, for the parts of them worked out on first
+    use: result ``j`` (rank ``j + 1``) takes its ``signals`` and ``details`` (while the slot of
+    each holds this source) and its EXPLAIN line from here.
+
+    ``rows[j]`` is result ``j``'s signal values in ``names`` order, followed by its three
+    details (:data:`DETAIL_NAMES`) and one place for its top links' text: the line is one ``%``
+    format of that list. ``link_rows[j]`` keys its top links' text in ``link_texts``, a cache
+    the reranker shares between the results whose top links are the same.
+    """
+
+    __slots__ = ("names", "template", "rows", "link_rows", "link_texts")
+
+    def __init__(self, names: tuple[str, ...], template: ExplainTemplate, rows: list[list[Any]],
+                 link_rows: list[int], link_texts: dict[int, str]) -> None:
+        self.names = names
+        self.template = template
+        self.rows = rows
+        self.link_rows = link_rows
+        self.link_texts = link_texts
+
+    def signals(self, j: int) -> dict[str, float]:
+        return dict(zip(self.names, self.rows[j]))  # zip stops at the last signal
+
+    def details(self, j: int) -> dict[str, str]:
+        row, n = self.rows[j], len(self.names)
+        return dict(zip(DETAIL_NAMES, row[n:n + 3]))
+
+    def line(self, item: Ranked) -> str:
+        """``item``'s EXPLAIN line, what :func:`_compose` gives for it."""
+        j = item.rank - 1
+        row, template = self.rows[j], self.template
+        if _read_details(item) is not self:  # read (or given) already: composed from them
+            return template.compose(item, row, self.link_texts, self.link_rows[j])
+        links = item.top_links
+        if links:
+            key = self.link_rows[j]
+            text = self.link_texts.get(key)
+            if text is None:
+                text = self.link_texts[key] = _links(links)
+        else:
+            text = ""
+        row[-1] = text
+        return template.direct % template.pick(row) + _tail(item)
+
+
+def new_ranked(rank: int, score: float, candidate: Candidate,
+               signals: Mapping[str, float] | ResultSource, weights: Mapping[str, float],
+               details: Mapping[str, str] | ResultSource,
                top_links: tuple[tuple[str, float], ...], rules: tuple[tuple[str, float], ...],
-               flags: tuple[str, ...],
-               line: tuple[ExplainTemplate, Sequence[float], dict[int, str], int], /) -> Ranked:
+               flags: tuple[str, ...], line: ResultSource, /) -> Ranked:
     """A :class:`Ranked` as the reranker makes them (the fields in order), its EXPLAIN line
-    composed on first use with ``line``: a template, the item's signal values, and a cache of
-    top-link texts with the key of this item's (see :meth:`ExplainTemplate.compose`). Sets the
-    slots directly: a frozen dataclass's ``__init__`` costs twice as much, and a rerank builds
-    one per result."""
+    composed on first use from ``line``, and its signals and details too when they are given
+    as that :class:`ResultSource`. Sets the slots directly: a frozen dataclass's ``__init__``
+    costs twice as much, and a rerank builds one per result."""
     item = object.__new__(Ranked)
     put_rank, put_score, put_candidate, put_signals, put_weights, put_details, put_links, \
         put_rules, put_flags, put_line = _SETTERS
@@ -111,6 +173,35 @@ def new_ranked(rank: int, score: float, candidate: Candidate, signals: Mapping[s
     put_flags(item, flags)
     put_line(item, line)
     return item
+
+
+#: Materialises a result's signals or details once, whichever thread reads them first.
+_ON_DEMAND = threading.Lock()
+
+
+def _on_demand(name: str, make: Callable[[ResultSource, int], dict[str, Any]]) -> property:
+    """Field ``name`` of :class:`Ranked` read through its slot, its value made (once) by
+    ``make`` while the slot holds the rerank's :class:`ResultSource`: to every reader it is
+    the plain field it would be if made up front."""
+    slot = Ranked.__dict__[name]
+    get, put = slot.__get__, slot.__set__
+
+    def read(item: Ranked) -> Any:
+        value = get(item)
+        if value.__class__ is ResultSource:
+            with _ON_DEMAND:  # one dict for every reader, as a field made up front
+                value = get(item)
+                if value.__class__ is ResultSource:
+                    value = make(value, item.rank - 1)
+                    put(item, value)
+        return value
+
+    return property(read, put)
+
+
+_read_details = Ranked.__dict__["details"].__get__  # the slot as it is, never materialised
+for _name, _make in (("signals", ResultSource.signals), ("details", ResultSource.details)):
+    setattr(Ranked, _name, _on_demand(_name, _make))
 
 
 def _compose(item: Ranked) -> str:
@@ -145,6 +236,10 @@ def _tail(item: Ranked) -> str:
     return line
 
 
+def _no_values(row: list[Any]) -> tuple[()]:
+    return ()
+
+
 class ExplainTemplate:
     """The EXPLAIN line of one rerank's results as one ``%`` format: the weights, labels and
     which signals show are the same for every result of a call, so they are worked out once.
@@ -153,26 +248,44 @@ class ExplainTemplate:
     in order, weighted by ``weights`` (a property test holds the two to the same text); an
     item without the details it expects (every shown signal but usefulness has one, and
     usefulness none) is composed field by field.
+
+    ``direct % pick(row)`` is the line (but its rules and flags) of a result whose details are
+    the three of :data:`DETAIL_NAMES` and nothing else, from its :class:`ResultSource` row
+    (its signal values, those details, its top links' text).
     """
 
-    __slots__ = ("format", "shown")
+    __slots__ = ("format", "shown", "direct", "pick")
 
     def __init__(self, names: tuple[str, ...], weights: tuple[float, ...]) -> None:
-        parts, shown = [], []
+        parts, shown, direct, picks = [], [], [], []
+        n = len(names)
         for i, (name, weight) in enumerate(zip(names, weights)):
             if weight == 0:
                 continue
             text = _LABEL.get(name, name).replace("%", "%%") + " %.2f"
             if weight != 1:
                 text += f"^{weight:g}"
+            picks.append(i)
             # usefulness: its top links follow; every other signal: its detail in brackets
-            text += "%s" if name == "usefulness" else " (%s)"
-            parts.append(text)
+            if name == "usefulness":
+                parts.append(text + "%s")
+                direct.append(text + "%s")
+                picks.append(n + 3)
+            else:
+                parts.append(text + " (%s)")
+                if name in DETAIL_NAMES:
+                    direct.append(text + " (%s)")
+                    picks.append(n + DETAIL_NAMES.index(name))
+                else:
+                    direct.append(text)
             shown.append((i, None if name == "usefulness" else name))
         self.format = " x ".join(parts)
         self.shown = tuple(shown)
+        self.direct = " x ".join(direct)
+        # one pick gives the value itself, not a 1-tuple: % takes it as well (none is a tuple)
+        self.pick: Callable[[list[Any]], Any] = itemgetter(*picks) if picks else _no_values
 
-    def compose(self, item: Ranked, values: Sequence[float], link_texts: dict[int, str] | None = None,
+    def compose(self, item: Ranked, values: Sequence[Any], link_texts: dict[int, str] | None = None,
                 row: int = -1) -> str:
         """The line of ``item``, whose signal values in ``names`` order are ``values``.
         ``link_texts[row]`` caches the text of its top links: the reranker shares one cache

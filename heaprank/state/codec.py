@@ -20,6 +20,8 @@ Layout (little-endian)::
 from __future__ import annotations
 
 import struct
+import sys
+from array import array
 from collections.abc import Sequence
 
 import numpy as np
@@ -40,7 +42,8 @@ _SLOT_CODE = {s: i for i, s in enumerate(FIXED_SLOTS)}
 _QTYPE_CODE = {q: i for i, q in enumerate(QUESTION_TYPES)}
 _SIGNAL_CODE = {s: i for i, s in enumerate(SIGNAL_CODES)}
 _TABLE_BASE = 128
-_F32_MAX = float(np.finfo(np.float32).max)
+_NO_STRINGS = bytes(1)  # k = 0: no slot outside the codebook
+_BIG_ENDIAN = sys.byteorder == "big"  # the stored floats are little-endian
 assert len(FIXED_SLOTS) < _TABLE_BASE
 
 
@@ -76,6 +79,11 @@ _SMALL = [bytes((n,)) for n in range(128)]  # one-byte lengths, prebuilt
 # Rows made of codebook slots only (no caller data), both ways: their bytes, and back.
 _FIXED_ROWS: dict[tuple[str, ...], bytes] = {}
 _DECODED_ROWS: dict[bytes, tuple[str, ...]] = {}
+# The same by the row tuple's identity: a reranker passes the same tuple for a feature row
+# every time, and hashing a tuple reads each of its strings (cache misses on a cold call).
+# The entry holds the tuple, so its id is not reused while the entry lives.
+_ROWS_BY_ID: dict[int, tuple[Sequence[str], bytes]] = {}
+_ROWS_BY_ID_MAX = 65_536
 
 
 def _row_codes(row: Sequence[str], table: dict[str, int]) -> bytes:
@@ -105,29 +113,45 @@ def encode(*, qtype: str, time: float, time_explicit: bool, doc_features: bool,
     """The stored form of one impression (see the module docstring)."""
     n, m = len(ids), len(signal_names)
     table: dict[str, int] = {}
-    parts: list[bytes] = []
+    body = bytearray()  # the items, then the signal values
+    by_identity, small = _ROWS_BY_ID, _SMALL
     for doc_id, row in zip(ids, slots):
-        codes = _FIXED_ROWS.get(row) if isinstance(row, tuple) else None
-        if codes is None:
-            codes = _row_codes(row, table)
-        parts.append(_utf8(doc_id) + codes)
+        encoded = doc_id.encode("utf-8")
+        size = len(encoded)
+        seen = by_identity.get(id(row))
+        if seen is not None and seen[0] is row:
+            codes = seen[1]
+        else:
+            known = _FIXED_ROWS.get(row) if isinstance(row, tuple) else None
+            if known is None:
+                codes = _row_codes(row, table)
+            else:
+                codes = known
+                if len(by_identity) >= _ROWS_BY_ID_MAX:
+                    by_identity.clear()
+                by_identity[id(row)] = (row, codes)
+        body += small[size] if size < 128 else _varint(size)
+        body += encoded
+        body += codes
     if signals is None:
-        values = np.zeros((n, m), dtype="<f4")
+        body += bytes(4 * n * m)  # float32 zeros
     else:
         wide = np.asarray(signals, dtype=np.float64)
-        if (np.abs(wide) > _F32_MAX).any():
-            with np.errstate(over="ignore"):  # a value past float32's range is stored as inf
-                values = wide.astype("<f4")
-        else:  # the usual case, without errstate's cost
-            values = wide.astype("<f4")
-    if values.shape != (n, m):
-        raise ValueError(f"impression signals: expected shape {(n, m)}, got {values.shape}")
+        if wide.shape != (n, m):
+            raise ValueError(f"impression signals: expected shape {(n, m)}, got {wide.shape}")
+        # An array's float items are the C cast numpy's astype("<f4") makes, bit for bit (a
+        # value past float32's range becomes inf), without its overflow check and warning.
+        values = array("f", wide.ravel().tolist())
+        if _BIG_ENDIAN:
+            values.byteswap()
+        body += values
     flags = (1 if time_explicit else 0) | (2 if doc_features else 0)
-    head = _HEADER.pack(FORMAT_VERSION, flags, _QTYPE_CODE[qtype], n, m, time)
-    verdict_bytes = bytes(verdicts) if verdicts is not None else bytes(n)
-    names = bytes(_SIGNAL_CODE[s] for s in signal_names)
-    strings = bytes((len(table),)) + b"".join(_utf8(s) for s in table)
-    return b"".join((head, verdict_bytes, names, strings, *parts, values.tobytes()))
+    return b"".join((
+        _HEADER.pack(FORMAT_VERSION, flags, _QTYPE_CODE[qtype], n, m, time),
+        bytes(n) if verdicts is None else bytes(verdicts),
+        bytes(map(_SIGNAL_CODE.__getitem__, signal_names)),
+        bytes((len(table),)) + b"".join(map(_utf8, table)) if table else _NO_STRINGS,
+        body))
 
 
 class Decoded:
