@@ -681,7 +681,8 @@ class Reranker:
     def _ids(ids: object, field: str) -> list[str]:
         if isinstance(ids, str):
             return [check_id(ids, field)]
-        if isinstance(ids, Iterable) and not isinstance(ids, (list, tuple, bytes, Mapping)):
+        if not isinstance(ids, (list, tuple)) and isinstance(ids, Iterable) \
+                and not isinstance(ids, (bytes, Mapping)):
             ids = tuple(ids)  # a set or a generator of ids
         return list(check_ids(ids, field))
 
