@@ -149,3 +149,23 @@ def test_two_rerankers_crossing_feedbacks_learn_the_same(schedule):
     assert lean.iter_docs("alice") == general.iter_docs("alice")
     assert lean.stats() == general.stats()
     assert lean.lean > 0  # the lean path did run
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.one_of(st.floats(allow_nan=True, allow_infinity=True),
+                 st.sampled_from([NOW, -2_208_988_800.0, 7_258_118_400.0, 7_258_118_400.5,
+                                  NOW * 1e3, 0.0, -0.0])),
+       st.integers(0, 2))
+def test_lean_feedback_reads_now_as_the_general_path(now, used):
+    learned = []
+    for state in (_Lean(), _General()):
+        rr = Reranker(state)
+        ranking = rr.rerank("when is my flight", POOL, namespace="alice", k=3, now=NOW)
+        try:
+            out = rr.feedback(ranking.recall_id, [ranking.ids[used]], now=now)
+            seen: object = (out.applied, out.already_recorded)
+        except Exception as exc:  # the error's type and message are the outcome
+            seen = type(exc), str(exc)
+        learned.append((seen, state.iter_docs("alice"),
+                        [a.tolist() if hasattr(a, "tolist") else a for a in state.list_links(None)]))
+    assert learned[0] == learned[1]
