@@ -71,6 +71,11 @@ def check_ids(value: object, field: str) -> tuple[str, ...]:
     """
     if not isinstance(value, (list, tuple)):
         raise InputTypeError(f"{field}: expected a list of ids, got {type(value).__name__}")
+    # The usual ids pass check_id as they are: ASCII (so encodable), neither empty nor blank.
+    # Checked without building each id's field name; any other id takes check_id's way.
+    if all(type(item) is str and item.isascii() and item and not item.isspace()
+           for item in value):
+        return tuple(value)
     return tuple(check_id(item, f"{field}[{j}]") for j, item in enumerate(value))
 
 

@@ -188,6 +188,15 @@ def credit_ids(items: Sequence[FeedbackItem], ids_of: Callable[[tuple[str, ...]]
                        ((ids_of(item.features), item) for item in used), p_of, em=em)
 
 
+def used_total(ps: list[float]) -> float:
+    """A used item's noisy-OR ``U = 1 - prod(1 - p)`` from its links' means ``ps``, its log
+    terms summed exactly (``math.fsum``, so in any order): the one computation of ``U`` that
+    the credit on feature ids and the memory backend's lean feedback share, bit for bit."""
+    terms = map(math.log1p, map(operator.neg, ps)) if max(ps) < 1.0 else (
+        math.log1p(-x) if x < 1.0 else -math.inf for x in ps)
+    return -math.expm1(math.fsum(terms))
+
+
 def credit_rows(rejected: Iterable[tuple[Sequence[int], float]],
                 used: Iterable[tuple[Sequence[int], K]],
                 p_of: Callable[[K, Sequence[int]], np.ndarray], *,
@@ -211,9 +220,7 @@ def credit_rows(rejected: Iterable[tuple[Sequence[int], float]],
         shares = [1.0 / n_features] * n_features
         if em:
             ps = p_of(key, ids).tolist()
-            terms = map(math.log1p, map(operator.neg, ps)) if max(ps) < 1.0 else (
-                math.log1p(-x) if x < 1.0 else -math.inf for x in ps)
-            u = -math.expm1(math.fsum(terms))
+            u = used_total(ps)
             if u > 0.0:
                 shares = list(map(min, itertools.repeat(1.0),
                                   map(operator.truediv, ps, itertools.repeat(u))))
