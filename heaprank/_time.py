@@ -91,6 +91,8 @@ def to_epoch(value: object, field: str) -> float:
         InputTypeError: a value of the wrong type.
         InputError: unparsable, non-finite, or outside 1900-2200 (see :func:`check_epoch`).
     """
+    if type(value) is float and EARLIEST_S <= value <= LATEST_S:
+        return value  # the usual case on every call: what the checks below return for it
     return check_epoch(parse_time(value, field), field)
 
 

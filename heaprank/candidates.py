@@ -192,8 +192,7 @@ def coerce_candidates(
                                      f"{type(items).__name__}") from None
     if len(items) == 0:
         raise InputError("candidates: empty; pass at least one candidate")
-    if type(now) is not float or not EARLIEST_S <= now <= LATEST_S:  # else to_epoch returns it
-        now = to_epoch(now, "now")
+    now = to_epoch(now, "now")
     reverse = _DEFAULT_REVERSE if field_keys is DEFAULT_FIELD_KEYS else _reverse_keys(field_keys)
     fast = coerce_fast(items, now=now, future_tolerance_s=future_tolerance_s, reverse=reverse)
     if fast is not None:

@@ -19,7 +19,7 @@ from . import retention as ret
 from . import signals as sig
 from ._checks import MAX_NAMESPACE_CHARS, check_id, check_ids, check_namespace, check_query
 from ._steps import Call, Flow, adrive, drive
-from ._time import EARLIEST_S, LATEST_S, resolve_now, to_epoch
+from ._time import resolve_now, to_epoch
 from .candidates import CandidateBatch, CandidateLike, coerce_candidates
 from .config import DAY_S, SIGNALS, Config
 from .errors import (
@@ -763,9 +763,8 @@ class Reranker:
         cfg = self.config
         if apply_used is None or cfg.co_use is not None or not isinstance(recall_id, str):
             return None
-        try:  # a plain float in range is what to_epoch would return as it is
-            when = now if type(now) is float and EARLIEST_S <= now <= LATEST_S else \
-                None if now is None else to_epoch(now, "now")
+        try:
+            when = None if now is None else to_epoch(now, "now")
         except (ValueError, TypeError):
             return None  # raised by the general path, after its own checks of the recall
         read = self._means.get(recall_id) if cfg.em_credit else None

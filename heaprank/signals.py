@@ -43,12 +43,13 @@ def relevance(scores: np.ndarray, *, kind: str, floor: float, rank_tau: float) -
         out *= 1.0 - floor
         out += floor
         return out if floor >= 1e-12 else np.maximum(out, 1e-12)
-    return _relevance_with_nan(scores, s, kind=kind, floor=floor, rank_tau=rank_tau)
+    return _relevance_with_nan(scores, s, floor=floor, rank_tau=rank_tau)
 
 
-def _relevance_with_nan(scores: np.ndarray, s: np.ndarray, *, kind: str, floor: float,
+def _relevance_with_nan(scores: np.ndarray, s: np.ndarray, *, floor: float,
                         rank_tau: float) -> np.ndarray:
-    """:func:`relevance` where a score is NaN or the scores' span overflows."""
+    """:func:`relevance` where a score is NaN or the scores' span overflows (``s``: the scores,
+    negated for distances)."""
     n = scores.shape[0]
     nan = np.isnan(scores)
     some_nan = bool(nan.any())
