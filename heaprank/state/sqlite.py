@@ -12,7 +12,6 @@ The layout (schema 2) is in ``docs/design.md``, "State layout".
 
 from __future__ import annotations
 
-import itertools
 import json
 import math
 import os
@@ -79,11 +78,14 @@ CREATE TABLE feedback_ids (ns INTEGER NOT NULL, fid TEXT NOT NULL, key INTEGER N
 _NS_ID = "(SELECT id FROM namespaces WHERE name = ?)"
 _READ_EDGES = ("SELECT a, b, strength, count, last FROM edges WHERE ns = {ns} "
                "AND a IN (SELECT value FROM json_each(?)) AND b IN (SELECT value FROM json_each(?))")
-_READ_LINKS = (f"SELECT f.name, f.pos, f.neg, l.pos, l.neg FROM features f LEFT JOIN links l "
-               f"ON l.ns = {_NS_ID} AND l.fid = f.id "
-               f"WHERE f.name IN (SELECT value FROM json_each(?))")
-_READ_DOCS = (f"SELECT id, last_used, use_count FROM docs WHERE ns = {_NS_ID} "
-              f"AND id IN (SELECT value FROM json_each(?))")
+# The hot reads walk the caller's list (json_each) and seek each entry, returning its position
+# (``j.key``) rather than its text: no temporary index of the list is built, and the arrays are
+# filled by position. CROSS JOIN keeps the list as the outer loop (the planner may not reorder it).
+_READ_LINKS = (f"SELECT j.key, f.pos, f.neg, IFNULL(l.pos, 0.0), IFNULL(l.neg, 0.0) "
+               f"FROM json_each(?) AS j CROSS JOIN features AS f LEFT JOIN links AS l "
+               f"ON l.ns = {_NS_ID} AND l.fid = f.id WHERE f.name = j.value")
+_READ_DOCS = (f"SELECT j.key, d.last_used, d.use_count FROM json_each(?) AS j CROSS JOIN docs AS d "
+              f"WHERE d.ns = {_NS_ID} AND d.id = j.value")
 
 
 def _json(items: Sequence[str]) -> str:
@@ -355,29 +357,35 @@ class SQLiteState:
 
     @staticmethod
     def _counts(conn: sqlite3.Connection, namespace: str, features: Sequence[str]) -> LinkCounts:
-        found = {f: (gp, gn, p or 0.0, n or 0.0)
-                 for f, gp, gn, p, n in conn.execute(_READ_LINKS, (namespace, _json(features)))}
-        arr = np.array(list(map(found.get, features, itertools.repeat((0.0, 0.0, 0.0, 0.0)))),
-                       dtype=np.float64).reshape(-1, 4)
-        return LinkCounts(arr[:, 2].copy(), arr[:, 3].copy(), arr[:, 0].copy(), arr[:, 1].copy())
+        out = np.zeros((len(features), 4))  # a feature never credited has no row: all zero
+        found = conn.execute(_READ_LINKS, (_json(features), namespace)).fetchall()
+        if found:
+            rows = np.array(found, dtype=np.float64)
+            out[rows[:, 0].astype(np.intp)] = rows[:, 1:]
+        return LinkCounts(out[:, 2].copy(), out[:, 3].copy(), out[:, 0].copy(), out[:, 1].copy())
 
     @staticmethod
     def _docs(conn: sqlite3.Connection, namespace: str, ids: Sequence[str]) -> DocStats:
-        found = {i: (last, uses) for i, last, uses in conn.execute(
-            _READ_DOCS, (namespace, _json(ids)))}
-        if not found:
-            return DocStats(np.full(len(ids), math.nan), np.zeros(len(ids)))
-        rows = np.array(list(map(found.get, ids, itertools.repeat((math.nan, 0.0)))),
-                        dtype=np.float64).reshape(-1, 2)
-        return DocStats(rows[:, 0].copy(), rows[:, 1].copy())
+        last_used, use_count = np.full(len(ids), math.nan), np.zeros(len(ids))
+        found = conn.execute(_READ_DOCS, (_json(ids), namespace)).fetchall()
+        if found:
+            rows = np.array(found, dtype=np.float64)
+            at = rows[:, 0].astype(np.intp)
+            last_used[at], use_count[at] = rows[:, 1], rows[:, 2]
+        return DocStats(last_used, use_count)
 
     def read_links(self, namespace: str, features: Sequence[str]) -> LinkCounts:
         with self._read() as conn:
             return self._counts(conn, namespace, features)
 
     def read_docs(self, namespace: str, ids: Sequence[str]) -> DocStats:
-        with self._read() as conn:
-            return self._docs(conn, namespace, ids)
+        # One statement reads from one snapshot on its own: no BEGIN / COMMIT around it.
+        with self._lock:
+            conn = self._connect()
+            try:
+                return self._docs(conn, namespace, ids)
+            except sqlite3.DatabaseError as exc:
+                raise StateError(f"SQLite state {self.path!r}: {exc}") from None
 
     def read(self, namespace: str, features: Sequence[str],
              ids: Sequence[str]) -> tuple[LinkCounts, DocStats]:
