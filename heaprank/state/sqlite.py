@@ -414,16 +414,9 @@ class SQLiteState:
         if key is None:
             raise ValueError(f"recall_id: {impression.recall_id!r} is not a heaprank recall id")
         body = impression.encode()
+        if feedback_id is None and self._put_alone(key, body, impression.namespace):
+            return impression.recall_id
         with self._write(sync="NORMAL") as conn:
-            if feedback_id is None:
-                # One statement for a namespace that exists already (the usual case): the
-                # upsert of _ns_id would rewrite its row, a page more to commit per rerank.
-                cur = conn.execute("INSERT OR IGNORE INTO impressions (key, ns, fed, body) "
-                                   "SELECT ?, id, 0, ? FROM namespaces WHERE name = ?",
-                                   (key, body, impression.namespace))
-                if cur.rowcount == 1:
-                    self._count_put(conn)
-                    return impression.recall_id
             ns = self._ns_id(conn, impression.namespace)
             if feedback_id is not None:
                 row = conn.execute("SELECT key FROM feedback_ids WHERE ns = ? AND fid = ? AND key IN "
@@ -439,6 +432,31 @@ class SQLiteState:
                              (ns, feedback_id, key))
             self._count_put(conn)
         return impression.recall_id
+
+    def _put_alone(self, key: int, body: bytes, namespace: str) -> bool:
+        """Store an impression of a namespace that exists already (the usual case) in one
+        statement, its own transaction: whether it was stored (False: the namespace is new, or
+        the key is taken, which the full path in put_impression sorts out).
+
+        A writing statement outside BEGIN takes the write lock as BEGIN IMMEDIATE does (busy
+        timeout included) and commits on its own; the namespace's row is only read (the upsert
+        of _ns_id would rewrite it, a page more to commit per rerank)."""
+        if self.read_only:
+            raise StateError(f"SQLite state {self.path!r} is open read-only")
+        with self._lock:
+            conn = self._connect()
+            try:
+                self._set_sync(conn, "NORMAL")
+                stored = conn.execute("INSERT OR IGNORE INTO impressions (key, ns, fed, body) "
+                                      "SELECT ?, id, 0, ? FROM namespaces WHERE name = ?",
+                                      (key, body, namespace)).rowcount == 1
+            except sqlite3.DatabaseError as exc:
+                raise StateError(f"SQLite state {self.path!r}: {exc}") from None
+            if stored:
+                self._puts += 1
+                if self._puts % _PRUNE_EVERY == 1:  # as _count_put, in a transaction of its own
+                    self.prune()
+        return stored
 
     def _count_put(self, conn: sqlite3.Connection) -> None:
         self._puts += 1

@@ -254,3 +254,35 @@ def test_json_arrays_of_names_read_back_as_given(items):
     """The reads pass names as a JSON array to json_each: joined directly or dumped, they
     come back exactly."""
     assert json.loads(_json(items)) == items
+
+
+def _shown(recall_id: str, namespace: str, ids: tuple[str, ...] = ("a",)) -> Impression:
+    return Impression(recall_id=recall_id, namespace=namespace, qtype="other", time=NOW,
+                      time_explicit=True, ids=ids, slots=tuple(("kind:none",) for _ in ids))
+
+
+def test_an_impression_is_stored_once_whether_its_namespace_is_new_or_known(tmp_path):
+    """The first impression of a namespace creates it; later ones are one statement each. A
+    recall id taken already is refused either way and leaves the stored impression as it was;
+    every stored one is committed, visible to another connection at once."""
+    path = tmp_path / "puts.db"
+    key = int(time.time() * 1000) << 20
+    first, second = f"{key:016x}", f"{key + 1:016x}"
+    with SQLiteState(path) as state, SQLiteState(path) as other:
+        assert state.put_impression(_shown(first, "n")) == first  # a new namespace
+        assert state.put_impression(_shown(second, "n", ("b", "c"))) == second  # a known one
+        assert state.put_impression(_shown(second, "n", ("z",))) is None  # its key is taken
+        assert state.put_impression(_shown(first, "m", ("z",))) is None  # taken, new namespace
+        stored = other.get_impression(first), other.get_impression(second)
+        assert [(i.namespace, i.ids) for i in stored if i is not None] == [
+            ("n", ("a",)), ("n", ("b", "c"))]
+        assert other.stats()["impressions"] == 2
+
+
+def test_a_read_only_state_refuses_to_store_an_impression(tmp_path):
+    path = tmp_path / "ro.db"
+    key = int(time.time() * 1000) << 20
+    with SQLiteState(path) as state:
+        state.put_impression(_shown(f"{key:016x}", "n"))
+    with SQLiteState(path, read_only=True) as state, pytest.raises(StateError, match="read-only"):
+        state.put_impression(_shown(f"{key + 1:016x}", "n"))
