@@ -12,8 +12,11 @@ from heaprank import Candidate, MemoryState, Reranker, SQLiteState
 from heaprank.state.copy import copy_state
 from tests.strategies import NOW
 
+# No NUL: SQLite's json_each ends a string at "\u0000", so a name holding one is never found
+# (a known limit of the SQLite reads, before and after they went by position).
 names = st.one_of(st.sampled_from(['"', "\\", "a\"b", "tab\there", "é", "", "doc:x", "kind:fact"]),
-                  st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=8))
+                  st.text(alphabet=st.characters(blacklist_categories=("Cs",),
+                                                 blacklist_characters="\x00"), max_size=8))
 doc_ids = names.filter(lambda name: name.strip() != "")  # a candidate's id is never blank
 
 
