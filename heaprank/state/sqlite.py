@@ -84,6 +84,9 @@ _READ_EDGES = ("SELECT a, b, strength, count, last FROM edges WHERE ns = {ns} "
 _READ_LINKS = (f"SELECT j.key, f.pos, f.neg, IFNULL(l.pos, 0.0), IFNULL(l.neg, 0.0) "
                f"FROM json_each(?) AS j CROSS JOIN features AS f LEFT JOIN links AS l "
                f"ON l.ns = {_NS_ID} AND l.fid = f.id WHERE f.name = j.value")
+_FEATURE_ROWS = ("SELECT j.key, f.id, f.pos, f.neg, l.pos, l.neg FROM json_each(?) AS j "
+                 "CROSS JOIN features AS f LEFT JOIN links AS l ON l.ns = ? AND l.fid = f.id "
+                 "WHERE f.name = j.value")
 _READ_DOCS = (f"SELECT j.key, d.last_used, d.use_count FROM json_each(?) AS j CROSS JOIN docs AS d "
               f"WHERE d.ns = {_NS_ID} AND d.id = j.value")
 
@@ -328,6 +331,17 @@ class SQLiteState:
                 raise StateError(f"SQLite state {self.path!r}: {exc}") from None
 
     @contextmanager
+    def _read_alone(self) -> Iterator[sqlite3.Connection]:
+        """The connection for one statement read to its end (``fetchall``): on its own it reads
+        from one snapshot, so it needs no BEGIN / COMMIT round trips around it."""
+        with self._lock:
+            conn = self._connect()
+            try:
+                yield conn
+            except sqlite3.DatabaseError as exc:
+                raise StateError(f"SQLite state {self.path!r}: {exc}") from None
+
+    @contextmanager
     def _write(self, sync: str | None = None) -> Iterator[sqlite3.Connection]:
         if self.read_only:
             raise StateError(f"SQLite state {self.path!r} is open read-only")
@@ -379,13 +393,8 @@ class SQLiteState:
             return self._counts(conn, namespace, features)
 
     def read_docs(self, namespace: str, ids: Sequence[str]) -> DocStats:
-        # One statement reads from one snapshot on its own: no BEGIN / COMMIT around it.
-        with self._lock:
-            conn = self._connect()
-            try:
-                return self._docs(conn, namespace, ids)
-            except sqlite3.DatabaseError as exc:
-                raise StateError(f"SQLite state {self.path!r}: {exc}") from None
+        with self._read_alone() as conn:
+            return self._docs(conn, namespace, ids)
 
     def read(self, namespace: str, features: Sequence[str],
              ids: Sequence[str]) -> tuple[LinkCounts, DocStats]:
@@ -481,12 +490,12 @@ class SQLiteState:
         key = recall_key(recall_id)
         if key is None:
             return None
-        with self._read() as conn:
-            row = conn.execute("SELECT n.name, i.body FROM impressions i JOIN namespaces n "
-                               "ON n.id = i.ns WHERE i.key = ?", (key,)).fetchone()
-        if row is None:
+        with self._read_alone() as conn:
+            found = conn.execute("SELECT n.name, i.body FROM impressions i JOIN namespaces n "
+                                 "ON n.id = i.ns WHERE i.key = ?", (key,)).fetchall()
+        if not found:
             return None
-        return Impression.decode(recall_id, row[0], row[1])
+        return Impression.decode(recall_id, found[0][0], found[0][1])
 
     def feedback_log(self, namespace: str | None = None) -> Iterator[Impression]:
         """Impressions with feedback of ``namespace`` (``None``: all), oldest recall first.
@@ -512,7 +521,9 @@ class SQLiteState:
     def apply_feedback(self, batch: FeedbackBatch, credit: CreditFn) -> FeedbackOutcome:
         with self._write() as conn:
             self._link_writes += 1
-            return self._feedback(conn, batch, credit)
+            outcome = self._feedback(conn, batch, credit)
+            self._count_feedbacks(conn, 1 if outcome.applied else 0)
+            return outcome
 
     def apply_feedback_many(self, batches: Sequence[FeedbackBatch],
                             credit: CreditFn) -> list[FeedbackOutcome | FeedbackError]:
@@ -533,7 +544,17 @@ class SQLiteState:
                     conn.execute("ROLLBACK TO one_feedback")
                     out.append(exc)
                 conn.execute("RELEASE one_feedback")
+            self._count_feedbacks(conn, sum(1 for o in out
+                                            if isinstance(o, FeedbackOutcome) and o.applied))
         return out
+
+    @staticmethod
+    def _count_feedbacks(conn: sqlite3.Connection, applied: int) -> None:
+        """Count the feedbacks a transaction applied, once at its end (one row rewritten per
+        transaction, not per feedback)."""
+        if applied:
+            conn.execute("UPDATE meta SET value = CAST(value AS INTEGER) + ? "
+                         "WHERE key = 'feedbacks'", (applied,))
 
     def _feedback(self, conn: sqlite3.Connection, batch: FeedbackBatch,
                   credit: CreditFn) -> FeedbackOutcome:
@@ -553,8 +574,6 @@ class SQLiteState:
                 self._co_use(conn, ns, batch, verdicts, todo)
             body = codec.with_verdicts(body, new_verdicts(verdicts, len(verdicts), todo))
             conn.execute("UPDATE impressions SET fed = 1, body = ? WHERE key = ?", (body, key))
-            conn.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 "
-                         "WHERE key = 'feedbacks'")
         return FeedbackOutcome(batch.recall_id, tuple(i.id for i in todo), tuple(done))
 
     @staticmethod
@@ -581,11 +600,14 @@ class SQLiteState:
     def _apply(self, conn: sqlite3.Connection, ns: int, batch: FeedbackBatch,
                todo: Sequence[Any], credit: CreditFn) -> None:
         wanted = sorted({f for item in todo for f in item.features})
-        conn.executemany("INSERT OR IGNORE INTO features (name) VALUES (?)", [(f,) for f in wanted])
-        rows = {name: (fid, gp, gn, p, n) for name, fid, gp, gn, p, n in conn.execute(
-            "SELECT f.name, f.id, f.pos, f.neg, l.pos, l.neg FROM features f LEFT JOIN links l "
-            "ON l.ns = ? AND l.fid = f.id WHERE f.name IN (SELECT value FROM json_each(?))",
-            (ns, _json(wanted)))}
+        listed = _json(wanted)
+        found = conn.execute(_FEATURE_ROWS, (listed, ns)).fetchall()
+        if len(found) < len(wanted):  # names never credited before: their rows first
+            known = {wanted[at] for at, *_ in found}
+            conn.executemany("INSERT INTO features (name) VALUES (?)",
+                             [(f,) for f in wanted if f not in known])
+            found = conn.execute(_FEATURE_ROWS, (listed, ns)).fetchall()
+        rows = {wanted[at]: (fid, gp, gn, p, n) for at, fid, gp, gn, p, n in found}
 
         def read(features: Sequence[str]) -> LinkCounts:
             arr = np.array([(rows[f][3] or 0.0, rows[f][4] or 0.0, rows[f][1], rows[f][2])

@@ -519,6 +519,7 @@ def test_feedback_many_equals_one_by_one_and_keeps_each_feedback_atomic(make_bac
     # replaying the group changes nothing: each feedback stays idempotent
     again = many.feedback_many([(shown[0][1], shown[0][2]), (shown[2][1], shown[2][2])])
     assert all(o.applied == () for o in again) and snapshot(many.state) == snapshot(one.state)
+    assert many.stats() == one.stats()  # nor counts as a feedback again
 
 
 # ------------------------------------------------------------------------- co-use edges
