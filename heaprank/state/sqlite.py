@@ -382,10 +382,8 @@ class SQLiteState:
     def _docs(conn: sqlite3.Connection, namespace: str, ids: Sequence[str]) -> DocStats:
         last_used, use_count = np.full(len(ids), math.nan), np.zeros(len(ids))
         found = conn.execute(_READ_DOCS, (_json(ids), namespace)).fetchall()
-        if found:
-            rows = np.array(found, dtype=np.float64)
-            at = rows[:, 0].astype(np.intp)
-            last_used[at], use_count[at] = rows[:, 1], rows[:, 2]
+        for at, last, uses in found:  # few: only documents used before have a row
+            last_used[at], use_count[at] = last, uses
         return DocStats(last_used, use_count)
 
     def read_links(self, namespace: str, features: Sequence[str]) -> LinkCounts:
