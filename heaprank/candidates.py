@@ -43,7 +43,8 @@ import math
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from operator import attrgetter, itemgetter
+from itertools import filterfalse
+from operator import itemgetter
 from typing import Any, Literal, NamedTuple, Protocol, Union, runtime_checkable
 
 import numpy as np
@@ -515,17 +516,20 @@ def _plan(keys: frozenset[Any], reverse: dict[str, tuple[str, int]]) -> _Plan:
     return plan
 
 
-def _fast_number(values: list[Any], low: float, high: float,
-                 ceiling: float = math.inf) -> np.ndarray | None:
+def _fast_number(values: list[Any], low: float, high: float, ceiling: float = math.inf, *,
+                 all_or_none: bool = False) -> np.ndarray | None:
     """The float64 column (NaN for None, values above ``ceiling`` lowered to it), or None unless
-    every value is a plain int or float within [``low``, ``high``]. The checks are builtin
-    passes: for the few dozen candidates of a rerank they cost less than numpy's dispatch."""
+    every value is a plain int or float within [``low``, ``high``] (and, with ``all_or_none``,
+    either every value or none is None). The checks are builtin passes: for the few dozen
+    candidates of a rerank they cost less than numpy's dispatch."""
     kinds = set(map(type, values))
     given = values
     if not kinds <= _NUMBERS:
         if not kinds <= _NUMBERS_OR_NONE:
             return None
         given = [v for v in values if v is not None]
+        if all_or_none and given:
+            return None
     top = -math.inf
     if given:
         try:  # min and max can step over a NaN; the sum cannot
@@ -533,9 +537,12 @@ def _fast_number(values: list[Any], low: float, high: float,
                 return None
         except OverflowError:  # ints beyond the float range (a valid but huge sum defers too)
             return None
-        top = max(given)
-        if min(given) < low or top > high:
-            return None
+        # A finite sum of floats has finite terms, all within the float range: only bounds
+        # narrower than that, or ints (which may exceed it), need the min and max.
+        if int in kinds or low > -_FLOAT_MAX or high < _FLOAT_MAX or ceiling < math.inf:
+            top = max(given)
+            if min(given) < low or top > high:
+                return None
     # fromiter is numpy's leanest conversion, but it cannot read None as NaN as np.array does
     column = (np.fromiter(values, np.float64, len(values)) if given is values
               else np.array(values, dtype=np.float64))
@@ -556,8 +563,16 @@ def _fast_labels(values: list[Any], strings: list[Any], *,
         values = [str(v) if type(v) is int else v for v in values]
     elif not kinds <= _STR_OR_NONE:
         return None
-    strings.append(filter(None, values) if _NONE in kinds else values)
+    strings.append([v for v in values if v is not None] if _NONE in kinds else values)
     return tuple(v or None for v in values) if "" in values else tuple(values)
+
+
+def _all_encodable(strings: list[str]) -> bool:
+    """Whether every string encodes as UTF-8. isascii reads a flag (no scan), so one join tells
+    for an all-ASCII column; otherwise only its non-ASCII strings are encoded, not the column (a
+    lone surrogate cannot pair up with a neighbour into anything encodable)."""
+    return ("".join(strings).isascii()
+            or _encodable("".join(filterfalse(str.isascii, strings))))
 
 
 def _fast_tags(values: list[Any], strings: list[Any]) -> tuple[frozenset[str], ...] | None:
@@ -604,7 +619,6 @@ def _absent(n: int) -> _Absent:
 
 
 _GET_TOP = tuple(itemgetter(key) for key in ("id", "text", "score", "metadata"))
-_GET_ATTR = tuple(attrgetter(key) for key in ("id", "text", "score", "metadata"))
 
 
 def _columns(items: Sequence[Any]) -> tuple[list[Any], list[Any], list[Any], list[Any]] | None:
@@ -622,9 +636,9 @@ def _columns(items: Sequence[Any]) -> tuple[list[Any], list[Any], list[Any], lis
             return None
         return ([d.get("id") for d in items], [d.get("text") for d in items],
                 [d.get("score") for d in items], [d.get("metadata") for d in items])
-    if kinds == {Candidate}:
-        ids, texts, scores, metas = (list(map(get, items)) for get in _GET_ATTR)
-        return ids, texts, scores, metas
+    if kinds == {Candidate}:  # comprehensions read slots faster than attrgetter maps
+        return ([c.id for c in items], [c.text for c in items], [c.score for c in items],
+                [c.metadata for c in items])
     return None
 
 
@@ -685,13 +699,12 @@ def coerce_fast(items: Sequence[Any], *, now: float, future_tolerance_s: float =
     # str.strip is "" exactly for the empty and the whitespace-only (the same whitespace as
     # str.isspace): one pass per column finds both kinds of blank.
     if (not {*map(type, ids), *map(type, texts)} <= _STR or not all(map(str.strip, ids))
-            or not all(map(str.strip, texts)) or len(set(ids)) != n
-            or scores.count(None) not in (0, n)):
+            or not all(map(str.strip, texts)) or len(set(ids)) != n):
         return None
     raw = _shape_columns(metas, reverse)
     if raw is None:
         return None
-    score = _fast_number(scores, *_FAST_BOUNDS["score"])
+    score = _fast_number(scores, *_FAST_BOUNDS["score"], all_or_none=True)
     if score is None:
         return None
     latest = min(LATEST_S, now + future_tolerance_s)
@@ -716,9 +729,7 @@ def coerce_fast(items: Sequence[Any], *, now: float, future_tolerance_s: float =
             if got is None:
                 return None
             labels[name] = got
-    # One string per column: isascii reads a flag (no scan), so only a column with a non-ASCII
-    # string is encoded; a lone surrogate cannot pair up with a neighbour into anything encodable.
-    if not all(joined.isascii() or _encodable(joined) for joined in map("".join, strings)):
+    if not all(map(_all_encodable, strings)):
         return None
     absent = _absent(n)
     number, label = numbers.get, labels.get
