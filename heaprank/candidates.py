@@ -490,6 +490,7 @@ class _Plan(NamedTuple):
 
     fields: tuple[tuple[str, tuple[str, ...]], ...]  # field, its keys in priority order
     unread: tuple[Any, ...]  # the keys that are no field's first key
+    first: tuple[itemgetter[Any], ...]  # per field, the getter of its first key
 
 
 _PLANS: dict[frozenset[Any], _Plan] = {}
@@ -508,7 +509,8 @@ def _plan(keys: frozenset[Any], reverse: dict[str, tuple[str, int]]) -> _Plan:
                 by_field.setdefault(hit[0], []).append((hit[1], key))
         fields = tuple((name, tuple(k for _, k in sorted(hits))) for name, hits in by_field.items())
         read = {keys[0] for _, keys in fields}
-        plan = _Plan(fields, tuple(key for key in keys if key not in read))
+        plan = _Plan(fields, tuple(key for key in keys if key not in read),
+                     tuple(itemgetter(keys[0]) for _, keys in fields))
         if reverse is _DEFAULT_REVERSE:
             if len(_PLANS) > 1_000:
                 _PLANS.clear()
@@ -587,30 +589,26 @@ def _fast_tags(values: list[Any], strings: list[Any]) -> tuple[frozenset[str], .
                  for v in values)
 
 
-class _Absent(NamedTuple):
-    """The columns of a field no candidate has, for ``n`` candidates."""
+#: The batch field of each shape field whose name differs (``kind`` fills ``kinds``).
+_BATCH_FIELD = {"kind": "kinds", "source": "sources", "key": "keys", "thread": "threads"}
 
-    nan: np.ndarray  # read-only float64, all NaN
-    none: tuple[None, ...]
-    no_tags: tuple[frozenset[str], ...]
-    no_flags: tuple[tuple[str, ...], ...]
-    false: np.ndarray  # read-only bool, all False
-
-
-_ABSENT: dict[int, _Absent] = {}
+_ABSENT: dict[int, dict[str, Any]] = {}
 _ABSENT_MAX_N = 2_048  # larger batches allocate their own: the cache stays a few MB at most
 
 
-def _absent(n: int) -> _Absent:
-    """Absent columns shared by every batch of ``n`` candidates (and by the absent fields of one
-    batch). The arrays are read-only: nothing writes into a batch, and a write would fail loudly
-    instead of reaching another call."""
+def _absent(n: int) -> dict[str, Any]:
+    """Per batch field other than the items, ids, texts and scores, its column when no candidate
+    gives the field (every flag empty), for ``n`` candidates: shared by every batch of ``n``
+    candidates, so the caller fills a copy. The arrays are read-only: nothing writes into a
+    batch, and a write would fail loudly instead of reaching another call."""
     absent = _ABSENT.get(n)
     if absent is None:
         nan = np.full(n, math.nan)
         false = np.zeros(n, dtype=bool)
         nan.flags.writeable = false.flags.writeable = False
-        absent = _Absent(nan, (None,) * n, (_NO_TAGS,) * n, ((),) * n, false)
+        absent = {**dict.fromkeys(_NUMERIC_FIELDS, nan),
+                  **dict.fromkeys(_BATCH_FIELD.values(), (None,) * n),
+                  "tags": (_NO_TAGS,) * n, "superseded": false, "flags": ((),) * n}
         if n <= _ABSENT_MAX_N:
             if len(_ABSENT) >= 32:
                 _ABSENT.clear()
@@ -645,13 +643,14 @@ def _columns(items: Sequence[Any]) -> tuple[list[Any], list[Any], list[Any], lis
 def _uniform_columns(metas: list[dict[Any, Any]], plan: _Plan) -> dict[str, list[Any]] | None:
     """The shape columns when every metadata has exactly the keys of the first (checked here:
     same size, and every key of the first present), or None."""
-    first = metas[0]
-    if set(map(len, metas)) != {len(first)}:
+    # Each metadata must hold every key of the first (the reads below fail otherwise), so none
+    # is smaller: one total then proves them all the same size.
+    if sum(map(len, metas)) != len(metas[0]) * len(metas):
         return None
     cols: dict[str, list[Any]] = {}
     try:
-        for name, keys in plan.fields:
-            col = list(map(itemgetter(keys[0]), metas))
+        for (name, keys), get in zip(plan.fields, plan.first):
+            col = list(map(get, metas))
             for key in keys[1:]:
                 col = [m[key] if v is None else v for v, m in zip(col, metas)]
             cols[name] = col
@@ -708,38 +707,24 @@ def coerce_fast(items: Sequence[Any], *, now: float, future_tolerance_s: float =
     if score is None:
         return None
     latest = min(LATEST_S, now + future_tolerance_s)
-    numbers: dict[str, np.ndarray] = {}
-    labels: dict[str, Any] = {}
+    fields = _absent(n).copy()  # then each field some candidate gives replaces its column
     strings: list[Any] = [ids, texts]
-    superseded = None
-    for name, values in raw.items():  # only the fields some candidate gives
+    for name, values in raw.items():
+        column: np.ndarray | tuple[Any, ...] | None
         if name in _NUMERIC:  # a time up to the clock-skew tolerance ahead is read as now
             column = (_fast_number(values, EARLIEST_S, latest, now) if name in _TIMES
                       else _fast_number(values, *_FAST_BOUNDS[name]))
-            if column is None:
-                return None
-            numbers[name] = column
         elif name == "superseded":
-            if not set(map(type, values)) <= _BOOL_OR_NONE:
-                return None
-            superseded = np.array(values, dtype=bool)
+            column = (np.array(values, dtype=bool) if set(map(type, values)) <= _BOOL_OR_NONE
+                      else None)
+        elif name == "tags":
+            column = _fast_tags(values, strings)
         else:
-            got = (_fast_tags(values, strings) if name == "tags"
-                   else _fast_labels(values, strings, ints=name in _INT_LABELS))
-            if got is None:
-                return None
-            labels[name] = got
+            column = _fast_labels(values, strings, ints=name in _INT_LABELS)
+        if column is None:
+            return None
+        fields[_BATCH_FIELD.get(name, name)] = column
     if not all(map(_all_encodable, strings)):
         return None
-    absent = _absent(n)
-    number, label = numbers.get, labels.get
-    return CandidateBatch(
-        items=tuple(items), ids=tuple(ids), texts=tuple(texts), scores=score,
-        created_at=number("created_at", absent.nan), last_used=number("last_used", absent.nan),
-        importance=number("importance", absent.nan),
-        source_count=number("source_count", absent.nan),
-        confidence=number("confidence", absent.nan), version=number("version", absent.nan),
-        position=number("position", absent.nan), kinds=label("kind", absent.none),
-        sources=label("source", absent.none), keys=label("key", absent.none),
-        threads=label("thread", absent.none), tags=label("tags", absent.no_tags),
-        superseded=absent.false if superseded is None else superseded, flags=absent.no_flags)
+    return CandidateBatch(items=tuple(items), ids=tuple(ids), texts=tuple(texts), scores=score,
+                          **fields)
