@@ -481,6 +481,8 @@ _FAST_BOUNDS: dict[str, tuple[float, float]] = {
        for name, (low, high, open_low, _) in _RANGES.items()},
 }
 _TIMES = frozenset({"created_at", "last_used"})
+_ONLY: dict[type, frozenset[type]] = {kind: frozenset({kind})
+                                      for kind in (float, str, dict, Candidate)}
 _NUMERIC = frozenset(_NUMERIC_FIELDS)
 _INT_LABELS = frozenset({"key", "thread"})  # an int is read as its decimal string
 
@@ -518,13 +520,20 @@ def _plan(keys: frozenset[Any], reverse: dict[str, tuple[str, int]]) -> _Plan:
     return plan
 
 
+def _types(values: Sequence[Any], usual: type) -> frozenset[type] | set[type]:
+    """The types of ``values``. The usual case, all of type ``usual`` (one of :data:`_ONLY`), is
+    found by counting a list of the types (compared by identity): cheaper than their set."""
+    types = list(map(type, values))
+    return _ONLY[usual] if types and types.count(usual) == len(types) else set(types)
+
+
 def _fast_number(values: list[Any], low: float, high: float, ceiling: float = math.inf, *,
                  all_or_none: bool = False) -> np.ndarray | None:
     """The float64 column (NaN for None, values above ``ceiling`` lowered to it), or None unless
     every value is a plain int or float within [``low``, ``high``] (and, with ``all_or_none``,
     either every value or none is None). The checks are builtin passes: for the few dozen
     candidates of a rerank they cost less than numpy's dispatch."""
-    kinds = set(map(type, values))
+    kinds = _types(values, float)
     given = values
     if not kinds <= _NUMBERS:
         if not kinds <= _NUMBERS_OR_NONE:
@@ -558,7 +567,7 @@ def _fast_labels(values: list[Any], strings: list[Any], *,
     """The column as the checked path reads it (an int as its decimal string, ``""`` as None),
     or None at a value of another type. Its strings join ``strings``, which the caller tests
     for encodability in one go."""
-    kinds = set(map(type, values))
+    kinds = _types(values, str)
     if ints and int in kinds:
         if not kinds <= _STR_INT_OR_NONE:
             return None
@@ -622,7 +631,9 @@ _GET_TOP = tuple(itemgetter(key) for key in ("id", "text", "score", "metadata"))
 def _columns(items: Sequence[Any]) -> tuple[list[Any], list[Any], list[Any], list[Any]] | None:
     """``(ids, texts, scores, metadata)`` of plain dicts with only the four top-level keys, or of
     :class:`Candidate` objects; None for anything else."""
-    kinds = set(map(type, items))
+    if not items:
+        return None
+    kinds = _types(items, dict if type(items[0]) is dict else Candidate)
     if kinds == {dict}:
         if set(map(len, items)) == {4}:
             try:  # every dict has 4 keys, and these 4: no other key can be present
@@ -663,7 +674,7 @@ def _uniform_columns(metas: list[dict[Any, Any]], plan: _Plan) -> dict[str, list
 
 def _shape_columns(metas: list[Any], reverse: dict[str, tuple[str, int]]) -> dict[str, list[Any]] | None:
     """Per shape field present in any metadata, its column of raw values (None where absent)."""
-    meta_types = set(map(type, metas))
+    meta_types = _types(metas, dict)
     if not meta_types <= _DICT_OR_NONE:
         return None
     if _NONE in meta_types:
@@ -697,7 +708,7 @@ def coerce_fast(items: Sequence[Any], *, now: float, future_tolerance_s: float =
     n = len(ids)
     # str.strip is "" exactly for the empty and the whitespace-only (the same whitespace as
     # str.isspace): one pass per column finds both kinds of blank.
-    if (not {*map(type, ids), *map(type, texts)} <= _STR or not all(map(str.strip, ids))
+    if (_types(ids, str) != _STR or _types(texts, str) != _STR or not all(map(str.strip, ids))
             or not all(map(str.strip, texts)) or len(set(ids)) != n):
         return None
     raw = _shape_columns(metas, reverse)

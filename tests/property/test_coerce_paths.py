@@ -15,9 +15,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from heaprank import Candidate
 from heaprank.candidates import (
     DEFAULT_FIELD_KEYS,
     CandidateBatch,
+    _types,
     coerce_candidates,
     coerce_checked,
     coerce_fast,
@@ -198,3 +200,16 @@ def test_scores_the_sum_check_cannot_vouch_for_go_to_the_checked_path(values):
              for i, value in enumerate(values)]
     check_paths_agree(items, "raise")
     check_paths_agree(items, "neutral")
+
+
+@given(values=st.lists(st.one_of(st.floats(), st.integers(), st.booleans(), st.none(),
+                                 st.text(max_size=2), st.dictionaries(st.text(max_size=1),
+                                                                      st.none(), max_size=1)),
+                       max_size=6),
+       usual=st.sampled_from([float, str, dict, Candidate]))
+def test_the_types_of_a_column_are_the_set_of_its_value_types(values, usual):
+    assert _types(values, usual) == set(map(type, values))
+
+
+def test_the_fast_path_defers_on_no_candidates():
+    assert coerce_fast([], now=NOW) is None
