@@ -578,12 +578,13 @@ def _fast_labels(values: list[Any], strings: list[Any], *,
     return tuple(v or None for v in values) if "" in values else tuple(values)
 
 
-def _all_encodable(strings: list[str]) -> bool:
-    """Whether every string encodes as UTF-8. isascii reads a flag (no scan), so one join tells
-    for an all-ASCII column; otherwise only its non-ASCII strings are encoded, not the column (a
-    lone surrogate cannot pair up with a neighbour into anything encodable)."""
-    return ("".join(strings).isascii()
-            or _encodable("".join(filterfalse(str.isascii, strings))))
+def _all_encodable(strings: list[str], *, long: bool = False) -> bool:
+    """Whether every string encodes as UTF-8. isascii reads a flag (no scan), so for an
+    all-ASCII column one join tells, or for ``long`` strings each one's flag (a join would read
+    them all); otherwise only the non-ASCII strings are encoded, not the column (a lone
+    surrogate cannot pair up with a neighbour into anything encodable)."""
+    ascii = all(map(str.isascii, strings)) if long else "".join(strings).isascii()
+    return ascii or _encodable("".join(filterfalse(str.isascii, strings)))
 
 
 def _fast_tags(values: list[Any], strings: list[Any]) -> tuple[frozenset[str], ...] | None:
@@ -706,10 +707,12 @@ def coerce_fast(items: Sequence[Any], *, now: float, future_tolerance_s: float =
         return None
     ids, texts, scores, metas = columns
     n = len(ids)
-    # str.strip is "" exactly for the empty and the whitespace-only (the same whitespace as
-    # str.isspace): one pass per column finds both kinds of blank.
+    # A blank string is empty or isspace (strip's whitespace is isspace's). An id is short: strip
+    # finds both in one pass. A text is read no further than needed: its length sits in its
+    # header and isspace stops at the first other character, where strip would also read the
+    # end of every text (a cache miss each on a retriever's fresh results).
     if (_types(ids, str) != _STR or _types(texts, str) != _STR or not all(map(str.strip, ids))
-            or not all(map(str.strip, texts)) or len(set(ids)) != n):
+            or not all(texts) or any(map(str.isspace, texts)) or len(set(ids)) != n):
         return None
     raw = _shape_columns(metas, reverse)
     if raw is None:
@@ -719,7 +722,7 @@ def coerce_fast(items: Sequence[Any], *, now: float, future_tolerance_s: float =
         return None
     latest = min(LATEST_S, now + future_tolerance_s)
     fields = _absent(n).copy()  # then each field some candidate gives replaces its column
-    strings: list[Any] = [ids, texts]
+    strings: list[Any] = [ids]
     for name, values in raw.items():
         column: np.ndarray | tuple[Any, ...] | None
         if name in _NUMERIC:  # a time up to the clock-skew tolerance ahead is read as now
@@ -735,7 +738,7 @@ def coerce_fast(items: Sequence[Any], *, now: float, future_tolerance_s: float =
         if column is None:
             return None
         fields[_BATCH_FIELD.get(name, name)] = column
-    if not all(map(_all_encodable, strings)):
+    if not (_all_encodable(texts, long=True) and all(map(_all_encodable, strings))):
         return None
     return CandidateBatch(items=tuple(items), ids=tuple(ids), texts=tuple(texts), scores=score,
                           **fields)
