@@ -43,7 +43,8 @@ import math
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from operator import attrgetter, itemgetter
+from itertools import filterfalse
+from operator import itemgetter
 from typing import Any, Literal, NamedTuple, Protocol, Union, runtime_checkable
 
 import numpy as np
@@ -480,6 +481,8 @@ _FAST_BOUNDS: dict[str, tuple[float, float]] = {
        for name, (low, high, open_low, _) in _RANGES.items()},
 }
 _TIMES = frozenset({"created_at", "last_used"})
+_ONLY: dict[type, frozenset[type]] = {kind: frozenset({kind})
+                                      for kind in (float, str, dict, Candidate)}
 _NUMERIC = frozenset(_NUMERIC_FIELDS)
 _INT_LABELS = frozenset({"key", "thread"})  # an int is read as its decimal string
 
@@ -489,6 +492,7 @@ class _Plan(NamedTuple):
 
     fields: tuple[tuple[str, tuple[str, ...]], ...]  # field, its keys in priority order
     unread: tuple[Any, ...]  # the keys that are no field's first key
+    first: tuple[itemgetter[Any], ...]  # per field, the getter of its first key
 
 
 _PLANS: dict[frozenset[Any], _Plan] = {}
@@ -507,7 +511,8 @@ def _plan(keys: frozenset[Any], reverse: dict[str, tuple[str, int]]) -> _Plan:
                 by_field.setdefault(hit[0], []).append((hit[1], key))
         fields = tuple((name, tuple(k for _, k in sorted(hits))) for name, hits in by_field.items())
         read = {keys[0] for _, keys in fields}
-        plan = _Plan(fields, tuple(key for key in keys if key not in read))
+        plan = _Plan(fields, tuple(key for key in keys if key not in read),
+                     tuple(itemgetter(keys[0]) for _, keys in fields))
         if reverse is _DEFAULT_REVERSE:
             if len(_PLANS) > 1_000:
                 _PLANS.clear()
@@ -515,17 +520,27 @@ def _plan(keys: frozenset[Any], reverse: dict[str, tuple[str, int]]) -> _Plan:
     return plan
 
 
-def _fast_number(values: list[Any], low: float, high: float,
-                 ceiling: float = math.inf) -> np.ndarray | None:
+def _types(values: Sequence[Any], usual: type) -> frozenset[type] | set[type]:
+    """The types of ``values``. The usual case, all of type ``usual`` (one of :data:`_ONLY`), is
+    found by counting a list of the types (compared by identity): cheaper than their set."""
+    types = list(map(type, values))
+    return _ONLY[usual] if types and types.count(usual) == len(types) else set(types)
+
+
+def _fast_number(values: list[Any], low: float, high: float, ceiling: float = math.inf, *,
+                 all_or_none: bool = False) -> np.ndarray | None:
     """The float64 column (NaN for None, values above ``ceiling`` lowered to it), or None unless
-    every value is a plain int or float within [``low``, ``high``]. The checks are builtin
-    passes: for the few dozen candidates of a rerank they cost less than numpy's dispatch."""
-    kinds = set(map(type, values))
+    every value is a plain int or float within [``low``, ``high``] (and, with ``all_or_none``,
+    either every value or none is None). The checks are builtin passes: for the few dozen
+    candidates of a rerank they cost less than numpy's dispatch."""
+    kinds = _types(values, float)
     given = values
     if not kinds <= _NUMBERS:
         if not kinds <= _NUMBERS_OR_NONE:
             return None
         given = [v for v in values if v is not None]
+        if all_or_none and given:
+            return None
     top = -math.inf
     if given:
         try:  # min and max can step over a NaN; the sum cannot
@@ -533,9 +548,12 @@ def _fast_number(values: list[Any], low: float, high: float,
                 return None
         except OverflowError:  # ints beyond the float range (a valid but huge sum defers too)
             return None
-        top = max(given)
-        if min(given) < low or top > high:
-            return None
+        # A finite sum of floats has finite terms, all within the float range: only bounds
+        # narrower than that, or ints (which may exceed it), need the min and max.
+        if int in kinds or low > -_FLOAT_MAX or high < _FLOAT_MAX or ceiling < math.inf:
+            top = max(given)
+            if min(given) < low or top > high:
+                return None
     # fromiter is numpy's leanest conversion, but it cannot read None as NaN as np.array does
     column = (np.fromiter(values, np.float64, len(values)) if given is values
               else np.array(values, dtype=np.float64))
@@ -549,15 +567,24 @@ def _fast_labels(values: list[Any], strings: list[Any], *,
     """The column as the checked path reads it (an int as its decimal string, ``""`` as None),
     or None at a value of another type. Its strings join ``strings``, which the caller tests
     for encodability in one go."""
-    kinds = set(map(type, values))
+    kinds = _types(values, str)
     if ints and int in kinds:
         if not kinds <= _STR_INT_OR_NONE:
             return None
         values = [str(v) if type(v) is int else v for v in values]
     elif not kinds <= _STR_OR_NONE:
         return None
-    strings.append(filter(None, values) if _NONE in kinds else values)
+    strings.append([v for v in values if v is not None] if _NONE in kinds else values)
     return tuple(v or None for v in values) if "" in values else tuple(values)
+
+
+def _all_encodable(strings: list[str], *, long: bool = False) -> bool:
+    """Whether every string encodes as UTF-8. isascii reads a flag (no scan), so for an
+    all-ASCII column one join tells, or for ``long`` strings each one's flag (a join would read
+    them all); otherwise only the non-ASCII strings are encoded, not the column (a lone
+    surrogate cannot pair up with a neighbour into anything encodable)."""
+    ascii = all(map(str.isascii, strings)) if long else "".join(strings).isascii()
+    return ascii or _encodable("".join(filterfalse(str.isascii, strings)))
 
 
 def _fast_tags(values: list[Any], strings: list[Any]) -> tuple[frozenset[str], ...] | None:
@@ -572,30 +599,26 @@ def _fast_tags(values: list[Any], strings: list[Any]) -> tuple[frozenset[str], .
                  for v in values)
 
 
-class _Absent(NamedTuple):
-    """The columns of a field no candidate has, for ``n`` candidates."""
+#: The batch field of each shape field whose name differs (``kind`` fills ``kinds``).
+_BATCH_FIELD = {"kind": "kinds", "source": "sources", "key": "keys", "thread": "threads"}
 
-    nan: np.ndarray  # read-only float64, all NaN
-    none: tuple[None, ...]
-    no_tags: tuple[frozenset[str], ...]
-    no_flags: tuple[tuple[str, ...], ...]
-    false: np.ndarray  # read-only bool, all False
-
-
-_ABSENT: dict[int, _Absent] = {}
+_ABSENT: dict[int, dict[str, Any]] = {}
 _ABSENT_MAX_N = 2_048  # larger batches allocate their own: the cache stays a few MB at most
 
 
-def _absent(n: int) -> _Absent:
-    """Absent columns shared by every batch of ``n`` candidates (and by the absent fields of one
-    batch). The arrays are read-only: nothing writes into a batch, and a write would fail loudly
-    instead of reaching another call."""
+def _absent(n: int) -> dict[str, Any]:
+    """Per batch field other than the items, ids, texts and scores, its column when no candidate
+    gives the field (every flag empty), for ``n`` candidates: shared by every batch of ``n``
+    candidates, so the caller fills a copy. The arrays are read-only: nothing writes into a
+    batch, and a write would fail loudly instead of reaching another call."""
     absent = _ABSENT.get(n)
     if absent is None:
         nan = np.full(n, math.nan)
         false = np.zeros(n, dtype=bool)
         nan.flags.writeable = false.flags.writeable = False
-        absent = _Absent(nan, (None,) * n, (_NO_TAGS,) * n, ((),) * n, false)
+        absent = {**dict.fromkeys(_NUMERIC_FIELDS, nan),
+                  **dict.fromkeys(_BATCH_FIELD.values(), (None,) * n),
+                  "tags": (_NO_TAGS,) * n, "superseded": false, "flags": ((),) * n}
         if n <= _ABSENT_MAX_N:
             if len(_ABSENT) >= 32:
                 _ABSENT.clear()
@@ -604,13 +627,14 @@ def _absent(n: int) -> _Absent:
 
 
 _GET_TOP = tuple(itemgetter(key) for key in ("id", "text", "score", "metadata"))
-_GET_ATTR = tuple(attrgetter(key) for key in ("id", "text", "score", "metadata"))
 
 
 def _columns(items: Sequence[Any]) -> tuple[list[Any], list[Any], list[Any], list[Any]] | None:
     """``(ids, texts, scores, metadata)`` of plain dicts with only the four top-level keys, or of
     :class:`Candidate` objects; None for anything else."""
-    kinds = set(map(type, items))
+    if not items:
+        return None
+    kinds = _types(items, dict if type(items[0]) is dict else Candidate)
     if kinds == {dict}:
         if set(map(len, items)) == {4}:
             try:  # every dict has 4 keys, and these 4: no other key can be present
@@ -622,22 +646,23 @@ def _columns(items: Sequence[Any]) -> tuple[list[Any], list[Any], list[Any], lis
             return None
         return ([d.get("id") for d in items], [d.get("text") for d in items],
                 [d.get("score") for d in items], [d.get("metadata") for d in items])
-    if kinds == {Candidate}:
-        ids, texts, scores, metas = (list(map(get, items)) for get in _GET_ATTR)
-        return ids, texts, scores, metas
+    if kinds == {Candidate}:  # comprehensions read slots faster than attrgetter maps
+        return ([c.id for c in items], [c.text for c in items], [c.score for c in items],
+                [c.metadata for c in items])
     return None
 
 
 def _uniform_columns(metas: list[dict[Any, Any]], plan: _Plan) -> dict[str, list[Any]] | None:
     """The shape columns when every metadata has exactly the keys of the first (checked here:
     same size, and every key of the first present), or None."""
-    first = metas[0]
-    if set(map(len, metas)) != {len(first)}:
+    # Each metadata must hold every key of the first (the reads below fail otherwise), so none
+    # is smaller: one total then proves them all the same size.
+    if sum(map(len, metas)) != len(metas[0]) * len(metas):
         return None
     cols: dict[str, list[Any]] = {}
     try:
-        for name, keys in plan.fields:
-            col = list(map(itemgetter(keys[0]), metas))
+        for (name, keys), get in zip(plan.fields, plan.first):
+            col = list(map(get, metas))
             for key in keys[1:]:
                 col = [m[key] if v is None else v for v, m in zip(col, metas)]
             cols[name] = col
@@ -650,7 +675,7 @@ def _uniform_columns(metas: list[dict[Any, Any]], plan: _Plan) -> dict[str, list
 
 def _shape_columns(metas: list[Any], reverse: dict[str, tuple[str, int]]) -> dict[str, list[Any]] | None:
     """Per shape field present in any metadata, its column of raw values (None where absent)."""
-    meta_types = set(map(type, metas))
+    meta_types = _types(metas, dict)
     if not meta_types <= _DICT_OR_NONE:
         return None
     if _NONE in meta_types:
@@ -682,53 +707,38 @@ def coerce_fast(items: Sequence[Any], *, now: float, future_tolerance_s: float =
         return None
     ids, texts, scores, metas = columns
     n = len(ids)
-    # str.strip is "" exactly for the empty and the whitespace-only (the same whitespace as
-    # str.isspace): one pass per column finds both kinds of blank.
-    if (not {*map(type, ids), *map(type, texts)} <= _STR or not all(map(str.strip, ids))
-            or not all(map(str.strip, texts)) or len(set(ids)) != n
-            or scores.count(None) not in (0, n)):
+    # A blank string is empty or isspace (strip's whitespace is isspace's). An id is short: strip
+    # finds both in one pass. A text is read no further than needed: its length sits in its
+    # header and isspace stops at the first other character, where strip would also read the
+    # end of every text (a cache miss each on a retriever's fresh results).
+    if (_types(ids, str) != _STR or _types(texts, str) != _STR or not all(map(str.strip, ids))
+            or not all(texts) or any(map(str.isspace, texts)) or len(set(ids)) != n):
         return None
     raw = _shape_columns(metas, reverse)
     if raw is None:
         return None
-    score = _fast_number(scores, *_FAST_BOUNDS["score"])
+    score = _fast_number(scores, *_FAST_BOUNDS["score"], all_or_none=True)
     if score is None:
         return None
     latest = min(LATEST_S, now + future_tolerance_s)
-    numbers: dict[str, np.ndarray] = {}
-    labels: dict[str, Any] = {}
-    strings: list[Any] = [ids, texts]
-    superseded = None
-    for name, values in raw.items():  # only the fields some candidate gives
+    fields = _absent(n).copy()  # then each field some candidate gives replaces its column
+    strings: list[Any] = [ids]
+    for name, values in raw.items():
+        column: np.ndarray | tuple[Any, ...] | None
         if name in _NUMERIC:  # a time up to the clock-skew tolerance ahead is read as now
             column = (_fast_number(values, EARLIEST_S, latest, now) if name in _TIMES
                       else _fast_number(values, *_FAST_BOUNDS[name]))
-            if column is None:
-                return None
-            numbers[name] = column
         elif name == "superseded":
-            if not set(map(type, values)) <= _BOOL_OR_NONE:
-                return None
-            superseded = np.array(values, dtype=bool)
+            column = (np.array(values, dtype=bool) if set(map(type, values)) <= _BOOL_OR_NONE
+                      else None)
+        elif name == "tags":
+            column = _fast_tags(values, strings)
         else:
-            got = (_fast_tags(values, strings) if name == "tags"
-                   else _fast_labels(values, strings, ints=name in _INT_LABELS))
-            if got is None:
-                return None
-            labels[name] = got
-    # One string per column: isascii reads a flag (no scan), so only a column with a non-ASCII
-    # string is encoded; a lone surrogate cannot pair up with a neighbour into anything encodable.
-    if not all(joined.isascii() or _encodable(joined) for joined in map("".join, strings)):
+            column = _fast_labels(values, strings, ints=name in _INT_LABELS)
+        if column is None:
+            return None
+        fields[_BATCH_FIELD.get(name, name)] = column
+    if not (_all_encodable(texts, long=True) and all(map(_all_encodable, strings))):
         return None
-    absent = _absent(n)
-    number, label = numbers.get, labels.get
-    return CandidateBatch(
-        items=tuple(items), ids=tuple(ids), texts=tuple(texts), scores=score,
-        created_at=number("created_at", absent.nan), last_used=number("last_used", absent.nan),
-        importance=number("importance", absent.nan),
-        source_count=number("source_count", absent.nan),
-        confidence=number("confidence", absent.nan), version=number("version", absent.nan),
-        position=number("position", absent.nan), kinds=label("kind", absent.none),
-        sources=label("source", absent.none), keys=label("key", absent.none),
-        threads=label("thread", absent.none), tags=label("tags", absent.no_tags),
-        superseded=absent.false if superseded is None else superseded, flags=absent.no_flags)
+    return CandidateBatch(items=tuple(items), ids=tuple(ids), texts=tuple(texts), scores=score,
+                          **fields)

@@ -7,6 +7,7 @@ or return None so the checked path decides (and raises its error). On any input.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -14,9 +15,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from heaprank import Candidate
 from heaprank.candidates import (
     DEFAULT_FIELD_KEYS,
     CandidateBatch,
+    _types,
     coerce_candidates,
     coerce_checked,
     coerce_fast,
@@ -153,3 +156,60 @@ def test_fast_path_takes_clean_uniform_input(items):
         fast = coerce_fast(items, now=NOW)
         assert fast is not None
         assert_same_batch(fast, coerce_checked(items, now=NOW))
+
+
+#: Strings of every width Python stores (ASCII, Latin-1, two-byte, four-byte) and both halves of
+#: a lone surrogate, so a column may mix ASCII with non-ASCII and hide an unencodable string.
+_WIDE_STRINGS = st.text(alphabet=st.sampled_from(["a", "b", " ", "á", "Ж", "会", "😀", "\ud800",
+                                                  "\udfff"]), min_size=1, max_size=5)
+_STRING_COLUMNS = ("id", "text", "kind", "source", "key", "thread", "tags")
+
+
+@pytest.mark.parametrize("target", _STRING_COLUMNS)
+@given(data=st.data(), as_objects=st.booleans())
+def test_fast_path_takes_every_encodable_string_column_and_defers_at_a_lone_surrogate(
+        target, data, as_objects):
+    n = data.draw(st.integers(min_value=1, max_value=8))
+    values = data.draw(st.lists(_WIDE_STRINGS, min_size=n, max_size=n, unique=True))
+    items = []
+    for i, value in enumerate(values):
+        item: dict[str, Any] = {"id": f"d{i}", "text": "some text", "score": i / 8,
+                                "metadata": {"kind": "fact", "created_at": NOW - i}}
+        if target in ("id", "text"):
+            item[target] = value
+        else:
+            item["metadata"][target] = value
+        items.append(clean_candidate(item, as_objects))
+    check_paths_agree(items, "raise")
+    encodable = not any("\ud800" <= char <= "\udfff" for value in values for char in value)
+    blank = target in ("id", "text") and any(not value.strip() for value in values)
+    assert (coerce_fast(items, now=NOW) is not None) == (encodable and not blank)
+
+
+@pytest.mark.parametrize("values", [
+    [10**400, -(10**400)],  # a finite sum of ints beyond the float range
+    [1e308, 1e308],  # valid floats whose sum overflows: the fast path may defer, never differ
+    [math.inf, -math.inf],
+    [1.0, None],
+    [None, 2],
+    [None, None],
+    [0.5, -0.0, 3],
+])
+def test_scores_the_sum_check_cannot_vouch_for_go_to_the_checked_path(values):
+    items = [{"id": f"d{i}", "text": "t", "score": value, "metadata": {}}
+             for i, value in enumerate(values)]
+    check_paths_agree(items, "raise")
+    check_paths_agree(items, "neutral")
+
+
+@given(values=st.lists(st.one_of(st.floats(), st.integers(), st.booleans(), st.none(),
+                                 st.text(max_size=2), st.dictionaries(st.text(max_size=1),
+                                                                      st.none(), max_size=1)),
+                       max_size=6),
+       usual=st.sampled_from([float, str, dict, Candidate]))
+def test_the_types_of_a_column_are_the_set_of_its_value_types(values, usual):
+    assert _types(values, usual) == set(map(type, values))
+
+
+def test_the_fast_path_defers_on_no_candidates():
+    assert coerce_fast([], now=NOW) is None
