@@ -381,7 +381,7 @@ class FeatureSpace:
         self._row_info: list[tuple[tuple[str, ...], tuple[str, ...]]] = []
         self._matrix = np.zeros((256, 24), dtype=np.intp)
         self._expanded: dict[tuple[object, ...], tuple[str, ...]] = {}
-        self._slot_ids: dict[tuple[str, ...], int] = {}
+        self._slot_ids: dict[tuple[tuple[str, ...], frozenset[str]], int] = {}
         self._queries: dict[tuple[object, ...], _QueryReading] = {}
         #: Bumped whenever row and feature ids are reset: what was keyed by them is stale.
         self.generation = 0
@@ -432,9 +432,11 @@ class FeatureSpace:
             + sum(map(len, shape.words)) + (len(source) if source else 0)
         # Shapes with the same slots (most of them) share one id, so their feature rows are
         # built once and stay few however many texts pass through.
-        slot_id = self._slot_ids.get(shape.slots)
+        # Keyed by the source's words too: sources ``None`` and ``"none"`` share the slot
+        # ``source:none`` but not whether a question names them, and a slot id must fix that.
+        slot_id = self._slot_ids.get((shape.slots, source_words))
         if slot_id is None:
-            slot_id = self._slot_ids[shape.slots] = len(self._slot_ids)
+            slot_id = self._slot_ids[(shape.slots, source_words)] = len(self._slot_ids)
         entry = (slot_id, source_words, shape.words, cost, shape)
         if cost <= self.max_bytes:
             self._shapes[key] = entry
@@ -468,8 +470,7 @@ class FeatureSpace:
         # The row key of every candidate at once: one int per (shape, question type, relation,
         # neighbour and person slots). The per-candidate work is C-level maps; Python runs per
         # distinct row only. Whether the question names the source (qsrc) is added per
-        # distinct key: the slot id fixes the source (its ``source:`` slot), so it cannot split
-        # a group.
+        # distinct key: the slot id fixes the source's words, so it cannot split a group.
         # (Python ints, not numpy: on a few dozen candidates each numpy call costs more than
         # the arithmetic, and more again with cold caches.)
         base = (_QTYPE_CODE[query.qtype] * 128 + 64) * 4 + person
