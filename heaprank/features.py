@@ -288,9 +288,11 @@ class Shape:
 
 #: A cached query reading: the fields of :class:`QueryInfo` after its text.
 _QueryReading = tuple[str, frozenset[str], frozenset[str], bool, str, str]
-#: A cached shape: (slot id, source words, text words, approximate bytes, the shape).
+#: A cached shape: (slot key, source words, text words, approximate bytes, the shape). The slot
+#: key is the slot id times :data:`_SLOT_SCALE`: the first term of a row key, as it is.
 _Entry = tuple[int, frozenset[str], frozenset[str], int, Shape]
-_SLOT_ID = operator.itemgetter(0)
+_SLOT_SCALE = 8192
+_SLOT_KEY = operator.itemgetter(0)
 _SOURCE_WORDS = operator.itemgetter(1)
 _WORDS = operator.itemgetter(2)
 
@@ -381,7 +383,9 @@ class FeatureSpace:
         self._row_info: list[tuple[tuple[str, ...], tuple[str, ...]]] = []
         self._matrix = np.zeros((256, 24), dtype=np.intp)
         self._expanded: dict[tuple[object, ...], tuple[str, ...]] = {}
-        self._slot_ids: dict[tuple[str, ...], int] = {}
+        #: (slots, source words) -> (slot key, those source words): an entry's first two fields
+        self._slot_ids: dict[tuple[tuple[str, ...], frozenset[str]],
+                             tuple[int, frozenset[str]]] = {}
         self._queries: dict[tuple[object, ...], _QueryReading] = {}
         #: Bumped whenever row and feature ids are reset: what was keyed by them is stale.
         self.generation = 0
@@ -432,10 +436,14 @@ class FeatureSpace:
             + sum(map(len, shape.words)) + (len(source) if source else 0)
         # Shapes with the same slots (most of them) share one id, so their feature rows are
         # built once and stay few however many texts pass through.
-        slot_id = self._slot_ids.get(shape.slots)
-        if slot_id is None:
-            slot_id = self._slot_ids[shape.slots] = len(self._slot_ids)
-        entry = (slot_id, source_words, shape.words, cost, shape)
+        # Keyed by the source's words too: sources ``None`` and ``"none"`` share the slot
+        # ``source:none`` but not whether a question names them. The shapes of a slot key
+        # share one object of its source words (one place for a rerank to read, not many).
+        slot = self._slot_ids.get((shape.slots, source_words))
+        if slot is None:
+            slot = self._slot_ids[(shape.slots, source_words)] = (
+                len(self._slot_ids) * _SLOT_SCALE, source_words)
+        entry = (*slot, shape.words, cost, shape)
         if cost <= self.max_bytes:
             self._shapes[key] = entry
             self.cached_bytes += cost
@@ -464,45 +472,46 @@ class FeatureSpace:
                 map(_NEIGHBOUR_CODE.__contains__, structure))):
             return self._rows_one_by_one(query, ids, sources, entries, doc_features, structure,
                                          person)
-        n = len(entries)
         # The row key of every candidate at once: one int per (shape, question type, relation,
         # neighbour and person slots). The per-candidate work is C-level maps; Python runs per
         # distinct row only. Whether the question names the source (qsrc) is added per
-        # distinct key: the slot id fixes the source (its ``source:`` slot), so it cannot split
-        # a group.
+        # distinct key: the slot key fixes the source's words, so it cannot split a group.
         # (Python ints, not numpy: on a few dozen candidates each numpy call costs more than
         # the arithmetic, and more again with cold caches.)
-        base = (_QTYPE_CODE[query.qtype] * 128 + 64) * 4 + person
-        mul, add, repeat = operator.mul, operator.add, itertools.repeat
-        keyed = map(mul, map(_SLOT_ID, entries), repeat(8192))
-        if structure is None:
-            keys = list(map(add, keyed, repeat(base + 4 * _NEIGHBOUR_CODE[NO_NEIGHBOURS])))
+        # Layout: slot key (slot id x _SLOT_SCALE) + 16 x (question type x 32 + neighbour
+        # code) + 4 x person + 2 x (the question does not name the source) + (no shared name),
+        # so that both flags add as the bools ``isdisjoint`` returns.
+        base = (_QTYPE_CODE[query.qtype] * 32) * 16 + 4 * person
+        if query.names:
+            keys = list(map(operator.add, map(_SLOT_KEY, entries), map(
+                query.names.isdisjoint, map(_WORDS, entries))))
         else:
-            keys = list(map(add, keyed, map(add, map(mul, map(
-                _NEIGHBOUR_CODE.__getitem__, structure), repeat(4)), repeat(base))))
-        if query.names:  # 128 for a candidate that shares a name with the question
-            keys = list(map(add, keys, map(mul, map(operator.not_, map(
-                query.names.isdisjoint, map(_WORDS, entries))), repeat(128))))
-        # Each distinct key (in order of first appearance) -> its last candidate: every
-        # candidate of a key has the same row, so any of them stands for it.
-        some = dict(zip(keys, range(n)))
+            keys = list(map(_SLOT_KEY, entries))
+            base += 1
+        if structure is None:
+            base += 16 * _NEIGHBOUR_CODE[NO_NEIGHBOURS]
+        else:
+            keys = list(map(operator.add, keys, map(operator.mul, map(
+                _NEIGHBOUR_CODE.__getitem__, structure), itertools.repeat(16))))
+        # Each distinct key (in order of first appearance) -> one entry of its candidates:
+        # every candidate of a key has the same row, so any of them stands for it.
+        some = dict(zip(keys, entries))
         local = dict(zip(some, itertools.count()))
-        # Each distinct key's full key: 256 off when the question does not name its source.
-        standing = list(some.values())
-        full = list(map(operator.sub, some, map(
-            operator.mul, map(query.words.isdisjoint, map(_SOURCE_WORDS, map(
-                entries.__getitem__, standing))), itertools.repeat(256))))
+        full = list(map(operator.add, some, map((base, base + 2).__getitem__, map(
+            query.words.isdisjoint, map(_SOURCE_WORDS, some.values())))))
         distinct = list(map(self._rows.get, full))
         if None in distinct:  # rows not built yet
-            for j, row in enumerate(distinct):
-                if row is None:
-                    i = standing[j]
+            for j, (key, entry) in enumerate(some.items()):
+                if distinct[j] is None:
+                    i = keys.index(key)
                     distinct[j] = self._new_row(
-                        full[j], query, entries[i], None,
+                        full[j], query, entry, None,
                         NO_NEIGHBOURS if structure is None else structure[i], sources[i],
                         bool(person))
-        return np.array(distinct, dtype=np.intp), \
-            np.fromiter(map(local.__getitem__, keys), dtype=np.intp, count=n)
+        # One array for both (one numpy call less: each costs ~1 us with cold caches).
+        both = np.fromiter(itertools.chain(distinct, map(local.__getitem__, keys)),
+                           dtype=np.intp, count=len(distinct) + len(keys))
+        return both[:len(distinct)], both[len(distinct):]
 
     def _entries(self, texts: Sequence[str], kinds: Sequence[str | None],
                  sources: Sequence[str | None], tags: Sequence[frozenset[str]],
@@ -510,8 +519,13 @@ class FeatureSpace:
         """Each candidate's cached shape entry, featurising the prefixes not seen yet."""
         prefixes = list(map(operator.itemgetter(slice(self.prefix_chars)), texts))
         # One int per shape (a hash of the prefix and the shape fields): one comparison per
-        # cache hit, and no text kept.
-        skeys = list(map(hash, zip(prefixes, kinds, sources, tags, itertools.repeat(tag_slots))))
+        # cache hit, and no text kept. Tags shape nothing without tag slots: three fields
+        # hashed then, five otherwise.
+        if tag_slots:
+            skeys = list(map(hash, zip(prefixes, kinds, sources, tags,
+                                       itertools.repeat(tag_slots))))
+        else:
+            skeys = list(map(hash, zip(prefixes, kinds, sources)))
         entries = list(map(self._shapes.get, skeys))
         if None in entries:
             get = self._shapes.get

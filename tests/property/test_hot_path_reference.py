@@ -200,6 +200,31 @@ def test_feature_rows_name_the_reference_features(cands, questions, doc_features
         assert len(set(of.tolist())) == len(distinct)
 
 
+@given(st.lists(st.tuples(st.sampled_from(["hi", "Maya left", "none of it", "Is Ben here?"]),
+                          st.sampled_from([None, "none", "maya", "Maya", "Ben Ng", ""])),
+                min_size=1, max_size=12),
+       st.lists(st.sampled_from(["Is there none left?", "What did Maya say?",
+                                 "Did Ben and Maya say none?", "What is the plan?"]),
+                min_size=1, max_size=3), st.booleans())
+def test_grouped_rows_name_the_reference_features_whatever_the_sources(cands, questions,
+                                                                       speaker_roles):
+    """Candidates grouped by one int key per row: sources that share a slot (no source,
+    ``""``, ``"none"``) or not, named by the question or not, with shared names or not."""
+    texts = [text for text, _ in cands]
+    sources = [source for _, source in cands]
+    ids = [str(i) for i in range(len(cands))]
+    space = FeatureSpace()
+    for query in questions * 2:  # built, then served from the caches
+        info = analyze_query(query)
+        distinct, of = space.rows(info, ids, texts, [None] * len(ids), sources,
+                                  [frozenset()] * len(ids), (), False, None, speaker_roles)
+        for i, row in enumerate(distinct[of].tolist()):
+            shape = shape_of(texts[i], None, sources[i], frozenset(), ())
+            assert space.names_of(row) == retrieval_features(info, shape, sources[i], None,
+                                                             NO_NEIGHBOURS, speaker_roles)
+        assert sorted(set(of.tolist())) == list(range(len(distinct)))
+
+
 @pytest.fixture(scope="module")
 def db_dir(tmp_path_factory):
     return tmp_path_factory.mktemp("kept")

@@ -302,6 +302,20 @@ def test_feature_space_rows_name_exactly_the_reference_features():
             assert [space.names[j] for j in space.matrix(rows)[i]] == list(expected)
 
 
+def test_a_source_named_none_is_named_by_the_question_and_no_source_is_not():
+    # Both have the slot "source:none"; only one of them is what the question names.
+    space = FeatureSpace()
+    query = analyze_query("Is there none left?")
+    sources = [None, "none", None]
+    for _ in range(2):  # built, then served from the caches
+        distinct, of = space.rows(query, ["a", "b", "c"], ["hi"] * 3, [None] * 3, sources,
+                                  [frozenset()] * 3, (), False, None)
+        names = [space.names_of(r) for r in distinct[of]]
+        assert [n[1] for n in names] == ["source:none"] * 3
+        assert ["qsrc:yes" in n for n in names] == [False, True, False]
+        assert of[0] == of[2] != of[1]
+
+
 @pytest.mark.parametrize("query", ["Tell me when Caroline moved", "Когда Маша приехала?"])
 def test_a_questions_first_word_is_not_taken_for_a_name(query):
     info = analyze_query(query)
