@@ -21,7 +21,7 @@ from ._checks import MAX_NAMESPACE_CHARS, check_id, check_ids, check_namespace, 
 from ._steps import Call, Flow, adrive, drive
 from ._time import resolve_now, to_epoch
 from .candidates import CandidateBatch, CandidateLike, coerce_candidates
-from .config import DAY_S, SIGNALS, Config
+from .config import DAY_S, SIGNALS, Config, Weights
 from .errors import (
     ConfigError,
     FeedbackError,
@@ -38,12 +38,14 @@ from .features import (
     neighbour_slots,
 )
 from .results import (
+    ExplainTemplate,
     Ranked,
     Ranking,
     ResultSource,
     exp_score,
     explain_template,
     new_ranked,
+    new_ranking,
 )
 from .rules import Rule, apply_rules
 from .state import StateBackend, open_state
@@ -135,6 +137,29 @@ def _co_used_with(batch: CandidateBatch, linked: assoc.Association, i: int) -> s
     if linked.hops[i] == 1:
         return f"co-used with {batch.ids[partner]} x{linked.count[i]:g}"
     return f"co-used via {batch.ids[partner]}, {int(linked.hops[i])} hops"
+
+
+class _WeightRow(NamedTuple):
+    """One question's signal exponents, in :data:`SIGNALS` order: as an array for the scores
+    (read-only: it is shared), as floats, and as the EXPLAIN template they make."""
+
+    array: np.ndarray
+    values: tuple[float, ...]
+    template: ExplainTemplate
+
+
+@functools.lru_cache(maxsize=256)
+def _weight_row(weights: Weights, recency_scale: float | None) -> _WeightRow:
+    """The exponents of ``weights`` with the recency one scaled by ``recency_scale`` (None:
+    unscaled), worked out once per distinct pair: a reranker uses a few (its own weights, one
+    per question type, one per temporal intent), and every rerank needs them."""
+    values = list(weights.as_tuple())
+    if recency_scale is not None:
+        values[SIGNALS.index("recency")] *= recency_scale
+    array = np.array(values)
+    array.flags.writeable = False
+    exact = tuple(array.tolist())
+    return _WeightRow(array, exact, explain_template(SIGNALS, exact))
 
 
 class _RowLinks(NamedTuple):
@@ -335,13 +360,13 @@ class Reranker:
         weights = self._weights(cfg, info)
         mult, fired = apply_rules(batch, self.rules, cfg.superseded_multiplier, when,
                                   forgotten=usage.forgotten)
-        log_score, log_terms, log_rules = sig.combine(signal_matrix, weights, mult,
+        log_score, log_terms, log_rules = sig.combine(signal_matrix, weights.array, mult,
                                                       no_rule_fired=not fired)
         linked = None
         if co_use is not None:  # spreads from the base score: every other signal and the rules
             linked = _associate(log_score, edge_rows, when, co_use)
             signal_matrix[:, SIGNALS.index("association")] = linked.factor
-            log_score, log_terms, log_rules = sig.combine(signal_matrix, weights, mult,
+            log_score, log_terms, log_rules = sig.combine(signal_matrix, weights.array, mult,
                                                           no_rule_fired=not fired)
         kept = np.isfinite(log_score)
         all_kept = bool(kept.all())
@@ -389,10 +414,9 @@ class Reranker:
         dropped = {} if all_kept else {
             batch.ids[i]: "rule " + ", ".join(f"{n} x{m:g}" for n, m in fired[i])
             for i in np.flatnonzero(~kept).tolist()}
-        return Ranking(recall_id=recall_id, namespace=namespace, query=query, qtype=info.qtype,
-                       items=items, order_ids=tuple(map(batch.ids.__getitem__, order.tolist())),
-                       log_scores=log_score[order], log_terms=log_terms[order],
-                       signal_names=SIGNALS, log_rules=log_rules[order], dropped=dropped)
+        return new_ranking(recall_id, namespace, query, info.qtype, items,
+                           tuple(map(batch.ids.__getitem__, order.tolist())), log_score[order],
+                           log_terms[order], SIGNALS, log_rules[order], dropped)
 
     def _state_version(self) -> object:
         """The sync state's ``version`` (None without one, or when it cannot be read): while it
@@ -531,17 +555,13 @@ class Reranker:
                            cfg.relevance_floor), extra
 
     @staticmethod
-    def _weights(cfg: Config, info: QueryInfo) -> np.ndarray:
+    def _weights(cfg: Config, info: QueryInfo) -> _WeightRow:
         """This question's signal exponents: its type's weights (``qtype_weights``), the
         recency weight scaled by its temporal intent (``intent_recency``)."""
-        weights = np.array(cfg.weights_for(info.qtype).as_tuple())
-        scale = cfg.intent_recency.get(info.intent)
-        if scale is not None:
-            weights[SIGNALS.index("recency")] *= scale
-        return weights
+        return _weight_row(cfg.weights_for(info.qtype), cfg.intent_recency.get(info.intent))
 
     def _build_items(self, batch: CandidateBatch, info: QueryInfo, cfg: Config,
-                     weight_row: np.ndarray, top: np.ndarray,
+                     weight_row: _WeightRow, top: np.ndarray,
                      log_score: np.ndarray, signal_matrix: np.ndarray, links: _RowLinks,
                      top_rows: list[int], fired: dict[int, list[tuple[str, float]]],
                      age: np.ndarray, use_count: np.ndarray, state_flag: tuple[str, ...] = (),
@@ -556,8 +576,7 @@ class Reranker:
         its signals and details (but details with notes) are made when first read, from one
         :class:`ResultSource` of the call.
         """
-        weight_values = tuple(weight_row.tolist())
-        weights = dict(zip(SIGNALS, weight_values))
+        weights = dict(zip(SIGNALS, weight_row.values))
         top_links = self._top_links(links, top_rows)
         positions = top.tolist()
         # what the scores and the details read, the k shown only (indexing each column costs
@@ -568,8 +587,7 @@ class Reranker:
         rows = signal_matrix[top].tolist()
         self._details(batch, info, cfg, positions, rows, scores, importance, source_count, ages,
                       uses, other_scores)
-        source = ResultSource(SIGNALS, explain_template(SIGNALS, weight_values), rows, top_rows,
-                              links.link_texts)
+        source = ResultSource(SIGNALS, weight_row.template, rows, top_rows, links.link_texts)
         flags = state_flag + (() if info.has_content else (
             "query has no content words: ranked by the other signals",))
         candidate, own_flags = batch.candidate, batch.flags

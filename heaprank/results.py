@@ -432,3 +432,18 @@ class Ranking(Sequence[Ranked]):
         message = (f"{id!r} ranks {pos + 1} (score {score:.4g}) behind #{k} {self.order_ids[kth]!r} "
                    f"({kth_score:.4g}); it lost most on {factor} (x{1 / ratio:.3g} against #{k})")
         return WhyNot(id, pos + 1, score, kth_score, factor, message)
+
+
+def new_ranking(recall_id: str, namespace: str, query: str, qtype: str, items: tuple[Ranked, ...],
+                order_ids: tuple[str, ...], log_scores: np.ndarray, log_terms: np.ndarray,
+                signal_names: tuple[str, ...], log_rules: np.ndarray,
+                dropped: Mapping[str, str], /) -> Ranking:
+    """A :class:`Ranking` with these fields, as ``Ranking(...)`` makes it, its fields put
+    straight into the instance's dict: a frozen dataclass's ``__init__`` sets each one through
+    ``object.__setattr__`` (three times the cost), and every rerank makes one."""
+    ranking = object.__new__(Ranking)
+    vars(ranking).update(recall_id=recall_id, namespace=namespace, query=query, qtype=qtype,
+                         items=items, order_ids=order_ids, log_scores=log_scores,
+                         log_terms=log_terms, signal_names=signal_names, log_rules=log_rules,
+                         dropped=dropped)
+    return ranking

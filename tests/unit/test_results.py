@@ -161,3 +161,20 @@ def test_rankings_compare_by_value():
     assert ranking != "not a ranking"
     with pytest.raises(TypeError):
         hash(ranking)
+
+
+def test_a_reranked_ranking_is_the_dataclass_it_declares():
+    """The reranker builds its Ranking without the dataclass __init__: it must be the same
+    object as Ranking(...) with those fields makes, frozen, and survive a pickle."""
+    import pickle
+
+    rr = Reranker()
+    cands = [{"id": "a", "text": "Flight on Monday", "score": 2.0},
+             {"id": "b", "text": "Tea with Ben", "score": 1.0}]
+    ranking = rr.rerank("When is the flight?", cands, k=1, now=NOW)
+    made = Ranking(**{f.name: getattr(ranking, f.name) for f in dataclasses.fields(Ranking)})
+    assert vars(made).keys() == vars(ranking).keys()
+    assert made == ranking and repr(made) == repr(ranking)
+    assert pickle.loads(pickle.dumps(ranking)) == ranking
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        ranking.query = "other"  # type: ignore[misc]
