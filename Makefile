@@ -10,14 +10,16 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
 
-# The core alone: numpy and scipy.
-$(VENV)/.core: $(BIN)/python pyproject.toml
+# The core alone: numpy and scipy (and its optional C kernels, built by pip when a compiler is
+# at hand; the targets below rebuild them when their source changes).
+KERNELS := setup.py heaprank/_speedups.c
+$(VENV)/.core: $(BIN)/python pyproject.toml $(KERNELS)
 	$(PIP) install --quiet -e .
 	touch $@
 
 # Everything the tests need: dev tools, redis, and the benchmarks' requirements for tests/bench
 # (torch 2.13.0 is pinned there so pip takes the local CPU build).
-$(VENV)/.test: $(BIN)/python pyproject.toml benchmarks/requirements.txt
+$(VENV)/.test: $(BIN)/python pyproject.toml benchmarks/requirements.txt $(KERNELS)
 	$(PIP) install --quiet -e ".[dev,redis,plot]" -r benchmarks/requirements.txt
 	touch $@ $(VENV)/.core
 
@@ -34,15 +36,20 @@ demo: $(VENV)/.core
 	$(BIN)/heaprank demo
 
 # The core suite runs without pytest-asyncio (the integrations' test deps install it; its unset-loop
-# warning would be an error under the core's filterwarnings = error). Each package runs its own
-# suite from its folder, with its own pytest config.
+# warning would be an error under the core's filterwarnings = error). Its unit and property tests
+# run a second time on the pure-Python passes alone (the C kernels' twins, and what an install
+# without a compiler runs). Each package runs its own suite from its folder, with its own config.
 test: $(VENV)/.test $(VENV)/.integrations
 	$(BIN)/python -m pytest tests -q -p no:cacheprovider -p no:asyncio
+	HEAPRANK_PURE_PYTHON=1 $(BIN)/python -m pytest tests/unit tests/property -q -p no:cacheprovider \
+		-p no:asyncio
 	cd integrations/langchain && ../../$(BIN)/python -m pytest tests -q
 	cd integrations/llama-index && ../../$(BIN)/python -m pytest tests -q
 
 test-fast: $(VENV)/.test $(VENV)/.integrations
 	$(BIN)/python -m pytest tests -q -p no:cacheprovider -p no:asyncio -m "not slow"
+	HEAPRANK_PURE_PYTHON=1 $(BIN)/python -m pytest tests/unit tests/property -q -p no:cacheprovider \
+		-p no:asyncio -m "not slow"
 	cd integrations/langchain && ../../$(BIN)/python -m pytest tests -q -m "not slow"
 	cd integrations/llama-index && ../../$(BIN)/python -m pytest tests -q -m "not slow"
 
@@ -66,4 +73,4 @@ lint: $(VENV)/.test $(VENV)/.integrations
 	cd integrations/llama-index && ../../$(BIN)/mypy -p llama_index.postprocessor.heaprank
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis build *.egg-info integrations/*/*.egg-info
+	rm -rf $(VENV) .pytest_cache .hypothesis build *.egg-info integrations/*/*.egg-info heaprank/*.so

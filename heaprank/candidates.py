@@ -39,6 +39,7 @@ mapping, or an unknown top-level field is always an error.
 
 from __future__ import annotations
 
+import itertools
 import math
 import sys
 from collections.abc import Mapping, Sequence
@@ -49,6 +50,7 @@ from typing import Any, Literal, NamedTuple, Protocol, Union, runtime_checkable
 
 import numpy as np
 
+from ._accel import speedups
 from ._checks import check_id, preview
 from ._time import EARLIEST_S, LATEST_S, NUMBER_TYPES, check_epoch, parse_time, to_epoch
 from .errors import InputError, InputTypeError
@@ -194,7 +196,14 @@ def coerce_candidates(
     if len(items) == 0:
         raise InputError("candidates: empty; pass at least one candidate")
     now = to_epoch(now, "now")
-    reverse = _DEFAULT_REVERSE if field_keys is DEFAULT_FIELD_KEYS else _reverse_keys(field_keys)
+    if field_keys is DEFAULT_FIELD_KEYS:
+        if speedups is not None:
+            built = coerce_c(items, now=now, future_tolerance_s=future_tolerance_s)
+            if built is not None:
+                return built
+        reverse = _DEFAULT_REVERSE
+    else:
+        reverse = _reverse_keys(field_keys)
     fast = coerce_fast(items, now=now, future_tolerance_s=future_tolerance_s, reverse=reverse)
     if fast is not None:
         return fast
@@ -742,3 +751,44 @@ def coerce_fast(items: Sequence[Any], *, now: float, future_tolerance_s: float =
         return None
     return CandidateBatch(items=tuple(items), ids=tuple(ids), texts=tuple(texts), scores=score,
                           **fields)
+
+
+# ------------------------------------------------------- the C kernel (a cache of the fast path)
+
+#: The shape fields as the C kernel reads them: each metadata key's field and rank, packed as
+#: ``field * 8 + rank``; one kind byte per field; the bounds of the numeric ones.
+_C_REVERSE = {key: f * 8 + rank for f, name in enumerate(_FIELDS)
+              for rank, key in enumerate(DEFAULT_FIELD_KEYS[name])}
+_C_KIND = {**dict.fromkeys(_TIMES, "T"), **dict.fromkeys(_RANGES, "R"), "kind": "L",
+           "source": "L", "key": "I", "thread": "I", "tags": "G", "superseded": "F"}
+_C_KINDS = "".join(_C_KIND[name] for name in _FIELDS).encode("ascii")
+_C_BOUNDS = tuple((EARLIEST_S, LATEST_S) if name in _TIMES else _FAST_BOUNDS.get(name, (0.0, 0.0))
+                  for name in _FIELDS)
+#: Per field, its row in the kernel's block of floats (0: not numeric; the scores are row 0).
+_C_ROW = dict(zip([name for name in _FIELDS if _C_KIND[name] in "TR"], itertools.count(1)))
+
+
+def coerce_c(items: Sequence[Any], *, now: float,
+             future_tolerance_s: float = 300.0) -> CandidateBatch | None:
+    """The batch :func:`coerce_checked` would build, from the C kernel
+    (``heaprank._speedups.coerce_columns``), or None: without the kernel, and wherever it
+    defers (anything but clean :class:`Candidate` objects or plain dicts with clean plain
+    values). One pass over the candidates in C; a property test holds it to the checked path."""
+    if speedups is None:
+        return None
+    cols = speedups.coerce_columns(items, Candidate, _C_REVERSE, _C_KINDS, _C_BOUNDS, now,
+                                   min(LATEST_S, now + future_tolerance_s), _NO_TAGS)
+    if cols is None:
+        return None
+    stored, ids, texts, floats, present, columns = cols
+    n = len(ids)
+    block = np.frombuffer(floats, dtype=np.float64).reshape(-1, n)
+    fields = _absent(n).copy()
+    if present:
+        for f, name in enumerate(_FIELDS):
+            if present >> f & 1:
+                row = _C_ROW.get(name)
+                fields[_BATCH_FIELD.get(name, name)] = (
+                    block[row] if row is not None else np.frombuffer(columns[f], dtype=bool)
+                    if name == "superseded" else columns[f])
+    return CandidateBatch(items=stored, ids=ids, texts=texts, scores=block[0], **fields)

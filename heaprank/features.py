@@ -34,6 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ._accel import shape_rows_kernel
 from .errors import ConfigError
 
 QUESTION_TYPES = ("when", "who", "where", "howmany", "howmuch", "what", "why", "how", "yesno",
@@ -350,6 +351,97 @@ def retrieval_features(query: QueryInfo, shape: Shape, source: str | None,
         slots = slots + (person_slot(query.person, source),)
     return expand_features(query.qtype, slots, doc_id)
 
+#: Bits of a shape's word bloom (:class:`ShapeTable`): one per ``hash(word) % 63`` (63 keeps the
+#: mask a non-negative int64).
+_BLOOM_BITS = 63
+
+
+def word_bloom(words: frozenset[str]) -> int:
+    """One bit per word, ``hash(word) % 63``: two sets with no bit in common share no word."""
+    bloom = 0
+    for word in words:
+        bloom |= 1 << hash(word) % _BLOOM_BITS
+    return bloom
+
+
+class ShapeTable:
+    """The cached shapes as the C kernel reads them: an open-addressing table of
+    ``(shape key, slot key + 1, word bloom, id of the word set)`` int64 entries (0 in the
+    second column: empty), a power of two long and at most half full, in one ``bytearray``.
+
+    One entry is one cache line's half, where the shape cache's dict costs a candidate five
+    pointer hops (its index, entry, key, value tuple and word set): on the cold caches of a
+    request path most of a lookup's time. Kept in step with :attr:`FeatureSpace._shapes`,
+    which stays the cache itself (its order is the eviction order): an entry is inserted,
+    discarded and cleared with its shape, whose entry holds the word set the last column
+    points to (the kernel reads the set only while the table holds it).
+    """
+
+    MIN_SIZE = 1_024
+    #: Bytes per cached shape the table may hold (a quarter full, just grown), which the shape
+    #: cache's byte bound counts.
+    BYTES_PER_SHAPE = 4 * 32
+
+    def __init__(self) -> None:
+        self._allot(self.MIN_SIZE)
+
+    def _allot(self, size: int) -> None:
+        self.buffer = bytearray(32 * size)
+        self.entries = np.frombuffer(self.buffer, dtype=np.int64).reshape(size, 4)
+        self.mask = size - 1
+        self.count = 0
+
+    def __len__(self) -> int:
+        return self.count
+
+    def clear(self) -> None:
+        self._allot(self.MIN_SIZE)
+
+    def _find(self, key: int) -> int:
+        """The position of ``key``, or of the empty entry where it would go."""
+        entries, mask = self.entries, self.mask
+        at = key & mask
+        while entries[at, 1] != 0 and entries[at, 0] != key:
+            at = (at + 1) & mask
+        return at
+
+    def insert(self, key: int, slot_key: int, words: frozenset[str]) -> None:
+        """Hold a shape: its key, slot key and word set (kept alive by the caller until the
+        shape is discarded)."""
+        self._put(key, slot_key + 1, word_bloom(words), id(words))
+
+    def _put(self, key: int, slot: int, bloom: int, words: int) -> None:
+        if 2 * (self.count + 1) > len(self.entries):
+            live = self.entries[self.entries[:, 1] != 0].tolist()
+            self._allot(2 * len(self.entries))
+            for entry in live:
+                self._put(*entry)
+        at = self._find(key)
+        if self.entries[at, 1] == 0:
+            self.count += 1
+        self.entries[at] = (key, slot, bloom, words)
+
+    def discard(self, key: int) -> None:
+        """Remove ``key`` (if held), shifting back the entries its place kept apart from their
+        home (linear probing leaves no tombstone)."""
+        entries, mask = self.entries, self.mask
+        hole = self._find(key)
+        if entries[hole, 1] == 0:
+            return
+        self.count -= 1
+        at = hole
+        while True:
+            at = (at + 1) & mask
+            if entries[at, 1] == 0:
+                break
+            home = int(entries[at, 0]) & mask
+            # the entry stays unless its home lies cyclically outside (hole, at]
+            if (hole < at and (home <= hole or home > at)) or \
+                    (hole > at and home <= hole and home > at):
+                entries[hole] = entries[at]
+                hole = at
+        entries[hole] = 0
+
 
 class FeatureSpace:
     """Interns feature strings as integers and caches every candidate's features.
@@ -386,6 +478,10 @@ class FeatureSpace:
         #: (slots, source words) -> (slot key, those source words): an entry's first two fields
         self._slot_ids: dict[tuple[tuple[str, ...], frozenset[str]],
                              tuple[int, frozenset[str]]] = {}
+        #: Per slot id, its source words (the C kernel's way from a slot key to them)
+        self._slot_words: list[frozenset[str]] = []
+        #: The cached shapes as the C kernel reads them (None without the kernel)
+        self._table = ShapeTable() if shape_rows_kernel is not None else None
         self._queries: dict[tuple[object, ...], _QueryReading] = {}
         #: Bumped whenever row and feature ids are reset: what was keyed by them is stale.
         self.generation = 0
@@ -434,6 +530,9 @@ class FeatureSpace:
         # Approximate bytes held: the entry, its word set, and the words themselves.
         cost = 400 + 60 * (len(shape.words) + len(source_words)) \
             + sum(map(len, shape.words)) + (len(source) if source else 0)
+        table = self._table
+        if table is not None:
+            cost += ShapeTable.BYTES_PER_SHAPE
         # Shapes with the same slots (most of them) share one id, so their feature rows are
         # built once and stay few however many texts pass through.
         # Keyed by the source's words too: sources ``None`` and ``"none"`` share the slot
@@ -443,13 +542,18 @@ class FeatureSpace:
         if slot is None:
             slot = self._slot_ids[(shape.slots, source_words)] = (
                 len(self._slot_ids) * _SLOT_SCALE, source_words)
+            self._slot_words.append(source_words)
         entry = (*slot, shape.words, cost, shape)
         if cost <= self.max_bytes:
             self._shapes[key] = entry
             self.cached_bytes += cost
+            if table is not None:
+                table.insert(key, slot[0], shape.words)
             while self.cached_bytes > self.max_bytes:  # first in, first out: no per-hit cost
                 oldest = next(iter(self._shapes))
                 self.cached_bytes -= self._shapes.pop(oldest)[3]
+                if table is not None:
+                    table.discard(oldest)
         return entry
 
     def rows(self, query: QueryInfo, ids: Sequence[str], texts: Sequence[str],
@@ -464,10 +568,14 @@ class FeatureSpace:
         if len(self.names) > self.max_features or len(self._rows) > self.max_rows \
                 or len(self._slot_ids) > self.max_rows:
             self._reset_rows()
-        entries = self._entries(texts, kinds, sources, tags, tag_slots)
         # 0: no person slot; else 1 + the question's person. The role comes with the source,
         # which the shape (and so its slot id) already fixes.
         person = 1 + PERSONS.index(query.person) if speaker_roles else 0
+        if self._table is not None and not doc_features and not tag_slots:
+            done = self._rows_kernel(query, texts, kinds, sources, structure, person)
+            if done is not None:
+                return done
+        entries = self._entries(texts, kinds, sources, tags, tag_slots)
         if doc_features or (structure is not None and not all(
                 map(_NEIGHBOUR_CODE.__contains__, structure))):
             return self._rows_one_by_one(query, ids, sources, entries, doc_features, structure,
@@ -512,6 +620,42 @@ class FeatureSpace:
         both = np.fromiter(itertools.chain(distinct, map(local.__getitem__, keys)),
                            dtype=np.intp, count=len(distinct) + len(keys))
         return both[:len(distinct)], both[len(distinct):]
+
+    def _rows_kernel(self, query: QueryInfo, texts: Sequence[str], kinds: Sequence[str | None],
+                     sources: Sequence[str | None], structure: Sequence[tuple[str, ...]] | None,
+                     person: int) -> tuple[np.ndarray, np.ndarray] | None:
+        """:meth:`rows` by the C kernel (``_speedups.shape_rows``) when every candidate's shape
+        is cached (no tag slots or document features), or None: the Python path then runs,
+        and featurises the new shapes. The same row keys as that path, in one C pass."""
+        assert shape_rows_kernel is not None and self._table is not None
+        codes = None
+        if structure is not None:
+            codes = list(map(_NEIGHBOUR_CODE.get, structure))
+            if None in codes:
+                return None  # neighbour slots outside the int-key codebook
+        base = (_QTYPE_CODE[query.qtype] * 32) * 16 + 4 * person
+        if not query.names:
+            base += 1
+        if structure is None:
+            base += 16 * _NEIGHBOUR_CODE[NO_NEIGHBOURS]
+        as_tuple = tuple  # the kernel reads tuples (a batch's columns are)
+        done = shape_rows_kernel(
+            self._table.buffer, texts if type(texts) is tuple else as_tuple(texts),
+            kinds if type(kinds) is tuple else as_tuple(kinds),
+            sources if type(sources) is tuple else as_tuple(sources), self.prefix_chars,
+            query.names, word_bloom(query.names), codes, base, query.words,
+            self._slot_words, self._rows)
+        if done is None:
+            return None
+        d, both, missing = done
+        rows = np.frombuffer(both, dtype=np.intp)
+        if missing:  # rows not built yet: their shapes are cached
+            rows = rows.copy()
+            for j, full, i, shape_key in missing:
+                rows[j] = self._new_row(full, query, self._shapes[shape_key], None,
+                                        NO_NEIGHBOURS if structure is None else structure[i],
+                                        sources[i], bool(person))
+        return rows[:d], rows[d:]
 
     def _entries(self, texts: Sequence[str], kinds: Sequence[str | None],
                  sources: Sequence[str | None], tags: Sequence[frozenset[str]],
@@ -594,6 +738,9 @@ class FeatureSpace:
         self._row_info.clear()
         self._shapes.clear()  # their slot ids go with the rows
         self._slot_ids.clear()
+        self._slot_words.clear()
+        if self._table is not None:
+            self._table.clear()
         self.cached_bytes = 0
 
     def matrix(self, rows: np.ndarray) -> np.ndarray:

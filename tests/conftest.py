@@ -20,7 +20,8 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 #: Settings that say where test services live (``.ci/run`` exports them); everything else
 #: under ``HEAPRANK_`` is the developer's own configuration and must not leak into a test.
-KEEP_ENV = frozenset({"HEAPRANK_REDIS_URL", "HEAPRANK_REQUIRE_REDIS"})
+KEEP_ENV = frozenset({"HEAPRANK_REDIS_URL", "HEAPRANK_REQUIRE_REDIS", "HEAPRANK_REQUIRE_SPEEDUPS",
+                      "HEAPRANK_PURE_PYTHON"})
 
 
 @pytest.fixture(autouse=True)

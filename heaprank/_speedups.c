@@ -1,0 +1,881 @@
+/* heaprank._speedups: optional C kernels for the two per-candidate passes of a rerank.
+ *
+ * Each kernel does, in one pass over the candidates, what a pure-Python function of heaprank
+ * does in several (heaprank/candidates.py: coerce_fast; heaprank/features.py:
+ * FeatureSpace.rows), for the usual input only. Anything else (another type, a value the
+ * Python path would flag or reject, an error of any kind) makes a kernel return None, and the
+ * Python path decides, so a kernel can never change a result or an error message: it only
+ * skips the interpreter for clean input. Property tests hold every kernel's output to its
+ * Python twin (tests/property/test_speedups.py).
+ *
+ * No numpy C API: numeric columns come back as one bytearray of float64 values that the
+ * caller views with numpy.frombuffer, so the module builds against any numpy.
+ */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+#include <float.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------ small helpers */
+
+/* 1 if a str encodes as UTF-8: no surrogate code point (only UCS-2/UCS-4 strings can hold
+ * one; ASCII and Latin-1 strings never do). */
+static int
+encodable(PyObject *s)
+{
+    int kind = PyUnicode_KIND(s);
+    if (PyUnicode_IS_ASCII(s) || kind == PyUnicode_1BYTE_KIND) {
+        return 1;
+    }
+    Py_ssize_t n = PyUnicode_GET_LENGTH(s);
+    const void *data = PyUnicode_DATA(s);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, i);
+        if (c >= 0xD800 && c <= 0xDFFF) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* 1 if a str is empty or whitespace only (what `not s.strip()` tells). */
+static int
+blank(PyObject *s)
+{
+    Py_ssize_t n = PyUnicode_GET_LENGTH(s);
+    int kind = PyUnicode_KIND(s);
+    const void *data = PyUnicode_DATA(s);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (!Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, i))) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* A plain int or float as a double: 1 and *out set, 0 for any other type (bool included) or
+ * an int beyond the float range. Never leaves an exception set. */
+static int
+plain_number(PyObject *v, double *out)
+{
+    if (PyFloat_CheckExact(v)) {
+        *out = PyFloat_AS_DOUBLE(v);
+        return 1;
+    }
+    if (PyLong_CheckExact(v)) {
+        double d = PyLong_AsDouble(v);
+        if (d == -1.0 && PyErr_Occurred()) {
+            PyErr_Clear();
+            return 0;
+        }
+        *out = d;
+        return 1;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------ coerce_columns */
+
+/* Field kinds, as heaprank.candidates passes them (one byte per shape field). */
+#define KIND_TIME 'T'   /* epoch seconds: [low, high], then lowered to now */
+#define KIND_RANGED 'R' /* a number within [low, high] */
+#define KIND_LABEL 'L'  /* str or None; "" is None */
+#define KIND_INTLABEL 'I' /* str, int (as its decimal string) or None; "" is None */
+#define KIND_TAGS 'G'   /* None, a str, or a list or tuple of str: a frozenset without "" */
+#define KIND_FLAG 'F'   /* None (False) or a bool */
+
+#define MAX_FIELDS 32
+#define RANK_BITS 3 /* a field code in the reverse table is field * 8 + the key's rank */
+
+typedef struct {
+    /* Candidate's slots, by offset (read once per Candidate type) */
+    PyTypeObject *candidate_type;
+    Py_ssize_t off_id, off_text, off_score, off_metadata;
+    PyObject *str_id, *str_text, *str_score, *str_metadata;
+} coerce_state;
+
+static coerce_state CS;
+
+static int
+slot_offset(PyTypeObject *type, const char *name, Py_ssize_t *out)
+{
+    PyObject *descr = PyDict_GetItemString(type->tp_dict, name);
+    if (descr == NULL || Py_TYPE(descr) != &PyMemberDescr_Type) {
+        return 0;
+    }
+    PyMemberDef *member = ((PyMemberDescrObject *)descr)->d_member;
+    if (member->type != T_OBJECT_EX && member->type != T_OBJECT) {
+        return 0;
+    }
+    *out = member->offset;
+    return 1;
+}
+
+/* Remember the slot offsets of the Candidate class (a slots dataclass); 0 if it has none. */
+static int
+know_candidate_type(PyTypeObject *type)
+{
+    if (CS.candidate_type == type) {
+        return 1;
+    }
+    Py_ssize_t a, b, c, d;
+    if (!slot_offset(type, "id", &a) || !slot_offset(type, "text", &b)
+            || !slot_offset(type, "score", &c) || !slot_offset(type, "metadata", &d)) {
+        return 0;
+    }
+    Py_XDECREF(CS.candidate_type);
+    Py_INCREF(type);
+    CS.candidate_type = type;
+    CS.off_id = a;
+    CS.off_text = b;
+    CS.off_score = c;
+    CS.off_metadata = d;
+    return 1;
+}
+
+#define SLOT(obj, off) (*(PyObject **)((char *)(obj) + (off)))
+
+/* The four top-level values of a plain dict candidate (borrowed; NULL where absent), or 0
+ * if it holds any other key or lacks an id or a text. */
+static int
+dict_parts(PyObject *d, PyObject **id, PyObject **text, PyObject **score, PyObject **meta)
+{
+    Py_ssize_t found = 0;
+    *id = PyDict_GetItemWithError(d, CS.str_id);
+    found += *id != NULL;
+    *text = PyDict_GetItemWithError(d, CS.str_text);
+    found += *text != NULL;
+    *score = PyDict_GetItemWithError(d, CS.str_score);
+    found += *score != NULL;
+    *meta = PyDict_GetItemWithError(d, CS.str_metadata);
+    found += *meta != NULL;
+    if (PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    return *id != NULL && *text != NULL && found == PyDict_GET_SIZE(d);
+}
+
+/* Open-addressing set of str pointers, for duplicate ids (their hashes are cached). */
+typedef struct {
+    PyObject **slots;
+    Py_ssize_t mask;
+} id_set;
+
+/* 1 if added, 0 if already present, -1 on error (memory). */
+static int
+id_set_add(id_set *set, PyObject *s)
+{
+    Py_hash_t h = PyObject_Hash(s); /* a str's hash cannot fail */
+    Py_ssize_t i = (Py_ssize_t)((size_t)h & (size_t)set->mask);
+    while (set->slots[i] != NULL) {
+        PyObject *other = set->slots[i];
+        if (other == s || (PyUnicode_GET_LENGTH(other) == PyUnicode_GET_LENGTH(s)
+                           && PyObject_Hash(other) == h && PyUnicode_Compare(other, s) == 0)) {
+            return 0;
+        }
+        i = (i + 1) & set->mask;
+    }
+    set->slots[i] = s;
+    return 1;
+}
+
+/* The label value as the batch holds it: a new reference to a str (never ""), Py_None (new
+ * reference) for None or "", or NULL for a value the kernel does not take. */
+static PyObject *
+label_value(PyObject *v, int ints)
+{
+    if (v == Py_None) {
+        Py_RETURN_NONE;
+    }
+    if (PyUnicode_CheckExact(v)) {
+        if (!encodable(v)) {
+            return NULL;
+        }
+        if (PyUnicode_GET_LENGTH(v) == 0) {
+            Py_RETURN_NONE;
+        }
+        Py_INCREF(v);
+        return v;
+    }
+    if (ints && PyLong_CheckExact(v)) {
+        PyObject *s = PyObject_Str(v);
+        if (s == NULL) {
+            PyErr_Clear();
+        }
+        return s;
+    }
+    return NULL;
+}
+
+/* A tags value as the batch holds it (a new reference to a frozenset without ""), or NULL. */
+static PyObject *
+tags_value(PyObject *v, PyObject *no_tags)
+{
+    if (v == Py_None) {
+        Py_INCREF(no_tags);
+        return no_tags;
+    }
+    PyObject *set = PySet_New(NULL);
+    if (set == NULL) {
+        PyErr_Clear();
+        return NULL;
+    }
+    if (PyUnicode_CheckExact(v)) {
+        if (!encodable(v)) {
+            goto fail;
+        }
+        if (PyUnicode_GET_LENGTH(v) && PySet_Add(set, v) < 0) {
+            goto fail;
+        }
+    }
+    else if (PyList_CheckExact(v) || PyTuple_CheckExact(v)) {
+        Py_ssize_t n = PySequence_Fast_GET_SIZE(v);
+        PyObject **items = PySequence_Fast_ITEMS(v);
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *tag = items[i];
+            if (!PyUnicode_CheckExact(tag) || !encodable(tag)) {
+                goto fail;
+            }
+            if (PyUnicode_GET_LENGTH(tag) && PySet_Add(set, tag) < 0) {
+                goto fail;
+            }
+        }
+    }
+    else {
+        goto fail;
+    }
+    PyObject *out = PyFrozenSet_New(set);
+    Py_DECREF(set);
+    if (out == NULL) {
+        PyErr_Clear();
+    }
+    return out;
+fail:
+    PyErr_Clear();
+    Py_DECREF(set);
+    return NULL;
+}
+
+PyDoc_STRVAR(coerce_columns_doc,
+"coerce_columns(items, candidate_type, reverse, kinds, bounds, now, latest, no_tags)\n"
+"--\n\n"
+"The columns heaprank.candidates.coerce_fast would build from clean candidates, or None.\n\n"
+"items: a list or tuple of candidate_type objects, or of plain dicts with only the keys id,\n"
+"text, score and metadata. reverse: metadata key -> field * 8 + the key's rank among the\n"
+"field's keys. kinds: one kind byte per field; bounds: (low, high) per field (inclusive;\n"
+"a time's high is latest, and a time past now is read as now).\n"
+"Returns (items, ids, texts, floats, present, columns): floats is a bytearray of float64,\n"
+"the scores then one block of n per numeric field in field order (NaN where absent);\n"
+"present has bit f set when some candidate gives field f; columns[f] is the tuple (labels,\n"
+"tags) or bytearray (flags) of each non-numeric field given, else None.");
+
+static PyObject *
+coerce_columns(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 8) {
+        PyErr_SetString(PyExc_TypeError, "coerce_columns: expected 8 arguments");
+        return NULL;
+    }
+    PyObject *items = args[0], *type = args[1], *reverse = args[2], *kinds = args[3],
+             *bounds = args[4], *no_tags = args[7];
+    double now = PyFloat_AsDouble(args[5]), latest = PyFloat_AsDouble(args[6]);
+    if (PyErr_Occurred()) {
+        return NULL;
+    }
+    if (!PyType_Check(type) || !PyDict_CheckExact(reverse) || !PyBytes_CheckExact(kinds)
+            || !PyTuple_CheckExact(bounds)) {
+        PyErr_SetString(PyExc_TypeError, "coerce_columns: bad arguments");
+        return NULL;
+    }
+    if (!PyList_CheckExact(items) && !PyTuple_CheckExact(items)) {
+        Py_RETURN_NONE;
+    }
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(items);
+    Py_ssize_t n_fields = PyBytes_GET_SIZE(kinds);
+    if (n == 0 || n_fields > MAX_FIELDS || PyTuple_GET_SIZE(bounds) != n_fields) {
+        Py_RETURN_NONE;
+    }
+    const char *kind = PyBytes_AS_STRING(kinds);
+    double low[MAX_FIELDS], high[MAX_FIELDS];
+    int numeric_at[MAX_FIELDS], n_numeric = 0;
+    for (Py_ssize_t f = 0; f < n_fields; f++) {
+        PyObject *pair = PyTuple_GET_ITEM(bounds, f);
+        if (!PyTuple_CheckExact(pair) || PyTuple_GET_SIZE(pair) != 2) {
+            PyErr_SetString(PyExc_TypeError, "coerce_columns: bounds must be pairs");
+            return NULL;
+        }
+        low[f] = PyFloat_AsDouble(PyTuple_GET_ITEM(pair, 0));
+        high[f] = PyFloat_AsDouble(PyTuple_GET_ITEM(pair, 1));
+        if (PyErr_Occurred()) {
+            return NULL;
+        }
+        numeric_at[f] = (kind[f] == KIND_TIME || kind[f] == KIND_RANGED) ? ++n_numeric : 0;
+    }
+    PyObject **item = PySequence_Fast_ITEMS(items);
+    int as_dicts = PyDict_CheckExact(item[0]);
+    if (!as_dicts && (Py_TYPE(item[0]) != (PyTypeObject *)type
+                      || !know_candidate_type((PyTypeObject *)type))) {
+        Py_RETURN_NONE;
+    }
+
+    PyObject *ids = NULL, *texts = NULL, *floats = NULL, *columns = NULL, *out = NULL;
+    id_set seen = {NULL, 0};
+    Py_ssize_t cap = 8;
+    while (cap < 2 * n) {
+        cap <<= 1;
+    }
+    seen.slots = PyMem_Calloc((size_t)cap, sizeof(PyObject *));
+    if (seen.slots == NULL) {
+        return PyErr_NoMemory();
+    }
+    seen.mask = cap - 1;
+    ids = PyTuple_New(n);
+    texts = PyTuple_New(n);
+    floats = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)sizeof(double) * n * (1 + n_numeric));
+    columns = PyTuple_New(n_fields);
+    if (ids == NULL || texts == NULL || floats == NULL || columns == NULL) {
+        goto error;
+    }
+    for (Py_ssize_t f = 0; f < n_fields; f++) {
+        Py_INCREF(Py_None);
+        PyTuple_SET_ITEM(columns, f, Py_None);
+    }
+    double *number = (double *)PyByteArray_AS_STRING(floats);
+    for (Py_ssize_t j = 0; j < n * (1 + n_numeric); j++) {
+        number[j] = NAN;
+    }
+    unsigned long present = 0;
+    Py_ssize_t scored = 0;
+
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *it = item[i], *id, *text, *score, *meta;
+        if (as_dicts) {
+            if (!PyDict_CheckExact(it) || !dict_parts(it, &id, &text, &score, &meta)) {
+                goto defer;
+            }
+        }
+        else {
+            if (Py_TYPE(it) != (PyTypeObject *)type) {
+                goto defer;
+            }
+            id = SLOT(it, CS.off_id);
+            text = SLOT(it, CS.off_text);
+            score = SLOT(it, CS.off_score);
+            meta = SLOT(it, CS.off_metadata);
+            if (id == NULL || text == NULL || score == NULL || meta == NULL) {
+                goto defer;
+            }
+        }
+        /* id: a non-blank, encodable str, not seen before in this list */
+        if (!PyUnicode_CheckExact(id) || blank(id) || !encodable(id)) {
+            goto defer;
+        }
+        int added = id_set_add(&seen, id);
+        if (added <= 0) {
+            goto defer;
+        }
+        /* text: a non-blank, encodable str */
+        if (!PyUnicode_CheckExact(text) || blank(text) || !encodable(text)) {
+            goto defer;
+        }
+        Py_INCREF(id);
+        PyTuple_SET_ITEM(ids, i, id);
+        Py_INCREF(text);
+        PyTuple_SET_ITEM(texts, i, text);
+        /* score: a finite plain number, on every candidate or none */
+        if (score != NULL && score != Py_None) {
+            double s;
+            if (!plain_number(score, &s) || !isfinite(s)) {
+                goto defer;
+            }
+            number[i] = s;
+            scored++;
+        }
+        if (meta == NULL || meta == Py_None) {
+            continue;
+        }
+        if (!PyDict_CheckExact(meta)) {
+            goto defer;
+        }
+        /* each field's value from its highest-priority key with a value other than None */
+        PyObject *best[MAX_FIELDS];
+        int best_rank[MAX_FIELDS];
+        unsigned long given = 0;
+        Py_ssize_t pos = 0;
+        PyObject *key, *value;
+        while (PyDict_Next(meta, &pos, &key, &value)) {
+            if (value == Py_None) {
+                continue;
+            }
+            if (!PyUnicode_CheckExact(key)) {
+                if (PyUnicode_Check(key)) {
+                    goto defer; /* a str subclass: its own hash and == decide, in Python */
+                }
+                continue; /* not a field key */
+            }
+            PyObject *code_obj = PyDict_GetItemWithError(reverse, key);
+            if (code_obj == NULL) {
+                if (PyErr_Occurred()) {
+                    PyErr_Clear();
+                    goto defer;
+                }
+                continue;
+            }
+            long code = PyLong_AsLong(code_obj);
+            int f = (int)(code >> RANK_BITS), rank = (int)(code & ((1 << RANK_BITS) - 1));
+            if (f < 0 || f >= n_fields) {
+                goto defer;
+            }
+            if (!(given & (1UL << f)) || rank < best_rank[f]) {
+                best[f] = value;
+                best_rank[f] = rank;
+                given |= 1UL << f;
+            }
+        }
+        for (int f = 0; f < n_fields; f++) {
+            if (!(given & (1UL << f))) {
+                continue;
+            }
+            PyObject *v = best[f];
+            char k = kind[f];
+            if (k == KIND_TIME || k == KIND_RANGED) {
+                double x;
+                double top = k == KIND_TIME ? latest : high[f];
+                if (!plain_number(v, &x) || !isfinite(x) || x < low[f] || x > top) {
+                    goto defer;
+                }
+                if (k == KIND_TIME && x > now) {
+                    x = now; /* within the clock-skew tolerance: read as now */
+                }
+                number[(Py_ssize_t)numeric_at[f] * n + i] = x;
+                present |= 1UL << f;
+                continue;
+            }
+            PyObject *column = PyTuple_GET_ITEM(columns, f);
+            if (column == Py_None) { /* first candidate that gives this field */
+                if (k == KIND_FLAG) {
+                    column = PyByteArray_FromStringAndSize(NULL, n);
+                    if (column != NULL) {
+                        memset(PyByteArray_AS_STRING(column), 0, (size_t)n);
+                    }
+                }
+                else {
+                    column = PyTuple_New(n);
+                    if (column != NULL) {
+                        PyObject *fill = k == KIND_TAGS ? no_tags : Py_None;
+                        for (Py_ssize_t j = 0; j < n; j++) {
+                            Py_INCREF(fill);
+                            PyTuple_SET_ITEM(column, j, fill);
+                        }
+                    }
+                }
+                if (column == NULL) {
+                    goto error;
+                }
+                PyTuple_SET_ITEM(columns, f, column);
+                Py_DECREF(Py_None);
+                present |= 1UL << f;
+            }
+            if (k == KIND_FLAG) {
+                if (v != Py_True && v != Py_False) {
+                    goto defer;
+                }
+                PyByteArray_AS_STRING(column)[i] = v == Py_True;
+                continue;
+            }
+            PyObject *made = k == KIND_TAGS ? tags_value(v, no_tags)
+                                            : label_value(v, k == KIND_INTLABEL);
+            if (made == NULL) {
+                goto defer;
+            }
+            PyObject *old = PyTuple_GET_ITEM(column, i);
+            PyTuple_SET_ITEM(column, i, made);
+            Py_DECREF(old);
+        }
+    }
+    if (scored != 0 && scored != n) {
+        goto defer;
+    }
+    PyObject *stored = items;
+    if (PyList_CheckExact(items)) {
+        stored = PyList_AsTuple(items);
+        if (stored == NULL) {
+            goto error;
+        }
+    }
+    else {
+        Py_INCREF(items);
+    }
+    out = Py_BuildValue("(NNNNkN)", stored, ids, texts, floats, present, columns);
+    PyMem_Free(seen.slots);
+    return out;
+
+defer:
+    PyMem_Free(seen.slots);
+    Py_XDECREF(ids);
+    Py_XDECREF(texts);
+    Py_XDECREF(floats);
+    Py_XDECREF(columns);
+    Py_RETURN_NONE;
+error:
+    PyMem_Free(seen.slots);
+    Py_XDECREF(ids);
+    Py_XDECREF(texts);
+    Py_XDECREF(floats);
+    Py_XDECREF(columns);
+    return NULL;
+}
+
+/* ------------------------------------------------------------------ shape_rows */
+
+/* The hash of the tuple (a, b, c), as CPython 3.8-3.12 computes it (xxHash lanes over the
+ * items' hashes); heaprank._accel turns the kernel off if this process's hash differs. */
+#if SIZEOF_PY_UHASH_T > 4
+#define XXPRIME_1 ((Py_uhash_t)11400714785074694791ULL)
+#define XXPRIME_2 ((Py_uhash_t)14029467366897019727ULL)
+#define XXPRIME_5 ((Py_uhash_t)2870177450012600261ULL)
+#define XXROTATE(x) ((x << 31) | (x >> 33))
+#else
+#define XXPRIME_1 ((Py_uhash_t)2654435761UL)
+#define XXPRIME_2 ((Py_uhash_t)2246822519UL)
+#define XXPRIME_5 ((Py_uhash_t)374761393UL)
+#define XXROTATE(x) ((x << 13) | (x >> 19))
+#endif
+
+static Py_hash_t
+hash3(Py_hash_t a, Py_hash_t b, Py_hash_t c)
+{
+    Py_hash_t lanes[3] = {a, b, c};
+    Py_uhash_t acc = XXPRIME_5;
+    for (int i = 0; i < 3; i++) {
+        acc += (Py_uhash_t)lanes[i] * XXPRIME_2;
+        acc = XXROTATE(acc);
+        acc *= XXPRIME_1;
+    }
+    acc += 3 ^ (XXPRIME_5 ^ 3527539UL);
+    if (acc == (Py_uhash_t)-1) {
+        return 1546275796;
+    }
+    return (Py_hash_t)acc;
+}
+
+/* hash((text[:prefix_chars], kind, source)): the shape cache's key of a candidate, or -1 with
+ * an exception set. */
+static Py_hash_t
+shape_key_of(PyObject *text, PyObject *kind, PyObject *source, Py_ssize_t prefix_chars)
+{
+    Py_hash_t ht;
+    if (PyUnicode_GET_LENGTH(text) > prefix_chars) {
+        PyObject *prefix = PyUnicode_Substring(text, 0, prefix_chars);
+        if (prefix == NULL) {
+            return -1;
+        }
+        ht = PyObject_Hash(prefix);
+        Py_DECREF(prefix);
+    }
+    else {
+        ht = PyObject_Hash(text);
+    }
+    Py_hash_t hk = PyObject_Hash(kind), hs = PyObject_Hash(source);
+    if (ht == -1 || hk == -1 || hs == -1) {
+        return -1;
+    }
+    return hash3(ht, hk, hs);
+}
+
+PyDoc_STRVAR(shape_key_doc,
+"shape_key(text, kind, source, prefix_chars)\n--\n\n"
+"hash((text[:prefix_chars], kind, source)), computed in C (the shape cache's key).");
+
+static PyObject *
+shape_key(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4 || !PyUnicode_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "shape_key(text: str, kind, source, prefix_chars)");
+        return NULL;
+    }
+    Py_ssize_t prefix_chars = PyLong_AsSsize_t(args[3]);
+    if (prefix_chars == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    Py_hash_t h = shape_key_of(args[0], args[1], args[2], prefix_chars);
+    return h == -1 ? NULL : PyLong_FromSsize_t(h);
+}
+
+/* One entry of the shape table (heaprank.features.ShapeTable): 4 x int64. */
+typedef struct {
+    int64_t key;   /* the shape key */
+    int64_t slot;  /* the slot key + 1 (0: an empty entry) */
+    int64_t bloom; /* one bit per word of the text, bit hash(word) % 63 */
+    int64_t words; /* the address of the shape's frozenset of words, which the shape cache
+                    * holds for as long as the table holds the entry */
+} table_entry;
+
+/* 1 if two frozensets of str have no element in common, 0 if they do, -1 on error: what
+ * frozenset.isdisjoint gives (it also walks the smaller one). */
+static int
+disjoint(PyObject *a, PyObject *b)
+{
+    if (PySet_GET_SIZE(a) > PySet_GET_SIZE(b)) {
+        PyObject *t = a;
+        a = b;
+        b = t;
+    }
+    PyObject *it = PyObject_GetIter(a);
+    if (it == NULL) {
+        return -1;
+    }
+    int out = 1;
+    PyObject *item;
+    while (out == 1 && (item = PyIter_Next(it)) != NULL) {
+        int in = PySet_Contains(b, item);
+        Py_DECREF(item);
+        out = in < 0 ? -1 : !in;
+    }
+    Py_DECREF(it);
+    if (out == 1 && PyErr_Occurred()) {
+        out = -1;
+    }
+    return out;
+}
+
+/* Whether some name of the question is one of a shape's words (its bloom bits said maybe):
+ * 1 yes, 0 no, -1 on error. */
+static int
+shares_name(PyObject *words, PyObject *names)
+{
+    if (!PyFrozenSet_CheckExact(words)) {
+        return -1;
+    }
+    int apart = disjoint(names, words);
+    return apart < 0 ? -1 : !apart;
+}
+
+PyDoc_STRVAR(shape_rows_doc,
+"shape_rows(table, texts, kinds, sources, prefix_chars, names, names_bloom, codes, base,\n"
+"           words, slot_words, rows)\n--\n\n"
+"heaprank.features.FeatureSpace.rows for shapes the table holds, or None.\n\n"
+"table: the bytearray of a ShapeTable (power-of-two entries of key, slot key + 1, bloom,\n"
+"address of the words' frozenset). Each candidate's row key is its slot key, + 1 when it shares no name with the\n"
+"question (names non-empty), + 16 x codes[i] (codes: neighbour codes, or None), and its full\n"
+"key adds base and 2 when the question names none of its slot's source words\n"
+"(slot_words[slot key // 8192]). Returns (d, both, missing): both is a bytearray of intp,\n"
+"the d distinct rows (rows[full key], in order of first appearance) then each candidate's\n"
+"position among them; missing lists (position, full key, candidate, shape key) of the\n"
+"distinct rows not in rows yet (their place in both is -1). None when a shape is not in the\n"
+"table (the caller featurises it in Python).");
+
+#define SLOT_SCALE 8192
+
+static PyObject *
+shape_rows(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 12) {
+        PyErr_SetString(PyExc_TypeError, "shape_rows: expected 12 arguments");
+        return NULL;
+    }
+    PyObject *table = args[0], *texts = args[1], *kinds = args[2], *sources = args[3],
+             *names = args[5], *codes = args[7], *words = args[9], *slot_words = args[10],
+             *rows = args[11];
+    Py_ssize_t prefix_chars = PyLong_AsSsize_t(args[4]);
+    long long names_bloom = PyLong_AsLongLong(args[6]);
+    long long base = PyLong_AsLongLong(args[8]);
+    if (PyErr_Occurred()) {
+        return NULL;
+    }
+    if (!PyByteArray_CheckExact(table) || !PyTuple_CheckExact(texts)
+            || !PyTuple_CheckExact(kinds) || !PyTuple_CheckExact(sources)
+            || !PyFrozenSet_CheckExact(names)
+            || (codes != Py_None && !PyList_CheckExact(codes)) || !PyFrozenSet_CheckExact(words)
+            || !PyList_CheckExact(slot_words) || !PyDict_CheckExact(rows)) {
+        PyErr_SetString(PyExc_TypeError, "shape_rows: bad arguments");
+        return NULL;
+    }
+    Py_ssize_t n = PyTuple_GET_SIZE(texts);
+    Py_ssize_t size = PyByteArray_GET_SIZE(table) / (Py_ssize_t)sizeof(table_entry);
+    if (n == 0 || PyTuple_GET_SIZE(kinds) != n || PyTuple_GET_SIZE(sources) != n
+            || (codes != Py_None && PyList_GET_SIZE(codes) != n) || size == 0
+            || (size & (size - 1)) != 0) {
+        Py_RETURN_NONE;
+    }
+    const table_entry *entry = (const table_entry *)PyByteArray_AS_STRING(table);
+    const size_t mask = (size_t)size - 1;
+    int with_names = PySet_GET_SIZE(names) > 0;
+
+    /* The distinct row keys: an open-addressing map key -> position, keys in order. */
+    Py_ssize_t cap = 16;
+    while (cap < 2 * n) {
+        cap <<= 1;
+    }
+    int64_t *seen_key = PyMem_Malloc((size_t)cap * sizeof(int64_t));
+    Py_ssize_t *seen_at = PyMem_Malloc((size_t)cap * sizeof(Py_ssize_t));
+    int64_t *keys = PyMem_Malloc((size_t)n * sizeof(int64_t));
+    int64_t *shape_of = PyMem_Malloc((size_t)n * sizeof(int64_t));
+    Py_ssize_t *rep = PyMem_Malloc((size_t)n * sizeof(Py_ssize_t));
+    PyObject *both = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)sizeof(Py_ssize_t) * 2 * n);
+    PyObject *missing = NULL, *out = NULL;
+    if (seen_key == NULL || seen_at == NULL || keys == NULL || shape_of == NULL || rep == NULL
+            || both == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t j = 0; j < cap; j++) {
+        seen_at[j] = -1;
+    }
+    Py_ssize_t *local = (Py_ssize_t *)PyByteArray_AS_STRING(both) + n;
+    Py_ssize_t d = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *text = PyTuple_GET_ITEM(texts, i);
+        if (!PyUnicode_CheckExact(text)) {
+            goto defer;
+        }
+        Py_hash_t h = shape_key_of(text, PyTuple_GET_ITEM(kinds, i), PyTuple_GET_ITEM(sources, i),
+                                   prefix_chars);
+        if (h == -1) {
+            PyErr_Clear();
+            goto defer;
+        }
+        size_t at = (size_t)h & mask;
+        while (entry[at].slot != 0 && entry[at].key != (int64_t)h) {
+            at = (at + 1) & mask;
+        }
+        if (entry[at].slot == 0) {
+            goto defer; /* a shape not featurised yet */
+        }
+        int64_t key = entry[at].slot - 1;
+        if (with_names) {
+            int shared = 0;
+            if (entry[at].bloom & names_bloom) {
+                shared = shares_name((PyObject *)(intptr_t)entry[at].words, names);
+                if (shared < 0) {
+                    PyErr_Clear();
+                    goto defer;
+                }
+            }
+            key += !shared;
+        }
+        if (codes != Py_None) {
+            long code = PyLong_AsLong(PyList_GET_ITEM(codes, i));
+            if (code < 0 || code >= SLOT_SCALE / 16) {
+                PyErr_Clear();
+                goto defer;
+            }
+            key += 16 * (int64_t)code;
+        }
+        size_t s = (size_t)key & (size_t)(cap - 1);
+        while (seen_at[s] >= 0 && seen_key[s] != key) {
+            s = (s + 1) & (size_t)(cap - 1);
+        }
+        if (seen_at[s] < 0) {
+            seen_key[s] = key;
+            seen_at[s] = d;
+            keys[d] = key;
+            shape_of[d] = (int64_t)h;
+            rep[d] = i;
+            d++;
+        }
+        local[i] = seen_at[s];
+    }
+    /* The distinct rows by full key, after the local positions (moved down to follow them). */
+    Py_ssize_t *distinct = (Py_ssize_t *)PyByteArray_AS_STRING(both);
+    memmove(distinct + d, local, (size_t)n * sizeof(Py_ssize_t));
+    missing = PyList_New(0);
+    if (missing == NULL) {
+        goto done;
+    }
+    Py_ssize_t n_slots = PyList_GET_SIZE(slot_words);
+    for (Py_ssize_t j = 0; j < d; j++) {
+        int64_t slot = keys[j] / SLOT_SCALE;
+        if (slot < 0 || slot >= n_slots) {
+            goto defer;
+        }
+        PyObject *source_words = PyList_GET_ITEM(slot_words, slot);
+        if (!PyFrozenSet_CheckExact(source_words)) {
+            goto defer;
+        }
+        int apart = disjoint(words, source_words);
+        if (apart < 0) {
+            PyErr_Clear();
+            goto defer;
+        }
+        long long full = (long long)keys[j] + base + 2 * apart;
+        PyObject *full_key = PyLong_FromLongLong(full);
+        if (full_key == NULL) {
+            goto done;
+        }
+        PyObject *row = PyDict_GetItemWithError(rows, full_key);
+        if (row == NULL) {
+            if (PyErr_Occurred()) {
+                Py_DECREF(full_key);
+                PyErr_Clear();
+                goto defer;
+            }
+            distinct[j] = -1;
+            PyObject *note = Py_BuildValue("(nNnL)", j, full_key, rep[j], (long long)shape_of[j]);
+            if (note == NULL || PyList_Append(missing, note) < 0) {
+                Py_XDECREF(note);
+                goto done;
+            }
+            Py_DECREF(note);
+            continue;
+        }
+        Py_DECREF(full_key);
+        Py_ssize_t r = PyLong_AsSsize_t(row);
+        if (r == -1 && PyErr_Occurred()) {
+            PyErr_Clear();
+            goto defer;
+        }
+        distinct[j] = r;
+    }
+    if (PyByteArray_Resize(both, (Py_ssize_t)sizeof(Py_ssize_t) * (d + n)) < 0) {
+        goto done;
+    }
+    out = Py_BuildValue("(nOO)", d, both, missing);
+    goto done;
+defer:
+    out = Py_None;
+    Py_INCREF(out);
+done:
+    PyMem_Free(seen_key);
+    PyMem_Free(seen_at);
+    PyMem_Free(keys);
+    PyMem_Free(shape_of);
+    PyMem_Free(rep);
+    Py_XDECREF(both);
+    Py_XDECREF(missing);
+    return out;
+}
+
+/* ------------------------------------------------------------------ module */
+
+static PyMethodDef methods[] = {
+    {"coerce_columns", (PyCFunction)(void (*)(void))coerce_columns, METH_FASTCALL,
+     coerce_columns_doc},
+    {"shape_key", (PyCFunction)(void (*)(void))shape_key, METH_FASTCALL, shape_key_doc},
+    {"shape_rows", (PyCFunction)(void (*)(void))shape_rows, METH_FASTCALL, shape_rows_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT, "heaprank._speedups",
+    "Optional C kernels of heaprank's per-candidate passes (see heaprank._accel).", -1, methods,
+};
+
+PyMODINIT_FUNC
+PyInit__speedups(void)
+{
+    CS.str_id = PyUnicode_InternFromString("id");
+    CS.str_text = PyUnicode_InternFromString("text");
+    CS.str_score = PyUnicode_InternFromString("score");
+    CS.str_metadata = PyUnicode_InternFromString("metadata");
+    if (CS.str_id == NULL || CS.str_text == NULL || CS.str_score == NULL
+            || CS.str_metadata == NULL) {
+        return NULL;
+    }
+    return PyModule_Create(&module_def);
+}

@@ -1,0 +1,275 @@
+"""The C kernels (``heaprank._speedups``) against their pure-Python twins.
+
+A kernel either gives exactly what its twin gives or defers (returns None) so the twin runs:
+``coerce_columns`` builds the batch the checked path builds, ``shape_rows`` the rows
+:meth:`FeatureSpace.rows` builds, and the :class:`ShapeTable` the kernel reads holds exactly the
+shapes the shape cache holds. The kernels are optional (an install without a C compiler runs
+the twins only); with ``HEAPRANK_REQUIRE_SPEEDUPS=1`` (``.ci/run`` sets it) their absence is a
+failure instead of a skip (but under ``HEAPRANK_PURE_PYTHON=1``, which turns them off).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from heaprank import _accel
+from heaprank.candidates import coerce_c, coerce_checked, coerce_fast
+from heaprank.features import (
+    NO_NEIGHBOURS,
+    FeatureSpace,
+    ShapeTable,
+    analyze_query,
+    word_bloom,
+)
+from tests.property.test_coerce_paths import assert_same_batch, uniform_candidate_lists
+from tests.strategies import (
+    KINDS,
+    NOW,
+    QUERIES,
+    SOURCES,
+    TEXTS,
+    WILD_TARGETS,
+    candidate_lists,
+    clean_candidate,
+    near_clean_candidate_lists,
+    queries,
+    texts,
+    wild_candidate_lists,
+)
+
+if _accel.speedups is None:
+    if os.environ.get("HEAPRANK_REQUIRE_SPEEDUPS") == "1" and \
+            os.environ.get(_accel.PURE_PYTHON_ENV, "") in ("", "0"):
+        pytest.fail("HEAPRANK_REQUIRE_SPEEDUPS=1 but heaprank._speedups did not build or load "
+                    "(is a C compiler installed? pip install -e . rebuilds it)",
+                    pytrace=False)
+    pytest.skip("heaprank._speedups is not built (or HEAPRANK_PURE_PYTHON is set): the "
+                "pure-Python passes are tested everywhere else", allow_module_level=True)
+
+
+# ------------------------------------------------------------------- coerce_columns
+
+
+def check_kernel_batch(items: list[Any]) -> Any:
+    """The kernel's batch is the checked path's (every field, element types included), or
+    None where the checked path raises or flags anything."""
+    built = coerce_c(items, now=NOW)
+    if built is None:
+        return None
+    checked = coerce_checked(items, now=NOW, on_invalid="neutral")
+    assert all(flags == () for flags in checked.flags)
+    assert_same_batch(built, checked)
+    return built
+
+
+@given(items=wild_candidate_lists)
+def test_the_kernel_batch_is_the_checked_batch_on_wild_input(items):
+    check_kernel_batch(items)
+
+
+@pytest.mark.parametrize("target", WILD_TARGETS)
+@given(data=st.data())
+def test_the_kernel_batch_is_the_checked_batch_next_to_a_wild_value(target, data):
+    check_kernel_batch(data.draw(near_clean_candidate_lists(target)))
+
+
+@pytest.mark.parametrize("target", [t for t in WILD_TARGETS if t != "metadata"])
+@given(data=st.data())
+def test_the_kernel_batch_is_the_checked_batch_on_uniform_metadata(target, data):
+    check_kernel_batch(data.draw(uniform_candidate_lists(target)))
+
+
+@given(items=candidate_lists(scored=None), as_objects=st.booleans())
+def test_the_kernel_takes_clean_candidates_and_dicts(items, as_objects):
+    items = [clean_candidate(item, as_objects) for item in items]
+    assert check_kernel_batch(items) is not None
+
+
+@given(items=candidate_lists(scored=None), as_objects=st.booleans(),
+       tags=st.sampled_from([None, "travel", "", ["a", "b", ""], ("x",), []]),
+       key=st.sampled_from(["plan", 7, "", None]), superseded=st.sampled_from([True, False]))
+def test_the_kernel_takes_tags_int_keys_and_flags(items, as_objects, tags, key, superseded):
+    for item in items:
+        item["metadata"].update(tags=tags, key=key, thread=key, superseded=superseded)
+    items = [clean_candidate(item, as_objects) for item in items]
+    assert check_kernel_batch(items) is not None
+
+
+@pytest.mark.parametrize("items", [
+    [],
+    [{"id": "a", "text": "t", "kind": "fact"}],  # a top-level shape field: the Python paths
+    [{"id": "a", "text": "t", "metadata": {"tags": {"a"}}}],  # a set of tags
+    [{"id": "a", "text": "t", "metadata": {"created_at": "2025-06-15T15:06:40Z"}}],
+    [{"id": "a", "text": "t", "score": np.float64(1.0)}],
+    [{"id": "a", "text": "t", "metadata": {"kind": "fact"}}, {"id": "b", "text": "t", "metadata": ()}],
+    ({"id": "a", "text": "t"}, {"id": "a", "text": "u"}),  # a duplicate id
+    [{"id": "a", "text": "t", "score": 1.0}, {"id": "b", "text": "u"}],  # some scores missing
+])
+def test_the_kernel_defers_to_the_python_paths_on_the_unusual(items):
+    assert coerce_c(items, now=NOW) is None
+
+
+def test_a_str_subclass_key_goes_to_the_python_paths():
+    class Key(str):
+        pass
+
+    items = [{"id": "a", "text": "t", "metadata": {Key("kind"): "fact"}}]
+    assert coerce_c(items, now=NOW) is None
+    assert coerce_checked(items, now=NOW).kinds == ("fact",)
+
+
+def test_the_kernel_agrees_with_the_fast_path_on_the_latency_benchmarks_candidates():
+    items = [clean_candidate({"id": f"m{i}", "text": TEXTS[i % len(TEXTS)], "score": i / 7,
+                              "metadata": {"created_at": NOW - 3600 * i, "kind": KINDS[i % 5],
+                                           "source": SOURCES[i % 4]}}, True)
+             for i in range(50)]
+    assert_same_batch(coerce_c(items, now=NOW), coerce_fast(items, now=NOW))
+
+
+# ------------------------------------------------------------------- shape_key, ShapeTable
+
+
+@given(text=st.one_of(texts, st.text(min_size=1990, max_size=2010)),
+       kind=st.one_of(st.none(), st.sampled_from(KINDS)),
+       source=st.one_of(st.none(), st.sampled_from(SOURCES)),
+       prefix=st.sampled_from([100, 2000]))
+def test_the_kernels_shape_key_is_pythons_tuple_hash(text, kind, source, prefix):
+    assert _accel.speedups.shape_key(text, kind, source, prefix) == hash((text[:prefix], kind,
+                                                                           source))
+
+
+@given(ops=st.lists(st.tuples(st.booleans(), st.integers(-40, 40)), max_size=300))
+def test_the_shape_table_holds_what_a_dict_holds(ops):
+    """Inserts and discards (many colliding: small keys over a small table) leave the table
+    holding exactly the keys a dict would, each findable from its home."""
+    table, model = ShapeTable(), {}
+    words = frozenset({"w"})
+    for insert, key in ops:
+        key *= 1024  # every key's home is 0: one long probe run, the worst case for discards
+        if insert:
+            table.insert(key, 8192 * abs(key), words)
+            model[key] = 8192 * abs(key)
+        else:
+            table.discard(key)
+            model.pop(key, None)
+        assert len(table) == len(model)
+    for key, slot in model.items():
+        at = table._find(key)
+        assert table.entries[at, 0] == key and table.entries[at, 1] == slot + 1
+    held = table.entries[table.entries[:, 1] != 0]
+    assert sorted(held[:, 0].tolist()) == sorted(model)
+
+
+def test_the_shape_table_grows_past_half_full():
+    table = ShapeTable()
+    words = frozenset()
+    for key in range(3 * ShapeTable.MIN_SIZE):
+        table.insert(key * 7919, key * 8192, words)
+    assert len(table) == 3 * ShapeTable.MIN_SIZE
+    assert len(table.entries) >= 2 * len(table)
+    assert all(table.entries[table._find(key * 7919), 1] == key * 8192 + 1
+               for key in range(3 * ShapeTable.MIN_SIZE))
+
+
+@given(words=st.frozensets(st.text(max_size=6), max_size=12),
+       names=st.frozensets(st.text(max_size=6), max_size=4))
+def test_a_bloom_without_common_bits_means_no_common_word(words, names):
+    if word_bloom(words) & word_bloom(names) == 0:
+        assert words.isdisjoint(names)
+
+
+# ------------------------------------------------------------------- shape_rows
+
+
+def reference_space(**kwargs: Any) -> FeatureSpace:
+    """A feature space on the Python passes only."""
+    space = FeatureSpace(**kwargs)
+    space._table = None
+    return space
+
+
+_STRUCTURES = [None, "none", "mixed"]
+
+
+def _structure(kind: str | None, n: int, rng: np.random.Generator) -> Any:
+    if kind is None:
+        return None
+    if kind == "none":
+        return [NO_NEIGHBOURS] * n
+    buckets = ["top1", "top3", "top10", "lower", "none"]
+    return [(f"prev:{buckets[rng.integers(5)]}", f"next:{buckets[rng.integers(5)]}")
+            for _ in range(n)]
+
+
+@given(cands=candidate_lists(min_size=1, max_size=20, scored=None),
+       questions=st.lists(st.one_of(st.sampled_from(QUERIES), queries), min_size=1, max_size=4),
+       structure=st.sampled_from(_STRUCTURES), speaker_roles=st.booleans(),
+       max_bytes=st.sampled_from([64 * 2**20, 3_000]), seed=st.integers(0, 2**16))
+def test_kernel_rows_name_the_python_rows_features(cands, questions, structure, speaker_roles,
+                                                   max_bytes, seed):
+    """Over a few questions, each twice (built, then served from the caches, evicting when
+    the bound is small), the kernel's rows name what the Python passes' rows name, and once
+    the shapes are cached the kernel serves them."""
+    kernel, python = FeatureSpace(max_bytes=max_bytes), reference_space(max_bytes=max_bytes)
+    rng = np.random.default_rng(seed)
+    ids = tuple(c["id"] for c in cands)
+    texts_ = tuple(c["text"] for c in cands)
+    kinds = tuple(c["metadata"].get("kind") for c in cands)
+    sources = tuple(c["metadata"].get("source") for c in cands)
+    tags = (frozenset(),) * len(cands)
+    nbrs = _structure(structure, len(cands), rng)
+    for question in questions * 2:
+        query = analyze_query(question)
+        args = (query, ids, texts_, kinds, sources, tags, (), False, nbrs, speaker_roles)
+        got, of = kernel.rows(*args)
+        want, want_of = python.rows(*args)
+        assert [kernel.names_of(r) for r in got[of]] == [python.names_of(r) for r in want[want_of]]
+        assert (of == want_of).all()
+        if max_bytes > 2**20:
+            assert kernel._rows_kernel(query, texts_, kinds, sources, nbrs,
+                                       speaker_roles and 1) is not None
+    assert sorted(kernel._table.entries[kernel._table.entries[:, 1] != 0][:, 0].tolist()) == \
+        sorted(kernel._shapes)
+
+
+def test_a_new_shape_is_featurised_by_the_python_pass_then_served_by_the_kernel():
+    space = FeatureSpace()
+    query = analyze_query("When did Maya fly to Lisbon?")
+    args = (query, ("a", "b"), ("Maya flew to Lisbon on March 3", "I like tea"),
+            ("fact", None), ("maya", None), (frozenset(),) * 2, (), False, None)
+    assert space._rows_kernel(query, args[2], args[3], args[4], None, 0) is None  # not cached
+    first = space.rows(*args)
+    served = space._rows_kernel(query, args[2], args[3], args[4], None, 0)
+    assert served is not None
+    assert [space.names_of(r) for r in served[0][served[1]]] == \
+        [space.names_of(r) for r in first[0][first[1]]]
+    assert any("qent:yes" in space.names_of(r) for r in served[0])  # Maya and Lisbon
+
+
+def test_forgetting_clears_the_table_with_the_shapes():
+    space = FeatureSpace()
+    query = analyze_query("Where is it?")
+    space.rows(query, ("a",), ("in Lisbon",), (None,), (None,), (frozenset(),), (), False, None)
+    assert len(space._table) == 1
+    space.clear()
+    assert len(space._table) == 0 and not space._shapes and not space._slot_words
+
+
+# ------------------------------------------------------------------- the switch
+
+
+def test_heaprank_pure_python_turns_the_kernels_off():
+    code = ("from heaprank import _accel, candidates, features; "
+            "print(_accel.speedups, _accel.shape_rows_kernel, features.FeatureSpace()._table)")
+    env = {**os.environ, "HEAPRANK_PURE_PYTHON": "1"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert out == ["None", "None", "None"]
