@@ -1,8 +1,8 @@
 /* heaprank._speedups: optional C kernels for the two per-candidate passes of a rerank.
  *
- * Each kernel does, in one pass over the candidates, what a pure-Python function of heaprank
- * does in several (heaprank/candidates.py: coerce_fast; heaprank/features.py:
- * FeatureSpace.rows), for the usual input only. Anything else (another type, a value the
+ * Each kernel does, in one pass, what a pure-Python function of heaprank does in several
+ * (heaprank/candidates.py: coerce_fast; heaprank/features.py: FeatureSpace.rows;
+ * heaprank/state/memory.py: MemoryState._learn), for the usual input only. Anything else (another type, a value the
  * Python path would flag or reject, an error of any kind) makes a kernel return None, and the
  * Python path decides, so a kernel can never change a result or an error message: it only
  * skips the interpreter for clean input. Property tests hold every kernel's output to its
@@ -851,6 +851,187 @@ done:
     return out;
 }
 
+/* ------------------------------------------------------------------ learn_known */
+
+/* A 1-d contiguous buffer of 8-byte items of one of the given format letters. */
+static int
+get_buffer(PyObject *obj, Py_buffer *view, int writable, const char *formats)
+{
+    if (PyObject_GetBuffer(obj, view, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS
+                           | (writable ? PyBUF_WRITABLE : 0)) < 0) {
+        return 0;
+    }
+    const char *f = view->format == NULL ? "B" : view->format;
+    if (*f == '<' || *f == '=' || *f == '@') {
+        f++;
+    }
+    if (view->ndim != 1 || view->itemsize != 8 || f[0] == '\0' || f[1] != '\0'
+            || strchr(formats, f[0]) == NULL) {
+        PyBuffer_Release(view);
+        PyErr_SetString(PyExc_TypeError, "learn_known: expected 1-d int64 or float64 arrays");
+        return 0;
+    }
+    return 1;
+}
+
+PyDoc_STRVAR(learn_known_doc,
+"learn_known(rows, weights, shares, fids, pos, neg, gpos, gneg, dpos, dneg)\n--\n\n"
+"One feedback's credit added to a namespace (fids, pos, neg) and the pool (gpos, gneg), when\n"
+"the namespace already has a link of every feature: True; False (nothing changed) if not.\n\n"
+"rows: bytes of int64 feature ids, the ignored rows (weights[i]: each one's summed reject\n"
+"weight) then the used rows (shares[j]: bytes of float64, its features' credit). Each\n"
+"feature's increments are summed in that order into the zeroed scratch arrays dpos and dneg\n"
+"(zeroed again after), then added once to the counts: the arithmetic of\n"
+"heaprank.links.credit_rows then MemoryState._add, bit for bit.");
+
+static PyObject *
+learn_known(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 10) {
+        PyErr_SetString(PyExc_TypeError, "learn_known: expected 10 arguments");
+        return NULL;
+    }
+    PyObject *rows = args[0], *weights = args[1], *shares = args[2];
+    if (!PyList_CheckExact(rows) || !PyList_CheckExact(weights) || !PyList_CheckExact(shares)
+            || PyList_GET_SIZE(weights) + PyList_GET_SIZE(shares) != PyList_GET_SIZE(rows)) {
+        PyErr_SetString(PyExc_TypeError, "learn_known: rows, weights and shares do not match");
+        return NULL;
+    }
+    Py_buffer view[7];
+    int held = 0;
+    static const char *formats[7] = {"lq", "d", "d", "d", "d", "d", "d"};
+    for (; held < 7; held++) {
+        if (!get_buffer(args[3 + held], &view[held], held > 0, formats[held])) {
+            goto error;
+        }
+    }
+    const int64_t *fids = view[0].buf;
+    Py_ssize_t n_fids = view[0].shape[0];
+    double *pos = view[1].buf, *neg = view[2].buf, *gpos = view[3].buf, *gneg = view[4].buf,
+           *dpos = view[5].buf, *dneg = view[6].buf;
+    Py_ssize_t n_global = view[3].shape[0];
+    if (view[1].shape[0] != n_fids || view[2].shape[0] != n_fids
+            || view[4].shape[0] != n_global || view[5].shape[0] != n_global
+            || view[6].shape[0] != n_global) {
+        PyErr_SetString(PyExc_ValueError, "learn_known: arrays of different lengths");
+        goto error;
+    }
+    Py_ssize_t n_rows = PyList_GET_SIZE(rows), n_rejected = PyList_GET_SIZE(weights);
+    Py_ssize_t total = 0;
+    for (Py_ssize_t r = 0; r < n_rows; r++) {
+        PyObject *row = PyList_GET_ITEM(rows, r);
+        if (!PyBytes_CheckExact(row) || PyBytes_GET_SIZE(row) % 8) {
+            PyErr_SetString(PyExc_TypeError, "learn_known: a row is not bytes of int64");
+            goto error;
+        }
+        Py_ssize_t len = PyBytes_GET_SIZE(row) / 8;
+        if (r >= n_rejected) {
+            PyObject *share = PyList_GET_ITEM(shares, r - n_rejected);
+            if (!PyBytes_CheckExact(share) || PyBytes_GET_SIZE(share) != 8 * len) {
+                PyErr_SetString(PyExc_TypeError, "learn_known: shares do not match their row");
+                goto error;
+            }
+        }
+        total += len;
+    }
+    Py_ssize_t *at = PyMem_Malloc((size_t)(total ? total : 1) * sizeof(Py_ssize_t));
+    if (at == NULL) {
+        PyErr_NoMemory();
+        goto error;
+    }
+    /* Every feature's place among the namespace's links, before anything is written. */
+    Py_ssize_t k = 0;
+    for (Py_ssize_t r = 0; r < n_rows; r++) {
+        PyObject *row = PyList_GET_ITEM(rows, r);
+        const int64_t *ids = (const int64_t *)PyBytes_AS_STRING(row);
+        Py_ssize_t len = PyBytes_GET_SIZE(row) / 8;
+        for (Py_ssize_t j = 0; j < len; j++, k++) {
+            int64_t id = ids[j];
+            Py_ssize_t lo = 0, hi = n_fids;
+            while (lo < hi) {
+                Py_ssize_t mid = lo + (hi - lo) / 2;
+                if (fids[mid] < id) {
+                    lo = mid + 1;
+                }
+                else {
+                    hi = mid;
+                }
+            }
+            if (id < 0 || id >= n_global || lo == n_fids || fids[lo] != id) {
+                PyMem_Free(at);
+                for (int b = 0; b < held; b++) {
+                    PyBuffer_Release(&view[b]);
+                }
+                Py_RETURN_FALSE; /* a link new to the namespace: the Python path */
+            }
+            at[k] = lo;
+        }
+    }
+    for (Py_ssize_t r = 0; r < n_rows; r++) {
+        PyObject *row = PyList_GET_ITEM(rows, r);
+        const int64_t *ids = (const int64_t *)PyBytes_AS_STRING(row);
+        Py_ssize_t len = PyBytes_GET_SIZE(row) / 8;
+        if (r < n_rejected) {
+            double weight = PyFloat_AsDouble(PyList_GET_ITEM(weights, r));
+            if (weight == -1.0 && PyErr_Occurred()) {
+                PyMem_Free(at);
+                goto error_scratch;
+            }
+            for (Py_ssize_t j = 0; j < len; j++) {
+                dneg[ids[j]] += weight;
+            }
+        }
+        else {
+            const double *share = (const double *)PyBytes_AS_STRING(
+                PyList_GET_ITEM(shares, r - n_rejected));
+            for (Py_ssize_t j = 0; j < len; j++) {
+                dpos[ids[j]] += share[j];
+                dneg[ids[j]] += 1.0 - share[j];
+            }
+        }
+    }
+    /* Each feature's sums added once (a repeat finds its scratch zeroed: it adds 0.0). */
+    k = 0;
+    for (Py_ssize_t r = 0; r < n_rows; r++) {
+        PyObject *row = PyList_GET_ITEM(rows, r);
+        const int64_t *ids = (const int64_t *)PyBytes_AS_STRING(row);
+        Py_ssize_t len = PyBytes_GET_SIZE(row) / 8;
+        for (Py_ssize_t j = 0; j < len; j++, k++) {
+            int64_t id = ids[j];
+            double add_neg = dneg[id], add_pos = dpos[id];
+            if (add_neg != 0.0 || add_pos != 0.0) {
+                gneg[id] += add_neg;
+                neg[at[k]] += add_neg;
+                gpos[id] += add_pos;
+                pos[at[k]] += add_pos;
+                dneg[id] = 0.0;
+                dpos[id] = 0.0;
+            }
+        }
+    }
+    PyMem_Free(at);
+    for (int b = 0; b < held; b++) {
+        PyBuffer_Release(&view[b]);
+    }
+    Py_RETURN_TRUE;
+
+error_scratch:
+    /* zero what was summed so far (the scratch arrays must stay zero) */
+    for (Py_ssize_t r = 0; r < n_rows; r++) {
+        PyObject *row = PyList_GET_ITEM(rows, r);
+        const int64_t *ids = (const int64_t *)PyBytes_AS_STRING(row);
+        for (Py_ssize_t j = 0; j < PyBytes_GET_SIZE(row) / 8; j++) {
+            dneg[ids[j]] = 0.0;
+            dpos[ids[j]] = 0.0;
+        }
+    }
+error:
+    for (int b = 0; b < held; b++) {
+        PyBuffer_Release(&view[b]);
+    }
+    return NULL;
+}
+
 /* ------------------------------------------------------------------ module */
 
 static PyMethodDef methods[] = {
@@ -858,6 +1039,7 @@ static PyMethodDef methods[] = {
      coerce_columns_doc},
     {"shape_key", (PyCFunction)(void (*)(void))shape_key, METH_FASTCALL, shape_key_doc},
     {"shape_rows", (PyCFunction)(void (*)(void))shape_rows, METH_FASTCALL, shape_rows_doc},
+    {"learn_known", (PyCFunction)(void (*)(void))learn_known, METH_FASTCALL, learn_known_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -152,6 +152,12 @@ class CandidateBatch:
     def __len__(self) -> int:
         return len(self.ids)
 
+    def absent(self, name: str) -> bool:
+        """Whether no candidate gave shape field ``name``, known without reading the column:
+        the column is the batch size's shared absent one (False means: maybe given)."""
+        shared = _ABSENT.get(len(self.ids))
+        return shared is not None and getattr(self, name) is shared[name]
+
     def candidate(self, i: int) -> Candidate:
         """Candidate ``i`` as a :class:`Candidate` (built on demand from a mapping, its metadata
         a copy of the caller's with top-level shape fields merged in)."""

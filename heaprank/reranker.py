@@ -141,11 +141,13 @@ def _co_used_with(batch: CandidateBatch, linked: assoc.Association, i: int) -> s
 
 class _WeightRow(NamedTuple):
     """One question's signal exponents, in :data:`SIGNALS` order: as an array for the scores
-    (read-only: it is shared), as floats, and as the EXPLAIN template they make."""
+    (read-only: it is shared), as floats, as the EXPLAIN template they make, and the mask of
+    the zero ones (None: none is 0)."""
 
     array: np.ndarray
     values: tuple[float, ...]
     template: ExplainTemplate
+    off: np.ndarray | None
 
 
 @functools.lru_cache(maxsize=256)
@@ -159,7 +161,9 @@ def _weight_row(weights: Weights, recency_scale: float | None) -> _WeightRow:
     array = np.array(values)
     array.flags.writeable = False
     exact = tuple(array.tolist())
-    return _WeightRow(array, exact, explain_template(SIGNALS, exact))
+    off = array == 0
+    off.flags.writeable = False
+    return _WeightRow(array, exact, explain_template(SIGNALS, exact), off if off.any() else None)
 
 
 class _RowLinks(NamedTuple):
@@ -340,7 +344,10 @@ class Reranker:
         if state_flag:
             track = False
         use = links.usefulness[row_of]
-        last = np.fmax(np.fmax(docs.last_used, batch.last_used), batch.created_at)
+        # fmax(x, NaN) is x: a last_used no candidate gave is skipped, bit for bit
+        last = docs.last_used if batch.absent("last_used") else np.fmax(docs.last_used,
+                                                                         batch.last_used)
+        last = np.fmax(last, batch.created_at)
         age = when - last
         imp = sig.importance(batch, cfg.kind_importance)
         usage = sig.usage_signals(cfg, namespace, age, imp, docs.use_count)
@@ -354,26 +361,29 @@ class Reranker:
             "reinforcement": usage.reinforcement,
             "association": 1.0,
         }
-        signal_matrix = np.empty((len(batch), len(SIGNALS)))
+        signal_matrix = np.ones((len(batch), len(SIGNALS)))
         for j, name in enumerate(SIGNALS):
-            signal_matrix[:, j] = columns[name]
+            value = columns[name]
+            if type(value) is not float:  # a float is the constant 1.0: in place already
+                signal_matrix[:, j] = value
         weights = self._weights(cfg, info)
         mult, fired = apply_rules(batch, self.rules, cfg.superseded_multiplier, when,
                                   forgotten=usage.forgotten)
         log_score, log_terms, log_rules = sig.combine(signal_matrix, weights.array, mult,
-                                                      no_rule_fired=not fired)
+                                                      no_rule_fired=not fired, off=weights.off)
         linked = None
         if co_use is not None:  # spreads from the base score: every other signal and the rules
             linked = _associate(log_score, edge_rows, when, co_use)
             signal_matrix[:, SIGNALS.index("association")] = linked.factor
             log_score, log_terms, log_rules = sig.combine(signal_matrix, weights.array, mult,
-                                                          no_rule_fired=not fired)
-        kept = np.isfinite(log_score)
-        all_kept = bool(kept.all())
+                                                          no_rule_fired=not fired, off=weights.off)
+        # Every signal is positive and finite: only a rule that fired can drop a candidate
+        kept = np.isfinite(log_score) if fired else None
+        all_kept = kept is None or bool(kept.all())
         # Best first; ties keep the retriever's order (relevance, then input position: the
         # sort is stable).
         order = np.lexsort((-rel, -log_score))
-        if not all_kept:
+        if kept is not None and not all_kept:
             order = order[kept[order]]
         top = order[:k]
         top_rows = row_of[top].tolist()
@@ -411,12 +421,14 @@ class Reranker:
                                   state_flag,
                                   notes if usage.stored or sampled is not None or linked is not None
                                   else None, other_scores)
-        dropped = {} if all_kept else {
+        dropped = {} if kept is None or all_kept else {
             batch.ids[i]: "rule " + ", ".join(f"{n} x{m:g}" for n, m in fired[i])
             for i in np.flatnonzero(~kept).tolist()}
         return new_ranking(recall_id, namespace, query, info.qtype, items,
                            tuple(map(batch.ids.__getitem__, order.tolist())), log_score[order],
-                           log_terms[order], SIGNALS, log_rules[order], dropped)
+                           log_terms[order], SIGNALS,
+                           log_rules[order] if fired else log_rules,  # (no rule: all zeros)
+                           dropped)
 
     def _state_version(self) -> object:
         """The sync state's ``version`` (None without one, or when it cannot be read): while it
@@ -581,9 +593,11 @@ class Reranker:
         positions = top.tolist()
         # what the scores and the details read, the k shown only (indexing each column costs
         # less than stacking them first: np.array of a tuple of arrays inspects each one)
-        logs, scores, importance, source_count, ages, uses = (
-            column[top].tolist() for column in (log_score, batch.scores, batch.importance,
-                                                batch.source_count, age, use_count))
+        logs, scores, ages, uses = (column[top].tolist()
+                                    for column in (log_score, batch.scores, age, use_count))
+        importance, source_count = (
+            [math.nan] * len(positions) if batch.absent(name) else getattr(batch, name)[top].tolist()
+            for name in ("importance", "source_count"))
         rows = signal_matrix[top].tolist()
         self._details(batch, info, cfg, positions, rows, scores, importance, source_count, ages,
                       uses, other_scores)

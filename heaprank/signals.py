@@ -30,7 +30,8 @@ def relevance(scores: np.ndarray, *, kind: str, floor: float, rank_tau: float) -
     get the floor.
     """
     s = -scores if kind == "distance" else scores
-    lo, hi = float(s.min()), float(s.max())
+    # the ufuncs' reductions straight (what ndarray.min and max call, past their Python wrappers)
+    lo, hi = float(np.minimum.reduce(s)), float(np.maximum.reduce(s))
     if lo == lo and hi == hi and math.isfinite(hi - lo):  # no NaN, no overflow: the usual case
         span = hi - lo
         if span <= 0:
@@ -39,7 +40,7 @@ def relevance(scores: np.ndarray, *, kind: str, floor: float, rank_tau: float) -
         out /= span
         # Round off the last bits so that scaling or shifting every score by a constant
         # cannot reorder two candidates through floating-point noise alone.
-        np.round(out, 12, out=out)
+        out.round(12, out=out)
         out *= 1.0 - floor
         out += floor
         return out if floor >= 1e-12 else np.maximum(out, 1e-12)
@@ -78,18 +79,17 @@ def recency(age_s: np.ndarray, *, half_life_s: float, floor: float) -> np.ndarra
     Kept above 0 even with ``floor=0`` (where ``2 ** -x`` underflows past ~1075 half-lives), so
     an old memory is weak, never dropped: only a rule may zero a score.
     """
-    # In place, op for op the formula above (the same bits); NaN ages stay NaN until the end.
+    # In place, op for op the formula above (the same bits: x / -h is -(x / h) exactly); NaN
+    # ages stay NaN until the end, the only way the sum of values in (0, 1] is NaN.
     out = np.maximum(age_s, 0.0)
-    np.negative(out, out=out)
-    out /= half_life_s
+    out /= -half_life_s
     np.exp2(out, out=out)
     out *= 1.0 - floor
     out += floor
     if floor < 1e-300:
         np.maximum(out, 1e-300, out=out)
-    unknown = np.isnan(out)
-    if unknown.any():
-        out[unknown] = 1.0
+    if math.isnan(np.add.reduce(out)):
+        out[np.isnan(out)] = 1.0
     return out
 
 
@@ -131,8 +131,10 @@ def importance(batch: CandidateBatch, kind_importance: Mapping[str, float]) -> n
     prior = np.fromiter(map(kind_importance.get, batch.kinds,  # type: ignore[arg-type]
                             itertools.repeat(1.0)),
                         dtype=np.float64, count=len(batch))
-    # fmax ignores NaN: its reduction is NaN only when every value is (the field is absent)
-    if np.isnan(np.fmax.reduce(batch.importance)) and np.isnan(np.fmax.reduce(batch.source_count)):
+    # fmax ignores NaN: its reduction is NaN only when every value is (the field is absent,
+    # which the batch tells without a look when no candidate gave it)
+    if (batch.absent("importance") or np.isnan(np.fmax.reduce(batch.importance))) and (
+            batch.absent("source_count") or np.isnan(np.fmax.reduce(batch.source_count))):
         return prior  # no explicit dose, no aggregate: the kind priors (the usual case)
     explicit = ~np.isnan(batch.importance)
     base = np.where(explicit, batch.importance, prior)
@@ -153,7 +155,7 @@ class UsageSignals:
     extra columns an impression records because they changed the scores."""
 
     recency: np.ndarray
-    reinforcement: np.ndarray
+    reinforcement: np.ndarray | float  # 1.0 (for every candidate) when its weight is 0
     forgotten: np.ndarray | None = None
     stability_days: np.ndarray | None = None
     stored: dict[str, np.ndarray] = field(default_factory=dict)
@@ -174,11 +176,9 @@ def usage_signals(cfg: Config, namespace: str, age_s: np.ndarray, importance: np
     """Recency, reinforcement and the forgotten mask of one rerank (docs/design.md, "Retention
     and forgetting"). The retention policy is read only when the kernel or the rule needs it."""
     stored: dict[str, np.ndarray] = {}
+    reinforced: np.ndarray | float = 1.0
     if cfg.weights.reinforcement > 0:
-        reinforced = reinforcement(use_count, cap=cfg.reinforcement_cap)
-        stored["reinforcement"] = reinforced
-    else:
-        reinforced = np.ones_like(age_s)
+        reinforced = stored["reinforcement"] = reinforcement(use_count, cap=cfg.reinforcement_cap)
     ebbinghaus = cfg.recency_kernel == "ebbinghaus"
     forgotten = stability = None
     if ebbinghaus or cfg.drop_forgotten:
@@ -195,22 +195,45 @@ def usage_signals(cfg: Config, namespace: str, age_s: np.ndarray, importance: np
 
 
 def combine(signals: np.ndarray, weights: np.ndarray, rules: np.ndarray, *,
-            no_rule_fired: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+            no_rule_fired: bool = False, off: np.ndarray | None | bool = True
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(log_score, log_terms, log_rules)``: the log of ``prod_i signals[:, i] ** weights[i] x
     rules``, with its terms.
 
     ``log_terms[:, i] = weights[i] * log(signals[:, i])`` is kept for EXPLAIN and why_not.
     A rule multiplier of 0 gives ``-inf`` (the candidate is dropped by the caller). Ordering on
     the log score keeps candidates apart even where the product would underflow.
-    ``no_rule_fired``: every multiplier is 1 (their logs are 0, without taking them).
+    ``no_rule_fired``: every multiplier is 1 (their logs are 0, without taking them: the
+    log rules are then shared read-only zeros, and adding them would change no bit).
+    ``off``: the mask ``weights == 0`` if the caller has it (None: no weight is 0).
     """
     log_terms = np.log(signals)  # every signal is > 0 by construction
     log_terms *= weights
-    off = weights == 0
-    if off.any():
+    if off is True:
+        zero = weights == 0
+        off = zero if zero.any() else None
+    if off is not None:
         log_terms[:, off] = 0.0
-    logged_rules = np.zeros(len(rules)) if no_rule_fired else log_rules(rules)
+    if no_rule_fired:
+        return log_terms.sum(axis=1), log_terms, zeros(len(rules))
+    logged_rules = log_rules(rules)
     return log_terms.sum(axis=1) + logged_rules, log_terms, logged_rules
+
+
+_ZEROS: dict[int, np.ndarray] = {}
+
+
+def zeros(n: int) -> np.ndarray:
+    """``n`` read-only zeros, shared by every caller asking for ``n`` (a few sizes recur)."""
+    out = _ZEROS.get(n)
+    if out is None:
+        out = np.zeros(n)
+        out.flags.writeable = False
+        if n <= 4_096:
+            if len(_ZEROS) >= 64:
+                _ZEROS.clear()
+            _ZEROS[n] = out
+    return out
 
 
 def log_rules(rules: np.ndarray) -> np.ndarray:

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator, Sequence
 import numpy as np
 
 from .. import links as linkmath
+from .._accel import speedups
 from ..errors import FeedbackError
 from ..features import expand_features
 from . import codec, edges
@@ -34,6 +35,8 @@ from .base import (
 )
 
 DAY_S = 86_400.0
+#: The C kernel of a lean feedback's sums (None: the numpy path)
+learn_kernel = None if speedups is None else speedups.learn_known
 _PRUNE_EVERY = 256
 _ROW_CACHE = 65_536  # feature rows whose ids are cached (a few MB at most)
 _SHOWN_CACHE = 4_096  # latest impressions kept as written, besides their stored bytes
@@ -49,11 +52,12 @@ class _Row:
     holds one object per row, so within one feedback two items share a row exactly when they
     share the object (and the object hashes without reading its ids)."""
 
-    __slots__ = ("ids", "array")
+    __slots__ = ("ids", "array", "raw")
 
     def __init__(self, ids: tuple[int, ...]) -> None:
         self.ids = ids
         self.array = np.array(ids, dtype=np.int64)
+        self.raw = self.array.tobytes()  # what the C kernel reads
 
 
 class _Namespace:
@@ -117,6 +121,11 @@ class MemoryState:
         self._rows: dict[tuple[str, ...], list[int]] = {}  # feature row -> its feature ids
         #: (question type, slots, doc id or None) -> the feature ids of the row they expand to
         self._slot_rows: dict[tuple[str, tuple[str, ...], str | None], _Row] = {}
+        #: The same rows (without doc ids) by the identity of the slots tuple: a reranker
+        #: hands the same tuple for a feature row every time, and hashing it reads each of its
+        #: strings (cache misses right after a rerank). An entry holds its tuple, so the id is
+        #: not reused while it lives; cleared with the rows.
+        self._rows_by_slots: dict[int, tuple[tuple[str, ...], str, _Row]] = {}
         #: Bumped by every change of the link counts: a reader may keep what it derived from
         #: them while the version stands (Reranker does, per set of feature rows).
         self.version = 0
@@ -391,8 +400,28 @@ class MemoryState:
         ``credit_rows`` adds them (ignored rows in order, then the used rows in order) into the
         zeroed scratch arrays, which are zeroed again at the ids touched, whatever happens.
         Per row, not per feature: numpy's few row adds beat a dict update per feature, most of
-        all right after a rerank has pushed this code out of the CPU caches (measured).
+        all right after a rerank has pushed this code out of the CPU caches (measured). With
+        the C kernels and every link known to the namespace (the usual case), the same sums
+        in one C pass (``_speedups.learn_known``).
         """
+        shares_of = []
+        for row, means in used_rows:
+            shares = None
+            if em:
+                p = means if means is not None and len(means) == len(row.ids) else \
+                    self._posterior_mean(ns, row.array, learning)
+                u = linkmath.used_total(p.tolist())
+                if u > 0.0:
+                    shares = np.minimum(p / u, 1.0)  # min(1, p / U), as credit_rows
+            if shares is None:  # uniform credit
+                shares = np.full(len(row.ids), 1.0 / len(row.ids))
+            shares_of.append(shares)
+        if learn_kernel is not None and learn_kernel(
+                [*[row.raw for row in rejected], *[row.raw for row, _ in used_rows]],
+                list(rejected.values()), [shares.tobytes() for shares in shares_of], ns.fids,
+                ns.pos, ns.neg, self._gpos, self._gneg, self._dpos, self._dneg):
+            self.version += 1  # every link known to the namespace: applied in one C pass
+            return
         # The feature ids of every row, repeats included: read from each row's array (a
         # set of the ids' int objects costs more, scattered in memory as they are)
         parts = [*[row.array for row in rejected], *[row.array for row, _ in used_rows]]
@@ -402,22 +431,10 @@ class MemoryState:
         try:
             for row, weight in rejected.items():  # a row's features are distinct: one add each
                 dneg[row.array] += weight
-            shares_of = []
-            for row, means in used_rows:
-                n_features = len(row.ids)
-                shares = None
-                if em:
-                    p = means if means is not None and len(means) == n_features else \
-                        self._posterior_mean(ns, row.array, learning)
-                    u = linkmath.used_total(p.tolist())
-                    if u > 0.0:
-                        shares = np.minimum(p / u, 1.0)  # min(1, p / U), as credit_rows
-                if shares is None:  # uniform credit
-                    shares = np.full(n_features, 1.0 / n_features)
+            for (row, _), shares in zip(used_rows, shares_of):
                 if not one_used:
                     dpos[row.array] += shares
                 dneg[row.array] += 1.0 - shares
-                shares_of.append(shares)
             fids = ns.fids
             at = fids.searchsorted(idx)
             if len(fids) and (fids.take(at, mode="clip") == idx).all():
@@ -474,15 +491,24 @@ class MemoryState:
                 when = t if explicit else time.time()
             used_at = set(used)
             kept = read[1:] if read is not None and read[0] == self.version else None
-            if len(self._slot_rows) > _ROW_CACHE - len(ids):
+            if len(self._slot_rows) > _ROW_CACHE - len(ids) or \
+                    len(self._rows_by_slots) > _ROW_CACHE - len(ids):
                 self._slot_rows.clear()  # before the rows, never among them (see _Row)
+                self._rows_by_slots.clear()
             cached, n_weights = self._slot_rows.get, len(reject_weights)
+            by_slots = self._rows_by_slots
             rejected: dict[_Row, float] = {}
             used_rows: list[tuple[_Row, np.ndarray | None]] = []
             verdicts = [codec.IGNORED] * len(ids)
             for rank, (d, row_slots) in enumerate(zip(ids, slots), start=1):
-                key = (qtype, row_slots, d if doc_features else None)
-                row = cached(key) or self._slot_row(key)
+                seen = None if doc_features else by_slots.get(id(row_slots))
+                if seen is not None and seen[0] is row_slots and seen[1] == qtype:
+                    row = seen[2]
+                else:
+                    key = (qtype, row_slots, d if doc_features else None)
+                    row = cached(key) or self._slot_row(key)
+                    if not doc_features:
+                        by_slots[id(row_slots)] = (row_slots, qtype, row)
                 if d in used_at:
                     verdicts[rank - 1] = codec.USED
                     used_rows.append((row, kept[0][kept[1][rank - 1]]
@@ -528,6 +554,7 @@ class MemoryState:
             self.version += 1
             self._rows.clear()  # its feature names, and ids that are about to be reused
             self._slot_rows.clear()  # its slots and doc ids, and those ids
+            self._rows_by_slots.clear()
             ns = self._ns.pop(namespace, None)
             if ns is not None:
                 idx = ns.fids

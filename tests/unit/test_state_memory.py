@@ -60,3 +60,27 @@ def test_max_impressions_must_be_positive():
         MemoryState(max_impressions=0)
     with pytest.raises(ValueError, match="impression_ttl_s"):
         MemoryState(impression_ttl_s=0)
+
+
+def test_one_slots_object_under_two_question_types_learns_two_rows():
+    # The lean feedback finds a row by the identity of its slots tuple: the question type
+    # must still tell two rows apart.
+    from heaprank.links import Prior
+
+    slots = ("kind:none", "source:none")
+    lean, general = MemoryState(), MemoryState()
+    for qtype in ("when", "who"):
+        rid = new_recall_id()
+        for state in (lean, general):
+            state.put_impression(Impression(recall_id=rid, namespace="n", qtype=qtype,
+                                            time=0.0, time_explicit=True, ids=("a", "b"),
+                                            slots=(slots, slots)))
+        assert lean.apply_used(rid, "n", ["a"], None, Prior(), True, [1.0] * 4,
+                               lambda rank: 1.0, None) is not None
+        general._rows_by_slots.clear()  # the rows by value only
+        general.apply_used(rid, "n", ["a"], None, Prior(), True, [1.0] * 4, lambda rank: 1.0,
+                           None)
+        general._rows_by_slots.clear()
+    assert lean.list_links("n")[0] == general.list_links("n")[0]
+    assert {"qt:when&kind:none", "qt:who&kind:none"} <= set(lean.list_links("n")[0])
+    assert lean.list_links("n")[1].tolist() == general.list_links("n")[1].tolist()
