@@ -2,7 +2,8 @@
  *
  * Each kernel does, in one pass, what a pure-Python function of heaprank does in several
  * (heaprank/candidates.py: coerce_fast; heaprank/features.py: FeatureSpace.rows;
- * heaprank/state/memory.py: MemoryState._learn), for the usual input only. Anything else (another type, a value the
+ * heaprank/state/memory.py: MemoryState._learn and _docs; heaprank/state/codec.py: encode;
+ * the slots of heaprank's result objects), for the usual input only. Anything else (another type, a value the
  * Python path would flag or reject, an error of any kind) makes a kernel return None, and the
  * Python path decides, so a kernel can never change a result or an error message: it only
  * skips the interpreter for clean input. Property tests hold every kernel's output to its
@@ -21,6 +22,15 @@
 #include <string.h>
 
 /* ------------------------------------------------------------------ small helpers */
+
+/* A hint to start loading what a later pass reads: the candidates' objects lie scattered in
+ * memory, and on a request path most of them are out of the CPU caches. Issued for every
+ * candidate first, their loads overlap instead of following one another. */
+#if defined(__GNUC__) || defined(__clang__)
+#define PREFETCH(p) __builtin_prefetch((const void *)(p))
+#else
+#define PREFETCH(p) ((void)(p))
+#endif
 
 /* 1 if a str encodes as UTF-8: no surrogate code point (only UCS-2/UCS-4 strings can hold
  * one; ASCII and Latin-1 strings never do). */
@@ -53,6 +63,18 @@ blank(PyObject *s)
         if (!Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, i))) {
             return 0;
         }
+    }
+    return 1;
+}
+
+/* Whether a kernel was given its count of arguments (a TypeError naming it if not). */
+static int
+takes(Py_ssize_t nargs, Py_ssize_t expected, const char *kernel)
+{
+    if (nargs != expected) {
+        PyErr_Format(PyExc_TypeError, "%s: expected %zd arguments, got %zd", kernel, expected,
+                     nargs);
+        return 0;
     }
     return 1;
 }
@@ -277,8 +299,7 @@ PyDoc_STRVAR(coerce_columns_doc,
 static PyObject *
 coerce_columns(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 8) {
-        PyErr_SetString(PyExc_TypeError, "coerce_columns: expected 8 arguments");
+    if (!takes(nargs, 8, "coerce_columns")) {
         return NULL;
     }
     PyObject *items = args[0], *type = args[1], *reverse = args[2], *kinds = args[3],
@@ -352,6 +373,25 @@ coerce_columns(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     unsigned long present = 0;
     Py_ssize_t scored = 0;
 
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PREFETCH(item[i]);
+    }
+    if (!as_dicts) { /* then what each candidate points to */
+        for (Py_ssize_t i = 0; i < n; i++) {
+            if (Py_TYPE(item[i]) == (PyTypeObject *)type) {
+                PREFETCH(SLOT(item[i], CS.off_id));
+                PREFETCH(SLOT(item[i], CS.off_text));
+                PREFETCH(SLOT(item[i], CS.off_metadata));
+            }
+        }
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *meta = Py_TYPE(item[i]) == (PyTypeObject *)type
+                             ? SLOT(item[i], CS.off_metadata) : NULL;
+            if (meta != NULL && PyDict_CheckExact(meta)) {
+                PREFETCH(((PyDictObject *)meta)->ma_keys);
+            }
+        }
+    }
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *it = item[i], *id, *text, *score, *meta;
         if (as_dicts) {
@@ -675,8 +715,7 @@ PyDoc_STRVAR(shape_rows_doc,
 static PyObject *
 shape_rows(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 12) {
-        PyErr_SetString(PyExc_TypeError, "shape_rows: expected 12 arguments");
+    if (!takes(nargs, 12, "shape_rows")) {
         return NULL;
     }
     PyObject *table = args[0], *texts = args[1], *kinds = args[2], *sources = args[3],
@@ -729,6 +768,7 @@ shape_rows(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     Py_ssize_t *local = (Py_ssize_t *)PyByteArray_AS_STRING(both) + n;
     Py_ssize_t d = 0;
+    /* every candidate's key first, its table entry's load started (shape_of holds the keys) */
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *text = PyTuple_GET_ITEM(texts, i);
         if (!PyUnicode_CheckExact(text)) {
@@ -740,6 +780,11 @@ shape_rows(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             PyErr_Clear();
             goto defer;
         }
+        shape_of[i] = (int64_t)h;
+        PREFETCH(&entry[(size_t)h & mask]);
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_hash_t h = (Py_hash_t)shape_of[i];
         size_t at = (size_t)h & mask;
         while (entry[at].slot != 0 && entry[at].key != (int64_t)h) {
             at = (at + 1) & mask;
@@ -775,8 +820,7 @@ shape_rows(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             seen_key[s] = key;
             seen_at[s] = d;
             keys[d] = key;
-            shape_of[d] = (int64_t)h;
-            rep[d] = i;
+            rep[d] = i; /* shape_of[rep[d]] is its shape key */
             d++;
         }
         local[i] = seen_at[s];
@@ -816,7 +860,8 @@ shape_rows(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
                 goto defer;
             }
             distinct[j] = -1;
-            PyObject *note = Py_BuildValue("(nNnL)", j, full_key, rep[j], (long long)shape_of[j]);
+            PyObject *note = Py_BuildValue("(nNnL)", j, full_key, rep[j],
+                                           (long long)shape_of[rep[j]]);
             if (note == NULL || PyList_Append(missing, note) < 0) {
                 Py_XDECREF(note);
                 goto done;
@@ -853,9 +898,11 @@ done:
 
 /* ------------------------------------------------------------------ learn_known */
 
-/* A 1-d contiguous buffer of 8-byte items of one of the given format letters. */
+/* A C-contiguous buffer of 8-byte items of one of the given format letters (1-d unless
+ * any_shape). */
 static int
-get_buffer(PyObject *obj, Py_buffer *view, int writable, const char *formats)
+get_buffer_shaped(PyObject *obj, Py_buffer *view, int writable, const char *formats,
+                  int any_shape)
 {
     if (PyObject_GetBuffer(obj, view, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS
                            | (writable ? PyBUF_WRITABLE : 0)) < 0) {
@@ -865,13 +912,19 @@ get_buffer(PyObject *obj, Py_buffer *view, int writable, const char *formats)
     if (*f == '<' || *f == '=' || *f == '@') {
         f++;
     }
-    if (view->ndim != 1 || view->itemsize != 8 || f[0] == '\0' || f[1] != '\0'
-            || strchr(formats, f[0]) == NULL) {
+    if ((view->ndim != 1 && !any_shape) || view->itemsize != 8 || f[0] == '\0'
+            || f[1] != '\0' || strchr(formats, f[0]) == NULL) {
         PyBuffer_Release(view);
-        PyErr_SetString(PyExc_TypeError, "learn_known: expected 1-d int64 or float64 arrays");
+        PyErr_SetString(PyExc_TypeError, "expected a buffer of int64 or float64");
         return 0;
     }
     return 1;
+}
+
+static int
+get_buffer(PyObject *obj, Py_buffer *view, int writable, const char *formats)
+{
+    return get_buffer_shaped(obj, view, writable, formats, 0);
 }
 
 PyDoc_STRVAR(learn_known_doc,
@@ -879,7 +932,7 @@ PyDoc_STRVAR(learn_known_doc,
 "One feedback's credit added to a namespace (fids, pos, neg) and the pool (gpos, gneg), when\n"
 "the namespace already has a link of every feature: True; False (nothing changed) if not.\n\n"
 "rows: bytes of int64 feature ids, the ignored rows (weights[i]: each one's summed reject\n"
-"weight) then the used rows (shares[j]: bytes of float64, its features' credit). Each\n"
+"weight) then the used rows (shares[j]: a list of floats, its features' credit). Each\n"
 "feature's increments are summed in that order into the zeroed scratch arrays dpos and dneg\n"
 "(zeroed again after), then added once to the counts: the arithmetic of\n"
 "heaprank.links.credit_rows then MemoryState._add, bit for bit.");
@@ -887,8 +940,7 @@ PyDoc_STRVAR(learn_known_doc,
 static PyObject *
 learn_known(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 10) {
-        PyErr_SetString(PyExc_TypeError, "learn_known: expected 10 arguments");
+    if (!takes(nargs, 10, "learn_known")) {
         return NULL;
     }
     PyObject *rows = args[0], *weights = args[1], *shares = args[2];
@@ -927,9 +979,15 @@ learn_known(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         Py_ssize_t len = PyBytes_GET_SIZE(row) / 8;
         if (r >= n_rejected) {
             PyObject *share = PyList_GET_ITEM(shares, r - n_rejected);
-            if (!PyBytes_CheckExact(share) || PyBytes_GET_SIZE(share) != 8 * len) {
+            if (!PyList_CheckExact(share) || PyList_GET_SIZE(share) != len) {
                 PyErr_SetString(PyExc_TypeError, "learn_known: shares do not match their row");
                 goto error;
+            }
+            for (Py_ssize_t j = 0; j < len; j++) {
+                if (!PyFloat_CheckExact(PyList_GET_ITEM(share, j))) {
+                    PyErr_SetString(PyExc_TypeError, "learn_known: a share is not a float");
+                    goto error;
+                }
             }
         }
         total += len;
@@ -982,11 +1040,11 @@ learn_known(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             }
         }
         else {
-            const double *share = (const double *)PyBytes_AS_STRING(
-                PyList_GET_ITEM(shares, r - n_rejected));
+            PyObject *share = PyList_GET_ITEM(shares, r - n_rejected);
             for (Py_ssize_t j = 0; j < len; j++) {
-                dpos[ids[j]] += share[j];
-                dneg[ids[j]] += 1.0 - share[j];
+                double x = PyFloat_AS_DOUBLE(PyList_GET_ITEM(share, j));
+                dpos[ids[j]] += x;
+                dneg[ids[j]] += 1.0 - x;
             }
         }
     }
@@ -1032,6 +1090,243 @@ error:
     return NULL;
 }
 
+/* ------------------------------------------------------------------ encode_items */
+
+PyDoc_STRVAR(encode_items_doc,
+"encode_items(ids, slots, rows_by_id, signals)\n--\n\n"
+"The items and signal values of a stored impression (heaprank.state.codec.encode), or None.\n\n"
+"Per shown item its id (varint length, UTF-8) and its row's slot codes, found by the identity\n"
+"of its slots tuple in rows_by_id (id(row) -> (row, codes)); then signals (a C-contiguous\n"
+"float64 array of n x m, or None for zeros) as little-endian float32, the C cast of each\n"
+"value. None when a row is not there by identity (the Python encoder then runs).");
+
+static PyObject *
+encode_items(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (!takes(nargs, 4, "encode_items")) {
+        return NULL;
+    }
+#if PY_BIG_ENDIAN
+    Py_RETURN_NONE; /* the stored floats are little-endian: the Python encoder swaps them */
+#else
+    PyObject *ids = args[0], *slots = args[1], *rows_by_id = args[2], *signals = args[3];
+    if (!PyTuple_CheckExact(ids) || !PyTuple_CheckExact(slots) || !PyDict_CheckExact(rows_by_id)
+            || PyTuple_GET_SIZE(ids) != PyTuple_GET_SIZE(slots)) {
+        Py_RETURN_NONE;
+    }
+    Py_ssize_t n = PyTuple_GET_SIZE(ids);
+    Py_buffer view;
+    int have_view = 0;
+    Py_ssize_t n_values = 0;
+    if (signals != Py_None) {
+        if (!get_buffer_shaped(signals, &view, 0, "d", 1)) {
+            PyErr_Clear();
+            Py_RETURN_NONE;
+        }
+        have_view = 1;
+        n_values = view.len / 8;
+        if (n == 0 || n_values % n) {
+            PyBuffer_Release(&view);
+            Py_RETURN_NONE;
+        }
+    }
+    PyObject *codes_of[256];
+    const char *utf8_of[256];
+    Py_ssize_t size_of[256];
+    PyObject *out = NULL;
+    if (n > 256) {
+        goto defer;
+    }
+    Py_ssize_t total = 4 * n_values;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *id = PyTuple_GET_ITEM(ids, i), *row = PyTuple_GET_ITEM(slots, i);
+        if (!PyUnicode_CheckExact(id)) {
+            goto defer;
+        }
+        utf8_of[i] = PyUnicode_AsUTF8AndSize(id, &size_of[i]);
+        if (utf8_of[i] == NULL) {
+            PyErr_Clear();
+            goto defer;
+        }
+        PyObject *key = PyLong_FromVoidPtr(row);
+        if (key == NULL) {
+            goto error;
+        }
+        PyObject *seen = PyDict_GetItemWithError(rows_by_id, key);
+        Py_DECREF(key);
+        if (seen == NULL) {
+            PyErr_Clear();
+            goto defer;
+        }
+        if (!PyTuple_CheckExact(seen) || PyTuple_GET_SIZE(seen) != 2
+                || PyTuple_GET_ITEM(seen, 0) != row || !PyBytes_CheckExact(PyTuple_GET_ITEM(seen, 1))) {
+            goto defer;
+        }
+        codes_of[i] = PyTuple_GET_ITEM(seen, 1);
+        for (size_t v = (size_t)size_of[i]; ; v >>= 7) { /* the varint's bytes */
+            total++;
+            if (v < 0x80) {
+                break;
+            }
+        }
+        total += size_of[i] + PyBytes_GET_SIZE(codes_of[i]);
+    }
+    out = PyByteArray_FromStringAndSize(NULL, total);
+    if (out == NULL) {
+        goto error;
+    }
+    unsigned char *w = (unsigned char *)PyByteArray_AS_STRING(out);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        size_t v = (size_t)size_of[i];
+        while (v >= 0x80) {
+            *w++ = (unsigned char)((v & 0x7F) | 0x80);
+            v >>= 7;
+        }
+        *w++ = (unsigned char)v;
+        memcpy(w, utf8_of[i], (size_t)size_of[i]);
+        w += size_of[i];
+        Py_ssize_t k = PyBytes_GET_SIZE(codes_of[i]);
+        memcpy(w, PyBytes_AS_STRING(codes_of[i]), (size_t)k);
+        w += k;
+    }
+    if (have_view) {
+        const double *x = view.buf;
+        for (Py_ssize_t j = 0; j < n_values; j++) {
+            float f = (float)x[j];
+            memcpy(w, &f, 4);
+            w += 4;
+        }
+        PyBuffer_Release(&view);
+    }
+    return out;
+defer:
+    if (have_view) {
+        PyBuffer_Release(&view);
+    }
+    Py_RETURN_NONE;
+error:
+    if (have_view) {
+        PyBuffer_Release(&view);
+    }
+    return NULL;
+#endif
+}
+
+/* ------------------------------------------------------------------ instances */
+
+PyDoc_STRVAR(instances_doc,
+"instances(cls, slots, rows)\n--\n\n"
+"New instances of a slots class, one per tuple of rows (a value for each of the member\n"
+"descriptors `slots`, cls's own, in that order), set as object.__new__(cls) and each\n"
+"descriptor's __set__ would set them (no __init__). None if cls or a descriptor is not such.");
+
+#define MAX_SLOTS 32
+
+static PyObject *
+instances(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3 || !PyType_Check(args[0]) || !PyTuple_CheckExact(args[1])
+            || !PyList_CheckExact(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "instances(cls, slots: tuple, rows: list)");
+        return NULL;
+    }
+    PyTypeObject *type = (PyTypeObject *)args[0];
+    PyObject *slots = args[1], *rows = args[2];
+    Py_ssize_t n_slots = PyTuple_GET_SIZE(slots), offset[MAX_SLOTS];
+    if (!PyType_HasFeature(type, Py_TPFLAGS_HEAPTYPE) || type->tp_new != PyBaseObject_Type.tp_new
+            || n_slots > MAX_SLOTS) {
+        Py_RETURN_NONE;
+    }
+    for (Py_ssize_t i = 0; i < n_slots; i++) {
+        PyObject *descr = PyTuple_GET_ITEM(slots, i);
+        if (Py_TYPE(descr) != &PyMemberDescr_Type
+                || ((PyMemberDescrObject *)descr)->d_common.d_type != type
+                || ((PyMemberDescrObject *)descr)->d_member->type != T_OBJECT_EX
+                || (((PyMemberDescrObject *)descr)->d_member->flags & READONLY)) {
+            Py_RETURN_NONE;
+        }
+        offset[i] = ((PyMemberDescrObject *)descr)->d_member->offset;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(rows);
+    PyObject *out = PyList_New(n);
+    if (out == NULL) {
+        return NULL;
+    }
+    for (Py_ssize_t r = 0; r < n; r++) {
+        PyObject *row = PyList_GET_ITEM(rows, r);
+        if (!PyTuple_CheckExact(row) || PyTuple_GET_SIZE(row) != n_slots) {
+            Py_DECREF(out);
+            PyErr_SetString(PyExc_TypeError, "instances: a row is not a tuple of every slot");
+            return NULL;
+        }
+        PyObject *obj = type->tp_alloc(type, 0);
+        if (obj == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        for (Py_ssize_t i = 0; i < n_slots; i++) {
+            PyObject *value = PyTuple_GET_ITEM(row, i);
+            PyObject *old = SLOT(obj, offset[i]);
+            Py_INCREF(value);
+            SLOT(obj, offset[i]) = value;
+            Py_XDECREF(old); /* NULL in a new object; a slot named twice holds the last */
+        }
+        PyList_SET_ITEM(out, r, obj);
+    }
+    return out;
+}
+
+/* ------------------------------------------------------------------ doc_stats */
+
+PyDoc_STRVAR(doc_stats_doc,
+"doc_stats(docs, ids)\n--\n\n"
+"Each id's (last used, use count) in docs (a dict of id -> a tuple of two floats; NaN and 0.0\n"
+"for an id not there), as a bytearray of float64: every last use, then every count. None\n"
+"where docs holds anything else (the Python read then runs).");
+
+static PyObject *
+doc_stats(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyDict_CheckExact(args[0]) || !PyTuple_CheckExact(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "doc_stats(docs: dict, ids: tuple)");
+        return NULL;
+    }
+    PyObject *docs = args[0], *ids = args[1];
+    Py_ssize_t n = PyTuple_GET_SIZE(ids);
+    PyObject *out = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)sizeof(double) * 2 * n);
+    if (out == NULL) {
+        return NULL;
+    }
+    double *last = (double *)PyByteArray_AS_STRING(out), *uses = last + n;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *id = PyTuple_GET_ITEM(ids, i);
+        if (!PyUnicode_CheckExact(id)) {
+            goto defer;
+        }
+        PyObject *row = PyDict_GetItemWithError(docs, id); /* a str key: no code of the caller */
+        if (row == NULL) {
+            if (PyErr_Occurred()) {
+                PyErr_Clear();
+                goto defer;
+            }
+            last[i] = NAN;
+            uses[i] = 0.0;
+            continue;
+        }
+        if (!PyTuple_CheckExact(row) || PyTuple_GET_SIZE(row) != 2
+                || !PyFloat_CheckExact(PyTuple_GET_ITEM(row, 0))
+                || !PyFloat_CheckExact(PyTuple_GET_ITEM(row, 1))) {
+            goto defer;
+        }
+        last[i] = PyFloat_AS_DOUBLE(PyTuple_GET_ITEM(row, 0));
+        uses[i] = PyFloat_AS_DOUBLE(PyTuple_GET_ITEM(row, 1));
+    }
+    return out;
+defer:
+    Py_DECREF(out);
+    Py_RETURN_NONE;
+}
+
 /* ------------------------------------------------------------------ module */
 
 static PyMethodDef methods[] = {
@@ -1040,6 +1335,9 @@ static PyMethodDef methods[] = {
     {"shape_key", (PyCFunction)(void (*)(void))shape_key, METH_FASTCALL, shape_key_doc},
     {"shape_rows", (PyCFunction)(void (*)(void))shape_rows, METH_FASTCALL, shape_rows_doc},
     {"learn_known", (PyCFunction)(void (*)(void))learn_known, METH_FASTCALL, learn_known_doc},
+    {"encode_items", (PyCFunction)(void (*)(void))encode_items, METH_FASTCALL, encode_items_doc},
+    {"instances", (PyCFunction)(void (*)(void))instances, METH_FASTCALL, instances_doc},
+    {"doc_stats", (PyCFunction)(void (*)(void))doc_stats, METH_FASTCALL, doc_stats_doc},
     {NULL, NULL, 0, NULL},
 };
 

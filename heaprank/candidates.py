@@ -790,11 +790,21 @@ def coerce_c(items: Sequence[Any], *, now: float,
     n = len(ids)
     block = np.frombuffer(floats, dtype=np.float64).reshape(-1, n)
     fields = _absent(n).copy()
-    if present:
-        for f, name in enumerate(_FIELDS):
-            if present >> f & 1:
-                row = _C_ROW.get(name)
-                fields[_BATCH_FIELD.get(name, name)] = (
-                    block[row] if row is not None else np.frombuffer(columns[f], dtype=bool)
-                    if name == "superseded" else columns[f])
-    return CandidateBatch(items=stored, ids=ids, texts=texts, scores=block[0], **fields)
+    f = 0
+    while present >> f:  # the fields some candidate gave
+        if present >> f & 1:
+            name = _FIELDS[f]
+            row = _C_ROW.get(name)
+            fields[_BATCH_FIELD.get(name, name)] = (
+                block[row] if row is not None else np.frombuffer(columns[f], dtype=bool)
+                if name == "superseded" else columns[f])
+        f += 1
+    fields.update(items=stored, ids=ids, texts=texts, scores=block[0])
+    made = speedups.instances(CandidateBatch, _BATCH_SLOTS, [tuple(map(fields.__getitem__,
+                                                                       _BATCH_ORDER))])
+    return made[0] if made is not None else CandidateBatch(**fields)  # type: ignore[no-any-return]
+
+
+#: The batch's fields in order, and their slots (the C kernel sets them as __init__ would).
+_BATCH_ORDER = tuple(CandidateBatch.__dataclass_fields__)
+_BATCH_SLOTS = tuple(CandidateBatch.__dict__[name] for name in _BATCH_ORDER)

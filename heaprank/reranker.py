@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import itertools
 import logging
 import math
 import threading
@@ -20,7 +21,7 @@ from . import signals as sig
 from ._checks import MAX_NAMESPACE_CHARS, check_id, check_ids, check_namespace, check_query
 from ._steps import Call, Flow, adrive, drive
 from ._time import resolve_now, to_epoch
-from .candidates import CandidateBatch, CandidateLike, coerce_candidates
+from .candidates import Candidate, CandidateBatch, CandidateLike, coerce_candidates
 from .config import DAY_S, SIGNALS, Config, Weights
 from .errors import (
     ConfigError,
@@ -44,7 +45,7 @@ from .results import (
     ResultSource,
     exp_score,
     explain_template,
-    new_ranked,
+    new_ranked_many,
     new_ranking,
 )
 from .rules import Rule, apply_rules
@@ -59,6 +60,7 @@ from .state.base import (
     Impression,
     LinkCounts,
     new_feedback_item,
+    new_impression,
     new_recall_id,
 )
 from .state.edges import EdgeRows
@@ -397,12 +399,11 @@ class Reranker:
             # one row per shown item (only those: k of n): IMPRESSION_SIGNALS, then the extras
             stored = np.array((rel, age, imp, use, mult, *extra.values())).T[top]
             stored[:, 1] /= DAY_S
-            recall_id = yield from self._track(Impression(
-                recall_id=recall_id, namespace=namespace, qtype=info.qtype, time=when,
-                time_explicit=explicit, ids=tuple(map(batch.ids.__getitem__, top.tolist())),
-                slots=tuple(map(self._space.slots_of, urows[row_of[top]].tolist())),
-                doc_features=cfg.doc_features, signal_names=IMPRESSION_SIGNALS + tuple(extra),
-                signals=stored))
+            recall_id = yield from self._track(new_impression(
+                recall_id, namespace, info.qtype, when, explicit,
+                tuple(map(batch.ids.__getitem__, top.tolist())),
+                tuple(map(self._space.slots_of, urows[top_rows].tolist())), cfg.doc_features,
+                IMPRESSION_SIGNALS + tuple(extra) if extra else IMPRESSION_SIGNALS, stored))
             if version is not None:  # the link means its feedback would read, while they hold
                 if len(self._means) >= MEANS_ENTRIES:
                     self._means.pop(next(iter(self._means)), None)
@@ -604,19 +605,29 @@ class Reranker:
         source = ResultSource(SIGNALS, weight_row.template, rows, top_rows, links.link_texts)
         flags = state_flag + (() if info.has_content else (
             "query has no content words: ranked by the other signals",))
-        candidate, own_flags = batch.candidate, batch.flags
-        items = []
-        for j, (i, log, row) in enumerate(zip(positions, logs, top_rows)):
-            details: dict[str, str] | ResultSource = source
-            if notes is not None:
-                details = source.details(j)
+        stored, own_flags, k = batch.items, batch.flags, len(positions)
+        candidates = [item if type(item) is Candidate else batch.candidate(i)
+                      for i, item in zip(positions, map(stored.__getitem__, positions))]
+        try:
+            final = list(map(math.exp, logs))
+        except OverflowError:  # past the float range: inf, as exp_score gives
+            final = list(map(exp_score, logs))
+        details: list[dict[str, str] | ResultSource] | itertools.repeat[ResultSource]
+        if notes is None:
+            details = itertools.repeat(source)
+        else:
+            details = []
+            for j, i in enumerate(positions):
+                made = source.details(j)
                 for name, note in notes(i).items():
-                    details[name] = f"{details[name]}, {note}" if name in details else note
-            items.append(new_ranked(
-                j + 1, exp_score(log), candidate(i), source, weights, details, top_links[row],
-                tuple(fired.get(i, ())), own_flags[i] + flags if flags else own_flags[i],
-                source))
-        return tuple(items)
+                    made[name] = f"{made[name]}, {note}" if name in made else note
+                details.append(made)
+        rules = [tuple(fired.get(i, ())) for i in positions] if fired else itertools.repeat(())
+        shown_flags = [own_flags[i] + flags if flags else own_flags[i] for i in positions]
+        return tuple(new_ranked_many(list(zip(
+            range(1, k + 1), final, candidates, itertools.repeat(source),
+            itertools.repeat(weights), details, map(top_links.__getitem__, top_rows), rules,
+            shown_flags, itertools.repeat(source)))))
 
     @staticmethod
     def _details(batch: CandidateBatch, info: QueryInfo, cfg: Config, positions: list[int],

@@ -12,7 +12,10 @@ from typing import Any, overload
 
 import numpy as np
 
+from ._accel import speedups
 from .candidates import Candidate
+
+instances = None if speedups is None else speedups.instances
 
 
 def exp_score(log_score: float) -> float:
@@ -100,6 +103,7 @@ class Ranked:
 _FIELDS = ("rank", "score", "candidate", "signals", "weights", "details", "top_links", "rules",
            "flags", "_line")
 _SETTERS = tuple(Ranked.__dict__[name].__set__ for name in _FIELDS)
+_SLOTS = tuple(Ranked.__dict__[name] for name in _FIELDS)  # (two become properties below)
 #: The three details every result has (its EXPLAIN line shows them in brackets), in this order.
 DETAIL_NAMES = ("relevance", "recency", "importance")
 
@@ -173,6 +177,16 @@ def new_ranked(rank: int, score: float, candidate: Candidate,
     put_flags(item, flags)
     put_line(item, line)
     return item
+
+
+def new_ranked_many(rows: list[tuple[Any, ...]]) -> list[Ranked]:
+    """:func:`new_ranked` of each row (its arguments as a tuple), by the C kernel when it is
+    built (``_speedups.instances``: the same slots set, one C call for every result)."""
+    if instances is not None:
+        made: list[Ranked] | None = instances(Ranked, _SLOTS, rows)
+        if made is not None:
+            return made
+    return [new_ranked(*row) for row in rows]
 
 
 #: Materialises a result's signals or details once, whichever thread reads them first.

@@ -8,15 +8,17 @@ call applies a whole feedback atomically. The layout every backend follows is de
 
 from __future__ import annotations
 
+import os
 import re
-import secrets
 import time as _time
+from array import array
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from .._accel import speedups
 from ..assoc import CoUse
 from ..errors import FeedbackError
 from ..features import expand_features
@@ -28,13 +30,40 @@ from .edges import EdgeRows
 LAST_USED_SKEW_S = 300.0
 
 _RECALL_ID = re.compile(r"[0-9a-f]{16}\Z")
+instances = None if speedups is None else speedups.instances
+
+
+#: Random words from the OS's generator (what ``secrets`` draws from), fetched 1,024 at a time:
+#: one system call per thousand recall ids, not one each. A list iterator's next() is atomic,
+#: so threads never share a word; a forked child starts a fresh batch of its own.
+_WORDS_PER_FETCH = 1_024
+_random_words: Iterator[int] = iter(())
+
+
+def _fresh_words() -> None:
+    global _random_words
+    _random_words = iter(())
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_fresh_words)
+
+
+def _random_bits20() -> int:
+    global _random_words
+    word = next(_random_words, None)
+    if word is None:
+        _random_words = iter(array("I", os.urandom(4 * _WORDS_PER_FETCH)).tolist())
+        word = next(_random_words)
+    return word & 0xFFFFF
 
 
 def new_recall_id() -> str:
     """A fresh recall id: 16 hex digits of a 64-bit key, the wall-clock millisecond in the high
-    43 bits (so keys sort by age and expire by range) and 20 random bits."""
+    43 bits (so keys sort by age and expire by range) and 20 random bits (from the OS's
+    cryptographic generator: an id cannot be guessed from another)."""
     ms = _time.time_ns() // 1_000_000
-    return f"{(ms << 20) | secrets.randbits(20):016x}"
+    return f"{(ms << 20) | _random_bits20():016x}"
 
 
 def recall_key(recall_id: str) -> int | None:
@@ -127,6 +156,29 @@ class Impression:
                    time_explicit=d.time_explicit, ids=d.ids, slots=d.slots,
                    doc_features=d.doc_features, signal_names=d.signal_names,
                    signals=tuple(map(tuple, d.signals.tolist())), verdicts=d.verdicts)
+
+
+_IMPRESSION_FIELDS = ("recall_id", "namespace", "qtype", "time", "time_explicit", "ids", "slots",
+                      "doc_features", "signal_names", "signals", "verdicts")
+_IMPRESSION_SLOTS = tuple(Impression.__dict__[name] for name in _IMPRESSION_FIELDS)
+
+
+def new_impression(recall_id: str, namespace: str, qtype: str, time: float, time_explicit: bool,
+                   ids: tuple[str, ...], slots: tuple[tuple[str, ...], ...], doc_features: bool,
+                   signal_names: tuple[str, ...], signals: np.ndarray, /) -> Impression:
+    """An :class:`Impression` as a rerank makes it (no verdicts yet), its slots set directly
+    (by the C kernel when built): the frozen dataclass's ``__init__`` costs more, and every
+    tracked rerank makes one."""
+    values = (recall_id, namespace, qtype, time, time_explicit, ids, slots, doc_features,
+              signal_names, signals, ())
+    if instances is not None:
+        made = instances(Impression, _IMPRESSION_SLOTS, [values])
+        if made is not None:
+            return made[0]  # type: ignore[no-any-return]
+    item = object.__new__(Impression)
+    for slot, value in zip(_IMPRESSION_SLOTS, values):
+        slot.__set__(item, value)
+    return item
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,6 +26,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from .._accel import speedups
 from ..errors import StateError
 from ..features import FIXED_SLOTS, QUESTION_TYPES
 
@@ -44,6 +45,8 @@ _SIGNAL_CODE = {s: i for i, s in enumerate(SIGNAL_CODES)}
 _TABLE_BASE = 128
 _NO_STRINGS = bytes(1)  # k = 0: no slot outside the codebook
 _BIG_ENDIAN = sys.byteorder == "big"  # the stored floats are little-endian
+#: The C kernel of the items and values (None: the Python loop below)
+encode_items = None if speedups is None else speedups.encode_items
 assert len(FIXED_SLOTS) < _TABLE_BASE
 
 
@@ -103,7 +106,15 @@ def _row_codes(row: Sequence[str], table: dict[str, int]) -> bytes:
     out = bytes(codes)
     if not free and isinstance(row, tuple) and len(_FIXED_ROWS) < 65_536:
         _FIXED_ROWS[row] = out
+        _remember(row, out)
     return out
+
+
+def _remember(row: Sequence[str], codes: bytes) -> None:
+    """Know a codebook row by its identity from now on (the C kernel finds rows so)."""
+    if len(_ROWS_BY_ID) >= _ROWS_BY_ID_MAX:
+        _ROWS_BY_ID.clear()
+    _ROWS_BY_ID[id(row)] = (row, codes)
 
 
 def encode(*, qtype: str, time: float, time_explicit: bool, doc_features: bool,
@@ -113,6 +124,15 @@ def encode(*, qtype: str, time: float, time_explicit: bool, doc_features: bool,
     """The stored form of one impression (see the module docstring)."""
     n, m = len(ids), len(signal_names)
     table: dict[str, int] = {}
+    if encode_items is not None and (signals is None or (
+            isinstance(signals, np.ndarray) and signals.dtype == np.float64
+            and signals.shape == (n, m))):  # rows seen before, by identity: one C pass
+        done = encode_items(ids, slots, _ROWS_BY_ID, signals)
+        if done is not None:
+            if signals is None:
+                done += bytes(4 * n * m)  # float32 zeros
+            return _head(qtype, time, time_explicit, doc_features, n, m, signal_names,
+                         verdicts, table, done)
     body = bytearray()  # the items, then the signal values
     by_identity, small = _ROWS_BY_ID, _SMALL
     for doc_id, row in zip(ids, slots):
@@ -127,9 +147,7 @@ def encode(*, qtype: str, time: float, time_explicit: bool, doc_features: bool,
                 codes = _row_codes(row, table)
             else:
                 codes = known
-                if len(by_identity) >= _ROWS_BY_ID_MAX:
-                    by_identity.clear()
-                by_identity[id(row)] = (row, codes)
+                _remember(row, codes)
         body += small[size] if size < 128 else _varint(size)
         body += encoded
         body += codes
@@ -145,6 +163,15 @@ def encode(*, qtype: str, time: float, time_explicit: bool, doc_features: bool,
         if _BIG_ENDIAN:
             values.byteswap()
         body += values
+    return _head(qtype, time, time_explicit, doc_features, n, m, signal_names, verdicts, table,
+                 body)
+
+
+def _head(qtype: str, time: float, time_explicit: bool, doc_features: bool, n: int, m: int,
+          signal_names: Sequence[str], verdicts: Sequence[int] | None, table: dict[str, int],
+          body: bytearray) -> bytes:
+    """The stored impression: its header, verdicts, signal codes and free-form slots, then
+    ``body`` (the items and signal values)."""
     flags = (1 if time_explicit else 0) | (2 if doc_features else 0)
     return b"".join((
         _HEADER.pack(FORMAT_VERSION, flags, _QTYPE_CODE[qtype], n, m, time),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import operator
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -35,8 +36,9 @@ from .base import (
 )
 
 DAY_S = 86_400.0
-#: The C kernel of a lean feedback's sums (None: the numpy path)
+#: The C kernels of a lean feedback's sums and of the documents' stats (None: numpy)
 learn_kernel = None if speedups is None else speedups.learn_known
+doc_kernel = None if speedups is None else speedups.doc_stats
 _PRUNE_EVERY = 256
 _ROW_CACHE = 65_536  # feature rows whose ids are cached (a few MB at most)
 _SHOWN_CACHE = 4_096  # latest impressions kept as written, besides their stored bytes
@@ -158,6 +160,11 @@ class MemoryState:
         ns = self._ns.get(namespace)
         if ns is None or not ns.docs:
             return DocStats(np.full(len(ids), math.nan), np.zeros(len(ids)))
+        if doc_kernel is not None and type(ids) is tuple:
+            both = doc_kernel(ns.docs, ids)
+            if both is not None:  # every last use, then every count
+                block = np.frombuffer(both, dtype=np.float64).reshape(2, len(ids))
+                return DocStats(block[0], block[1])
         # (last used, use count) of each id, flat: one C-level pass, no list of pairs
         flat = np.fromiter(itertools.chain.from_iterable(
             map(ns.docs.get, ids, itertools.repeat((math.nan, 0.0)))), dtype=np.float64,
@@ -404,24 +411,24 @@ class MemoryState:
         the C kernels and every link known to the namespace (the usual case), the same sums
         in one C pass (``_speedups.learn_known``).
         """
-        shares_of = []
+        credit = []  # each used row's shares, as credit_rows makes them (floats)
         for row, means in used_rows:
-            shares = None
+            shares: list[float] | None = None
             if em:
-                p = means if means is not None and len(means) == len(row.ids) else \
-                    self._posterior_mean(ns, row.array, learning)
-                u = linkmath.used_total(p.tolist())
-                if u > 0.0:
-                    shares = np.minimum(p / u, 1.0)  # min(1, p / U), as credit_rows
-            if shares is None:  # uniform credit
-                shares = np.full(len(row.ids), 1.0 / len(row.ids))
-            shares_of.append(shares)
+                ps = (means if means is not None and len(means) == len(row.ids) else
+                      self._posterior_mean(ns, row.array, learning)).tolist()
+                u = linkmath.used_total(ps)
+                if u > 0.0:  # min(1, p / U)
+                    shares = list(map(min, itertools.repeat(1.0),
+                                      map(operator.truediv, ps, itertools.repeat(u))))
+            credit.append(shares if shares is not None else [1.0 / len(row.ids)] * len(row.ids))
         if learn_kernel is not None and learn_kernel(
                 [*[row.raw for row in rejected], *[row.raw for row, _ in used_rows]],
-                list(rejected.values()), [shares.tobytes() for shares in shares_of], ns.fids,
-                ns.pos, ns.neg, self._gpos, self._gneg, self._dpos, self._dneg):
+                list(rejected.values()), credit, ns.fids, ns.pos, ns.neg, self._gpos,
+                self._gneg, self._dpos, self._dneg):
             self.version += 1  # every link known to the namespace: applied in one C pass
             return
+        shares_of = [np.array(shares) for shares in credit]
         # The feature ids of every row, repeats included: read from each row's array (a
         # set of the ids' int objects costs more, scattered in memory as they are)
         parts = [*[row.array for row in rejected], *[row.array for row, _ in used_rows]]
@@ -431,10 +438,10 @@ class MemoryState:
         try:
             for row, weight in rejected.items():  # a row's features are distinct: one add each
                 dneg[row.array] += weight
-            for (row, _), shares in zip(used_rows, shares_of):
+            for (row, _), row_shares in zip(used_rows, shares_of):
                 if not one_used:
-                    dpos[row.array] += shares
-                dneg[row.array] += 1.0 - shares
+                    dpos[row.array] += row_shares
+                dneg[row.array] += 1.0 - row_shares
             fids = ns.fids
             at = fids.searchsorted(idx)
             if len(fids) and (fids.take(at, mode="clip") == idx).all():

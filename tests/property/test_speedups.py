@@ -23,12 +23,15 @@ from hypothesis import strategies as st
 from heaprank import _accel
 from heaprank.candidates import coerce_c, coerce_checked, coerce_fast
 from heaprank.features import (
+    FIXED_SLOTS,
     NO_NEIGHBOURS,
     FeatureSpace,
     ShapeTable,
     analyze_query,
     word_bloom,
 )
+from heaprank.state import codec
+from tests.property.test_codec_encode import _reference_encode, doubles, impressions
 from tests.property.test_coerce_paths import assert_same_batch, uniform_candidate_lists
 from tests.strategies import (
     KINDS,
@@ -273,3 +276,83 @@ def test_heaprank_pure_python_turns_the_kernels_off():
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                          check=True).stdout.split()
     assert out == ["None", "None", "None"]
+
+
+# ------------------------------------------------------------------- encode_items
+
+
+@given(data=st.data())
+def test_the_kernels_impression_bytes_are_the_frozen_encoders(data):
+    """Rows of codebook slots as the reranker hands them (one tuple object per row, seen
+    before): the kernel encodes the items and values, byte for byte what the frozen encoder
+    of tests/property/test_codec_encode.py gives."""
+    imp = data.draw(impressions())
+    n, m = len(imp["ids"]), len(imp["signal_names"])
+    pool = [tuple(data.draw(st.lists(st.sampled_from(FIXED_SLOTS), max_size=8)))
+            for _ in range(3)]
+    imp["slots"] = tuple(pool[data.draw(st.integers(0, 2))] for _ in range(n))
+    if data.draw(st.booleans()):
+        imp["signals"] = np.array([[data.draw(doubles) for _ in range(m)] for _ in range(n)],
+                                  dtype=np.float64).reshape(n, m)
+    else:
+        imp["signals"] = None
+    expected = _reference_encode(**imp)
+    assert codec.encode(**imp) == expected  # the rows are known by identity from here on
+    assert codec.encode_items(imp["ids"], imp["slots"], codec._ROWS_BY_ID,
+                              imp["signals"]) is not None or n == 0
+    assert codec.encode(**imp) == expected
+
+
+# ------------------------------------------------------------------- instances
+
+
+@given(values=st.lists(st.tuples(st.floats(allow_nan=False), st.text(max_size=3)), max_size=5))
+def test_the_kernels_results_are_the_results_the_python_constructor_makes(values):
+    from heaprank import Candidate
+    from heaprank.results import _SLOTS, Ranked, ResultSource, new_ranked, new_ranked_many
+
+    source = ResultSource(("relevance",), None, [[0.5]] * len(values), [0] * len(values), {})
+    rows = [(rank, score, Candidate(text or "x", "t"), {"relevance": score}, {"relevance": 1.0},
+             source, (("f", 0.5),), (), (text,), None)
+            for rank, (score, text) in enumerate(values, start=1)]
+    made = new_ranked_many(rows)
+    assert _accel.speedups.instances(Ranked, _SLOTS, rows) is not None
+    want = [new_ranked(*row) for row in rows]
+    assert made == want and [repr(a) for a in made] == [repr(b) for b in want]
+    assert all(type(a) is Ranked for a in made)
+
+
+def test_the_kernel_builds_no_instance_of_a_class_it_was_not_given_the_slots_of():
+    from heaprank.results import _SLOTS, Ranked
+
+    class Other:
+        __slots__ = ("a",)
+
+    assert _accel.speedups.instances(Other, _SLOTS, [()]) is None
+    assert _accel.speedups.instances(Ranked, (Ranked.__dict__["rank"], 3), [(1, 2)]) is None
+
+
+# ------------------------------------------------------------------- doc_stats
+
+
+@given(docs=st.dictionaries(st.sampled_from(["a", "b", "c", "Zoë", "d-1"]),
+                            st.tuples(st.floats(allow_infinity=False), st.floats(0, 1e6)),
+                            max_size=5),
+       ids=st.lists(st.sampled_from(["a", "b", "c", "Zoë", "d-1", "x"]), min_size=1, max_size=8,
+                    unique=True))
+def test_the_kernels_document_stats_are_the_python_reads(docs, ids):
+    from heaprank import MemoryState
+    from heaprank.state import memory
+
+    state = MemoryState()
+    state._namespace("ns").docs.update(docs)
+    got = state.read_docs("ns", tuple(ids))
+    kernel, memory.doc_kernel = memory.doc_kernel, None
+    try:
+        want = state.read_docs("ns", tuple(ids))
+    finally:
+        memory.doc_kernel = kernel
+    assert kernel(docs, tuple(ids)) is not None
+    for a, b in ((got.last_used, want.last_used), (got.use_count, want.use_count)):
+        assert a.dtype == b.dtype == np.float64 and a.shape == b.shape == (len(ids),)
+        assert np.array_equal(a, b, equal_nan=True)

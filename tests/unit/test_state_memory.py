@@ -84,3 +84,23 @@ def test_one_slots_object_under_two_question_types_learns_two_rows():
     assert lean.list_links("n")[0] == general.list_links("n")[0]
     assert {"qt:when&kind:none", "qt:who&kind:none"} <= set(lean.list_links("n")[0])
     assert lean.list_links("n")[1].tolist() == general.list_links("n")[1].tolist()
+
+
+def test_recall_ids_draw_fresh_random_bits_in_a_forked_child():
+    # The random bits come in batches from the OS: a child must not replay its parent's batch
+    # (two workers of one server would hand out the same ids in the same millisecond).
+    import json
+    import os
+
+    from heaprank.state.base import _random_bits20
+
+    _random_bits20()  # a batch is held now
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its next draws, then out
+        os.write(write, repr([_random_bits20() for _ in range(8)]).encode())
+        os._exit(0)
+    os.waitpid(pid, 0)
+    child = json.loads(os.read(read, 4096))
+    assert child != [_random_bits20() for _ in range(8)]
+    assert all(0 <= bits < 2**20 for bits in child)
