@@ -698,13 +698,15 @@ shares_name(PyObject *words, PyObject *names)
 
 PyDoc_STRVAR(shape_rows_doc,
 "shape_rows(table, texts, kinds, sources, prefix_chars, names, names_bloom, codes, base,\n"
-"           words, slot_words, rows)\n--\n\n"
+"           words, words_bloom, slot_words, slot_blooms, row_table, rows)\n--\n\n"
 "heaprank.features.FeatureSpace.rows for shapes the table holds, or None.\n\n"
 "table: the bytearray of a ShapeTable (power-of-two entries of key, slot key + 1, bloom,\n"
 "address of the words' frozenset). Each candidate's row key is its slot key, + 1 when it shares no name with the\n"
 "question (names non-empty), + 16 x codes[i] (codes: neighbour codes, or None), and its full\n"
 "key adds base and 2 when the question names none of its slot's source words\n"
-"(slot_words[slot key // 8192]). Returns (d, both, missing): both is a bytearray of intp,\n"
+"(slot_words[slot key // 8192], whose bloom slot_blooms holds as int64). The row of a full\n"
+"key is found in row_table (a RowTable's bytearray: key, row + 1), else in the dict rows.\n"
+"Returns (d, both, missing): both is a bytearray of intp,\n"
 "the d distinct rows (rows[full key], in order of first appearance) then each candidate's\n"
 "position among them; missing lists (position, full key, candidate, shape key) of the\n"
 "distinct rows not in rows yet (their place in both is -1). None when a shape is not in the\n"
@@ -715,15 +717,16 @@ PyDoc_STRVAR(shape_rows_doc,
 static PyObject *
 shape_rows(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (!takes(nargs, 12, "shape_rows")) {
+    if (!takes(nargs, 15, "shape_rows")) {
         return NULL;
     }
     PyObject *table = args[0], *texts = args[1], *kinds = args[2], *sources = args[3],
-             *names = args[5], *codes = args[7], *words = args[9], *slot_words = args[10],
-             *rows = args[11];
+             *names = args[5], *codes = args[7], *words = args[9], *slot_words = args[11],
+             *slot_blooms = args[12], *row_table = args[13], *rows = args[14];
     Py_ssize_t prefix_chars = PyLong_AsSsize_t(args[4]);
     long long names_bloom = PyLong_AsLongLong(args[6]);
     long long base = PyLong_AsLongLong(args[8]);
+    long long words_bloom = PyLong_AsLongLong(args[10]);
     if (PyErr_Occurred()) {
         return NULL;
     }
@@ -731,10 +734,19 @@ shape_rows(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             || !PyTuple_CheckExact(kinds) || !PyTuple_CheckExact(sources)
             || !PyFrozenSet_CheckExact(names)
             || (codes != Py_None && !PyList_CheckExact(codes)) || !PyFrozenSet_CheckExact(words)
-            || !PyList_CheckExact(slot_words) || !PyDict_CheckExact(rows)) {
+            || !PyList_CheckExact(slot_words) || !PyByteArray_CheckExact(slot_blooms)
+            || !PyByteArray_CheckExact(row_table) || !PyDict_CheckExact(rows)) {
         PyErr_SetString(PyExc_TypeError, "shape_rows: bad arguments");
         return NULL;
     }
+    const int64_t *slot_bloom = (const int64_t *)PyByteArray_AS_STRING(slot_blooms);
+    Py_ssize_t n_blooms = PyByteArray_GET_SIZE(slot_blooms) / 8;
+    const int64_t *row_entry = (const int64_t *)PyByteArray_AS_STRING(row_table);
+    Py_ssize_t row_size = PyByteArray_GET_SIZE(row_table) / 16;
+    if (row_size == 0 || (row_size & (row_size - 1)) != 0) {
+        Py_RETURN_NONE;
+    }
+    const size_t row_mask = (size_t)row_size - 1;
     Py_ssize_t n = PyTuple_GET_SIZE(texts);
     Py_ssize_t size = PyByteArray_GET_SIZE(table) / (Py_ssize_t)sizeof(table_entry);
     if (n == 0 || PyTuple_GET_SIZE(kinds) != n || PyTuple_GET_SIZE(sources) != n
@@ -833,26 +845,42 @@ shape_rows(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         goto done;
     }
     Py_ssize_t n_slots = PyList_GET_SIZE(slot_words);
+    /* each distinct row's full key first (in keys), its row entry's load started */
     for (Py_ssize_t j = 0; j < d; j++) {
         int64_t slot = keys[j] / SLOT_SCALE;
-        if (slot < 0 || slot >= n_slots) {
+        if (slot < 0 || slot >= n_slots || slot >= n_blooms) {
             goto defer;
         }
-        PyObject *source_words = PyList_GET_ITEM(slot_words, slot);
-        if (!PyFrozenSet_CheckExact(source_words)) {
-            goto defer;
+        int apart = 1; /* the question names none of the slot's source words */
+        if (slot_bloom[slot] & words_bloom) { /* maybe it does: the sets tell */
+            PyObject *source_words = PyList_GET_ITEM(slot_words, slot);
+            if (!PyFrozenSet_CheckExact(source_words)) {
+                goto defer;
+            }
+            apart = disjoint(words, source_words);
+            if (apart < 0) {
+                PyErr_Clear();
+                goto defer;
+            }
         }
-        int apart = disjoint(words, source_words);
-        if (apart < 0) {
-            PyErr_Clear();
-            goto defer;
+        keys[j] += base + 2 * apart;
+        PREFETCH(&row_entry[2 * ((size_t)keys[j] & row_mask)]);
+    }
+    for (Py_ssize_t j = 0; j < d; j++) {
+        long long full = (long long)keys[j];
+        size_t at = (size_t)full & row_mask;
+        while (row_entry[2 * at + 1] != 0 && row_entry[2 * at] != full) {
+            at = (at + 1) & row_mask;
         }
-        long long full = (long long)keys[j] + base + 2 * apart;
+        if (row_entry[2 * at + 1] != 0) {
+            distinct[j] = (Py_ssize_t)(row_entry[2 * at + 1] - 1);
+            continue;
+        }
         PyObject *full_key = PyLong_FromLongLong(full);
         if (full_key == NULL) {
             goto done;
         }
-        PyObject *row = PyDict_GetItemWithError(rows, full_key);
+        PyObject *row = PyDict_GetItemWithError(rows, full_key); /* not in the table: new? */
         if (row == NULL) {
             if (PyErr_Occurred()) {
                 Py_DECREF(full_key);

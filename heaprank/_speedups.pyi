@@ -7,7 +7,8 @@ def shape_key(text: str, kind: str | None, source: str | None, prefix_chars: int
 def shape_rows(table: bytearray, texts: tuple[str, ...], kinds: tuple[str | None, ...],
                sources: tuple[str | None, ...], prefix_chars: int, names: frozenset[str],
                names_bloom: int, codes: list[int] | None, base: int, words: frozenset[str],
-               slot_words: list[frozenset[str]], rows: dict[object, int],
+               words_bloom: int, slot_words: list[frozenset[str]], slot_blooms: bytearray,
+               row_table: bytearray, rows: dict[object, int],
                /) -> tuple[int, bytearray, list[tuple[int, int, int, int]]] | None: ...
 def learn_known(rows: list[bytes], weights: list[float], shares: list[list[float]], fids: Any,
                 pos: Any, neg: Any, gpos: Any, gneg: Any, dpos: Any, dneg: Any, /) -> bool: ...

@@ -28,13 +28,15 @@ from __future__ import annotations
 import itertools
 import operator
 import re
+import sys
 import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from ._accel import shape_rows_kernel
+from ._accel import shape_rows_kernel, speedups
+from ._tables import RowTable, ShapeTable, word_bloom
 from .errors import ConfigError
 
 QUESTION_TYPES = ("when", "who", "where", "howmany", "howmuch", "what", "why", "how", "yesno",
@@ -250,6 +252,10 @@ class QueryInfo:
     intent: str = "none"
 
 
+_QUERY_SLOTS = tuple(QueryInfo.__dict__[name] for name in QueryInfo.__dataclass_fields__)
+instances = None if speedups is None else speedups.instances
+
+
 def analyze_query(query: str, classify: QuestionClassifier = english_question_type) -> QueryInfo:
     qtype = classify(query)
     if qtype not in QUESTION_TYPES:
@@ -351,97 +357,6 @@ def retrieval_features(query: QueryInfo, shape: Shape, source: str | None,
         slots = slots + (person_slot(query.person, source),)
     return expand_features(query.qtype, slots, doc_id)
 
-#: Bits of a shape's word bloom (:class:`ShapeTable`): one per ``hash(word) % 63`` (63 keeps the
-#: mask a non-negative int64).
-_BLOOM_BITS = 63
-
-
-def word_bloom(words: frozenset[str]) -> int:
-    """One bit per word, ``hash(word) % 63``: two sets with no bit in common share no word."""
-    bloom = 0
-    for word in words:
-        bloom |= 1 << hash(word) % _BLOOM_BITS
-    return bloom
-
-
-class ShapeTable:
-    """The cached shapes as the C kernel reads them: an open-addressing table of
-    ``(shape key, slot key + 1, word bloom, id of the word set)`` int64 entries (0 in the
-    second column: empty), a power of two long and at most half full, in one ``bytearray``.
-
-    One entry is one cache line's half, where the shape cache's dict costs a candidate five
-    pointer hops (its index, entry, key, value tuple and word set): on the cold caches of a
-    request path most of a lookup's time. Kept in step with :attr:`FeatureSpace._shapes`,
-    which stays the cache itself (its order is the eviction order): an entry is inserted,
-    discarded and cleared with its shape, whose entry holds the word set the last column
-    points to (the kernel reads the set only while the table holds it).
-    """
-
-    MIN_SIZE = 1_024
-    #: Bytes per cached shape the table may hold (a quarter full, just grown), which the shape
-    #: cache's byte bound counts.
-    BYTES_PER_SHAPE = 4 * 32
-
-    def __init__(self) -> None:
-        self._allot(self.MIN_SIZE)
-
-    def _allot(self, size: int) -> None:
-        self.buffer = bytearray(32 * size)
-        self.entries = np.frombuffer(self.buffer, dtype=np.int64).reshape(size, 4)
-        self.mask = size - 1
-        self.count = 0
-
-    def __len__(self) -> int:
-        return self.count
-
-    def clear(self) -> None:
-        self._allot(self.MIN_SIZE)
-
-    def _find(self, key: int) -> int:
-        """The position of ``key``, or of the empty entry where it would go."""
-        entries, mask = self.entries, self.mask
-        at = key & mask
-        while entries[at, 1] != 0 and entries[at, 0] != key:
-            at = (at + 1) & mask
-        return at
-
-    def insert(self, key: int, slot_key: int, words: frozenset[str]) -> None:
-        """Hold a shape: its key, slot key and word set (kept alive by the caller until the
-        shape is discarded)."""
-        self._put(key, slot_key + 1, word_bloom(words), id(words))
-
-    def _put(self, key: int, slot: int, bloom: int, words: int) -> None:
-        if 2 * (self.count + 1) > len(self.entries):
-            live = self.entries[self.entries[:, 1] != 0].tolist()
-            self._allot(2 * len(self.entries))
-            for entry in live:
-                self._put(*entry)
-        at = self._find(key)
-        if self.entries[at, 1] == 0:
-            self.count += 1
-        self.entries[at] = (key, slot, bloom, words)
-
-    def discard(self, key: int) -> None:
-        """Remove ``key`` (if held), shifting back the entries its place kept apart from their
-        home (linear probing leaves no tombstone)."""
-        entries, mask = self.entries, self.mask
-        hole = self._find(key)
-        if entries[hole, 1] == 0:
-            return
-        self.count -= 1
-        at = hole
-        while True:
-            at = (at + 1) & mask
-            if entries[at, 1] == 0:
-                break
-            home = int(entries[at, 0]) & mask
-            # the entry stays unless its home lies cyclically outside (hole, at]
-            if (hole < at and (home <= hole or home > at)) or \
-                    (hole > at and home <= hole and home > at):
-                entries[hole] = entries[at]
-                hole = at
-        entries[hole] = 0
-
 
 class FeatureSpace:
     """Interns feature strings as integers and caches every candidate's features.
@@ -478,10 +393,14 @@ class FeatureSpace:
         #: (slots, source words) -> (slot key, those source words): an entry's first two fields
         self._slot_ids: dict[tuple[tuple[str, ...], frozenset[str]],
                              tuple[int, frozenset[str]]] = {}
-        #: Per slot id, its source words (the C kernel's way from a slot key to them)
+        #: Per slot id, its source words, and their bloom as an int64 (the C kernel's way from
+        #: a slot key to them)
         self._slot_words: list[frozenset[str]] = []
-        #: The cached shapes as the C kernel reads them (None without the kernel)
+        self._slot_blooms = bytearray()
+        #: The cached shapes and the int-keyed rows as the C kernel reads them (None without
+        #: the kernel)
         self._table = ShapeTable() if shape_rows_kernel is not None else None
+        self._row_table = RowTable() if shape_rows_kernel is not None else None
         self._queries: dict[tuple[object, ...], _QueryReading] = {}
         #: Bumped whenever row and feature ids are reset: what was keyed by them is stale.
         self.generation = 0
@@ -508,6 +427,10 @@ class FeatureSpace:
             self._queries[key] = (info.qtype, info.names, info.words, info.has_content,
                                   info.person, info.intent)
             return info
+        if instances is not None:  # the slots set in C (a frozen dataclass's __init__: 7 sets)
+            made = instances(QueryInfo, _QUERY_SLOTS, [(query, *hit)])
+            if made is not None:
+                return made[0]  # type: ignore[no-any-return]
         return QueryInfo(query, *hit)
 
     def _intern(self, features: Sequence[str]) -> tuple[int, ...]:
@@ -543,6 +466,7 @@ class FeatureSpace:
             slot = self._slot_ids[(shape.slots, source_words)] = (
                 len(self._slot_ids) * _SLOT_SCALE, source_words)
             self._slot_words.append(source_words)
+            self._slot_blooms += word_bloom(source_words).to_bytes(8, sys.byteorder)
         entry = (*slot, shape.words, cost, shape)
         if cost <= self.max_bytes:
             self._shapes[key] = entry
@@ -627,7 +551,8 @@ class FeatureSpace:
         """:meth:`rows` by the C kernel (``_speedups.shape_rows``) when every candidate's shape
         is cached (no tag slots or document features), or None: the Python path then runs,
         and featurises the new shapes. The same row keys as that path, in one C pass."""
-        assert shape_rows_kernel is not None and self._table is not None
+        assert shape_rows_kernel is not None and self._table is not None \
+            and self._row_table is not None
         codes = None
         if structure is not None:
             codes = list(map(_NEIGHBOUR_CODE.get, structure))
@@ -644,7 +569,8 @@ class FeatureSpace:
             kinds if type(kinds) is tuple else as_tuple(kinds),
             sources if type(sources) is tuple else as_tuple(sources), self.prefix_chars,
             query.names, word_bloom(query.names), codes, base, query.words,
-            self._slot_words, self._rows)
+            word_bloom(query.words), self._slot_words, self._slot_blooms,
+            self._row_table.buffer, self._rows)
         if done is None:
             return None
         d, both, missing = done
@@ -728,6 +654,8 @@ class FeatureSpace:
         self._matrix[row, :len(ids)] = ids
         self._row_info.append((feats, slots))
         self._rows[key] = row
+        if self._row_table is not None and type(key) is int:
+            self._row_table.insert(key, row)
         return row
 
     def _reset_rows(self) -> None:
@@ -739,8 +667,11 @@ class FeatureSpace:
         self._shapes.clear()  # their slot ids go with the rows
         self._slot_ids.clear()
         self._slot_words.clear()
+        self._slot_blooms.clear()
         if self._table is not None:
             self._table.clear()
+        if self._row_table is not None:
+            self._row_table.clear()
         self.cached_bytes = 0
 
     def matrix(self, rows: np.ndarray) -> np.ndarray:

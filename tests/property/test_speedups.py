@@ -241,6 +241,9 @@ def test_kernel_rows_name_the_python_rows_features(cands, questions, structure, 
                                        speaker_roles and 1) is not None
     assert sorted(kernel._table.entries[kernel._table.entries[:, 1] != 0][:, 0].tolist()) == \
         sorted(kernel._shapes)
+    held = kernel._row_table.entries[kernel._row_table.entries[:, 1] != 0]
+    assert {key: row - 1 for key, row in held.tolist()} == \
+        {key: row for key, row in kernel._rows.items() if type(key) is int}
 
 
 def test_a_new_shape_is_featurised_by_the_python_pass_then_served_by_the_kernel():
@@ -257,13 +260,29 @@ def test_a_new_shape_is_featurised_by_the_python_pass_then_served_by_the_kernel(
     assert any("qent:yes" in space.names_of(r) for r in served[0])  # Maya and Lisbon
 
 
+@pytest.mark.parametrize("question", ["What did Maya say?", "What did maya de souza say?",
+                                      "What did the user say?"])
+def test_a_source_the_question_names_is_found_past_the_bloom(question):
+    space, python = FeatureSpace(), reference_space()
+    query = analyze_query(question)
+    args = (query, ("a", "b", "c"), ("I like tea", "I like tea", "We met at noon"),
+            (None, None, "fact"), ("Maya", "de Souza", None), (frozenset(),) * 3, (), False,
+            None)
+    for _ in range(2):
+        got, want = space.rows(*args), python.rows(*args)
+        assert [space.names_of(r) for r in got[0][got[1]]] == \
+            [python.names_of(r) for r in want[0][want[1]]]
+    assert space._rows_kernel(query, args[2], args[3], args[4], None, 0) is not None
+
+
 def test_forgetting_clears_the_table_with_the_shapes():
     space = FeatureSpace()
     query = analyze_query("Where is it?")
     space.rows(query, ("a",), ("in Lisbon",), (None,), (None,), (frozenset(),), (), False, None)
-    assert len(space._table) == 1
+    assert len(space._table) == 1 and len(space._row_table) == 1
     space.clear()
     assert len(space._table) == 0 and not space._shapes and not space._slot_words
+    assert len(space._row_table) == 0 and not space._rows and not space._slot_blooms
 
 
 # ------------------------------------------------------------------- the switch
