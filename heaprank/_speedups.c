@@ -926,6 +926,121 @@ done:
 
 /* ------------------------------------------------------------------ learn_known */
 
+/* The correctly rounded sum of x[0..n), all finite: what math.fsum returns for them (fsum is
+ * correctly rounded, so any exact summation gives its bits). Shewchuk's method: the running
+ * sum is kept as non-overlapping partials, each addition split into its rounded result and the
+ * exact error; the partials are then added from the largest, rounding half to even across
+ * them. 0 (and *ok = 0) past the float range midway (where fsum raises) or when the
+ * partials would not fit (they cannot, for doubles). */
+static double
+exact_sum(const double *x, Py_ssize_t n, int *ok)
+{
+    double partials[64];
+    int count = 0;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        double v = x[k];
+        int kept = 0;
+        for (int j = 0; j < count; j++) {
+            double y = partials[j];
+            if (fabs(v) < fabs(y)) {
+                double t = v;
+                v = y;
+                y = t;
+            }
+            double hi = v + y;
+            double lo = y - (hi - v);
+            if (lo != 0.0) {
+                partials[kept++] = lo;
+            }
+            v = hi;
+        }
+        if (!isfinite(v)) { /* an intermediate overflow: fsum raises, the kernel defers */
+            *ok = 0;
+            return 0.0;
+        }
+        if (kept >= 64) {
+            *ok = 0;
+            return 0.0;
+        }
+        if (v != 0.0) { /* a zero is no partial: an exact zero sum is +0.0, as fsum gives */
+            partials[kept++] = v;
+        }
+        count = kept;
+    }
+    *ok = 1;
+    if (count == 0) {
+        return 0.0;
+    }
+    double hi = partials[--count], lo = 0.0;
+    while (count > 0) {
+        double a = hi, b = partials[--count];
+        hi = a + b;
+        lo = b - (hi - a);
+        if (lo != 0.0) {
+            break;
+        }
+    }
+    /* the rest, below half an ulp of hi, decides a tie between hi and its neighbour */
+    if (count > 0 && ((lo < 0.0 && partials[count - 1] < 0.0)
+                      || (lo > 0.0 && partials[count - 1] > 0.0))) {
+        double twice = lo * 2.0, up = hi + twice;
+        if (twice == up - hi) {
+            hi = up;
+        }
+    }
+    return hi;
+}
+
+/* A used row's credit shares from its links' means p (n values): min(1, p / U) with the
+ * noisy-OR U = 1 - prod(1 - p) from its log terms summed exactly, or 1 / n each when U is 0:
+ * heaprank.links.used_total and credit_rows, bit for bit. 0 if a mean is outside [0, 1]. */
+/* The noisy-OR U of means p (n of them, each in [0, 1]): heaprank.links.used_total, bit for
+ * bit. 0 (and *ok = 0) for n past what it holds or a mean outside [0, 1]. */
+static double
+noisy_or_total(const double *p, Py_ssize_t n, int *ok)
+{
+    double terms[256];
+    int saturated = 0;
+    *ok = 0;
+    if (n > 256) {
+        return 0.0;
+    }
+    for (Py_ssize_t j = 0; j < n; j++) {
+        if (!(p[j] >= 0.0 && p[j] <= 1.0)) {
+            return 0.0;
+        }
+        saturated |= p[j] >= 1.0;
+        terms[j] = saturated ? 0.0 : log1p(-p[j]);
+    }
+    if (saturated) {
+        *ok = 1;
+        return 1.0; /* a term is -inf: the product is 0 */
+    }
+    double total = exact_sum(terms, n, ok);
+    return *ok ? -expm1(total) : 0.0;
+}
+
+static int
+credit_shares(const double *p, Py_ssize_t n, double *share)
+{
+    int ok;
+    double u = noisy_or_total(p, n, &ok);
+    if (!ok) {
+        return 0;
+    }
+    for (Py_ssize_t j = 0; j < n; j++) {
+        if (u > 0.0) {
+            double q = p[j] / u;
+            share[j] = q < 1.0 ? q : 1.0;
+        }
+        else {
+            share[j] = 1.0 / (double)n;
+        }
+    }
+    return 1;
+}
+
+
 /* A C-contiguous buffer of 8-byte items of one of the given format letters (1-d unless
  * any_shape). */
 static int
@@ -955,15 +1070,67 @@ get_buffer(PyObject *obj, Py_buffer *view, int writable, const char *formats)
     return get_buffer_shaped(obj, view, writable, formats, 0);
 }
 
+PyDoc_STRVAR(fsum_doc,
+"fsum(values)\n--\n\n"
+"math.fsum of a float64 array of finite values, as the learn kernel sums (for the tests that\n"
+"hold the two to the same bits), or None outside what it takes.");
+
+static PyObject *
+fsum(PyObject *module, PyObject *arg)
+{
+    Py_buffer view;
+    if (!get_buffer(arg, &view, 0, "d")) {
+        return NULL;
+    }
+    int ok = 1;
+    const double *x = view.buf;
+    for (Py_ssize_t j = 0; j < view.shape[0]; j++) {
+        ok &= isfinite(x[j]) != 0;
+    }
+    double total = ok ? exact_sum(x, view.shape[0], &ok) : 0.0;
+    PyBuffer_Release(&view);
+    if (!ok) {
+        Py_RETURN_NONE;
+    }
+    return PyFloat_FromDouble(total);
+}
+
+PyDoc_STRVAR(used_total_doc,
+"used_total(means)\n--\n\n"
+"heaprank.links.used_total of a float64 array of means in [0, 1], as learn_known computes it\n"
+"(for the tests that hold the two to the same bits), or None outside what it takes.");
+
+static PyObject *
+used_total(PyObject *module, PyObject *arg)
+{
+    Py_buffer view;
+    if (!get_buffer(arg, &view, 0, "d")) {
+        return NULL;
+    }
+    int ok;
+    double u = noisy_or_total(view.buf, view.shape[0], &ok);
+    PyBuffer_Release(&view);
+    if (!ok) {
+        Py_RETURN_NONE;
+    }
+    return PyFloat_FromDouble(u);
+}
+
 PyDoc_STRVAR(learn_known_doc,
-"learn_known(rows, weights, shares, fids, pos, neg, gpos, gneg, dpos, dneg)\n--\n\n"
+"learn_known(rows, weights, means, fids, pos, neg, gpos, gneg, dpos, dneg)\n--\n\n"
 "One feedback's credit added to a namespace (fids, pos, neg) and the pool (gpos, gneg), when\n"
-"the namespace already has a link of every feature: True; False (nothing changed) if not.\n\n"
+"the namespace already has a link of every feature: True; False (nothing changed) if not, or\n"
+"where the kernel defers.\n\n"
 "rows: bytes of int64 feature ids, the ignored rows (weights[i]: each one's summed reject\n"
-"weight) then the used rows (shares[j]: a list of floats, its features' credit). Each\n"
+"weight) then the used rows (means[j]: a float64 array of its links' means, which give its\n"
+"features' credit as heaprank.links.credit_rows does, or None for uniform credit). Each\n"
 "feature's increments are summed in that order into the zeroed scratch arrays dpos and dneg\n"
 "(zeroed again after), then added once to the counts: the arithmetic of\n"
 "heaprank.links.credit_rows then MemoryState._add, bit for bit.");
+
+/* The ids of a row (bytes of int64) and how many. */
+#define ROW_IDS(row) ((const int64_t *)PyBytes_AS_STRING(row))
+#define ROW_LEN(row) (PyBytes_GET_SIZE(row) / 8)
 
 static PyObject *
 learn_known(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
@@ -971,14 +1138,32 @@ learn_known(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (!takes(nargs, 10, "learn_known")) {
         return NULL;
     }
-    PyObject *rows = args[0], *weights = args[1], *shares = args[2];
-    if (!PyList_CheckExact(rows) || !PyList_CheckExact(weights) || !PyList_CheckExact(shares)
-            || PyList_GET_SIZE(weights) + PyList_GET_SIZE(shares) != PyList_GET_SIZE(rows)) {
-        PyErr_SetString(PyExc_TypeError, "learn_known: rows, weights and shares do not match");
+    PyObject *rows = args[0], *weights = args[1], *means = args[2];
+    if (!PyList_CheckExact(rows) || !PyList_CheckExact(weights) || !PyList_CheckExact(means)
+            || PyList_GET_SIZE(weights) + PyList_GET_SIZE(means) != PyList_GET_SIZE(rows)) {
+        PyErr_SetString(PyExc_TypeError, "learn_known: rows, weights and means do not match");
         return NULL;
     }
+    Py_ssize_t n_rows = PyList_GET_SIZE(rows), n_rejected = PyList_GET_SIZE(weights);
+    Py_ssize_t total = 0, used_total = 0;
+    for (Py_ssize_t r = 0; r < n_rows; r++) {
+        PyObject *row = PyList_GET_ITEM(rows, r);
+        if (!PyBytes_CheckExact(row) || PyBytes_GET_SIZE(row) % 8) {
+            PyErr_SetString(PyExc_TypeError, "learn_known: a row is not bytes of int64");
+            return NULL;
+        }
+        total += ROW_LEN(row);
+        if (r >= n_rejected) {
+            used_total += ROW_LEN(row);
+        }
+        else if (!PyFloat_CheckExact(PyList_GET_ITEM(weights, r))) {
+            Py_RETURN_FALSE; /* the Python path adds it as it is */
+        }
+    }
     Py_buffer view[7];
-    int held = 0;
+    int held = 0, applied = 0;
+    Py_ssize_t *at = NULL;
+    double *shares = NULL;
     static const char *formats[7] = {"lq", "d", "d", "d", "d", "d", "d"};
     for (; held < 7; held++) {
         if (!get_buffer(args[3 + held], &view[held], held > 0, formats[held])) {
@@ -996,42 +1181,42 @@ learn_known(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_ValueError, "learn_known: arrays of different lengths");
         goto error;
     }
-    Py_ssize_t n_rows = PyList_GET_SIZE(rows), n_rejected = PyList_GET_SIZE(weights);
-    Py_ssize_t total = 0;
-    for (Py_ssize_t r = 0; r < n_rows; r++) {
-        PyObject *row = PyList_GET_ITEM(rows, r);
-        if (!PyBytes_CheckExact(row) || PyBytes_GET_SIZE(row) % 8) {
-            PyErr_SetString(PyExc_TypeError, "learn_known: a row is not bytes of int64");
-            goto error;
-        }
-        Py_ssize_t len = PyBytes_GET_SIZE(row) / 8;
-        if (r >= n_rejected) {
-            PyObject *share = PyList_GET_ITEM(shares, r - n_rejected);
-            if (!PyList_CheckExact(share) || PyList_GET_SIZE(share) != len) {
-                PyErr_SetString(PyExc_TypeError, "learn_known: shares do not match their row");
-                goto error;
-            }
-            for (Py_ssize_t j = 0; j < len; j++) {
-                if (!PyFloat_CheckExact(PyList_GET_ITEM(share, j))) {
-                    PyErr_SetString(PyExc_TypeError, "learn_known: a share is not a float");
-                    goto error;
-                }
-            }
-        }
-        total += len;
-    }
-    Py_ssize_t *at = PyMem_Malloc((size_t)(total ? total : 1) * sizeof(Py_ssize_t));
-    if (at == NULL) {
+    at = PyMem_Malloc((size_t)(total ? total : 1) * sizeof(Py_ssize_t));
+    shares = PyMem_Malloc((size_t)(used_total ? used_total : 1) * sizeof(double));
+    if (at == NULL || shares == NULL) {
         PyErr_NoMemory();
         goto error;
     }
-    /* Every feature's place among the namespace's links, before anything is written. */
+    /* The used rows' shares, from their means (or uniform). */
     Py_ssize_t k = 0;
+    for (Py_ssize_t r = n_rejected; r < n_rows; r++) {
+        Py_ssize_t len = ROW_LEN(PyList_GET_ITEM(rows, r));
+        PyObject *m = PyList_GET_ITEM(means, r - n_rejected);
+        if (m == Py_None) {
+            for (Py_ssize_t j = 0; j < len; j++) {
+                shares[k + j] = 1.0 / (double)len;
+            }
+        }
+        else {
+            Py_buffer mv;
+            if (!get_buffer(m, &mv, 0, "d")) {
+                PyErr_Clear();
+                goto done; /* not a contiguous float64 array: the Python path */
+            }
+            int fits = mv.shape[0] == len && credit_shares(mv.buf, len, shares + k);
+            PyBuffer_Release(&mv);
+            if (!fits) {
+                goto done; /* means the kernel does not take: the Python path */
+            }
+        }
+        k += len;
+    }
+    /* Every feature's place among the namespace's links, before anything is written. */
+    k = 0;
     for (Py_ssize_t r = 0; r < n_rows; r++) {
         PyObject *row = PyList_GET_ITEM(rows, r);
-        const int64_t *ids = (const int64_t *)PyBytes_AS_STRING(row);
-        Py_ssize_t len = PyBytes_GET_SIZE(row) / 8;
-        for (Py_ssize_t j = 0; j < len; j++, k++) {
+        const int64_t *ids = ROW_IDS(row);
+        for (Py_ssize_t j = 0; j < ROW_LEN(row); j++, k++) {
             int64_t id = ids[j];
             Py_ssize_t lo = 0, hi = n_fids;
             while (lo < hi) {
@@ -1044,45 +1229,37 @@ learn_known(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
                 }
             }
             if (id < 0 || id >= n_global || lo == n_fids || fids[lo] != id) {
-                PyMem_Free(at);
-                for (int b = 0; b < held; b++) {
-                    PyBuffer_Release(&view[b]);
-                }
-                Py_RETURN_FALSE; /* a link new to the namespace: the Python path */
+                goto done; /* a link new to the namespace: the Python path */
             }
             at[k] = lo;
         }
     }
+    /* The increments, summed per feature in credit_rows' order. */
+    k = 0;
     for (Py_ssize_t r = 0; r < n_rows; r++) {
         PyObject *row = PyList_GET_ITEM(rows, r);
-        const int64_t *ids = (const int64_t *)PyBytes_AS_STRING(row);
-        Py_ssize_t len = PyBytes_GET_SIZE(row) / 8;
+        const int64_t *ids = ROW_IDS(row);
+        Py_ssize_t len = ROW_LEN(row);
         if (r < n_rejected) {
-            double weight = PyFloat_AsDouble(PyList_GET_ITEM(weights, r));
-            if (weight == -1.0 && PyErr_Occurred()) {
-                PyMem_Free(at);
-                goto error_scratch;
-            }
+            double weight = PyFloat_AS_DOUBLE(PyList_GET_ITEM(weights, r));
             for (Py_ssize_t j = 0; j < len; j++) {
                 dneg[ids[j]] += weight;
             }
         }
         else {
-            PyObject *share = PyList_GET_ITEM(shares, r - n_rejected);
             for (Py_ssize_t j = 0; j < len; j++) {
-                double x = PyFloat_AS_DOUBLE(PyList_GET_ITEM(share, j));
-                dpos[ids[j]] += x;
-                dneg[ids[j]] += 1.0 - x;
+                dpos[ids[j]] += shares[k + j];
+                dneg[ids[j]] += 1.0 - shares[k + j];
             }
+            k += len;
         }
     }
     /* Each feature's sums added once (a repeat finds its scratch zeroed: it adds 0.0). */
     k = 0;
     for (Py_ssize_t r = 0; r < n_rows; r++) {
         PyObject *row = PyList_GET_ITEM(rows, r);
-        const int64_t *ids = (const int64_t *)PyBytes_AS_STRING(row);
-        Py_ssize_t len = PyBytes_GET_SIZE(row) / 8;
-        for (Py_ssize_t j = 0; j < len; j++, k++) {
+        const int64_t *ids = ROW_IDS(row);
+        for (Py_ssize_t j = 0; j < ROW_LEN(row); j++, k++) {
             int64_t id = ids[j];
             double add_neg = dneg[id], add_pos = dpos[id];
             if (add_neg != 0.0 || add_pos != 0.0) {
@@ -1095,23 +1272,17 @@ learn_known(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             }
         }
     }
+    applied = 1;
+done:
     PyMem_Free(at);
+    PyMem_Free(shares);
     for (int b = 0; b < held; b++) {
         PyBuffer_Release(&view[b]);
     }
-    Py_RETURN_TRUE;
-
-error_scratch:
-    /* zero what was summed so far (the scratch arrays must stay zero) */
-    for (Py_ssize_t r = 0; r < n_rows; r++) {
-        PyObject *row = PyList_GET_ITEM(rows, r);
-        const int64_t *ids = (const int64_t *)PyBytes_AS_STRING(row);
-        for (Py_ssize_t j = 0; j < PyBytes_GET_SIZE(row) / 8; j++) {
-            dneg[ids[j]] = 0.0;
-            dpos[ids[j]] = 0.0;
-        }
-    }
+    return PyBool_FromLong(applied);
 error:
+    PyMem_Free(at);
+    PyMem_Free(shares);
     for (int b = 0; b < held; b++) {
         PyBuffer_Release(&view[b]);
     }
@@ -1363,6 +1534,8 @@ static PyMethodDef methods[] = {
     {"shape_key", (PyCFunction)(void (*)(void))shape_key, METH_FASTCALL, shape_key_doc},
     {"shape_rows", (PyCFunction)(void (*)(void))shape_rows, METH_FASTCALL, shape_rows_doc},
     {"learn_known", (PyCFunction)(void (*)(void))learn_known, METH_FASTCALL, learn_known_doc},
+    {"used_total", (PyCFunction)used_total, METH_O, used_total_doc},
+    {"fsum", (PyCFunction)fsum, METH_O, fsum_doc},
     {"encode_items", (PyCFunction)(void (*)(void))encode_items, METH_FASTCALL, encode_items_doc},
     {"instances", (PyCFunction)(void (*)(void))instances, METH_FASTCALL, instances_doc},
     {"doc_stats", (PyCFunction)(void (*)(void))doc_stats, METH_FASTCALL, doc_stats_doc},

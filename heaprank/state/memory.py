@@ -411,23 +411,26 @@ class MemoryState:
         the C kernels and every link known to the namespace (the usual case), the same sums
         in one C pass (``_speedups.learn_known``).
         """
+        # each used row's link means (None: uniform credit), read now where not kept
+        means_of = [None if not em else means if means is not None and len(means) == len(
+            row.ids) else self._posterior_mean(ns, row.array, learning)
+            for row, means in used_rows]
+        if learn_kernel is not None and learn_kernel(
+                [*[row.raw for row in rejected], *[row.raw for row, _ in used_rows]],
+                list(rejected.values()), means_of, ns.fids, ns.pos, ns.neg, self._gpos,
+                self._gneg, self._dpos, self._dneg):
+            self.version += 1  # every link known to the namespace: applied in one C pass
+            return
         credit = []  # each used row's shares, as credit_rows makes them (floats)
-        for row, means in used_rows:
+        for (row, _), means in zip(used_rows, means_of):
             shares: list[float] | None = None
-            if em:
-                ps = (means if means is not None and len(means) == len(row.ids) else
-                      self._posterior_mean(ns, row.array, learning)).tolist()
+            if means is not None:
+                ps = means.tolist()
                 u = linkmath.used_total(ps)
                 if u > 0.0:  # min(1, p / U)
                     shares = list(map(min, itertools.repeat(1.0),
                                       map(operator.truediv, ps, itertools.repeat(u))))
             credit.append(shares if shares is not None else [1.0 / len(row.ids)] * len(row.ids))
-        if learn_kernel is not None and learn_kernel(
-                [*[row.raw for row in rejected], *[row.raw for row, _ in used_rows]],
-                list(rejected.values()), credit, ns.fids, ns.pos, ns.neg, self._gpos,
-                self._gneg, self._dpos, self._dneg):
-            self.version += 1  # every link known to the namespace: applied in one C pass
-            return
         shares_of = [np.array(shares) for shares in credit]
         # The feature ids of every row, repeats included: read from each row's array (a
         # set of the ids' int objects costs more, scattered in memory as they are)

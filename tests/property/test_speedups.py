@@ -10,6 +10,7 @@ failure instead of a skip (but under ``HEAPRANK_PURE_PYTHON=1``, which turns the
 
 from __future__ import annotations
 
+import math
 import os
 import subprocess
 import sys
@@ -17,7 +18,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from heaprank import _accel
@@ -375,3 +376,54 @@ def test_the_kernels_document_stats_are_the_python_reads(docs, ids):
     for a, b in ((got.last_used, want.last_used), (got.use_count, want.use_count)):
         assert a.dtype == b.dtype == np.float64 and a.shape == b.shape == (len(ids),)
         assert np.array_equal(a, b, equal_nan=True)
+
+
+# ------------------------------------------------------------------- learn_known's credit
+
+#: Means that make the exact sum work: near 1 (terms of -37), tiny, equal ones (ties), zeros.
+_MEANS = st.one_of(st.floats(0.0, 1.0), st.sampled_from([
+    0.0, 1.0, 1e-300, 5e-324, 0.5, 1 - 2**-53, 1 - 2**-52, 0.999999999, 1e-12, 0.1, 0.2, 0.3]))
+
+
+@settings(max_examples=1000)
+@given(means=st.lists(_MEANS, min_size=1, max_size=200))
+def test_the_kernels_noisy_or_total_is_used_total_to_the_bit(means):
+    """U = 1 - prod(1 - p) from the log terms summed exactly: math.fsum in Python, Shewchuk's
+    partials in C; fsum is correctly rounded, so the two must give the same bits."""
+    from heaprank import links as linkmath
+
+    got = _accel.speedups.used_total(np.array(means))
+    assert got is not None
+    want = linkmath.used_total(means)
+    assert got == want or (got != got and want != want), (got, want)
+    assert np.float64(got).tobytes() == np.float64(want).tobytes()
+
+
+def test_the_kernels_noisy_or_total_refuses_what_it_does_not_take():
+    assert _accel.speedups.used_total(np.array([0.5, 1.5])) is None
+    assert _accel.speedups.used_total(np.array([math.nan])) is None
+    assert _accel.speedups.used_total(np.full(300, 0.5)) is None  # past what it holds
+
+
+#: Sums whose rounding is decided far below the largest term: ties broken half to even across
+#: partials, cancellation, subnormals.
+_SUM_EDGES = [[1.0, 2**-53, 2**-106], [1.0, 2**-53, -(2**-106)], [1.0, -(2**-54), -(2**-107)],
+              [1e308, 1e308, -1e308], [2**-1074] * 3, [1.0, 1e100, 1.0, -1e100],
+              [0.1] * 10, [-0.0], [-0.0, 0.0], [], [3.0, 2**-52, 2**-105, 2**-158]]
+
+
+@settings(max_examples=1000)
+@given(values=st.one_of(st.sampled_from(_SUM_EDGES),
+                        st.lists(st.floats(allow_nan=False, allow_infinity=False,
+                                           min_value=-1e300, max_value=1e300), max_size=40),
+                        st.lists(st.sampled_from([1.0, -1.0, 2**-53, -(2**-53), 2**-106, 3.5,
+                                                  1e16, -1e16, 0.1, -0.0]), max_size=20)))
+def test_the_kernels_exact_sum_is_math_fsum_to_the_bit(values):
+    got = _accel.speedups.fsum(np.array(values, dtype=np.float64))
+    try:
+        want = math.fsum(values)
+    except OverflowError:  # past the float range midway: the kernel defers
+        assert got is None
+        return
+    assert got is not None
+    assert np.float64(got).tobytes() == np.float64(want).tobytes(), (got, want)
