@@ -1526,6 +1526,147 @@ defer:
     Py_RETURN_NONE;
 }
 
+/* ------------------------------------------------------------------ details_of */
+
+/* `format(x, spec)` of a float as Python writes it (float.__format__ and %-formatting call
+ * PyOS_double_to_string with these codes), into buf (an ASCII text); 0 on failure. */
+static int
+float_text(char *buf, size_t size, double x, char code, int precision)
+{
+    char *text = PyOS_double_to_string(x, code, precision, 0, NULL);
+    if (text == NULL) {
+        return 0;
+    }
+    int fits = strlen(text) < size;
+    if (fits) {
+        strcpy(buf, text);
+    }
+    PyMem_Free(text);
+    return fits;
+}
+
+PyDoc_STRVAR(details_of_doc,
+"details_of(rows, positions, scores, importance, source_count, ages_s, use_counts, kinds,\n"
+"           asks)\n--\n\n"
+"The three EXPLAIN details of each shown candidate (heaprank.reranker.Reranker._details, for\n"
+"a query with content and no fused scores), appended to its row with a place for its top\n"
+"links' text: 'score %.4g'; 'age %.1fd' (', used %gx' when used; 'no date' without one) and\n"
+"asks; its kind (or 'explicit' for an explicit importance, 'default') and ', %g sources'.\n"
+"False, and no row touched, when a score is not finite (the Python loop words those).");
+
+static PyObject *
+details_of(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (!takes(nargs, 9, "details_of")) {
+        return NULL;
+    }
+    PyObject *rows = args[0], *positions = args[1], *kinds = args[7], *asks = args[8];
+    PyObject *const *column = args + 2; /* scores, importance, source_count, ages_s, uses */
+    if (!PyList_CheckExact(rows) || !PyList_CheckExact(positions) || !PyTuple_CheckExact(kinds)
+            || !PyUnicode_CheckExact(asks)) {
+        PyErr_SetString(PyExc_TypeError, "details_of: bad arguments");
+        return NULL;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(rows);
+    for (int c = 0; c < 5; c++) {
+        if (!PyList_CheckExact(column[c]) || PyList_GET_SIZE(column[c]) != n) {
+            PyErr_SetString(PyExc_TypeError, "details_of: columns of another length");
+            return NULL;
+        }
+    }
+    if (PyList_GET_SIZE(positions) != n) {
+        PyErr_SetString(PyExc_TypeError, "details_of: positions of another length");
+        return NULL;
+    }
+    for (Py_ssize_t j = 0; j < n; j++) { /* everything checked before a row is touched */
+        for (int c = 0; c < 5; c++) {
+            if (!PyFloat_CheckExact(PyList_GET_ITEM(column[c], j))) {
+                Py_RETURN_FALSE;
+            }
+        }
+        double age_s = PyFloat_AS_DOUBLE(PyList_GET_ITEM(column[3], j));
+        if (!isfinite(PyFloat_AS_DOUBLE(PyList_GET_ITEM(column[0], j)))
+                || (age_s == age_s && !(fabs(age_s) < 1e17)) /* a day count of a few digits */
+                || !PyList_CheckExact(PyList_GET_ITEM(rows, j))) {
+            Py_RETURN_FALSE;
+        }
+        Py_ssize_t i = PyLong_AsSsize_t(PyList_GET_ITEM(positions, j));
+        if (i < 0 || i >= PyTuple_GET_SIZE(kinds)) {
+            PyErr_Clear();
+            Py_RETURN_FALSE;
+        }
+        PyObject *kind = PyTuple_GET_ITEM(kinds, i);
+        if (kind != Py_None && !PyUnicode_CheckExact(kind)) {
+            Py_RETURN_FALSE;
+        }
+    }
+    PyObject *empty = PyUnicode_New(0, 0);
+    if (empty == NULL) {
+        return NULL;
+    }
+    for (Py_ssize_t j = 0; j < n; j++) {
+        double score = PyFloat_AS_DOUBLE(PyList_GET_ITEM(column[0], j));
+        double imp = PyFloat_AS_DOUBLE(PyList_GET_ITEM(column[1], j));
+        double sources = PyFloat_AS_DOUBLE(PyList_GET_ITEM(column[2], j));
+        double age_s = PyFloat_AS_DOUBLE(PyList_GET_ITEM(column[3], j));
+        double uses = PyFloat_AS_DOUBLE(PyList_GET_ITEM(column[4], j));
+        PyObject *kind = PyTuple_GET_ITEM(kinds, PyLong_AsSsize_t(PyList_GET_ITEM(positions, j)));
+        char a[64], b[64], c[64];
+        PyObject *made[3] = {NULL, NULL, NULL};
+        int ok = float_text(a, sizeof a, score, 'g', 4);
+        if (ok) {
+            made[0] = PyUnicode_FromFormat("score %s", a);
+        }
+        if (ok && age_s != age_s) {
+            made[1] = PyUnicode_FromFormat("no date%U", asks);
+        }
+        else if (ok && uses > 0) {
+            ok = float_text(b, sizeof b, age_s / 86400.0, 'f', 1)
+                 && float_text(c, sizeof c, uses, 'g', 6);
+            if (ok) {
+                made[1] = PyUnicode_FromFormat("age %sd, used %sx%U", b, c, asks);
+            }
+        }
+        else if (ok) {
+            ok = float_text(b, sizeof b, age_s / 86400.0, 'f', 1);
+            if (ok) {
+                made[1] = PyUnicode_FromFormat("age %sd%U", b, asks);
+            }
+        }
+        const char *named = imp == imp ? "explicit" : NULL; /* else the kind, or "default" */
+        if (named == NULL && (kind == Py_None || PyUnicode_GET_LENGTH(kind) == 0)) {
+            named = "default";
+        }
+        if (ok && sources == sources) {
+            ok = float_text(c, sizeof c, sources, 'g', 6);
+            if (ok) {
+                made[2] = named != NULL ? PyUnicode_FromFormat("%s, %s sources", named, c)
+                                        : PyUnicode_FromFormat("%U, %s sources", kind, c);
+            }
+        }
+        else if (ok) {
+            made[2] = named != NULL ? PyUnicode_FromString(named)
+                                    : (Py_INCREF(kind), kind);
+        }
+        PyObject *row = PyList_GET_ITEM(rows, j);
+        int appended = ok && made[0] && made[1] && made[2] && PyList_Append(row, made[0]) == 0
+                       && PyList_Append(row, made[1]) == 0 && PyList_Append(row, made[2]) == 0
+                       && PyList_Append(row, empty) == 0;
+        for (int t = 0; t < 3; t++) {
+            Py_XDECREF(made[t]);
+        }
+        if (!appended) {
+            Py_DECREF(empty);
+            if (!PyErr_Occurred()) {
+                PyErr_SetString(PyExc_ValueError, "details_of: a number past its text's room");
+            }
+            return NULL;
+        }
+    }
+    Py_DECREF(empty);
+    Py_RETURN_TRUE;
+}
+
 /* ------------------------------------------------------------------ module */
 
 static PyMethodDef methods[] = {
@@ -1539,6 +1680,7 @@ static PyMethodDef methods[] = {
     {"encode_items", (PyCFunction)(void (*)(void))encode_items, METH_FASTCALL, encode_items_doc},
     {"instances", (PyCFunction)(void (*)(void))instances, METH_FASTCALL, instances_doc},
     {"doc_stats", (PyCFunction)(void (*)(void))doc_stats, METH_FASTCALL, doc_stats_doc},
+    {"details_of", (PyCFunction)(void (*)(void))details_of, METH_FASTCALL, details_of_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -18,6 +18,7 @@ from . import assoc, fusion
 from . import links as linkmath
 from . import retention as ret
 from . import signals as sig
+from ._accel import speedups
 from ._checks import MAX_NAMESPACE_CHARS, check_id, check_ids, check_namespace, check_query
 from ._steps import Call, Flow, adrive, drive
 from ._time import resolve_now, to_epoch
@@ -69,6 +70,8 @@ if TYPE_CHECKING:
     from .tuning import TuneResult
 
 TOP_LINKS = 3
+#: The C kernel of the EXPLAIN details (None: the Python loop of Reranker._details)
+details_kernel = None if speedups is None else speedups.details_of
 
 logger = logging.getLogger("heaprank")
 
@@ -642,6 +645,10 @@ class Reranker:
         fused_names = tuple(cfg.fusion_weights)
         asks = f", asks for {info.intent}" if info.intent in cfg.intent_recency else ""
         has_content, kinds = info.has_content, batch.kinds
+        if details_kernel is not None and has_content and other_scores is None and details_kernel(
+                rows, positions, scores, importance, source_count, ages_s, use_counts, kinds,
+                asks):
+            return  # every score given: the three details in one C pass
         all_nan = None
         for row, i, score, imp, sources, age_s, uses in zip(
                 rows, positions, scores, importance, source_count, ages_s, use_counts):

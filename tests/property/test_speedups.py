@@ -427,3 +427,46 @@ def test_the_kernels_exact_sum_is_math_fsum_to_the_bit(values):
         return
     assert got is not None
     assert np.float64(got).tobytes() == np.float64(want).tobytes(), (got, want)
+
+
+# ------------------------------------------------------------------- details_of
+
+_ANY_FLOAT = st.floats(allow_nan=False, allow_infinity=False, width=64)
+
+
+@settings(max_examples=500)
+@given(data=st.data(), n=st.integers(1, 10), intent=st.sampled_from(["none", "recent"]))
+def test_the_kernels_explain_details_are_the_python_ones(data, n, intent):
+    """Every number as Python's formatting writes it: scores of any size and sign, ages in
+    days from none to centuries, use and source counts of any size, kinds of any script."""
+    from types import SimpleNamespace
+
+    from heaprank import Config, Reranker
+    from heaprank import reranker as module
+
+    def column(values: Any) -> list[float]:
+        return [float(v) for v in data.draw(st.lists(values, min_size=n, max_size=n))]
+
+    scores = column(_ANY_FLOAT)
+    importance = column(st.one_of(st.just(math.nan), _ANY_FLOAT))
+    sources = column(st.one_of(st.just(math.nan), st.floats(0, 1e300)))
+    ages = column(st.one_of(st.just(math.nan), st.floats(-1e3, 3e10), st.sampled_from([0.0, -0.0])))
+    uses = column(st.one_of(st.sampled_from([0.0, 1.0, 2.5]), st.floats(0, 1e300)))
+    kinds = tuple(data.draw(st.lists(st.sampled_from([None, "fact", "Zoë's", "会议", "x" * 40]),
+                                     min_size=n, max_size=n)))
+    positions = list(range(n))
+    cfg = Config(intent_recency={"recent": 2.0})
+    info = SimpleNamespace(has_content=True, intent=intent)
+    batch = SimpleNamespace(kinds=kinds, scores=np.array(scores))
+    rows_c, rows_py = [[0.5] for _ in range(n)], [[0.5] for _ in range(n)]
+    args = (positions, scores, importance, sources, ages, uses)
+    Reranker._details(batch, info, cfg, positions, rows_c, *args[1:])
+    kernel, module.details_kernel = module.details_kernel, None
+    try:
+        Reranker._details(batch, info, cfg, positions, rows_py, *args[1:])
+    finally:
+        module.details_kernel = kernel
+    assert rows_c == rows_py
+    asks = ", asks for recent" if intent == "recent" else ""
+    assert kernel([[0.5] for _ in range(n)], positions, scores, importance, sources, ages, uses,
+                  kinds, asks) is True
