@@ -300,6 +300,7 @@ _QueryReading = tuple[str, frozenset[str], frozenset[str], bool, str, str]
 _Entry = tuple[int, frozenset[str], frozenset[str], int, Shape]
 _SLOT_SCALE = 8192
 _SLOT_KEY = operator.itemgetter(0)
+_SLOTS_OF = operator.itemgetter(1)
 _SOURCE_WORDS = operator.itemgetter(1)
 _WORDS = operator.itemgetter(2)
 
@@ -697,6 +698,10 @@ class FeatureSpace:
     def slots_of(self, row: int) -> tuple[str, ...]:
         """The slots a row was built from (what an impression stores)."""
         return self._row_info[row][1]
+
+    def slots_of_rows(self, rows: list[int]) -> tuple[tuple[str, ...], ...]:
+        """:meth:`slots_of` each row, by C-level maps."""
+        return tuple(map(_SLOTS_OF, map(self._row_info.__getitem__, rows)))
 
 
 def _rank_bucket(rank: int) -> str:

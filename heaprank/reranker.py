@@ -366,7 +366,8 @@ class Reranker:
             "reinforcement": usage.reinforcement,
             "association": 1.0,
         }
-        signal_matrix = np.ones((len(batch), len(SIGNALS)))
+        signal_matrix = np.empty((len(batch), len(SIGNALS)))
+        signal_matrix.fill(1.0)  # (np.ones: a Python wrapper of these two calls)
         for j, name in enumerate(SIGNALS):
             value = columns[name]
             if type(value) is not float:  # a float is the constant 1.0: in place already
@@ -405,7 +406,7 @@ class Reranker:
             recall_id = yield from self._track(new_impression(
                 recall_id, namespace, info.qtype, when, explicit,
                 tuple(map(batch.ids.__getitem__, top.tolist())),
-                tuple(map(self._space.slots_of, urows[top_rows].tolist())), cfg.doc_features,
+                self._space.slots_of_rows(urows[top_rows].tolist()), cfg.doc_features,
                 IMPRESSION_SIGNALS + tuple(extra) if extra else IMPRESSION_SIGNALS, stored))
             if version is not None:  # the link means its feedback would read, while they hold
                 if len(self._means) >= MEANS_ENTRIES:
@@ -597,11 +598,12 @@ class Reranker:
         positions = top.tolist()
         # what the scores and the details read, the k shown only (indexing each column costs
         # less than stacking them first: np.array of a tuple of arrays inspects each one)
-        logs, scores, ages, uses = (column[top].tolist()
-                                    for column in (log_score, batch.scores, age, use_count))
-        importance, source_count = (
-            [math.nan] * len(positions) if batch.absent(name) else getattr(batch, name)[top].tolist()
-            for name in ("importance", "source_count"))
+        logs, scores = log_score[top].tolist(), batch.scores[top].tolist()
+        ages, uses = age[top].tolist(), use_count[top].tolist()
+        importance = [math.nan] * len(positions) if batch.absent("importance") else \
+            batch.importance[top].tolist()
+        source_count = [math.nan] * len(positions) if batch.absent("source_count") else \
+            batch.source_count[top].tolist()
         rows = signal_matrix[top].tolist()
         self._details(batch, info, cfg, positions, rows, scores, importance, source_count, ages,
                       uses, other_scores)

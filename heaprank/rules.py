@@ -91,7 +91,8 @@ def apply_rules(batch: CandidateBatch, rules: tuple[Rule, ...], superseded_multi
     the ``forgotten`` rule drops them (multiplier 0).
     """
     n = len(batch)
-    mult = np.ones(n)
+    mult = np.empty(n)
+    mult.fill(1.0)  # (np.ones: a Python wrapper of these two calls)
     fired: dict[int, list[tuple[str, float]]] = {}
     sup = superseded_mask(batch)
     if sup.any():
