@@ -72,7 +72,7 @@ class Ranked:
         if line.__class__ is str:
             return line
         line = _compose(self) if line is None else line.line(self)
-        object.__setattr__(self, "_line", line)  # a cache of a function of frozen fields
+        _put_line(self, line)  # a cache of a function of frozen fields
         return line
 
     def __getstate__(self) -> list[Any]:
@@ -103,6 +103,7 @@ class Ranked:
 _FIELDS = ("rank", "score", "candidate", "signals", "weights", "details", "top_links", "rules",
            "flags", "_line")
 _SETTERS = tuple(Ranked.__dict__[name].__set__ for name in _FIELDS)
+_put_line = _SETTERS[-1]
 _SLOTS = tuple(Ranked.__dict__[name] for name in _FIELDS)  # (two become properties below)
 #: The three details every result has (its EXPLAIN line shows them in brackets), in this order.
 DETAIL_NAMES = ("relevance", "recency", "importance")
@@ -151,7 +152,8 @@ class ResultSource:
         else:
             text = ""
         row[-1] = text
-        return template.direct % template.pick(row) + _tail(item)
+        line = template.direct % template.pick(row)
+        return line + _tail(item) if item.rules or item.flags else line
 
 
 def new_ranked(rank: int, score: float, candidate: Candidate,
