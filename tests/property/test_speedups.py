@@ -26,6 +26,7 @@ from heaprank.candidates import coerce_c, coerce_checked, coerce_fast
 from heaprank.features import (
     FIXED_SLOTS,
     NO_NEIGHBOURS,
+    PERSONS,
     FeatureSpace,
     ShapeTable,
     analyze_query,
@@ -237,9 +238,9 @@ def test_kernel_rows_name_the_python_rows_features(cands, questions, structure, 
         want, want_of = python.rows(*args)
         assert [kernel.names_of(r) for r in got[of]] == [python.names_of(r) for r in want[want_of]]
         assert (of == want_of).all()
-        if max_bytes > 2**20:
-            assert kernel._rows_kernel(query, texts_, kinds, sources, nbrs,
-                                       speaker_roles and 1) is not None
+        if max_bytes > 2**20:  # the person code as rows() passes it
+            person = 1 + PERSONS.index(query.person) if speaker_roles else 0
+            assert kernel._rows_kernel(query, texts_, kinds, sources, nbrs, person) is not None
     assert sorted(kernel._table.entries[kernel._table.entries[:, 1] != 0][:, 0].tolist()) == \
         sorted(kernel._shapes)
     held = kernel._row_table.entries[kernel._row_table.entries[:, 1] != 0]
