@@ -47,7 +47,10 @@ def _header(result: dict[str, Any]) -> str:
         f"date {result['started_utc']}  commit {s['commit'] or '?'}  heaprank {s['heaprank']}  "
         f"heapdb-memory {s['heapdb-memory']}  sqlite {s['sqlite']}  python {m['python']}",
         f"machine {m['cpu']}, {m['cores']} cores, load {m['loadavg_start']} -> "
-        f"{m.get('loadavg_end')}",
+        f"{m.get('loadavg_end')}" + (
+            "" if not m.get("memory_probe_ns") else ", memory " + " -> ".join(
+                f"{ns:.0f}" for ns in m["memory_probe_ns"]) + " ns per dependent read (64 MB "
+            "pointer chase)"),
         f"store: {w['namespaces']} namespaces x {w['memories'] // max(w['namespaces'], 1)} "
         f"memories (words/memory min {w['words_per_memory']['min']}, median "
         f"{w['words_per_memory']['median']}, max {w['words_per_memory']['max']}), "

@@ -89,6 +89,27 @@ def interleave_blocks(calls: dict[str, Callable[[int], Any]], reps: int, block: 
     return out
 
 
+def memory_probe(mb: int = 64, steps: int = 200_000) -> float:
+    """Nanoseconds per step of a pointer chase through ``mb`` megabytes (an array of the next
+    index, in one random cycle: each step one dependent read past the CPU caches): how slow this
+    machine's memory is right now. On a shared host it changes from minute to minute, and a
+    rerank on cold caches with it, which the load average does not show."""
+    from array import array
+
+    import numpy as np
+
+    n = mb * 2**20 // 8
+    order = np.random.default_rng(0).permutation(n)
+    nxt = np.empty(n, dtype=np.int64)
+    nxt[order[:-1]] = order[1:]
+    nxt[order[-1]] = order[0]
+    chain = array("q", nxt.tobytes())
+    at, t0 = 0, time.perf_counter_ns()
+    for _ in range(steps):
+        at = chain[at]
+    return (time.perf_counter_ns() - t0) / steps
+
+
 class Evictor:
     """Reads ``mb`` megabytes (a numpy sum) to push the caller's code and data out of the CPU
     caches; ``mb=0`` does nothing."""

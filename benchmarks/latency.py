@@ -12,7 +12,9 @@ Measures, in one run on one seeded synthetic store (:mod:`benchmarks._workload`)
 * feedback latency and feedbacks per second per backend, SQLite in its default durable mode
   (WAL, ``synchronous=FULL``), and heapdb-memory's feedback beside it (target: 5x);
 * resident memory per million links (memory backend) and file bytes per link (SQLite), each
-  filled in a fresh subprocess.
+  filled in a fresh subprocess;
+* the machine's memory latency at the start and at the end (a 64 MB pointer chase): on a shared
+  host it changes from minute to minute, and the cold-cache figures with it.
 
 Candidates are what a retriever returns: heapdb-memory's own BM25 index (``BM25Index`` over the
 same texts, same terms) top ``n``, so both systems rank exactly the same candidates; when fewer
@@ -58,6 +60,7 @@ from ._latency_timing import (
     K,
     Retriever,
     heapdb_store,
+    memory_probe,
     side_by_side,
     time_feedback,
     time_rerank,
@@ -282,6 +285,7 @@ def run(args: argparse.Namespace) -> int:
         "command": " ".join(["python -m benchmarks", *sys.argv[1:]]),
         "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
         **_environment()}
+    result["machine"]["memory_probe_ns"] = [memory_probe()]
     n_questions = cfg["warm_feedbacks"] + 8 * cfg["timed_questions"]
     workload = make_workload(cfg["seed"], cfg["namespaces"], cfg["memories"], n_questions)
     retriever = Retriever(workload)
@@ -314,6 +318,7 @@ def run(args: argparse.Namespace) -> int:
                     bar.update(1)
     result["targets"] = _targets(result)
     result["machine"]["loadavg_end"] = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
+    result["machine"]["memory_probe_ns"].append(memory_probe())
     result["duration_s"] = time.time() - started
     _emit(args, result)
     return 0
