@@ -81,6 +81,15 @@ def test_quick_with_heapdb_memory(tmp_path, capsys):
     assert memory["backend"] == "memory"
     assert memory["links"] == latency.QUICK["links"]
     assert memory["rss_bytes_per_link"] > 0
+    # the machine's memory latency at the start and the end, and the one-line summary of a run
+    assert len(result["machine"]["memory_probe_ns"]) == 2
+    assert all(ns > 0 for ns in result["machine"]["memory_probe_ns"])
+    from benchmarks import latency_runs
+
+    assert latency_runs.main([str(tmp_path / "latency.json")]) == 0
+    header, line = capsys.readouterr().out.splitlines()
+    assert header.startswith("run") and line.startswith("latency.json")
+    assert line.endswith(f"{sum(t['met'] for t in result['targets'])} of {len(result['targets'])}")
 
 
 def test_tables_render(tmp_path, capsys):
