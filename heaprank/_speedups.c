@@ -1,16 +1,18 @@
-/* heaprank._speedups: optional C kernels for the two per-candidate passes of a rerank.
+/* heaprank._speedups: optional C kernels of the per-candidate and per-feedback passes.
  *
  * Each kernel does, in one pass, what a pure-Python function of heaprank does in several
  * (heaprank/candidates.py: coerce_fast; heaprank/features.py: FeatureSpace.rows;
  * heaprank/state/memory.py: MemoryState._learn and _docs; heaprank/state/codec.py: encode;
- * the slots of heaprank's result objects), for the usual input only. Anything else (another type, a value the
- * Python path would flag or reject, an error of any kind) makes a kernel return None, and the
- * Python path decides, so a kernel can never change a result or an error message: it only
- * skips the interpreter for clean input. Property tests hold every kernel's output to its
- * Python twin (tests/property/test_speedups.py).
+ * heaprank/reranker.py: Reranker._details; the construction of slots objects), for the usual
+ * input only. Anything else (another type, a value the Python path would flag or reject, an
+ * error of any kind) makes a kernel return None (or False), and the Python path decides, so a
+ * kernel never changes a result or an error message: it only skips the interpreter for clean
+ * input. Property tests hold every kernel's output to its Python twin, bit for bit
+ * (tests/property/test_speedups.py and the tests of each twin).
  *
- * No numpy C API: numeric columns come back as one bytearray of float64 values that the
- * caller views with numpy.frombuffer, so the module builds against any numpy.
+ * No numpy C API: numbers cross as bytearrays or buffers that numpy views, so the module builds
+ * against any numpy; and no transcendental function is computed here but log1p and expm1, as
+ * Python's math module computes them (numpy's log and exp2, SIMD code, stay numpy's).
  */
 
 #define PY_SSIZE_T_CLEAN
@@ -652,8 +654,8 @@ typedef struct {
     int64_t key;   /* the shape key */
     int64_t slot;  /* the slot key + 1 (0: an empty entry) */
     int64_t bloom; /* one bit per word of the text, bit hash(word) % 63 */
-    int64_t words; /* the address of the shape's frozenset of words, which the shape cache
-                    * holds for as long as the table holds the entry */
+    int64_t words; /* the address of the shape's frozenset of words, which the table's buffer
+                    * holds (TableBuffer.held) for as long as the buffer lives */
 } table_entry;
 
 /* 1 if two frozensets of str have no element in common, 0 if they do, -1 on error: what
@@ -700,9 +702,10 @@ PyDoc_STRVAR(shape_rows_doc,
 "shape_rows(table, texts, kinds, sources, prefix_chars, names, names_bloom, codes, base,\n"
 "           words, words_bloom, slot_words, slot_blooms, row_table, rows)\n--\n\n"
 "heaprank.features.FeatureSpace.rows for shapes the table holds, or None.\n\n"
-"table: the bytearray of a ShapeTable (power-of-two entries of key, slot key + 1, bloom,\n"
-"address of the words' frozenset). Each candidate's row key is its slot key, + 1 when it shares no name with the\n"
-"question (names non-empty), + 16 x codes[i] (codes: neighbour codes, or None), and its full\n"
+"table: the buffer of a ShapeTable (power-of-two entries of key, slot key + 1, bloom,\n"
+"address of the words' frozenset, which the buffer holds). Each candidate's row key is its\n"
+"slot key, + 1 when it shares no name with the question (names non-empty), + 16 x codes[i]\n"
+"(codes: neighbour codes, or None), and its full\n"
 "key adds base and 2 when the question names none of its slot's source words\n"
 "(slot_words[slot key // 8192], whose bloom slot_blooms holds as int64). The row of a full\n"
 "key is found in row_table (a RowTable's bytearray: key, row + 1), else in the dict rows.\n"
@@ -730,12 +733,12 @@ shape_rows(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (PyErr_Occurred()) {
         return NULL;
     }
-    if (!PyByteArray_CheckExact(table) || !PyTuple_CheckExact(texts)
+    if (!PyByteArray_Check(table) || !PyTuple_CheckExact(texts)
             || !PyTuple_CheckExact(kinds) || !PyTuple_CheckExact(sources)
             || !PyFrozenSet_CheckExact(names)
             || (codes != Py_None && !PyList_CheckExact(codes)) || !PyFrozenSet_CheckExact(words)
             || !PyList_CheckExact(slot_words) || !PyByteArray_CheckExact(slot_blooms)
-            || !PyByteArray_CheckExact(row_table) || !PyDict_CheckExact(rows)) {
+            || !PyByteArray_Check(row_table) || !PyDict_CheckExact(rows)) {
         PyErr_SetString(PyExc_TypeError, "shape_rows: bad arguments");
         return NULL;
     }

@@ -23,6 +23,18 @@ def word_bloom(words: frozenset[str]) -> int:
     return bloom
 
 
+class TableBuffer(bytearray):
+    """A table's bytes, and the objects its entries point to: ``held`` keeps each one alive as
+    long as the buffer is, so a kernel reading this buffer (even one a growth has replaced since
+    the call began, in another thread) never reads a freed object."""
+
+    __slots__ = ("held",)
+
+    def __init__(self, size: int) -> None:
+        super().__init__(size)
+        self.held: dict[int, object] = {}
+
+
 class OpenTable:
     """Entries of :attr:`WIDTH` int64 columns (the key, then a value stored + 1, so that 0 marks
     an empty entry, then any others), a power of two long and at most half full, with linear
@@ -35,7 +47,7 @@ class OpenTable:
         self._allot(self.MIN_SIZE)
 
     def _allot(self, size: int) -> None:
-        self.buffer = bytearray(8 * self.WIDTH * size)
+        self.buffer = TableBuffer(8 * self.WIDTH * size)
         self.entries = np.frombuffer(self.buffer, dtype=np.int64).reshape(size, self.WIDTH)
         self.mask = size - 1
         self.count = 0
@@ -57,8 +69,9 @@ class OpenTable:
     def _put(self, key: int, *stored: int) -> None:
         """Set ``key``'s entry to ``stored`` (its value + 1, then the other columns)."""
         if 2 * (self.count + 1) > len(self.entries):
-            live = self.entries[self.entries[:, 1] != 0].tolist()
+            live, held = self.entries[self.entries[:, 1] != 0].tolist(), self.buffer.held
             self._allot(2 * len(self.entries))
+            self.buffer.held.update(held)  # the old buffer keeps its own
             for entry in live:
                 self._put(*entry)
         at = self._find(key)
@@ -74,6 +87,7 @@ class OpenTable:
         if entries[hole, 1] == 0:
             return
         self.count -= 1
+        self.buffer.held.pop(key, None)
         at = hole
         while True:
             at = (at + 1) & mask
@@ -92,19 +106,19 @@ class ShapeTable(OpenTable):
     """The cached shapes: ``(shape key, slot key + 1, word bloom, id of the word set)``.
 
     Kept in step with :attr:`FeatureSpace._shapes`, which stays the cache itself (its order is
-    the eviction order): an entry is inserted, discarded and cleared with its shape, whose cache
-    entry holds the word set the last column points to (the kernel reads the set only while
-    the table holds it).
+    the eviction order): an entry is inserted, discarded and cleared with its shape. The word set
+    the last column points to is held by the buffer (:class:`TableBuffer`), so it lives as
+    long as any buffer that points to it.
     """
 
     WIDTH = 4
-    #: Bytes per cached shape the table may hold (a quarter full, just grown), which the shape
-    #: cache's byte bound counts.
-    BYTES_PER_SHAPE = 4 * 32
+    #: Bytes per cached shape the table may hold (a quarter full, just grown, and the buffer's
+    #: reference to the word set), which the shape cache's byte bound counts.
+    BYTES_PER_SHAPE = 4 * 32 + 100
 
     def insert(self, key: int, slot_key: int, words: frozenset[str]) -> None:
-        """Hold a shape: its key, slot key and word set (kept alive by the caller until the
-        shape is discarded)."""
+        """Hold a shape: its key, slot key and word set."""
+        self.buffer.held[key] = words
         self._put(key, slot_key + 1, word_bloom(words), id(words))
 
 

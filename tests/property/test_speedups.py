@@ -471,3 +471,29 @@ def test_the_kernels_explain_details_are_the_python_ones(data, n, intent):
     asks = ", asks for recent" if intent == "recent" else ""
     assert kernel([[0.5] for _ in range(n)], positions, scores, importance, sources, ages, uses,
                   kinds, asks) is True
+
+
+def test_a_table_buffer_keeps_the_word_sets_it_points_to_after_a_growth_and_a_discard():
+    """A kernel call may hold a buffer that a growth (in another thread) has replaced; a shape
+    discarded since must not free the word set that buffer still points to."""
+    import gc
+    import weakref
+
+    class Words(frozenset):  # a frozenset that can be watched for its end
+        pass
+
+    table = ShapeTable()
+    words = Words({"lisbon"})
+    alive = weakref.ref(words)
+    table.insert(7, 8192, words)
+    old = table.buffer  # as an in-flight kernel call holds it
+    for key in range(1, 2 * ShapeTable.MIN_SIZE):  # grows the table: a new buffer
+        table.insert(7 + 1024 * key, 8192, frozenset())
+    assert table.buffer is not old
+    table.discard(7)
+    del words
+    gc.collect()
+    assert alive() is not None and 7 in old.held  # the old buffer still holds it
+    del old
+    gc.collect()
+    assert alive() is None  # and nothing else did
