@@ -29,6 +29,7 @@ import itertools
 import operator
 import re
 import sys
+import threading
 import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -405,11 +406,15 @@ class FeatureSpace:
         self._queries: dict[tuple[object, ...], _QueryReading] = {}
         #: Bumped whenever row and feature ids are reset: what was keyed by them is stale.
         self.generation = 0
+        #: Held while the caches change (a shape featurised, a row built, a reset): reranks
+        #: in several threads share a feature space. Reads, the C kernel's included, take none.
+        self._lock = threading.RLock()
 
     def clear(self) -> None:
         """Drop every cached shape, row and query reading (``forget_namespace`` calls this:
         the caches may hold names read from that namespace's candidates and queries)."""
-        self._reset_rows()
+        with self._lock:
+            self._reset_rows()
         self._expanded.clear()
         self._queries.clear()
 
@@ -490,16 +495,32 @@ class FeatureSpace:
         (rows of :meth:`matrix`), and for each candidate the position of its row among them.
         ``structure`` holds each candidate's neighbour slots (:func:`neighbour_slots`); ``None``
         means no candidate has a neighbour. ``speaker_roles`` adds the ``person:`` slot."""
-        if len(self.names) > self.max_features or len(self._rows) > self.max_rows \
-                or len(self._slot_ids) > self.max_rows:
-            self._reset_rows()
+        if self._over_bounds():
+            with self._lock:
+                if self._over_bounds():
+                    self._reset_rows()
         # 0: no person slot; else 1 + the question's person. The role comes with the source,
         # which the shape (and so its slot id) already fixes.
         person = 1 + PERSONS.index(query.person) if speaker_roles else 0
         if self._table is not None and not doc_features and not tag_slots:
+            # reads only (one C call: atomic under the GIL), so no lock: the usual case
             done = self._rows_kernel(query, texts, kinds, sources, structure, person)
             if done is not None:
                 return done
+        with self._lock:  # featurises and caches: one thread at a time
+            return self._rows_python(query, ids, texts, kinds, sources, tags, tag_slots,
+                                     doc_features, structure, person)
+
+    def _over_bounds(self) -> bool:
+        return len(self.names) > self.max_features or len(self._rows) > self.max_rows \
+            or len(self._slot_ids) > self.max_rows
+
+    def _rows_python(self, query: QueryInfo, ids: Sequence[str], texts: Sequence[str],
+                     kinds: Sequence[str | None], sources: Sequence[str | None],
+                     tags: Sequence[frozenset[str]], tag_slots: tuple[str, ...],
+                     doc_features: bool, structure: Sequence[tuple[str, ...]] | None,
+                     person: int) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`rows` in Python (the caller holds the lock)."""
         entries = self._entries(texts, kinds, sources, tags, tag_slots)
         if doc_features or (structure is not None and not all(
                 map(_NEIGHBOUR_CODE.__contains__, structure))):
@@ -578,10 +599,18 @@ class FeatureSpace:
         rows = np.frombuffer(both, dtype=np.intp)
         if missing:  # rows not built yet: their shapes are cached
             rows = rows.copy()
-            for j, full, i, shape_key in missing:
-                rows[j] = self._new_row(full, query, self._shapes[shape_key], None,
-                                        NO_NEIGHBOURS if structure is None else structure[i],
-                                        sources[i], bool(person))
+            with self._lock:
+                for j, full, i, shape_key in missing:
+                    built = self._rows.get(full)  # by another thread since, maybe
+                    if built is None:
+                        entry = self._shapes.get(shape_key)
+                        if entry is None:
+                            return None  # evicted since: the Python pass featurises it again
+                        built = self._new_row(
+                            full, query, entry, None,
+                            NO_NEIGHBOURS if structure is None else structure[i], sources[i],
+                            bool(person))
+                    rows[j] = built
         return rows[:d], rows[d:]
 
     def _entries(self, texts: Sequence[str], kinds: Sequence[str | None],

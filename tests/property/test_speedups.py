@@ -497,3 +497,4 @@ def test_a_table_buffer_keeps_the_word_sets_it_points_to_after_a_growth_and_a_di
     del old
     gc.collect()
     assert alive() is None  # and nothing else did
+

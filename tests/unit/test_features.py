@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import sys
 import unicodedata
 
 import pytest
@@ -348,3 +349,52 @@ def test_the_shape_cache_is_bounded_by_bytes_and_holds_no_text():
     assert 0 < len(space._shapes) < 300
     # keyed by a hash of the prefix and the shape fields, never by the text itself
     assert all(type(key) is int for key in space._shapes)
+
+
+def test_threads_reranking_through_evictions_and_growths_rank_as_one_thread():
+    """Several threads share one reranker whose shape cache evicts all the time (and whose
+    kernel table grows past 512 and 1,024 entries, when the kernels are built): every ranking is
+    the one a reranker alone gives. Before the feature space took a lock to change its caches,
+    two threads evicting at once raised 'dictionary changed size during iteration'."""
+    import threading
+
+    from heaprank import Reranker
+
+    def candidates(round_: int) -> list[dict]:
+        return [{"id": f"d{i}", "text": f"Maya met Ben in Lisbon on day {round_ * 30 + i}",
+                 "score": float(i % 5), "metadata": {"kind": "fact", "source": "maya"}}
+                for i in range(30)]
+
+    # ~900 shapes fit: the table grows past 512 and 1,024 live entries, then evicts
+    shared = Reranker(feature_cache_bytes=700_000)
+    alone = Reranker(feature_cache_bytes=700_000)
+    want = {r: [x.explain() for x in alone.rerank("Where did Maya meet Ben?", candidates(r),
+                                                  now=1_750_000_000.0, track=False)]
+            for r in range(40)}
+    failures: list[object] = []
+
+    def work(offset: int) -> None:
+        try:
+            for step in range(120):
+                r = (offset + step) % 40
+                got = shared.rerank("Where did Maya meet Ben?", candidates(r), now=1_750_000_000.0,
+                                    track=False)
+                if [x.explain() for x in got] != want[r]:
+                    failures.append((offset, r))
+        except Exception as exc:  # noqa: BLE001 - reported below
+            failures.append(exc)
+
+    threads = [threading.Thread(target=work, args=(k * 10,)) for k in range(4)]
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads switch as often as the interpreter lets them
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert failures == []
+    assert len(shared._space._shapes) > 512
+    if shared._space._table is not None:
+        assert len(shared._space._table) == len(shared._space._shapes)
