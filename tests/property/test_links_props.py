@@ -8,7 +8,7 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from heaprank import Prior, Reranker
-from heaprank.links import credit, credit_ids, noisy_or, posterior, posterior_mean
+from heaprank.links import credit, credit_ids, means_of, noisy_or, posterior, posterior_mean
 from heaprank.state.base import FeedbackItem, LinkCounts
 from tests.strategies import NOW, POOL, feedback_step
 
@@ -35,6 +35,18 @@ def test_posterior_mean_is_strictly_inside_unit_interval(rows, prior, pooled):
     p = posterior_mean(alpha, beta)
     assert np.all(alpha > 0) and np.all(beta > 0)
     assert np.all((p > 0) & (p < 1)), p
+
+
+any_counts = st.one_of(counts, st.sampled_from([0.0, 5e-324, 1e-300, 1.0, 1e300]))
+
+
+@given(st.lists(st.tuples(any_counts, any_counts, any_counts, any_counts), min_size=1,
+                max_size=20), priors)
+def test_means_of_is_the_pooled_posterior_mean_to_the_last_bit(rows, prior):
+    """The plain-Python means a feedback's credit reads are numpy's posterior means, float for
+    float (a namespace's own counts above the pool's included)."""
+    counts = _counts(rows)
+    assert means_of(counts, prior) == posterior_mean(*posterior(counts, prior)).tolist()
 
 
 @given(st.lists(st.floats(min_value=0.0, max_value=1.0), min_size=1, max_size=30),
