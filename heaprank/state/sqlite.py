@@ -2,7 +2,8 @@
 
 Each feedback is one ``BEGIN IMMEDIATE`` transaction: the credit is computed from the counts read
 inside it, so concurrent writers serialise and no update is lost, and a process killed mid-write
-leaves the last committed state (SQLite's journal rolls the rest back). Feedback commits with
+leaves the last committed state (SQLite's journal rolls the rest back). A transaction writes each
+row it changes once, at its end (``sqlite_writes``), however many feedbacks it groups. Feedback commits with
 ``synchronous=FULL`` by default; impressions, which feedback needs only for a while and which a
 power cut may cost without harm, commit with ``NORMAL`` (no fsync on the rerank path). Deleted
 rows are overwritten (``secure_delete``), so forgetting a namespace leaves none of its bytes.
@@ -12,7 +13,6 @@ The layout (schema 2) is in ``docs/design.md``, "State layout".
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import sqlite3
@@ -28,7 +28,6 @@ import numpy as np
 from ..errors import FeedbackError, StateError
 from . import codec, edges
 from .base import (
-    LAST_USED_SKEW_S,
     CreditFn,
     DocStats,
     FeedbackBatch,
@@ -39,6 +38,7 @@ from .base import (
     new_verdicts,
     recall_key,
 )
+from .sqlite_writes import TransactionWrites, json_array
 
 if TYPE_CHECKING:
     from .copy import StateDump
@@ -84,20 +84,8 @@ _READ_EDGES = ("SELECT a, b, strength, count, last FROM edges WHERE ns = {ns} "
 _READ_LINKS = (f"SELECT j.key, f.pos, f.neg, IFNULL(l.pos, 0.0), IFNULL(l.neg, 0.0) "
                f"FROM json_each(?) AS j CROSS JOIN features AS f LEFT JOIN links AS l "
                f"ON l.ns = {_NS_ID} AND l.fid = f.id WHERE f.name = j.value")
-_FEATURE_ROWS = ("SELECT j.key, f.id, f.pos, f.neg, l.pos, l.neg FROM json_each(?) AS j "
-                 "CROSS JOIN features AS f LEFT JOIN links AS l ON l.ns = ? AND l.fid = f.id "
-                 "WHERE f.name = j.value")
 _READ_DOCS = (f"SELECT j.key, d.last_used, d.use_count FROM json_each(?) AS j CROSS JOIN docs AS d "
               f"WHERE d.ns = {_NS_ID} AND d.id = j.value")
-
-
-def _json(items: Sequence[str]) -> str:
-    """A JSON array of strings (for ``json_each``): joined directly when no string needs an
-    escape (the usual feature names and ids), through ``json.dumps`` otherwise."""
-    joined = '","'.join(items)
-    if joined.isprintable() and '"' not in joined and "\\" not in joined:
-        return f'["{joined}"]' if items else "[]"
-    return json.dumps(list(items), ensure_ascii=False)
 
 
 def _adjacency(rows: Iterator[Any]) -> edges.Adjacency:
@@ -372,7 +360,7 @@ class SQLiteState:
     @staticmethod
     def _counts(conn: sqlite3.Connection, namespace: str, features: Sequence[str]) -> LinkCounts:
         out = np.zeros((len(features), 4))  # a feature never credited has no row: all zero
-        found = conn.execute(_READ_LINKS, (_json(features), namespace)).fetchall()
+        found = conn.execute(_READ_LINKS, (json_array(features), namespace)).fetchall()
         if found:
             rows = np.array(found, dtype=np.float64)
             out[rows[:, 0].astype(np.intp)] = rows[:, 1:]
@@ -381,7 +369,7 @@ class SQLiteState:
     @staticmethod
     def _docs(conn: sqlite3.Connection, namespace: str, ids: Sequence[str]) -> DocStats:
         last_used, use_count = np.full(len(ids), math.nan), np.zeros(len(ids))
-        found = conn.execute(_READ_DOCS, (_json(ids), namespace)).fetchall()
+        found = conn.execute(_READ_DOCS, (json_array(ids), namespace)).fetchall()
         for at, last, uses in found:  # few: only documents used before have a row
             last_used[at], use_count[at] = last, uses
         return DocStats(last_used, use_count)
@@ -402,7 +390,7 @@ class SQLiteState:
     def read_with_edges(self, namespace: str, features: Sequence[str],
                         ids: Sequence[str]) -> tuple[LinkCounts, DocStats, edges.EdgeRows]:
         with self._read() as conn:
-            where = _json(ids)
+            where = json_array(ids)
             found = conn.execute(_READ_EDGES.format(ns=_NS_ID), (namespace, where, where))
             adj = _adjacency(found)
             return (self._counts(conn, namespace, features), self._docs(conn, namespace, ids),
@@ -519,7 +507,10 @@ class SQLiteState:
     def apply_feedback(self, batch: FeedbackBatch, credit: CreditFn) -> FeedbackOutcome:
         with self._write() as conn:
             self._link_writes += 1
-            outcome = self._feedback(conn, batch, credit)
+            writes = TransactionWrites(conn)
+            outcome = self._feedback(conn, batch, credit, writes)
+            writes.commit_feedback()
+            writes.write()
             self._count_feedbacks(conn, 1 if outcome.applied else 0)
             return outcome
 
@@ -529,19 +520,25 @@ class SQLiteState:
 
         Each feedback stays atomic and idempotent on its own: it runs inside a savepoint, and
         one that cannot be applied (an unknown recall, a contradiction) is rolled back alone
-        and reported in its place in the returned list; the others commit.
+        and reported in its place in the returned list; the others commit. Their link counts
+        are held and written once per row at the end (:class:`TransactionWrites`).
         """
         out: list[FeedbackOutcome | FeedbackError] = []
         with self._write() as conn:
             self._link_writes += 1
+            writes = TransactionWrites(conn)
             for batch in batches:
                 conn.execute("SAVEPOINT one_feedback")
                 try:
-                    out.append(self._feedback(conn, batch, credit))
+                    out.append(self._feedback(conn, batch, credit, writes))
                 except FeedbackError as exc:
                     conn.execute("ROLLBACK TO one_feedback")
+                    writes.drop_feedback()
                     out.append(exc)
+                else:
+                    writes.commit_feedback()
                 conn.execute("RELEASE one_feedback")
+            writes.write()
             self._count_feedbacks(conn, sum(1 for o in out
                                             if isinstance(o, FeedbackOutcome) and o.applied))
         return out
@@ -554,8 +551,8 @@ class SQLiteState:
             conn.execute("UPDATE meta SET value = CAST(value AS INTEGER) + ? "
                          "WHERE key = 'feedbacks'", (applied,))
 
-    def _feedback(self, conn: sqlite3.Connection, batch: FeedbackBatch,
-                  credit: CreditFn) -> FeedbackOutcome:
+    def _feedback(self, conn: sqlite3.Connection, batch: FeedbackBatch, credit: CreditFn,
+                  writes: TransactionWrites) -> FeedbackOutcome:
         key = recall_key(batch.recall_id)
         row = None if key is None else conn.execute(
             "SELECT i.ns, i.body FROM impressions i JOIN namespaces n ON n.id = i.ns "
@@ -567,7 +564,7 @@ class SQLiteState:
         verdicts = codec.verdicts_of(body)
         todo, done = check_resolution(batch, verdicts)
         if todo:
-            self._apply(conn, ns, batch, todo, credit)
+            writes.apply(ns, batch, todo, credit)
             if batch.co_use is not None:
                 self._co_use(conn, ns, batch, verdicts, todo)
             body = codec.with_verdicts(body, new_verdicts(verdicts, len(verdicts), todo))
@@ -583,7 +580,7 @@ class SQLiteState:
         pairs = edges.co_use_pairs(batch.shown, verdicts, todo, co_use.max_rank)
         if not pairs:
             return
-        docs = _json(sorted({d for pair in pairs for d in pair}))
+        docs = json_array(sorted({d for pair in pairs for d in pair}))
         adj = _adjacency(conn.execute(
             "SELECT a, b, strength, count, last FROM edges WHERE ns = ? AND (a IN (SELECT value "
             "FROM json_each(?)) OR b IN (SELECT value FROM json_each(?)))", (ns, docs, docs)))
@@ -594,40 +591,6 @@ class SQLiteState:
                          [(ns, a, b) for a, b in sorted(deleted)])
         conn.executemany("INSERT OR REPLACE INTO edges VALUES (?, ?, ?, ?, ?, ?)",
                          [(ns, a, b, *adj[a][b]) for a, b in sorted(written)])
-
-    def _apply(self, conn: sqlite3.Connection, ns: int, batch: FeedbackBatch,
-               todo: Sequence[Any], credit: CreditFn) -> None:
-        wanted = sorted({f for item in todo for f in item.features})
-        listed = _json(wanted)
-        found = conn.execute(_FEATURE_ROWS, (listed, ns)).fetchall()
-        if len(found) < len(wanted):  # names never credited before: their rows first
-            known = {wanted[at] for at, *_ in found}
-            conn.executemany("INSERT INTO features (name) VALUES (?)",
-                             [(f,) for f in wanted if f not in known])
-            found = conn.execute(_FEATURE_ROWS, (listed, ns)).fetchall()
-        rows = {wanted[at]: (fid, gp, gn, p, n) for at, fid, gp, gn, p, n in found}
-
-        def read(features: Sequence[str]) -> LinkCounts:
-            arr = np.array([(rows[f][3] or 0.0, rows[f][4] or 0.0, rows[f][1], rows[f][2])
-                            for f in features], dtype=np.float64).reshape(-1, 4)
-            return LinkCounts(arr[:, 0].copy(), arr[:, 1].copy(), arr[:, 2].copy(), arr[:, 3].copy())
-
-        features, dpos, dneg = credit(read, todo)
-        inc = list(zip(dpos.tolist(), dneg.tolist()))
-        conn.executemany(
-            "INSERT INTO links (ns, fid, pos, neg) VALUES (?, ?, ?, ?) ON CONFLICT (ns, fid) "
-            "DO UPDATE SET pos = pos + excluded.pos, neg = neg + excluded.neg",
-            [(ns, rows[f][0], p, n) for f, (p, n) in zip(features, inc)])
-        conn.executemany(
-            "UPDATE features SET pos = pos + ?, neg = neg + ?, nscount = nscount + ? WHERE id = ?",
-            [(p, n, 1 if rows[f][3] is None else 0, rows[f][0]) for f, (p, n) in zip(features, inc)])
-        used = [(ns, item.id, batch.time) for item in todo if item.used]
-        if used:
-            conn.executemany(
-                "INSERT INTO docs (ns, id, last_used, use_count) VALUES (?, ?, ?, 1) "
-                "ON CONFLICT (ns, id) DO UPDATE SET use_count = use_count + 1, last_used = "
-                f"CASE WHEN last_used > excluded.last_used + {LAST_USED_SKEW_S!r} "
-                "THEN excluded.last_used ELSE MAX(last_used, excluded.last_used) END", used)
 
     # ------------------------------------------------------------------ audit
 

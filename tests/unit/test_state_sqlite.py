@@ -10,10 +10,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from heaprank import ConfigError, Reranker, SQLiteState, StateError
+from heaprank import ConfigError, FeedbackError, Reranker, SQLiteState, StateError
 from heaprank.state import open_state
 from heaprank.state.base import Impression
-from heaprank.state.sqlite import SCHEMA_VERSION, _json
+from heaprank.state.sqlite import SCHEMA_VERSION
+from heaprank.state.sqlite_writes import json_array
 
 NOW = 1_750_000_000.0
 CANDS = [{"id": "a", "text": "Flight on Monday", "score": 2.0},
@@ -253,7 +254,7 @@ def test_a_schema_1_file_is_migrated_keeping_links_pool_and_documents(tmp_path):
 def test_json_arrays_of_names_read_back_as_given(items):
     """The reads pass names as a JSON array to json_each: joined directly or dumped, they
     come back exactly."""
-    assert json.loads(_json(items)) == items
+    assert json.loads(json_array(items)) == items
 
 
 def _shown(recall_id: str, namespace: str, ids: tuple[str, ...] = ("a",)) -> Impression:
@@ -286,3 +287,101 @@ def test_a_read_only_state_refuses_to_store_an_impression(tmp_path):
         state.put_impression(_shown(f"{key:016x}", "n"))
     with SQLiteState(path, read_only=True) as state, pytest.raises(StateError, match="read-only"):
         state.put_impression(_shown(f"{key + 1:016x}", "n"))
+
+
+# ------------------------------------------------------------------------- group commits
+
+def _tables(path) -> dict[str, list[tuple]]:
+    """Every learned row of a state file, by name rather than by row id (impressions without
+    their random keys)."""
+    conn = sqlite3.connect(path)
+    try:
+        return {
+            "features": conn.execute("SELECT name, pos, neg, nscount FROM features "
+                                     "ORDER BY name").fetchall(),
+            "links": conn.execute("SELECT n.name, f.name, l.pos, l.neg FROM links l JOIN "
+                                  "namespaces n ON n.id = l.ns JOIN features f ON f.id = l.fid "
+                                  "ORDER BY 1, 2").fetchall(),
+            "docs": conn.execute("SELECT n.name, d.id, d.last_used, d.use_count FROM docs d "
+                                 "JOIN namespaces n ON n.id = d.ns ORDER BY 1, 2").fetchall(),
+            "edges": conn.execute("SELECT n.name, e.a, e.b, e.strength, e.count, e.last FROM "
+                                  "edges e JOIN namespaces n ON n.id = e.ns "
+                                  "ORDER BY 1, 2, 3").fetchall(),
+            "impressions": sorted(conn.execute("SELECT n.name, i.fed, i.body FROM impressions i "
+                                               "JOIN namespaces n ON n.id = i.ns").fetchall()),
+            "feedbacks": conn.execute("SELECT value FROM meta WHERE key = 'feedbacks'").fetchall(),
+        }
+    finally:
+        conn.close()
+
+
+def _links(state) -> dict[str | None, list[tuple[str, float, float]]]:
+    """The pool's and each namespace's learned links, by feature name."""
+    out = {}
+    for ns in [None, *state.namespaces()]:
+        names, pos, neg = state.list_links(ns)
+        out[ns] = sorted(zip(names, pos.tolist(), neg.tolist()))
+    return out
+
+
+GROUP_CANDS = [{"id": f"m{i}", "text": text, "score": float(12 - i),
+                "metadata": {"kind": kind, "created_at": NOW - 3600.0 * i}}
+               for i, (text, kind) in enumerate([
+                   ("Flight to Lisbon on Monday at 9", "fact"), ("Tea with Ben", "note"),
+                   ("Booked seat 14C for 212 euros", "tool_result"), ("Maya likes jazz", "fact"),
+                   ("We talked about the trip", "episode"), ("Gate B7 opens at 8:15", "fact"),
+                   ("Dentist on Friday", "note"), ("Ben moved to Porto in 2019", "fact")])]
+
+
+@given(st.lists(st.tuples(st.sampled_from(["ana", "ben", "cy"]),
+                          st.sampled_from(["When is the flight?", "Who is Ben?",
+                                           "How much was the seat?", "Why the trip?"]),
+                          st.lists(st.integers(0, 4), max_size=3, unique=True)),
+                min_size=1, max_size=14),
+       st.lists(st.integers(1, 6), min_size=1, max_size=14), st.booleans(), st.data())
+def test_a_group_commit_writes_what_one_feedback_at_a_time_writes(tmp_path_factory, plan, sizes,
+                                                                     co_use, data):
+    """Feedbacks in groups (repeats, an unknown recall, several namespaces sharing features,
+    co-use edges) leave every table as the same feedbacks given one by one: the counts a group
+    holds in memory until its commit are the per-feedback sums to the last bit. Both learn the
+    links the memory backend learns from the same feedbacks, pool and namespaces."""
+    from heaprank import Config, CoUse, MemoryState
+
+    folder = tmp_path_factory.mktemp("group")
+    config = Config(co_use=CoUse(max_per_doc=3, max_edges=6) if co_use else None)
+    one = Reranker(SQLiteState(folder / "one.db", synchronous="OFF"), config=config)
+    many = Reranker(SQLiteState(folder / "many.db", synchronous="OFF"), config=config)
+    memory = Reranker(MemoryState(), config=config)
+    requests_one, requests_many, requests_memory = [], [], []
+    for ns, query, used in plan:
+        a = one.rerank(query, GROUP_CANDS, namespace=ns, k=5, now=NOW)
+        b = many.rerank(query, GROUP_CANDS, namespace=ns, k=5, now=NOW)
+        c = memory.rerank(query, GROUP_CANDS, namespace=ns, k=5, now=NOW)
+        assert a.ids == b.ids == c.ids
+        requests_one.append((a.recall_id, [a.ids[i] for i in used]))
+        requests_memory.append((c.recall_id, [c.ids[i] for i in used]))
+        requests_many.append((b.recall_id, [b.ids[i] for i in used]))
+    order = data.draw(st.lists(st.integers(0, len(plan) - 1), min_size=1, max_size=20))
+    unknown = "0000000000000000"
+    for at in order:
+        for reranker, requests in ((one, requests_one), (memory, requests_memory)):
+            try:
+                reranker.feedback(*requests[at], now=NOW + 60.0)
+            except FeedbackError:
+                pass  # a repeat applies nothing new; a contradiction is refused
+    with pytest.raises(FeedbackError):
+        one.feedback(unknown, used=["m0"], now=NOW + 60.0)
+    groups, start = [], 0
+    asked = [requests_many[at] for at in order] + [(unknown, ["m0"])]
+    for size in sizes:
+        if start < len(asked):
+            groups.append(asked[start:start + size])
+            start += size
+    groups.append(asked[start:])
+    for group in groups:
+        many.feedback_many(group, now=NOW + 60.0)
+    learned = _links(memory.state)
+    assert _links(one.state) == learned and _links(many.state) == learned
+    one.close()
+    many.close()
+    assert _tables(folder / "many.db") == _tables(folder / "one.db")
