@@ -20,7 +20,9 @@ as in the latency benchmark.
 ``DIR/heaprank`` is loaded under another module name, both are warmed with the same feedback,
 and their calls are interleaved call by call (rerank + EXPLAIN of 50 and 1,000 candidates,
 feedback), so a busy machine slows both alike. ``--cpu`` times thread CPU time instead of
-wall time (steadier when other processes compete for the cores).
+wall time (steadier when other processes compete for the cores). ``--group G`` also times
+``feedback_many`` of G feedbacks (G reranks untimed before each), per feedback: with
+``--backend sqlite``, one transaction for the G.
 
 ``--cold MB`` reads a buffer of that many megabytes before every timed call (outside the
 timing), evicting the CPU caches as heapdb-memory's recall does between heaprank's calls in the
@@ -40,7 +42,7 @@ import random
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -232,6 +234,15 @@ def side_by_side(args: argparse.Namespace) -> None:
         calls[label] = feedback if evict.buffer is None else _cold_feedback(feedback, evict)
     samples = timing.interleave(calls, args.calls, 10, clock=clock)
     rows.append(("feedback (1 used + 9 ignored)", {k: timing.summarize(v) for k, v in samples.items()}))
+    if args.group > 1:
+        calls = {}
+        for label, (rr, source) in systems.items():
+            cands = [(ns, q, source.candidates(ns, q, 50)) for ns, q, _ in timed]
+            calls[label] = _group_call(rr, cands, [t for _, _, t in timed], args.seed, args.group)
+        samples = timing.interleave(calls, max(args.calls // args.group, 20), 2, clock=clock)
+        rows.append((f"feedback_many of {args.group}, each",
+                     {k: {"p50_ms": timing.summarize(v)["p50_ms"] / args.group}
+                      for k, v in samples.items()}))
     print(f"this: {Path(heaprank.__file__).parent.parent}  against: {Path(args.against).resolve()}"
           f"  ({args.backend} backend, {'thread CPU' if args.cpu else 'wall'} time, us, p50 of "
           f"interleaved calls{f', caches evicted ({args.cold:g} MB read) before each' if args.cold else ''})")
@@ -239,6 +250,23 @@ def side_by_side(args: argparse.Namespace) -> None:
     for what, by in rows:
         before, after = by["against"]["p50_ms"] * 1e3, by["this"]["p50_ms"] * 1e3
         print(f"{what:<30}  {before:>9.1f}  {after:>9.1f}  {before / after:>8.2f}")
+
+
+def _group_call(rr: Any, cands: Sequence[tuple[str, str, list[Any]]], qtypes: Sequence[str],
+                seed: int, group: int) -> Callable[[int], Callable[[], Any]]:
+    """``group`` reranks (untimed), then their feedbacks in one ``feedback_many`` (timed)."""
+    rng = random.Random(seed)
+
+    def call(i: int) -> Callable[[], Any]:
+        requests = []
+        for j in range(i * group, (i + 1) * group):
+            ns, q, candidates = cands[j % len(cands)]
+            ranking = rr.rerank(q, candidates, namespace=ns, k=K, now=T0)
+            requests.append((ranking.recall_id, pick_used(
+                qtypes[j % len(qtypes)], [(r.id, r.candidate.text) for r in ranking], rng,
+                always=True)))
+        return lambda: rr.feedback_many(requests, now=T0)
+    return call
 
 
 def _cold_feedback(feedback: Callable[[int], Callable[[], Any]],
@@ -284,6 +312,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="time another checkout side by side with this one instead")
     parser.add_argument("--cpu", action="store_true",
                         help="with --against: thread CPU time instead of wall time")
+    parser.add_argument("--group", type=int, default=1, metavar="G",
+                        help="with --against: also time feedback_many of G feedbacks")
     parser.add_argument("--cold", type=float, default=0.0, metavar="MB",
                         help="read MB megabytes before every timed call (cold CPU caches)")
     args = parser.parse_args(argv)

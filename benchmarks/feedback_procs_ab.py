@@ -1,0 +1,107 @@
+"""SQLite feedback throughput of this checkout and another one, in alternating rounds.
+
+Install and run (from the repository root)::
+
+    pip install -e . -r benchmarks/requirements.txt
+    git worktree add ../heaprank-before <commit>      # or any folder holding a heaprank/ package
+    python -m benchmarks.feedback_procs_ab --against ../heaprank-before [--rounds 6]
+
+Runs the latency benchmark's multi-process SQLite measure (``benchmarks/_feedback_procs.py``:
+processes writing one fresh file at once, one feedback or ``group`` per transaction) for both
+checkouts, alternating which goes first in each round, each round in fresh processes; prints
+each configuration's median feedbacks/s for both and their ratio. The machine's load changes
+from minute to minute: rounds that alternate put both checkouts under the same conditions, and
+the median over rounds is the figure to read. ``DIR`` is put first on ``PYTHONPATH`` of the
+processes that measure it, so its ``heaprank`` package is the one they import (checked).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from benchmarks._feedback_procs import measure
+
+#: (synchronous, processes, feedbacks per transaction), as the latency benchmark's table.
+CONFIGS = (("FULL", 1, 1), ("NORMAL", 1, 1), ("NORMAL", 4, 1), ("NORMAL", 4, 16),
+           ("FULL", 4, 16))
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def one_round(per_process: int) -> dict[str, float]:
+    """Every configuration once, in this process's ``heaprank``: ``{config: feedbacks/s}``."""
+    out = {}
+    with tempfile.TemporaryDirectory(prefix="heaprank-procs-") as tmp:
+        for sync, processes, group in CONFIGS:
+            got = measure(tmp, sync, processes, per_process, group)
+            out[f"{sync} {processes}p x{group}"] = got["per_s"]
+    return out
+
+
+def _run(folder: Path | None, per_process: int) -> tuple[str, dict[str, float]]:
+    """One round in a fresh interpreter importing ``folder``'s heaprank (None: this one's):
+    where its heaprank came from, and its figures. The interpreter (and the processes it
+    spawns, which inherit its ``sys.path``) starts in a folder holding only a link to that
+    heaprank, so it comes first, before this checkout's; the benchmarks come from this one."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env["PYTHONPATH"]] if env.get("PYTHONPATH")
+                                        else [str(ROOT)])
+    with tempfile.TemporaryDirectory(prefix="heaprank-ab-") as start:
+        if folder is not None:
+            (Path(start) / "heaprank").symlink_to(folder / "heaprank", target_is_directory=True)
+        done = subprocess.run([sys.executable, "-m", "benchmarks.feedback_procs_ab", "--round",
+                               "--per-process", str(per_process)], env=env,
+                              cwd=start if folder is not None else ROOT, check=True,
+                              capture_output=True, text=True)
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    return str(result["from"]), {str(k): float(v) for k, v in result["per_s"].items()}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--against", metavar="DIR", help="the other checkout (a heaprank/ in it)")
+    parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--per-process", type=int, default=600,
+                        help="feedbacks each process gives (the latency benchmark's 600)")
+    parser.add_argument("--round", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.round:  # one round in this process's heaprank, for the parent to read
+        import heaprank
+
+        origin = str(Path(heaprank.__file__).resolve())
+        print(json.dumps({"from": origin, "per_s": one_round(args.per_process)}))
+        return 0
+    if not args.against:
+        parser.error("--against DIR is required")
+    other = Path(args.against).resolve()
+    if not (other / "heaprank" / "__init__.py").is_file():
+        parser.error(f"--against: no heaprank package in {other}")
+    runs: dict[str, list[dict[str, float]]] = {"this": [], "against": []}
+    for r in range(args.rounds):
+        order = ("this", "against") if r % 2 == 0 else ("against", "this")
+        for label in order:
+            origin, got = _run(None if label == "this" else other, args.per_process)
+            expected = ROOT if label == "this" else other
+            if not origin.startswith(str(expected)):
+                raise SystemExit(f"{label}: imported heaprank from {origin}, not {expected}")
+            runs[label].append(got)
+            print(f"round {r + 1} {label:<7} " + "  ".join(f"{k} {v:,.0f}" for k, v in got.items()),
+                  flush=True)
+    print(f"\nthis: {ROOT}  against: {other}  (SQLite feedbacks/s, median of {args.rounds} "
+          f"alternating rounds, {args.per_process} feedbacks per process)")
+    print(f"{'configuration':<18}  {'against':>8}  {'this':>8}  {'x faster':>8}")
+    for key in runs["this"][0]:
+        before = statistics.median(run[key] for run in runs["against"])
+        after = statistics.median(run[key] for run in runs["this"])
+        print(f"{key:<18}  {before:>8,.0f}  {after:>8,.0f}  {after / before:>8.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
