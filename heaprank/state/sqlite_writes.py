@@ -24,17 +24,18 @@ import numpy as np
 
 from .base import LAST_USED_SKEW_S, CreditFn, FeedbackBatch, LinkCounts
 
-#: A feature's row in the transaction: ``[id, global pos, global neg, namespaces gained]``.
-FeatureRow = list[Any]
-#: A link's counts in the transaction, ``(pos, neg)``; ``None`` where it has no row yet.
-LinkRow = tuple[float, float] | None
+#: A feature's row in the transaction: ``(id, global pos, global neg, namespaces gained)``,
+#: the parameters of its write as they are.
+FeatureRow = tuple[int, float, float, int]
+#: A link's row in the transaction, ``(ns, feature id, pos, neg)``: its write's parameters.
+LinkRow = tuple[int, int, float, float]
 
 _FEATURE_ROWS = ("SELECT j.key, f.id, f.pos, f.neg, l.pos, l.neg FROM json_each(?) AS j "
                  "CROSS JOIN features AS f LEFT JOIN links AS l ON l.ns = ? AND l.fid = f.id "
                  "WHERE f.name = j.value")
 _WRITE_LINK = ("INSERT INTO links (ns, fid, pos, neg) VALUES (?, ?, ?, ?) ON CONFLICT (ns, fid) "
                "DO UPDATE SET pos = excluded.pos, neg = excluded.neg")
-_WRITE_FEATURE = "UPDATE features SET pos = ?, neg = ?, nscount = nscount + ? WHERE id = ?"
+_WRITE_FEATURE = "UPDATE features SET pos = ?2, neg = ?3, nscount = nscount + ?4 WHERE id = ?1"
 _WRITE_DOC = ("INSERT INTO docs (ns, id, last_used, use_count) VALUES (?, ?, ?, 1) "
               "ON CONFLICT (ns, id) DO UPDATE SET use_count = use_count + 1, last_used = "
               f"CASE WHEN last_used > excluded.last_used + {LAST_USED_SKEW_S!r} "
@@ -57,26 +58,27 @@ class TransactionWrites:
         self._conn = conn
         # Every row held has been credited (so is written at the end); a link held has a row.
         self._features: dict[str, FeatureRow] = {}
-        self._links: dict[tuple[int, int], tuple[float, float]] = {}
+        self._links: dict[tuple[int, int], LinkRow] = {}
         self._docs: list[tuple[int, str, float]] = []
-        self._pending: tuple[dict[str, FeatureRow], dict[tuple[int, int], tuple[float, float]],
+        self._pending: tuple[dict[str, FeatureRow], dict[tuple[int, int], LinkRow],
                              list[tuple[int, str, float]]] | None = None
 
     def _rows(self, ns: int, names: list[str]) -> tuple[dict[str, FeatureRow],
-                                                         dict[str, LinkRow]]:
-        """Each name's feature row and its link in ``ns``, as this transaction has them: held
-        ones from here, the others read (names never credited anywhere get their rows first).
-        What is read joins the held rows only through :meth:`commit_feedback`."""
+                                                         dict[str, tuple[float, float] | None]]:
+        """Each name's feature row and its link's ``(pos, neg)`` in ``ns`` (None: no row yet),
+        as this transaction has them: held ones from here, the others read (names never
+        credited anywhere get their rows first). What is read joins the held rows only through
+        :meth:`commit_feedback`."""
         features: dict[str, FeatureRow] = {}
-        links: dict[str, LinkRow] = {}
-        missing = []
+        links: dict[str, tuple[float, float] | None] = {}
+        missing = [] if self._features else names  # nothing held yet: read them all
         held_features, held_links = self._features, self._links
-        for name in names:
+        for name in names if held_features else ():
             row = held_features.get(name)
             if row is not None:
                 link = held_links.get((ns, row[0]))
                 if link is not None:
-                    features[name], links[name] = row, link
+                    features[name], links[name] = row, (link[2], link[3])
                     continue
             missing.append(name)
         if missing:
@@ -90,7 +92,7 @@ class TransactionWrites:
             for at, fid, gpos, gneg, pos, neg in found:
                 name = missing[at]
                 row = held_features.get(name)  # newer than the table's copy when held
-                features[name] = [fid, gpos, gneg, 0] if row is None else row
+                features[name] = (fid, gpos, gneg, 0) if row is None else row
                 links[name] = None if pos is None else (pos, neg)
         return features, links
 
@@ -112,17 +114,17 @@ class TransactionWrites:
 
         names, dpos, dneg = credit(read, todo)
         new_features: dict[str, FeatureRow] = {}
-        new_links: dict[tuple[int, int], tuple[float, float]] = {}
+        new_links: dict[tuple[int, int], LinkRow] = {}
         for name, p, n in zip(names, dpos.tolist(), dneg.tolist()):
             fid, gpos, gneg, gained = features[name]
             link = links[name]
             # What `pos = pos + ?` would store; an absent row is inserted with the increment.
             if link is None:
-                new_links[(ns, fid)] = (p, n)
+                new_links[(ns, fid)] = (ns, fid, p, n)
                 gained += 1
             else:
-                new_links[(ns, fid)] = (link[0] + p, link[1] + n)
-            new_features[name] = [fid, gpos + p, gneg + n, gained]
+                new_links[(ns, fid)] = (ns, fid, link[0] + p, link[1] + n)
+            new_features[name] = (fid, gpos + p, gneg + n, gained)
         self._pending = (new_features, new_links,
                          [(ns, item.id, batch.time) for item in todo if item.used])
 
@@ -144,11 +146,9 @@ class TransactionWrites:
         done with then)."""
         conn = self._conn
         if self._links:
-            conn.executemany(_WRITE_LINK, [(ns, fid, pos, neg)
-                                           for (ns, fid), (pos, neg) in self._links.items()])
+            conn.executemany(_WRITE_LINK, self._links.values())
         if self._features:
-            conn.executemany(_WRITE_FEATURE, [(gpos, gneg, gained, fid) for fid, gpos, gneg, gained
-                                              in self._features.values()])
+            conn.executemany(_WRITE_FEATURE, self._features.values())
         if self._docs:
             conn.executemany(_WRITE_DOC, self._docs)
         self._features, self._links, self._docs = {}, {}, []
