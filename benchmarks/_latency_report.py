@@ -123,12 +123,13 @@ def _targets_table(result: dict[str, Any]) -> str:
 
 
 def _processes_table(result: dict[str, Any]) -> str:
-    rows = [(r["synchronous"], r["processes"], r["group"], r["feedbacks"], r["wall_s"], r["per_s"])
+    rows = [(r["synchronous"], r["processes"], r["group"], r["feedbacks"], r["wall_s"], r["per_s"],
+             " ".join(f"{x:,.0f}" for x in r.get("rounds_per_s", [r["per_s"]])))
             for r in result["feedback_processes"]]
     return ("Feedback throughput, SQLite, processes writing one file at once (group = feedbacks "
-            "per transaction, Reranker.feedback_many)\n"
-            + table(["synchronous", "processes", "group", "feedbacks", "wall s", "feedbacks/s"],
-                    rows))
+            "per transaction, Reranker.feedback_many; the median of the rounds, in turn)\n"
+            + table(["synchronous", "processes", "group", "feedbacks", "wall s", "feedbacks/s",
+                     "rounds"], rows))
 
 
 def render(result: dict[str, Any]) -> str:
