@@ -184,6 +184,18 @@ class _RowLinks(NamedTuple):
     link_texts: dict[int, str]  # a row's top links as EXPLAIN shows them, once composed
 
 
+def _remember(cache: dict[str, Any], key: str, value: Any) -> None:
+    """Keep ``value`` under ``key`` in a per-recall cache of at most :data:`MEANS_ENTRIES`
+    entries, the oldest dropped first (threads may share the reranker: another one may empty or
+    change the cache between the two steps of the drop, which then drops nothing)."""
+    if len(cache) >= MEANS_ENTRIES:
+        try:
+            cache.pop(next(iter(cache)), None)
+        except (StopIteration, RuntimeError):
+            pass
+    cache[key] = value
+
+
 class Reranker:
     """Re-rank candidates by relevance x recency x importance x learned usefulness x rules.
 
@@ -229,6 +241,9 @@ class Reranker:
         # recall id -> (state version, the rerank's row means, each shown item's row): see
         # _batch
         self._means: dict[str, tuple[object, np.ndarray, list[int]]] = {}
+        # recall id -> the impression this reranker stored for it (the last MEANS_ENTRIES): its
+        # feedback builds the batch from it rather than reading it back (see _impression)
+        self._stored: dict[str, Impression] = {}
         if self.config.recency_kernel == "ebbinghaus" or self.config.drop_forgotten:
             ret.resolve_policy(self.config.retention_policy)  # a bad policy file fails here
         self._explore_rng = np.random.default_rng(self.config.exploration_seed)
@@ -403,15 +418,16 @@ class Reranker:
             # one row per shown item (only those: k of n): IMPRESSION_SIGNALS, then the extras
             stored = np.array((rel, age, imp, use, mult, *extra.values())).T[top]
             stored[:, 1] /= DAY_S
-            recall_id = yield from self._track(new_impression(
+            impression = new_impression(
                 recall_id, namespace, info.qtype, when, explicit,
                 tuple(map(batch.ids.__getitem__, top.tolist())),
                 self._space.slots_of_rows(urows[top_rows].tolist()), cfg.doc_features,
-                IMPRESSION_SIGNALS + tuple(extra) if extra else IMPRESSION_SIGNALS, stored))
+                IMPRESSION_SIGNALS + tuple(extra) if extra else IMPRESSION_SIGNALS, stored)
+            recall_id, recorded = yield from self._track(impression)
+            if recorded and recall_id == impression.recall_id:
+                _remember(self._stored, recall_id, impression)
             if version is not None:  # the link means its feedback would read, while they hold
-                if len(self._means) >= MEANS_ENTRIES:
-                    self._means.pop(next(iter(self._means)), None)
-                self._means[recall_id] = (version, links.p, top_rows)
+                _remember(self._means, recall_id, (version, links.p, top_rows))
 
         def notes(i: int) -> dict[str, str]:
             out = usage.notes(i, float(docs.use_count[i]), cfg.reinforcement_cap)
@@ -534,16 +550,17 @@ class Reranker:
                               f"edges (it has no read_with_edges / list_edges)")
         return self.state
 
-    def _track(self, impression: Impression) -> Flow[Call, str]:
-        """Write a rerank's impression; with an unreachable state (and not strict) the ranking
-        is still returned, its feedback then reports an unknown recall."""
+    def _track(self, impression: Impression) -> Flow[Call, tuple[str, bool]]:
+        """Write a rerank's impression: ``(recall id, whether it was stored)``. With an
+        unreachable state (and not strict) the ranking is still returned, its feedback then
+        reports an unknown recall."""
         try:
-            return (yield from self._put_impression(impression))
+            return (yield from self._put_impression(impression)), True
         except StateUnavailableError as exc:
             if self.strict:
                 raise
             logger.warning("heaprank: state unavailable, impression not recorded: %s", exc)
-            return impression.recall_id
+            return impression.recall_id, False
 
     def _put_impression(self, impression: Impression,
                         feedback_id: str | None = None) -> Flow[Call, str]:
@@ -681,8 +698,14 @@ class Reranker:
     # ---------------------------------------------------------------- feedback
 
     def _impression(self, recall_id: object, namespace: str | None) -> Flow[Call, Impression]:
+        """The impression of a recall: the one this reranker stored, or read from the state.
+        What a stored impression holds never changes (its verdicts live in the state, and the
+        state checks them, and that the recall still exists, inside the feedback's own write),
+        so the copy kept here saves a read per feedback (a round trip on Redis)."""
         recall_id = check_id(recall_id, "recall_id")
-        imp = yield Call("get_impression", (recall_id,))
+        imp = self._stored.get(recall_id)
+        if imp is None:
+            imp = yield Call("get_impression", (recall_id,))
         if imp is None:
             raise FeedbackError(f"recall_id {recall_id!r}: unknown (never recorded, expired or "
                                 f"pruned)")
@@ -1013,6 +1036,7 @@ class Reranker:
         self._space.clear()
         self._row_cache.clear()
         self._means.clear()
+        self._stored.clear()
 
     def stats(self) -> dict[str, int]:
         return self.state.stats()

@@ -467,3 +467,58 @@ def test_an_implausible_now_is_refused_by_every_entry_point(cands, bad):
     assert rr.stats()["feedbacks"] == 0 and rr.stats()["impressions"] == 1
     out = rr.feedback(ranking.recall_id, used=[ranking.ids[0]])  # still open, still usable
     assert out.applied == tuple(ranking.ids)
+
+
+# ------------------------------------------------- the impressions a reranker stored, kept
+
+
+class CountingSQLiteState(SQLiteState):
+    """A real SQLite state that counts the impressions read back."""
+
+    reads = 0
+
+    def get_impression(self, recall_id):
+        self.reads += 1
+        return super().get_impression(recall_id)
+
+
+def test_feedback_on_a_recall_of_this_reranker_reads_no_impression_back(tmp_path, cands):
+    state = CountingSQLiteState(tmp_path / "s.db")
+    rr = Reranker(state)
+    first = rr.rerank(QUERY, cands, namespace="maya", k=3, now=NOW)
+    second = rr.rerank(QUERY, cands, namespace="maya", k=3, now=NOW)
+    rr.feedback(first.recall_id, used=[first.ids[0]], now=NOW)
+    rr.feedback_many([(second.recall_id, [second.ids[1]])], now=NOW)
+    assert state.reads == 0
+    # another reranker on the same file reads it, and the learned counts are the same
+    other = Reranker(CountingSQLiteState(tmp_path / "s.db"))
+    third = rr.rerank(QUERY, cands, namespace="maya", k=3, now=NOW)
+    other.feedback(third.recall_id, used=[third.ids[0]], now=NOW)
+    assert other.state.reads == 1
+    again = other.feedback(third.recall_id, used=[third.ids[0]], now=NOW)
+    assert again.applied == ()  # idempotent either way: the state holds the verdicts
+
+
+def test_a_kept_impression_never_outlives_its_recall_or_crosses_namespaces(tmp_path, cands):
+    rr = Reranker(SQLiteState(tmp_path / "s.db"))
+    ranking = rr.rerank(QUERY, cands, namespace="maya", k=3, now=NOW)
+    with pytest.raises(FeedbackError, match="is not a recall of namespace 'ben'$"):
+        rr.feedback(ranking.recall_id, used=[ranking.ids[0]], namespace="ben", now=NOW)
+    rr.state.forget_namespace("maya")  # behind the reranker's back: the state is the judge
+    with pytest.raises(FeedbackError, match="unknown"):
+        rr.feedback(ranking.recall_id, used=[ranking.ids[0]], now=NOW)
+    assert "maya" not in rr.state.namespaces()  # the refused feedback wrote nothing
+    kept = rr.rerank(QUERY, cands, namespace="maya", k=3, now=NOW)
+    rr.forget_namespace("maya")
+    assert kept.recall_id not in rr._stored and not rr._stored  # nothing of it stays here
+    with pytest.raises(FeedbackError, match="unknown"):
+        rr.feedback(kept.recall_id, used=[kept.ids[0]], now=NOW)
+
+
+def test_the_kept_impressions_are_bounded(cands):
+    from heaprank.reranker import MEANS_ENTRIES
+
+    rr = Reranker()
+    for _ in range(MEANS_ENTRIES + 50):
+        rr.rerank(QUERY, cands, namespace="maya", k=2, now=NOW)
+    assert len(rr._stored) == MEANS_ENTRIES
