@@ -352,7 +352,7 @@ def _measure(cfg: dict[str, Any], result: dict[str, Any], systems: dict[str, Any
         plan = [("FULL", 1, 1), ("NORMAL", 1, 1), ("NORMAL", 4, 1), ("NORMAL", 4, 16),
                 ("FULL", 4, 16)]
         # One window of a second or less is at the mercy of the shared host's disk and memory
-        # (FULL, one process: 0.7k to 1.6k/s from one window to the next): each configuration
+        # (FULL, one process: 1.1k to 1.8k/s from one window to the next): each configuration
         # runs in several rounds, one after the other in turn, and reports its median round.
         rounds = 1 if cfg["quick"] else 3
         runs: dict[tuple[str, int, int], list[dict[str, Any]]] = {key: [] for key in plan}
