@@ -50,7 +50,7 @@ from .results import (
     new_ranking,
 )
 from .rules import Rule, apply_rules
-from .state import StateBackend, open_state
+from .state import MemoryState, StateBackend, open_state
 from .state.base import (
     AsyncEdgeBackend,
     AsyncStateBackend,
@@ -242,8 +242,10 @@ class Reranker:
         # _batch
         self._means: dict[str, tuple[object, np.ndarray, list[int]]] = {}
         # recall id -> the impression this reranker stored for it (the last MEANS_ENTRIES): its
-        # feedback builds the batch from it rather than reading it back (see _impression)
+        # feedback builds the batch from it rather than reading it back (see _impression). Not
+        # for the memory state, which holds its impressions in this process already.
         self._stored: dict[str, Impression] = {}
+        self._keep_impressions = not isinstance(self.state, MemoryState)
         if self.config.recency_kernel == "ebbinghaus" or self.config.drop_forgotten:
             ret.resolve_policy(self.config.retention_policy)  # a bad policy file fails here
         self._explore_rng = np.random.default_rng(self.config.exploration_seed)
@@ -424,7 +426,7 @@ class Reranker:
                 self._space.slots_of_rows(urows[top_rows].tolist()), cfg.doc_features,
                 IMPRESSION_SIGNALS + tuple(extra) if extra else IMPRESSION_SIGNALS, stored)
             recall_id, recorded = yield from self._track(impression)
-            if recorded and recall_id == impression.recall_id:
+            if recorded and self._keep_impressions and recall_id == impression.recall_id:
                 _remember(self._stored, recall_id, impression)
             if version is not None:  # the link means its feedback would read, while they hold
                 _remember(self._means, recall_id, (version, links.p, top_rows))

@@ -202,5 +202,4 @@ def test_async_co_use_uses_a_twin_only_if_it_keeps_edges(edges):
 
 def test_without_co_use_an_async_twin_serves_even_without_edges():
     rr, _ = _taught_async(Config(), _WithTwin(edges=False))
-    # a rerank: read, put; a feedback: apply (its impression is the one the reranker stored)
-    assert rr.state.twin.calls == 3 * 3 + 2
+    assert rr.state.twin.calls == 3 * 4 + 2  # a rerank: read, put; a feedback: get, apply

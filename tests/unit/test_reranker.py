@@ -515,10 +515,13 @@ def test_a_kept_impression_never_outlives_its_recall_or_crosses_namespaces(tmp_p
         rr.feedback(kept.recall_id, used=[kept.ids[0]], now=NOW)
 
 
-def test_the_kept_impressions_are_bounded(cands):
+def test_the_kept_impressions_are_bounded_and_not_kept_twice_in_memory(cands):
     from heaprank.reranker import MEANS_ENTRIES
 
-    rr = Reranker()
+    rr = Reranker(SQLiteState(":memory:"))
     for _ in range(MEANS_ENTRIES + 50):
         rr.rerank(QUERY, cands, namespace="maya", k=2, now=NOW)
     assert len(rr._stored) == MEANS_ENTRIES
+    in_memory = Reranker()  # the memory state holds them in this process already
+    in_memory.rerank(QUERY, cands, namespace="maya", k=2, now=NOW)
+    assert in_memory._stored == {}
