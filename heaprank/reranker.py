@@ -8,6 +8,7 @@ import itertools
 import logging
 import math
 import threading
+import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -105,6 +106,9 @@ ROW_CACHE_ENTRIES = 1_024
 #: Recent recalls whose shown items' link means a reranker keeps for their feedback (see
 #: FeedbackBatch.means).
 MEANS_ENTRIES = 1_024
+#: How long a reranker keeps an impression it stored for that recall's feedback, in seconds
+#: (feedback mostly follows its answer within seconds; later ones read it from the state).
+KEPT_IMPRESSION_S = 600.0
 #: What an impression stores per shown item, for tuning and replay.
 IMPRESSION_SIGNALS = ("relevance", "age_days", "importance", "usefulness", "rules")
 
@@ -241,10 +245,11 @@ class Reranker:
         # recall id -> (state version, the rerank's row means, each shown item's row): see
         # _batch
         self._means: dict[str, tuple[object, np.ndarray, list[int]]] = {}
-        # recall id -> the impression this reranker stored for it (the last MEANS_ENTRIES): its
-        # feedback builds the batch from it rather than reading it back (see _impression). Not
-        # for the memory state, which holds its impressions in this process already.
-        self._stored: dict[str, Impression] = {}
+        # recall id -> (monotonic time, the impression this reranker stored for it), the last
+        # MEANS_ENTRIES of the last KEPT_IMPRESSION_S: its feedback builds the batch from it
+        # rather than reading it back (see _impression). Not for the memory state, which holds
+        # its impressions in this process already.
+        self._stored: dict[str, tuple[float, Impression]] = {}
         self._keep_impressions = not isinstance(self.state, MemoryState)
         if self.config.recency_kernel == "ebbinghaus" or self.config.drop_forgotten:
             ret.resolve_policy(self.config.retention_policy)  # a bad policy file fails here
@@ -427,7 +432,7 @@ class Reranker:
                 IMPRESSION_SIGNALS + tuple(extra) if extra else IMPRESSION_SIGNALS, stored)
             recall_id, recorded = yield from self._track(impression)
             if recorded and self._keep_impressions and recall_id == impression.recall_id:
-                _remember(self._stored, recall_id, impression)
+                self._keep(recall_id, impression)
             if version is not None:  # the link means its feedback would read, while they hold
                 _remember(self._means, recall_id, (version, links.p, top_rows))
 
@@ -551,6 +556,19 @@ class Reranker:
             raise ConfigError(f"co_use: the state {type(self.state).__name__} stores no co-use "
                               f"edges (it has no read_with_edges / list_edges)")
         return self.state
+
+    def _keep(self, recall_id: str, impression: Impression) -> None:
+        """Keep a stored impression for its feedback, dropping those past
+        :data:`KEPT_IMPRESSION_S` first (oldest first: the cache is in insertion order), so a
+        namespace forgotten through another process leaves this one within that time."""
+        now = time.monotonic()
+        stored = self._stored
+        try:
+            while stored and now - next(iter(stored.values()))[0] > KEPT_IMPRESSION_S:
+                stored.pop(next(iter(stored)), None)
+        except (StopIteration, RuntimeError):  # another thread changed it meanwhile
+            pass
+        _remember(stored, recall_id, (now, impression))
 
     def _track(self, impression: Impression) -> Flow[Call, tuple[str, bool]]:
         """Write a rerank's impression: ``(recall id, whether it was stored)``. With an
@@ -705,8 +723,10 @@ class Reranker:
         state checks them, and that the recall still exists, inside the feedback's own write),
         so the copy kept here saves a read per feedback (a round trip on Redis)."""
         recall_id = check_id(recall_id, "recall_id")
-        imp = self._stored.get(recall_id)
-        if imp is None:
+        kept = self._stored.get(recall_id)
+        if kept is not None and time.monotonic() - kept[0] <= KEPT_IMPRESSION_S:
+            imp = kept[1]
+        else:
             imp = yield Call("get_impression", (recall_id,))
         if imp is None:
             raise FeedbackError(f"recall_id {recall_id!r}: unknown (never recorded, expired or "

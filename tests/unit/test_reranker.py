@@ -525,3 +525,16 @@ def test_the_kept_impressions_are_bounded_and_not_kept_twice_in_memory(cands):
     in_memory = Reranker()  # the memory state holds them in this process already
     in_memory.rerank(QUERY, cands, namespace="maya", k=2, now=NOW)
     assert in_memory._stored == {}
+
+
+def test_a_kept_impression_expires(tmp_path, cands, monkeypatch):
+    import heaprank.reranker as reranker_module
+
+    state = CountingSQLiteState(tmp_path / "s.db")
+    rr = Reranker(state)
+    old = rr.rerank(QUERY, cands, namespace="maya", k=3, now=NOW)
+    monkeypatch.setattr(reranker_module, "KEPT_IMPRESSION_S", -1.0)  # everything kept is stale
+    rr.feedback(old.recall_id, used=[old.ids[0]], now=NOW)
+    assert state.reads == 1  # read from the state, which holds it as long as its own TTL
+    newer = rr.rerank(QUERY, cands, namespace="maya", k=3, now=NOW)
+    assert list(rr._stored) == [newer.recall_id]  # the stale ones dropped on the way in
