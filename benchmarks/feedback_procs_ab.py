@@ -4,6 +4,7 @@ Install and run (from the repository root)::
 
     pip install -e . -r benchmarks/requirements.txt
     git worktree add ../heaprank-before <commit>      # or any folder holding a heaprank/ package
+    (cd ../heaprank-before && python setup.py build_ext --inplace)   # its C kernels, if it has any
     python -m benchmarks.feedback_procs_ab --against ../heaprank-before [--rounds 6]
 
 Runs the latency benchmark's multi-process SQLite measure (``benchmarks/_feedback_procs.py``:
@@ -12,7 +13,9 @@ checkouts, alternating which goes first in each round, each round in fresh proce
 each configuration's median feedbacks/s for both and their ratio. The machine's load changes
 from minute to minute: rounds that alternate put both checkouts under the same conditions, and
 the median over rounds is the figure to read. ``DIR`` is put first on ``PYTHONPATH`` of the
-processes that measure it, so its ``heaprank`` package is the one they import (checked).
+processes that measure it, so its ``heaprank`` package is the one they import (checked); the
+summary says whether each side ran with its C kernels (a checkout whose kernels were not built
+runs its pure-Python passes).
 """
 
 from __future__ import annotations
@@ -44,11 +47,12 @@ def one_round(per_process: int) -> dict[str, float]:
     return out
 
 
-def _run(folder: Path | None, per_process: int) -> tuple[str, dict[str, float]]:
+def _run(folder: Path | None, per_process: int) -> tuple[str, bool, dict[str, float]]:
     """One round in a fresh interpreter importing ``folder``'s heaprank (None: this one's):
-    where its heaprank came from, and its figures. The interpreter (and the processes it
-    spawns, which inherit its ``sys.path``) starts in a folder holding only a link to that
-    heaprank, so it comes first, before this checkout's; the benchmarks come from this one."""
+    where its heaprank came from, whether its C kernels loaded, and its figures. The
+    interpreter (and the processes it spawns, which inherit its ``sys.path``) starts in a folder
+    holding only a link to that heaprank, so it comes first, before this checkout's; the
+    benchmarks come from this one."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env["PYTHONPATH"]] if env.get("PYTHONPATH")
                                         else [str(ROOT)])
@@ -60,7 +64,8 @@ def _run(folder: Path | None, per_process: int) -> tuple[str, dict[str, float]]:
                               cwd=start if folder is not None else ROOT, check=True,
                               capture_output=True, text=True)
     result = json.loads(done.stdout.strip().splitlines()[-1])
-    return str(result["from"]), {str(k): float(v) for k, v in result["per_s"].items()}
+    return (str(result["from"]), bool(result.get("kernels")),
+            {str(k): float(v) for k, v in result["per_s"].items()})
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -75,7 +80,10 @@ def main(argv: list[str] | None = None) -> int:
         import heaprank
 
         origin = str(Path(heaprank.__file__).resolve())
-        print(json.dumps({"from": origin, "per_s": one_round(args.per_process)}))
+        accel = getattr(heaprank, "_accel", None)
+        kernels = accel is not None and getattr(accel, "speedups", None) is not None
+        print(json.dumps({"from": origin, "kernels": kernels,
+                          "per_s": one_round(args.per_process)}))
         return 0
     if not args.against:
         parser.error("--against DIR is required")
@@ -83,18 +91,21 @@ def main(argv: list[str] | None = None) -> int:
     if not (other / "heaprank" / "__init__.py").is_file():
         parser.error(f"--against: no heaprank package in {other}")
     runs: dict[str, list[dict[str, float]]] = {"this": [], "against": []}
+    kernels: dict[str, bool] = {}
     for r in range(args.rounds):
         order = ("this", "against") if r % 2 == 0 else ("against", "this")
         for label in order:
-            origin, got = _run(None if label == "this" else other, args.per_process)
-            expected = ROOT if label == "this" else other
-            if not origin.startswith(str(expected)):
+            origin, kernels[label], got = _run(None if label == "this" else other,
+                                               args.per_process)
+            expected = ((ROOT if label == "this" else other) / "heaprank").resolve()
+            if Path(origin).parent != expected:
                 raise SystemExit(f"{label}: imported heaprank from {origin}, not {expected}")
             runs[label].append(got)
             print(f"round {r + 1} {label:<7} " + "  ".join(f"{k} {v:,.0f}" for k, v in got.items()),
                   flush=True)
     print(f"\nthis: {ROOT}  against: {other}  (SQLite feedbacks/s, median of {args.rounds} "
-          f"alternating rounds, {args.per_process} feedbacks per process)")
+          f"alternating rounds, {args.per_process} feedbacks per process; C kernels: this "
+          f"{'yes' if kernels['this'] else 'no'}, against {'yes' if kernels['against'] else 'no'})")
     print(f"{'configuration':<18}  {'against':>8}  {'this':>8}  {'x faster':>8}")
     for key in runs["this"][0]:
         before = statistics.median(run[key] for run in runs["against"])

@@ -1,0 +1,33 @@
+"""Smoke test of ``python -m benchmarks.feedback_procs_ab``: this checkout against a link to
+its own package, one round of a few feedbacks per process. No timing assertions."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from benchmarks import feedback_procs_ab
+
+pytestmark = pytest.mark.bench
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_both_checkouts_are_measured_in_every_configuration(tmp_path, capsys):
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "heaprank").symlink_to(ROOT / "heaprank", target_is_directory=True)
+    assert feedback_procs_ab.main(["--against", str(other), "--rounds", "2",
+                                   "--per-process", "8"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("round 1 ") == 2 and out.count("round 2 ") == 2
+    assert "C kernels: this " in out
+    summary = out.split("x faster\n", 1)[1].splitlines()
+    assert [line.split("  ")[0] for line in summary] == [
+        f"{sync} {procs}p x{group}" for sync, procs, group in feedback_procs_ab.CONFIGS]
+
+
+def test_a_folder_without_heaprank_is_refused(tmp_path):
+    with pytest.raises(SystemExit):
+        feedback_procs_ab.main(["--against", str(tmp_path)])
