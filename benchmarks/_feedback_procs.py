@@ -14,6 +14,8 @@ from typing import Any
 
 T0 = 1_780_000_000.0
 K = 10
+#: The configurations measured, ``(synchronous, processes, feedbacks per transaction)``.
+PLAN = (("FULL", 1, 1), ("NORMAL", 1, 1), ("NORMAL", 4, 1), ("NORMAL", 4, 16), ("FULL", 4, 16))
 
 
 def _candidates(worker: int) -> list[dict[str, Any]]:

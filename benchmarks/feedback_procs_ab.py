@@ -29,11 +29,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from benchmarks._feedback_procs import measure
+from benchmarks._feedback_procs import PLAN, measure
 
-#: (synchronous, processes, feedbacks per transaction), as the latency benchmark's table.
-CONFIGS = (("FULL", 1, 1), ("NORMAL", 1, 1), ("NORMAL", 4, 1), ("NORMAL", 4, 16),
-           ("FULL", 4, 16))
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -41,7 +38,7 @@ def one_round(per_process: int) -> dict[str, float]:
     """Every configuration once, in this process's ``heaprank``: ``{config: feedbacks/s}``."""
     out = {}
     with tempfile.TemporaryDirectory(prefix="heaprank-procs-") as tmp:
-        for sync, processes, group in CONFIGS:
+        for sync, processes, group in PLAN:
             got = measure(tmp, sync, processes, per_process, group)
             out[f"{sync} {processes}p x{group}"] = got["per_s"]
     return out

@@ -57,6 +57,7 @@ from pathlib import Path
 from typing import Any
 
 from . import REPO_ROOT, require
+from ._feedback_procs import PLAN
 from ._feedback_procs import measure as measure_processes
 from ._latency_timing import (
     RERANK_MODES,
@@ -349,21 +350,19 @@ def _measure(cfg: dict[str, Any], result: dict[str, Any], systems: dict[str, Any
     result["feedback_processes"] = []
     if "sqlite" in cfg["backends"]:
         per = 40 if cfg["quick"] else 600
-        plan = [("FULL", 1, 1), ("NORMAL", 1, 1), ("NORMAL", 4, 1), ("NORMAL", 4, 16),
-                ("FULL", 4, 16)]
         # One window of a second or less is at the mercy of the shared host's disk and memory
         # (FULL, one process: 1.1k to 1.8k/s from one window to the next): each configuration
         # runs in several rounds, one after the other in turn, and reports its median round.
         rounds = 1 if cfg["quick"] else 3
-        runs: dict[tuple[str, int, int], list[dict[str, Any]]] = {key: [] for key in plan}
+        runs: dict[tuple[str, int, int], list[dict[str, Any]]] = {key: [] for key in PLAN}
         with tempfile.TemporaryDirectory(prefix="heaprank-procs-") as tmp, \
-                _progress(cfg, rounds * len(plan), "feedback processes") as bar:
+                _progress(cfg, rounds * len(PLAN), "feedback processes") as bar:
             for _ in range(rounds):
-                for sync, procs, group in plan:
+                for sync, procs, group in PLAN:
                     runs[(sync, procs, group)].append(measure_processes(tmp, sync, procs, per,
                                                                         group))
                     bar.update(1)
-        for key in plan:
+        for key in PLAN:
             ordered = sorted(runs[key], key=lambda r: r["per_s"])
             median = dict(ordered[len(ordered) // 2])
             median["rounds_per_s"] = [r["per_s"] for r in runs[key]]

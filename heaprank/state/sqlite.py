@@ -3,8 +3,8 @@
 Each feedback is one ``BEGIN IMMEDIATE`` transaction: the credit is computed from the counts read
 inside it, so concurrent writers serialise and no update is lost, and a process killed mid-write
 leaves the last committed state (SQLite's journal rolls the rest back). A transaction writes each
-row it changes once, at its end (``sqlite_writes``), however many feedbacks it groups. Feedback commits with
-``synchronous=FULL`` by default; impressions, which feedback needs only for a while and which a
+row it changes once, at its end (``sqlite_writes``), however many feedbacks it groups. Feedback
+commits with ``synchronous=FULL`` by default; impressions, which feedback needs only for a while and which a
 power cut may cost without harm, commit with ``NORMAL`` (no fsync on the rerank path). Deleted
 rows are overwritten (``secure_delete``), so forgetting a namespace leaves none of its bytes.
 

@@ -71,16 +71,18 @@ class TransactionWrites:
         :meth:`commit_feedback`."""
         features: dict[str, FeatureRow] = {}
         links: dict[str, tuple[float, float] | None] = {}
-        missing = [] if self._features else names  # nothing held yet: read them all
         held_features, held_links = self._features, self._links
-        for name in names if held_features else ():
-            row = held_features.get(name)
-            if row is not None:
-                link = held_links.get((ns, row[0]))
-                if link is not None:
+        if not held_features:  # the transaction's first feedback: read them all
+            missing = names
+        else:
+            missing = []
+            for name in names:
+                row = held_features.get(name)
+                link = None if row is None else held_links.get((ns, row[0]))
+                if row is None or link is None:
+                    missing.append(name)
+                else:
                     features[name], links[name] = row, (link[2], link[3])
-                    continue
-            missing.append(name)
         if missing:
             conn, listed = self._conn, json_array(missing)
             found = conn.execute(_FEATURE_ROWS, (listed, ns)).fetchall()

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks import feedback_procs_ab
+from benchmarks._feedback_procs import PLAN
 
 pytestmark = pytest.mark.bench
 
@@ -25,7 +26,7 @@ def test_both_checkouts_are_measured_in_every_configuration(tmp_path, capsys):
     assert "C kernels: this " in out
     summary = out.split("x faster\n", 1)[1].splitlines()
     assert [line.split("  ")[0] for line in summary] == [
-        f"{sync} {procs}p x{group}" for sync, procs, group in feedback_procs_ab.CONFIGS]
+        f"{sync} {procs}p x{group}" for sync, procs, group in PLAN]
 
 
 def test_a_folder_without_heaprank_is_refused(tmp_path):
