@@ -94,6 +94,15 @@ def _conditions_table(side: dict[str, Any]) -> str:
                      "(mean)"], rows))
 
 
+def _backends_table(pair: dict[str, Any]) -> str:
+    rows = [(name, r["reps"], r["p50_ms"], r["p95_ms"], r["mean_ms"])
+            for name, r in pair["rows"].items()]
+    rows.append(("ratio sqlite / memory", "", pair["ratio"]["p50"], "", pair["ratio"]["mean"]))
+    return (f"Memory and SQLite backends call by call: {pair['n']} candidates, k={pair['k']}, "
+            f"EXPLAIN, {pair['questions']} questions, ms\n"
+            + table(["what", "reps", "p50", "p95", "mean"], rows))
+
+
 def _feedback_table(result: dict[str, Any]) -> str:
     rows = [(r["system"], r["backend"], r["durability"], r["reps"], r["p50_ms"], r["p95_ms"],
              r["mean_ms"], r["per_s"]) for r in result["feedback"]]
@@ -136,6 +145,8 @@ def render(result: dict[str, Any]) -> str:
     parts = [_header(result), _rerank_table(result)]
     if result.get("side_by_side"):
         parts.append(_side_table(result["side_by_side"]))
+    if result.get("backends_side_by_side"):
+        parts.append(_backends_table(result["backends_side_by_side"]))
     parts.append(_feedback_table(result))
     if result.get("memory"):
         parts.append(_memory_table(result))

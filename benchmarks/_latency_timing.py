@@ -338,6 +338,23 @@ def side_by_side(rr: Any, mem: Any, retriever: Retriever, timed: Sequence[tuple[
             "cache_conditions": cache_conditions(rr, mem, timed, cands, cfg, bar)}
 
 
+def backends_side_by_side(memory_rr: Any, sqlite_rr: Any, retriever: Retriever,
+                          timed: Sequence[tuple[str, str, str]], cfg: dict[str, Any],
+                          bar: Any) -> dict[str, Any]:
+    """heaprank on the memory backend and on SQLite (its default, durable mode), rerank +
+    EXPLAIN of 50 candidates, k=10, the same questions, call by call: their ratio is measured
+    side by side, as the per-size cells above (one backend at a time, minutes apart, the
+    memory one between heapdb-memory's recalls) cannot give it."""
+    n = 50
+    cands = [(ns, q, retriever.candidates(ns, q, n)) for ns, q, _ in timed]
+    calls = {"memory rerank+explain": _rerank_call(memory_rr, cands, K, True),
+             "sqlite rerank+explain": _rerank_call(sqlite_rr, cands, K, True)}
+    samples = interleave(calls, cfg["side_reps"], cfg["warmup"], bar)
+    rows = {name: summarize(s) for name, s in samples.items()}
+    return {"n": n, "k": K, "questions": len(timed), "rows": rows,
+            "ratio": _ratio(rows["sqlite rerank+explain"], rows["memory rerank+explain"])}
+
+
 #: Calls of one system back to back in the "warm" condition; megabytes read before every call
 #: in the "cold" one (past this machine's L2, as heapdb-memory's recall reads between calls).
 WARM_BLOCK = 32

@@ -9,6 +9,9 @@ Measures, in one run on one seeded synthetic store (:mod:`benchmarks._workload`)
   follows a recall that evicted the CPU caches), then under two symmetric cache conditions:
   each system's calls back to back in blocks (both warm) and the caches evicted before every
   call of either (both cold);
+* the memory and SQLite backends' rerank + EXPLAIN at 50 candidates, call by call (their ratio
+  is a target: the per-size cells run one backend at a time, the memory one between
+  heapdb-memory's recalls);
 * feedback latency and feedbacks per second per backend, SQLite in its default durable mode
   (WAL, ``synchronous=FULL``), and heapdb-memory's feedback beside it (target: 5x);
 * resident memory per million links (memory backend) and file bytes per link (SQLite), each
@@ -34,8 +37,9 @@ collected as usual. The workload is deterministic (``--seed``); the timings are 
 Install with ``pip install -r benchmarks/requirements.txt``; plot with ``benchmarks/plot_latency.py``.
 
 JSON keys: ``rerank`` (one row per backend x n x mode), ``reference_recall`` (heapdb-memory per
-n, with its actual pool), ``side_by_side`` (rows and ratios at 50 candidates), ``feedback``,
-``memory``, ``targets`` (ratio of medians against the issue's 10x / 5x), plus the machine,
+n, with its actual pool), ``side_by_side`` (rows and ratios at 50 candidates),
+``backends_side_by_side`` (memory and SQLite at 50, call by call), ``feedback``, ``memory``,
+``targets`` (ratio of medians against the issue's 10x / 5x), plus the machine,
 software versions, commit and workload.
 
 Run: ``python -m benchmarks latency [--json] [--quick] [--out FILE] [--seed N]``
@@ -63,6 +67,7 @@ from ._latency_timing import (
     RERANK_MODES,
     K,
     Retriever,
+    backends_side_by_side,
     heapdb_store,
     memory_probe,
     side_by_side,
@@ -259,9 +264,11 @@ def _targets(result: dict[str, Any]) -> list[dict[str, Any]]:
         ratio = p50[("memory", 1000, "rerank+explain")] / p50[("memory", 50, "rerank+explain")]
         add("rerank 1,000 / rerank 50 (memory, EXPLAIN, k=10), time ratio", "<= 10", ratio,
             ratio <= 10.0)
-    if ("memory", 50, "rerank+explain") in p50 and ("sqlite", 50, "rerank+explain") in p50:
-        ratio = p50[("sqlite", 50, "rerank+explain")] / p50[("memory", 50, "rerank+explain")]
-        add("rerank 50 SQLite / memory, time ratio", "<= 1.5", ratio, ratio <= 1.5)
+    backends = result.get("backends_side_by_side")
+    if backends is not None:
+        ratio = backends["ratio"]["p50"]
+        add("rerank 50 SQLite / memory (call by call), time ratio", "<= 1.5", ratio,
+            ratio <= 1.5)
     by = {(row["system"], row["backend"], row["durability"]): row for row in result["feedback"]}
     mine = by.get(("heaprank", "memory", "in-process"))
     if mine is not None:
@@ -345,6 +352,12 @@ def _measure(cfg: dict[str, Any], result: dict[str, Any], systems: dict[str, Any
         with _progress(cfg, cfg["side_reps"] + cfg["warmup"], "side by side") as bar:
             result["side_by_side"] = side_by_side(systems["heaprank memory"][0], mem, retriever,
                                                   timed, cfg, bar)
+    result["backends_side_by_side"] = None
+    if "memory" in cfg["backends"] and "sqlite" in cfg["backends"]:
+        with _progress(cfg, cfg["side_reps"] + cfg["warmup"], "memory vs sqlite") as bar:
+            result["backends_side_by_side"] = backends_side_by_side(
+                systems["heaprank memory"][0], systems[rerank_systems["sqlite"]][0], retriever,
+                timed, cfg, bar)
     with _progress(cfg, cfg["feedback_reps"] + cfg["warmup"], "feedback") as bar:
         result["feedback"] = time_feedback(systems, mem, retriever, timed, cfg, bar)
     result["feedback_processes"] = []

@@ -38,6 +38,7 @@ from .base import (
     new_verdicts,
     recall_key,
 )
+from .doc_cache import DocCache
 from .sqlite_writes import TransactionWrites, json_array
 
 if TYPE_CHECKING:
@@ -140,6 +141,7 @@ class SQLiteState:
         self._puts = 0
         self._connections = 0  # connections opened (one more after a fork)
         self._link_writes = 0  # this object's commits that may change link counts
+        self._doc_rows = DocCache()  # the docs rows read, while no other connection commits
         self._connect()
 
     def __repr__(self) -> str:
@@ -379,8 +381,18 @@ class SQLiteState:
             return self._counts(conn, namespace, features)
 
     def read_docs(self, namespace: str, ids: Sequence[str]) -> DocStats:
+        """The documents' stats, from the rows kept since this connection last saw another
+        one commit where they are all there (:mod:`heaprank.state.doc_cache`), else read."""
         with self._read_alone() as conn:
-            return self._docs(conn, namespace, ids)
+            key = (self._connections, conn.execute("PRAGMA data_version").fetchone()[0])
+            kept = self._doc_rows.get(key, namespace, ids)
+            if kept is not None:
+                return kept
+            # Read after the version: a commit in between is newer than the key, and the next
+            # read sees its version change and starts again, so nothing kept is ever stale.
+            docs = self._docs(conn, namespace, ids)
+            self._doc_rows.put(key, namespace, ids, docs)
+            return docs
 
     def read(self, namespace: str, features: Sequence[str],
              ids: Sequence[str]) -> tuple[LinkCounts, DocStats]:
@@ -565,6 +577,7 @@ class SQLiteState:
         todo, done = check_resolution(batch, verdicts)
         if todo:
             writes.apply(ns, batch, todo, credit)
+            self._doc_rows.drop(batch.namespace, [item.id for item in todo if item.used])
             if batch.co_use is not None:
                 self._co_use(conn, ns, batch, verdicts, todo)
             body = codec.with_verdicts(body, new_verdicts(verdicts, len(verdicts), todo))
@@ -615,6 +628,7 @@ class SQLiteState:
     def forget_namespace(self, namespace: str, *, scrub_global: bool = True) -> None:
         with self._write() as conn:
             self._link_writes += 1
+            self._doc_rows.clear()
             row = conn.execute("SELECT id FROM namespaces WHERE name = ?", (namespace,)).fetchone()
             if row is None:
                 return
@@ -661,6 +675,7 @@ class SQLiteState:
 
     def close(self) -> None:
         with self._lock:
+            self._doc_rows.clear()
             if self._conn is not None and self._pid == os.getpid():
                 self._conn.close()
             self._conn = None
@@ -692,6 +707,7 @@ class SQLiteState:
         holders = dump.holders()
         with self._write() as conn:
             self._link_writes += 1
+            self._doc_rows.clear()
             if conn.execute("SELECT (SELECT COUNT(*) FROM features) + "
                             "(SELECT COUNT(*) FROM impressions)").fetchone()[0]:
                 raise StateError(f"SQLite state {self.path!r} is not empty")

@@ -49,9 +49,15 @@ def test_quick_without_heapdb(tmp_path, capsys):
     assert printed["side_by_side"] is None
     # without heapdb-memory: the targets measured on heaprank alone, none side by side
     assert [t["name"].split(",")[0] for t in printed["targets"]] == [
-        "rerank 50 SQLite / memory", "feedback memory", "feedback SQLite FULL",
+        "rerank 50 SQLite / memory (call by call)", "feedback memory", "feedback SQLite FULL",
         "feedback SQLite NORMAL", "feedback SQLite NORMAL"]  # quick sizes: no 1,000 row
     assert all(isinstance(t["met"], bool) and t["value"] > 0 for t in printed["targets"])
+    # the SQLite / memory ratio is the one of the two backends timed call by call
+    pair = printed["backends_side_by_side"]
+    assert set(pair["rows"]) == {"memory rerank+explain", "sqlite rerank+explain"}
+    assert all(r["reps"] == latency.QUICK["side_reps"] for r in pair["rows"].values())
+    assert printed["targets"][0]["value"] == pytest.approx(
+        pair["rows"]["sqlite rerank+explain"]["p50_ms"] / pair["rows"]["memory rerank+explain"]["p50_ms"])
     procs = {(r["synchronous"], r["processes"], r["group"]) for r in printed["feedback_processes"]}
     assert ("NORMAL", 4, 16) in procs
     assert all(r["feedbacks"] == r["processes"] * 40 for r in printed["feedback_processes"])
@@ -64,6 +70,7 @@ def test_quick_with_heapdb_memory(tmp_path, capsys):
     pytest.importorskip("heapdb_memory")
     result, _ = run_quick(tmp_path, capsys, "--backends", "memory")
     check_rerank_rows(result, {"memory"})
+    assert result["backends_side_by_side"] is None  # one backend: no SQLite / memory pair
     assert [r["n"] for r in result["reference_recall"]] == [10, 50]
     side = result["side_by_side"]
     assert set(side["rows"]) == {"heapdb-memory recall+explain", "bm25 top-50 alone",
