@@ -1292,6 +1292,143 @@ error:
     return NULL;
 }
 
+/* ------------------------------------------------------------------ shown_rows */
+
+PyDoc_STRVAR(shown_rows_doc,
+"shown_rows(ids, slots, used, by_slots, qtype, weights)\n--\n\n"
+"The rows a fresh feedback credits, as MemoryState.apply_used's loop over the shown items\n"
+"makes them (without doc features), or None where that loop must run (a row not known by its\n"
+"slots' identity, another question type, more items than weights).\n\n"
+"ids: tuple of str; slots: tuple of the rows' slot tuples; used: set of the used ids;\n"
+"by_slots: dict id(slots) -> (slots, qtype, row); weights (a list): weights[rank] is an\n"
+"ignored item's reject weight at that rank (from 1). Returns (raws, rejected_weights,\n"
+"used_rows, used_positions, verdicts): each distinct ignored row's raw ids (in order of first appearance) with its summed\n"
+"weight, then every used row's raw ids (raws holds both, as learn_known takes them); the used\n"
+"rows and their positions among the shown; one verdict byte per shown item.");
+
+static PyObject *
+shown_rows(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (!takes(nargs, 6, "shown_rows")) {
+        return NULL;
+    }
+    PyObject *ids = args[0], *slots = args[1], *used = args[2], *by_slots = args[3];
+    PyObject *qtype = args[4], *weights = args[5];
+    if (!PyTuple_CheckExact(ids) || !PyTuple_CheckExact(slots) || !PyAnySet_CheckExact(used)
+            || !PyDict_CheckExact(by_slots) || !PyUnicode_CheckExact(qtype)
+            || !PyList_CheckExact(weights) || PyTuple_GET_SIZE(slots) != PyTuple_GET_SIZE(ids)
+            || PyList_GET_SIZE(weights) <= PyTuple_GET_SIZE(ids)) {
+        Py_RETURN_NONE; /* anything else: the Python loop */
+    }
+    Py_ssize_t n = PyTuple_GET_SIZE(ids);
+    static PyObject *raw_name = NULL;
+    if (raw_name == NULL && (raw_name = PyUnicode_InternFromString("raw")) == NULL) {
+        return NULL;
+    }
+    PyObject *rejected = PyList_New(0), *sums = PyList_New(0), *used_rows = PyList_New(0);
+    PyObject *positions = PyList_New(0), *seen = PyDict_New(); /* row -> its place in rejected */
+    PyObject *verdicts = PyBytes_FromStringAndSize(NULL, n), *out = NULL;
+    if (rejected == NULL || sums == NULL || used_rows == NULL || positions == NULL
+            || seen == NULL || verdicts == NULL) {
+        goto done;
+    }
+    char *verdict = PyBytes_AS_STRING(verdicts);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *row_slots = PyTuple_GET_ITEM(slots, i), *d = PyTuple_GET_ITEM(ids, i);
+        PyObject *key = PyLong_FromVoidPtr(row_slots);
+        if (key == NULL) {
+            goto done;
+        }
+        PyObject *entry = PyDict_GetItemWithError(by_slots, key); /* borrowed; int keys */
+        Py_DECREF(key);
+        if (entry == NULL) {
+            if (PyErr_Occurred()) {
+                goto done;
+            }
+            goto defer; /* a row first seen: the Python loop finds and caches it */
+        }
+        if (!PyTuple_CheckExact(entry) || PyTuple_GET_SIZE(entry) != 3
+                || PyTuple_GET_ITEM(entry, 0) != row_slots
+                || !PyUnicode_CheckExact(PyTuple_GET_ITEM(entry, 1))
+                || PyUnicode_Compare(PyTuple_GET_ITEM(entry, 1), qtype) != 0) {
+            if (PyErr_Occurred()) {
+                goto done;
+            }
+            goto defer;
+        }
+        PyObject *row = PyTuple_GET_ITEM(entry, 2);
+        int is_used = PySet_Contains(used, d);
+        if (is_used < 0) {
+            goto done;
+        }
+        if (is_used) {
+            verdict[i] = 1; /* codec.USED */
+            PyObject *at = PyLong_FromSsize_t(i);
+            if (at == NULL || PyList_Append(used_rows, row) < 0
+                    || PyList_Append(positions, at) < 0) {
+                Py_XDECREF(at);
+                goto done;
+            }
+            Py_DECREF(at);
+            continue;
+        }
+        verdict[i] = 2; /* codec.IGNORED */
+        PyObject *weight = PyList_GET_ITEM(weights, i + 1);
+        if (!PyFloat_CheckExact(weight)) {
+            goto defer;
+        }
+        PyObject *place = PyDict_GetItemWithError(seen, row);
+        if (place == NULL) {
+            if (PyErr_Occurred()) {
+                goto done;
+            }
+            PyObject *raw = PyObject_GetAttr(row, raw_name);
+            if (raw == NULL) {
+                goto done;
+            }
+            PyObject *index = PyLong_FromSsize_t(PyList_GET_SIZE(rejected));
+            int failed = index == NULL || PyDict_SetItem(seen, row, index) < 0
+                         || PyList_Append(rejected, raw) < 0 || PyList_Append(sums, weight) < 0;
+            Py_DECREF(raw);
+            Py_XDECREF(index);
+            if (failed) {
+                goto done;
+            }
+        }
+        else { /* the same row again: its weights summed in rank order, as the loop sums */
+            Py_ssize_t j = PyLong_AsSsize_t(place);
+            double total = PyFloat_AS_DOUBLE(PyList_GET_ITEM(sums, j)) + PyFloat_AS_DOUBLE(weight);
+            PyObject *sum = PyFloat_FromDouble(total);
+            if (sum == NULL || PyList_SetItem(sums, j, sum) < 0) {
+                goto done;
+            }
+        }
+    }
+    for (Py_ssize_t j = 0; j < PyList_GET_SIZE(used_rows); j++) {
+        PyObject *raw = PyObject_GetAttr(PyList_GET_ITEM(used_rows, j), raw_name);
+        if (raw == NULL) {
+            goto done;
+        }
+        int failed = PyList_Append(rejected, raw) < 0;
+        Py_DECREF(raw);
+        if (failed) {
+            goto done;
+        }
+    }
+    out = PyTuple_Pack(5, rejected, sums, used_rows, positions, verdicts);
+    goto done; /* out holds its own references to the parts */
+defer:
+    out = Py_NewRef(Py_None);
+done:
+    Py_XDECREF(rejected);
+    Py_XDECREF(sums);
+    Py_XDECREF(used_rows);
+    Py_XDECREF(positions);
+    Py_XDECREF(seen);
+    Py_XDECREF(verdicts);
+    return out;
+}
+
 /* ------------------------------------------------------------------ encode_items */
 
 PyDoc_STRVAR(encode_items_doc,
@@ -1683,6 +1820,7 @@ static PyMethodDef methods[] = {
     {"encode_items", (PyCFunction)(void (*)(void))encode_items, METH_FASTCALL, encode_items_doc},
     {"instances", (PyCFunction)(void (*)(void))instances, METH_FASTCALL, instances_doc},
     {"doc_stats", (PyCFunction)(void (*)(void))doc_stats, METH_FASTCALL, doc_stats_doc},
+    {"shown_rows", (PyCFunction)(void (*)(void))shown_rows, METH_FASTCALL, shown_rows_doc},
     {"details_of", (PyCFunction)(void (*)(void))details_of, METH_FASTCALL, details_of_doc},
     {NULL, NULL, 0, NULL},
 };

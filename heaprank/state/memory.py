@@ -39,6 +39,8 @@ DAY_S = 86_400.0
 #: The C kernels of a lean feedback's sums and of the documents' stats (None: numpy)
 learn_kernel = None if speedups is None else speedups.learn_known
 doc_kernel = None if speedups is None else speedups.doc_stats
+#: The C kernel of apply_used's loop over the shown items (None: that loop in Python)
+rows_kernel = None if speedups is None else speedups.shown_rows
 _PRUNE_EVERY = 256
 _ROW_CACHE = 65_536  # feature rows whose ids are cached (a few MB at most)
 _SHOWN_CACHE = 4_096  # latest impressions kept as written, besides their stored bytes
@@ -474,7 +476,7 @@ class MemoryState:
     def apply_used(self, recall_id: str, namespace: str | None, used: Sequence[str],
                    when: float | None, learning: linkmath.Learning, em: bool,
                    reject_weights: Sequence[float], reject_weight: Callable[[int], float],
-                   read: tuple[object, np.ndarray, np.ndarray] | None) -> FeedbackOutcome | None:
+                   read: tuple[object, np.ndarray, Sequence[int]] | None) -> FeedbackOutcome | None:
         """``feedback(recall_id, used)`` on a recall that has had no feedback yet, straight
         from the impression as written: the same counts, bit for bit, as :meth:`apply_feedback`
         with the reranker's batch, without building the batch.
@@ -505,28 +507,12 @@ class MemoryState:
                     len(self._rows_by_slots) > _ROW_CACHE - len(ids):
                 self._slot_rows.clear()  # before the rows, never among them (see _Row)
                 self._rows_by_slots.clear()
-            cached, n_weights = self._slot_rows.get, len(reject_weights)
-            by_slots = self._rows_by_slots
-            rejected: dict[_Row, float] = {}
-            used_rows: list[tuple[_Row, np.ndarray | None]] = []
-            verdicts = [codec.IGNORED] * len(ids)
-            for rank, (d, row_slots) in enumerate(zip(ids, slots), start=1):
-                seen = None if doc_features else by_slots.get(id(row_slots))
-                if seen is not None and seen[0] is row_slots and seen[1] == qtype:
-                    row = seen[2]
-                else:
-                    key = (qtype, row_slots, d if doc_features else None)
-                    row = cached(key) or self._slot_row(key)
-                    if not doc_features:
-                        by_slots[id(row_slots)] = (row_slots, qtype, row)
-                if d in used_at:
-                    verdicts[rank - 1] = codec.USED
-                    used_rows.append((row, kept[0][kept[1][rank - 1]]
-                                      if kept is not None and rank <= len(kept[1]) else None))
-                else:  # the same row again: its weights summed first, as the batch sums them
-                    weight = reject_weights[rank] if rank < n_weights else reject_weight(rank)
-                    rejected[row] = rejected.get(row, 0.0) + weight
-            self._learn(ns, rejected, used_rows, em, learning)
+            verdicts: Sequence[int] | None = self._learn_known_rows(
+                ns, ids, slots, qtype, used_at, kept, em, learning, reject_weights) \
+                if rows_kernel is not None and not doc_features else None
+            if verdicts is None:
+                verdicts = self._learn_shown(ns, ids, slots, qtype, doc_features, used_at, kept, em,
+                                             learning, reject_weights, reject_weight)
             for d in ids:  # in shown order, as the general path records them
                 if d in used_at:
                     last, uses = ns.docs.get(d, (math.nan, 0.0))
@@ -537,6 +523,64 @@ class MemoryState:
             self._fed[recall_id] = (ns, body)
             self._feedbacks += 1
         return FeedbackOutcome(recall_id, ids, ())
+
+    def _learn_known_rows(self, ns: _Namespace, ids: tuple[str, ...],
+                          slots: tuple[tuple[str, ...], ...], qtype: str, used_at: set[str],
+                          kept: tuple[np.ndarray, Sequence[int]] | None, em: bool,
+                          learning: linkmath.Learning, reject_weights: Sequence[float]
+                          ) -> bytes | None:
+        """:meth:`_learn_shown` in two C passes (``_speedups.shown_rows`` then
+        ``learn_known``) when every shown row is known by its slots and every link by the
+        namespace (the usual case): the verdicts, or None with nothing changed."""
+        assert rows_kernel is not None and learn_kernel is not None
+        got = rows_kernel(ids, slots, used_at, self._rows_by_slots, qtype, reject_weights)
+        if got is None:
+            return None
+        raws, weights, used_rows, positions, verdicts = got
+        if not em:
+            means_of: list[np.ndarray | None] = [None] * len(used_rows)
+        else:
+            means_of = []
+            for row, at in zip(used_rows, positions):
+                means = kept[0][kept[1][at]] if kept is not None and at < len(kept[1]) else None
+                means_of.append(means if means is not None and len(means) == len(row.ids)
+                                else self._posterior_mean(ns, row.array, learning))
+        if not learn_kernel(raws, weights, means_of, ns.fids, ns.pos, ns.neg, self._gpos,
+                            self._gneg, self._dpos, self._dneg):
+            return None  # a link new to the namespace: the Python pass adds it
+        self.version += 1
+        return verdicts
+
+    def _learn_shown(self, ns: _Namespace, ids: tuple[str, ...],
+                     slots: tuple[tuple[str, ...], ...], qtype: str, doc_features: bool,
+                     used_at: set[str], kept: tuple[np.ndarray, Sequence[int]] | None, em: bool,
+                     learning: linkmath.Learning, reject_weights: Sequence[float],
+                     reject_weight: Callable[[int], float]) -> list[int]:
+        """A fresh feedback's credit from the shown items' rows (found by their slots, cached
+        on first sight), added by :meth:`_learn`: the verdicts."""
+        cached, n_weights = self._slot_rows.get, len(reject_weights)
+        by_slots = self._rows_by_slots
+        rejected: dict[_Row, float] = {}
+        used_rows: list[tuple[_Row, np.ndarray | None]] = []
+        verdicts = [codec.IGNORED] * len(ids)
+        for rank, (d, row_slots) in enumerate(zip(ids, slots), start=1):
+            seen = None if doc_features else by_slots.get(id(row_slots))
+            if seen is not None and seen[0] is row_slots and seen[1] == qtype:
+                row = seen[2]
+            else:
+                key = (qtype, row_slots, d if doc_features else None)
+                row = cached(key) or self._slot_row(key)
+                if not doc_features:
+                    by_slots[id(row_slots)] = (row_slots, qtype, row)
+            if d in used_at:
+                verdicts[rank - 1] = codec.USED
+                used_rows.append((row, kept[0][kept[1][rank - 1]]
+                                  if kept is not None and rank <= len(kept[1]) else None))
+            else:  # the same row again: its weights summed first, as the batch sums them
+                weight = reject_weights[rank] if rank < n_weights else reject_weight(rank)
+                rejected[row] = rejected.get(row, 0.0) + weight
+        self._learn(ns, rejected, used_rows, em, learning)
+        return verdicts
 
     # ------------------------------------------------------------------ audit
 

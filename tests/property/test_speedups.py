@@ -379,6 +379,90 @@ def test_the_kernels_document_stats_are_the_python_reads(docs, ids):
         assert np.array_equal(a, b, equal_nan=True)
 
 
+# ------------------------------------------------------------------- shown_rows
+
+#: Feature rows by their slots, as a reranker hands them (one tuple object per row)
+_ROW_SLOTS = [("kind:fact", "src:chat"), ("kind:note",), ("kind:fact", "src:mail"), ("kind:x",)]
+
+
+def _loop_rows(state, ids, slots, used, qtype, weights):
+    """What the Python loop of apply_used hands to _learn: (rejected rows and their summed
+    weights, used rows), and the verdicts."""
+    from heaprank.links import Prior
+
+    handed = []
+    state._learn = lambda ns, rejected, used_rows, em, learning: handed.append(
+        (rejected, used_rows))
+    verdicts = state._learn_shown(state._namespace("ns"), ids, slots, qtype, False, used, None,
+                                  False, Prior(), weights, lambda rank: 1.0)
+    del state._learn
+    return handed[0], verdicts
+
+
+@given(plan=st.lists(st.tuples(st.integers(0, len(_ROW_SLOTS) - 1), st.booleans()), min_size=1,
+                     max_size=12),
+       weights=st.lists(st.floats(1e-3, 4.0), min_size=13, max_size=13))
+def test_the_kernels_shown_rows_are_the_rows_the_python_loop_makes(plan, weights):
+    """Repeated rows, any used subset, any weights: the same rows in the same order, the same
+    summed weights to the bit, the same verdicts; a row is the one object both find."""
+    from heaprank import MemoryState
+
+    state = MemoryState()
+    ids = tuple(f"d{i}" for i in range(len(plan)))
+    slots = tuple(_ROW_SLOTS[j] for j, _ in plan)
+    used = {d for d, (_, is_used) in zip(ids, plan) if is_used}
+    table = [math.inf, *weights]
+    (rejected, used_rows), verdicts = _loop_rows(state, ids, slots, used, "who", table)
+    got = _accel.speedups.shown_rows(ids, slots, used, state._rows_by_slots, "who", table)
+    assert got is not None
+    raws, sums, rows, positions, kernel_verdicts = got
+    assert raws == [row.raw for row in rejected] + [row.raw for row, _ in used_rows]
+    assert [s.hex() for s in sums] == [w.hex() for w in rejected.values()]
+    assert all(a is b for a, (b, _) in zip(rows, used_rows, strict=True))
+    assert positions == [i for i, d in enumerate(ids) if d in used]
+    assert list(kernel_verdicts) == verdicts
+
+
+def test_the_kernels_shown_rows_defer_to_the_loop_where_it_must_run():
+    from heaprank import MemoryState
+
+    state = MemoryState()
+    ids, slots, table = ("a", "b"), (_ROW_SLOTS[0], _ROW_SLOTS[1]), [math.inf, 1.0, 0.5]
+    kernel = _accel.speedups.shown_rows
+    assert kernel(ids, slots, {"a"}, state._rows_by_slots, "who", table) is None  # rows unknown
+    _loop_rows(state, ids, slots, {"a"}, "who", table)
+    by_slots = state._rows_by_slots
+    assert kernel(ids, slots, {"a"}, by_slots, "who", table) is not None
+    assert kernel(ids, slots, {"a"}, by_slots, "when", table) is None  # another question type
+    assert kernel(ids, slots, {"a"}, by_slots, "who", table[:2]) is None  # too few weights
+    assert kernel(ids, slots, set(), by_slots, "who", [math.inf, 1.0, 1]) is None  # an int
+    assert kernel(list(ids), slots, {"a"}, by_slots, "who", table) is None  # not a tuple
+    copy = (tuple(list(_ROW_SLOTS[0])), _ROW_SLOTS[1])  # equal slots, another object
+    assert kernel(ids, copy, {"a"}, by_slots, "who", table) is None
+
+
+def test_a_fresh_feedback_takes_the_kernels(monkeypatch):
+    """The lean feedback runs its rows through shown_rows once its rows are known."""
+    from heaprank import Reranker
+    from heaprank.state import memory
+    from tests.strategies import POOL
+
+    calls = []
+    kernel = memory.rows_kernel
+
+    def counted(*args):
+        out = kernel(*args)
+        calls.append(out is not None)
+        return out
+
+    monkeypatch.setattr(memory, "rows_kernel", counted)
+    rr = Reranker()
+    for t in range(3):
+        ranking = rr.rerank("when is my flight", POOL, namespace="ana", k=4, now=NOW + t)
+        rr.feedback(ranking.recall_id, used=[ranking.ids[0]], now=NOW + t)
+    assert calls[0] is False and calls[-1] is True
+
+
 # ------------------------------------------------------------------- learn_known's credit
 
 #: Means that make the exact sum work: near 1 (terms of -37), tiny, equal ones (ties), zeros.
