@@ -1302,9 +1302,10 @@ PyDoc_STRVAR(shown_rows_doc,
 "ids: tuple of str; slots: tuple of the rows' slot tuples; used: set of the used ids;\n"
 "by_slots: dict id(slots) -> (slots, qtype, row); weights (a list): weights[rank] is an\n"
 "ignored item's reject weight at that rank (from 1). Returns (raws, rejected_weights,\n"
-"used_rows, used_positions, verdicts): each distinct ignored row's raw ids (in order of first appearance) with its summed\n"
-"weight, then every used row's raw ids (raws holds both, as learn_known takes them); the used\n"
-"rows and their positions among the shown; one verdict byte per shown item.");
+"used_rows, used_positions, verdicts): each distinct ignored row's raw ids (in order of first\n"
+"appearance) with its summed weight, then every used row's raw ids (raws holds both, as\n"
+"learn_known takes them); the used rows and their positions among the shown; one verdict\n"
+"byte per shown item.");
 
 static PyObject *
 shown_rows(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
