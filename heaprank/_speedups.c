@@ -1433,25 +1433,28 @@ done:
 /* ------------------------------------------------------------------ encode_items */
 
 PyDoc_STRVAR(encode_items_doc,
-"encode_items(ids, slots, rows_by_id, signals)\n--\n\n"
+"encode_items(ids, slots, rows_by_id, signals, more_rows=None)\n--\n\n"
 "The items and signal values of a stored impression (heaprank.state.codec.encode), or None.\n\n"
 "Per shown item its id (varint length, UTF-8) and its row's slot codes, found by the identity\n"
-"of its slots tuple in rows_by_id (id(row) -> (row, codes)); then signals (a C-contiguous\n"
-"float64 array of n x m, or None for zeros) as little-endian float32, the C cast of each\n"
-"value. None when a row is not there by identity (the Python encoder then runs).");
+"of its slots tuple in rows_by_id (id(row) -> (row, codes)), else in more_rows (the same, for\n"
+"this impression's rows with free-form slots); then signals (a C-contiguous float64 array of\n"
+"n x m, or None for zeros) as little-endian float32, the C cast of each value. None when a\n"
+"row is in neither by identity (the Python encoder then runs).");
 
 static PyObject *
 encode_items(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (!takes(nargs, 4, "encode_items")) {
+    if (nargs != 4 && !takes(nargs, 5, "encode_items")) {
         return NULL;
     }
 #if PY_BIG_ENDIAN
     Py_RETURN_NONE; /* the stored floats are little-endian: the Python encoder swaps them */
 #else
     PyObject *ids = args[0], *slots = args[1], *rows_by_id = args[2], *signals = args[3];
+    PyObject *more_rows = nargs == 5 ? args[4] : Py_None;
     if (!PyTuple_CheckExact(ids) || !PyTuple_CheckExact(slots) || !PyDict_CheckExact(rows_by_id)
-            || PyTuple_GET_SIZE(ids) != PyTuple_GET_SIZE(slots)) {
+            || PyTuple_GET_SIZE(ids) != PyTuple_GET_SIZE(slots)
+            || (more_rows != Py_None && !PyDict_CheckExact(more_rows))) {
         Py_RETURN_NONE;
     }
     Py_ssize_t n = PyTuple_GET_SIZE(ids);
@@ -1492,14 +1495,24 @@ encode_items(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         if (key == NULL) {
             goto error;
         }
-        PyObject *seen = PyDict_GetItemWithError(rows_by_id, key);
+        PyObject *seen = NULL;
+        for (int where = 0; where < 2 && seen == NULL; where++) {
+            PyObject *table = where == 0 ? rows_by_id : more_rows;
+            if (table == Py_None) {
+                break;
+            }
+            seen = PyDict_GetItemWithError(table, key);
+            if (seen == NULL) {
+                PyErr_Clear();
+            }
+            else if (!PyTuple_CheckExact(seen) || PyTuple_GET_SIZE(seen) != 2
+                    || PyTuple_GET_ITEM(seen, 0) != row
+                    || !PyBytes_CheckExact(PyTuple_GET_ITEM(seen, 1))) {
+                seen = NULL; /* another row that had the same id: not this one */
+            }
+        }
         Py_DECREF(key);
         if (seen == NULL) {
-            PyErr_Clear();
-            goto defer;
-        }
-        if (!PyTuple_CheckExact(seen) || PyTuple_GET_SIZE(seen) != 2
-                || PyTuple_GET_ITEM(seen, 0) != row || !PyBytes_CheckExact(PyTuple_GET_ITEM(seen, 1))) {
             goto defer;
         }
         codes_of[i] = PyTuple_GET_ITEM(seen, 1);

@@ -117,6 +117,27 @@ def _remember(row: Sequence[str], codes: bytes) -> None:
     _ROWS_BY_ID[id(row)] = (row, codes)
 
 
+def _rows_of_this(slots: Sequence[Sequence[str]],
+                  table: dict[str, int]) -> dict[int, tuple[Sequence[str], bytes]]:
+    """The codes of the rows not known by identity, by the identity of each (the kernel's
+    ``more_rows``), worked out in item order as the Python encoder works them out, so the free
+    slots take the same codes in ``table``. Codebook rows among them are known from now on."""
+    more: dict[int, tuple[Sequence[str], bytes]] = {}
+    by_identity = _ROWS_BY_ID
+    for row in slots:
+        seen = by_identity.get(id(row))
+        if (seen is not None and seen[0] is row) or id(row) in more:
+            continue
+        known = _FIXED_ROWS.get(row) if isinstance(row, tuple) else None
+        if known is None:
+            codes = _row_codes(row, table)
+        else:
+            codes = known
+            _remember(row, codes)
+        more[id(row)] = (row, codes)
+    return more
+
+
 def encode(*, qtype: str, time: float, time_explicit: bool, doc_features: bool,
            ids: Sequence[str], slots: Sequence[Sequence[str]], signal_names: Sequence[str],
            signals: np.ndarray | Sequence[Sequence[float]] | None,
@@ -128,6 +149,10 @@ def encode(*, qtype: str, time: float, time_explicit: bool, doc_features: bool,
             isinstance(signals, np.ndarray) and signals.dtype == np.float64
             and signals.shape == (n, m))):  # rows seen before, by identity: one C pass
         done = encode_items(ids, slots, _ROWS_BY_ID, signals)
+        if done is None:  # rows with free-form slots (a caller's sources, tags): coded here
+            more = _rows_of_this(slots, table)
+            if more:
+                done = encode_items(ids, slots, _ROWS_BY_ID, signals, more)
         if done is not None:
             if signals is None:
                 done += bytes(4 * n * m)  # float32 zeros

@@ -324,6 +324,27 @@ def test_the_kernels_impression_bytes_are_the_frozen_encoders(data):
     assert codec.encode(**imp) == expected
 
 
+@given(data=st.data())
+def test_rows_with_free_form_slots_take_the_kernel_with_their_codes_of_this_impression(data):
+    """Rows with a caller's own slots (sources, tags) are coded per impression, so never known
+    by identity: the kernel takes their codes for this impression (more_rows), worked out in
+    item order, and the bytes are still the frozen encoder's."""
+    imp = data.draw(impressions())
+    n = len(imp["ids"])
+    free = st.sampled_from(["source:anna", "source:ben", "tag:x", "source:zoë"])
+    pool = [tuple(data.draw(st.lists(st.sampled_from(FIXED_SLOTS) | free, max_size=6)))
+            for _ in range(4)]
+    imp["slots"] = tuple(pool[data.draw(st.integers(0, 3))] for _ in range(n))
+    imp["signals"] = None
+    expected = _reference_encode(**imp)
+    assert codec.encode(**imp) == expected
+    table: dict[str, int] = {}
+    more = codec._rows_of_this(imp["slots"], table)
+    assert codec.encode_items(imp["ids"], imp["slots"], codec._ROWS_BY_ID, None,
+                              more) is not None or n == 0
+    assert codec.encode(**imp) == expected
+
+
 # ------------------------------------------------------------------- instances
 
 
