@@ -123,19 +123,24 @@ def _rows_of_this(slots: Sequence[Sequence[str]],
     ``more_rows``), worked out in item order as the Python encoder works them out, so the free
     slots take the same codes in ``table``. Codebook rows among them are known from now on."""
     more: dict[int, tuple[Sequence[str], bytes]] = {}
-    by_identity = _ROWS_BY_ID
     for row in slots:
-        seen = by_identity.get(id(row))
-        if (seen is not None and seen[0] is row) or id(row) in more:
-            continue
-        known = _FIXED_ROWS.get(row) if isinstance(row, tuple) else None
-        if known is None:
-            codes = _row_codes(row, table)
-        else:
-            codes = known
-            _remember(row, codes)
-        more[id(row)] = (row, codes)
+        seen = _ROWS_BY_ID.get(id(row))
+        if (seen is None or seen[0] is not row) and id(row) not in more:
+            more[id(row)] = (row, _codes_of(row, table))
     return more
+
+
+def _codes_of(row: Sequence[str], table: dict[str, int]) -> bytes:
+    """A row's codes: known by its identity, or by its value (codebook rows, known by identity
+    from then on), or worked out (free-form slots go to ``table``)."""
+    seen = _ROWS_BY_ID.get(id(row))
+    if seen is not None and seen[0] is row:
+        return seen[1]
+    known = _FIXED_ROWS.get(row) if isinstance(row, tuple) else None
+    if known is None:
+        return _row_codes(row, table)
+    _remember(row, known)
+    return known
 
 
 def encode(*, qtype: str, time: float, time_explicit: bool, doc_features: bool,
@@ -159,23 +164,13 @@ def encode(*, qtype: str, time: float, time_explicit: bool, doc_features: bool,
             return _head(qtype, time, time_explicit, doc_features, n, m, signal_names,
                          verdicts, table, done)
     body = bytearray()  # the items, then the signal values
-    by_identity, small = _ROWS_BY_ID, _SMALL
+    small = _SMALL
     for doc_id, row in zip(ids, slots):
         encoded = doc_id.encode("utf-8")
         size = len(encoded)
-        seen = by_identity.get(id(row))
-        if seen is not None and seen[0] is row:
-            codes = seen[1]
-        else:
-            known = _FIXED_ROWS.get(row) if isinstance(row, tuple) else None
-            if known is None:
-                codes = _row_codes(row, table)
-            else:
-                codes = known
-                _remember(row, codes)
         body += small[size] if size < 128 else _varint(size)
         body += encoded
-        body += codes
+        body += _codes_of(row, table)
     if signals is None:
         body += bytes(4 * n * m)  # float32 zeros
     else:
