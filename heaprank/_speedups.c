@@ -1120,25 +1120,73 @@ used_total(PyObject *module, PyObject *arg)
 }
 
 PyDoc_STRVAR(learn_known_doc,
-"learn_known(rows, weights, means, fids, pos, neg, gpos, gneg, dpos, dneg)\n--\n\n"
+"learn_known(rows, weights, means, fids, pos, neg, gpos, gneg)\n--\n\n"
 "One feedback's credit added to a namespace (fids, pos, neg) and the pool (gpos, gneg), when\n"
 "the namespace already has a link of every feature: True; False (nothing changed) if not, or\n"
 "where the kernel defers.\n\n"
 "rows: bytes of int64 feature ids, the ignored rows (weights[i]: each one's summed reject\n"
 "weight) then the used rows (means[j]: a float64 array of its links' means, which give its\n"
 "features' credit as heaprank.links.credit_rows does, or None for uniform credit). Each\n"
-"feature's increments are summed in that order into the zeroed scratch arrays dpos and dneg\n"
-"(zeroed again after), then added once to the counts: the arithmetic of\n"
-"heaprank.links.credit_rows then MemoryState._add, bit for bit.");
+"feature's increments are summed in that order, from 0.0, then added once to the counts:\n"
+"the arithmetic of heaprank.links.credit_rows then MemoryState._add, bit for bit.");
 
 /* The ids of a row (bytes of int64) and how many. */
 #define ROW_IDS(row) ((const int64_t *)PyBytes_AS_STRING(row))
 #define ROW_LEN(row) (PyBytes_GET_SIZE(row) / 8)
 
+/* A feedback's distinct features: an open-addressing table of their ids (cap a power of two,
+ * at least twice as many as it holds), each with its place among the namespace's links and
+ * the sums of its increments. The rows share most of their features: each is looked up in
+ * the namespace once, and the sums live in a few small arrays rather than scattered over
+ * arrays of every feature (which a cold cache makes costly). */
+typedef struct {
+    Py_ssize_t cap, count;
+    int64_t *key;     /* cap: -1 where free */
+    Py_ssize_t *slot; /* cap: the feature's index among the distinct ones */
+    int64_t *id;      /* count: its feature id */
+    Py_ssize_t *at;   /* count: its place in fids */
+    double *add_pos, *add_neg;
+} Distinct;
+
+static Py_ssize_t
+distinct_slot(Distinct *d, int64_t id, const int64_t *fids, Py_ssize_t n_fids,
+              Py_ssize_t n_global)
+{
+    size_t h = ((uint64_t)id * 0x9E3779B97F4A7C15ULL) >> 20;
+    for (;; h++) {
+        Py_ssize_t b = (Py_ssize_t)(h & (size_t)(d->cap - 1));
+        if (d->key[b] == id) {
+            return d->slot[b];
+        }
+        if (d->key[b] < 0) {
+            Py_ssize_t lo = 0, hi = n_fids;
+            while (lo < hi) {
+                Py_ssize_t mid = lo + (hi - lo) / 2;
+                if (fids[mid] < id) {
+                    lo = mid + 1;
+                }
+                else {
+                    hi = mid;
+                }
+            }
+            if (id < 0 || id >= n_global || lo == n_fids || fids[lo] != id) {
+                return -1; /* a link new to the namespace */
+            }
+            Py_ssize_t j = d->count++;
+            d->key[b] = id;
+            d->slot[b] = j;
+            d->id[j] = id;
+            d->at[j] = lo;
+            d->add_pos[j] = d->add_neg[j] = 0.0;
+            return j;
+        }
+    }
+}
+
 static PyObject *
 learn_known(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (!takes(nargs, 10, "learn_known")) {
+    if (!takes(nargs, 8, "learn_known")) {
         return NULL;
     }
     PyObject *rows = args[0], *weights = args[1], *means = args[2];
@@ -1163,33 +1211,47 @@ learn_known(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             Py_RETURN_FALSE; /* the Python path adds it as it is */
         }
     }
-    Py_buffer view[7];
+    Py_buffer view[5];
     int held = 0, applied = 0;
-    Py_ssize_t *at = NULL;
+    Py_ssize_t *occurrence = NULL; /* each feature occurrence's distinct index */
     double *shares = NULL;
-    static const char *formats[7] = {"lq", "d", "d", "d", "d", "d", "d"};
-    for (; held < 7; held++) {
+    void *block = NULL;
+    Distinct d = {0};
+    static const char *formats[5] = {"lq", "d", "d", "d", "d"};
+    for (; held < 5; held++) {
         if (!get_buffer(args[3 + held], &view[held], held > 0, formats[held])) {
             goto error;
         }
     }
     const int64_t *fids = view[0].buf;
     Py_ssize_t n_fids = view[0].shape[0];
-    double *pos = view[1].buf, *neg = view[2].buf, *gpos = view[3].buf, *gneg = view[4].buf,
-           *dpos = view[5].buf, *dneg = view[6].buf;
+    double *pos = view[1].buf, *neg = view[2].buf, *gpos = view[3].buf, *gneg = view[4].buf;
     Py_ssize_t n_global = view[3].shape[0];
     if (view[1].shape[0] != n_fids || view[2].shape[0] != n_fids
-            || view[4].shape[0] != n_global || view[5].shape[0] != n_global
-            || view[6].shape[0] != n_global) {
+            || view[4].shape[0] != n_global) {
         PyErr_SetString(PyExc_ValueError, "learn_known: arrays of different lengths");
         goto error;
     }
-    at = PyMem_Malloc((size_t)(total ? total : 1) * sizeof(Py_ssize_t));
-    shares = PyMem_Malloc((size_t)(used_total ? used_total : 1) * sizeof(double));
-    if (at == NULL || shares == NULL) {
+    Py_ssize_t n = total ? total : 1;
+    d.cap = 16;
+    while (d.cap < 2 * n) {
+        d.cap *= 2;
+    }
+    /* One allocation for the table and every per-feature array (all 8-byte items). */
+    block = PyMem_Malloc((size_t)(2 * d.cap + 4 * n + n + (used_total ? used_total : 1)) * 8);
+    if (block == NULL) {
         PyErr_NoMemory();
         goto error;
     }
+    d.key = block;
+    d.slot = (Py_ssize_t *)(d.key + d.cap);
+    d.id = (int64_t *)(d.slot + d.cap);
+    d.at = (Py_ssize_t *)(d.id + n);
+    d.add_pos = (double *)(d.at + n);
+    d.add_neg = d.add_pos + n;
+    occurrence = (Py_ssize_t *)(d.add_neg + n);
+    shares = (double *)(occurrence + n);
+    memset(d.key, 0xFF, (size_t)d.cap * sizeof(int64_t)); /* every key -1: free */
     /* The used rows' shares, from their means (or uniform). */
     Py_ssize_t k = 0;
     for (Py_ssize_t r = n_rejected; r < n_rows; r++) {
@@ -1220,72 +1282,49 @@ learn_known(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         PyObject *row = PyList_GET_ITEM(rows, r);
         const int64_t *ids = ROW_IDS(row);
         for (Py_ssize_t j = 0; j < ROW_LEN(row); j++, k++) {
-            int64_t id = ids[j];
-            Py_ssize_t lo = 0, hi = n_fids;
-            while (lo < hi) {
-                Py_ssize_t mid = lo + (hi - lo) / 2;
-                if (fids[mid] < id) {
-                    lo = mid + 1;
-                }
-                else {
-                    hi = mid;
-                }
-            }
-            if (id < 0 || id >= n_global || lo == n_fids || fids[lo] != id) {
+            occurrence[k] = distinct_slot(&d, ids[j], fids, n_fids, n_global);
+            if (occurrence[k] < 0) {
                 goto done; /* a link new to the namespace: the Python path */
             }
-            at[k] = lo;
         }
     }
     /* The increments, summed per feature in credit_rows' order. */
     k = 0;
+    Py_ssize_t u = 0;
     for (Py_ssize_t r = 0; r < n_rows; r++) {
-        PyObject *row = PyList_GET_ITEM(rows, r);
-        const int64_t *ids = ROW_IDS(row);
-        Py_ssize_t len = ROW_LEN(row);
+        Py_ssize_t len = ROW_LEN(PyList_GET_ITEM(rows, r));
         if (r < n_rejected) {
             double weight = PyFloat_AS_DOUBLE(PyList_GET_ITEM(weights, r));
-            for (Py_ssize_t j = 0; j < len; j++) {
-                dneg[ids[j]] += weight;
+            for (Py_ssize_t j = 0; j < len; j++, k++) {
+                d.add_neg[occurrence[k]] += weight;
             }
         }
         else {
-            for (Py_ssize_t j = 0; j < len; j++) {
-                dpos[ids[j]] += shares[k + j];
-                dneg[ids[j]] += 1.0 - shares[k + j];
+            for (Py_ssize_t j = 0; j < len; j++, k++, u++) {
+                d.add_pos[occurrence[k]] += shares[u];
+                d.add_neg[occurrence[k]] += 1.0 - shares[u];
             }
-            k += len;
         }
     }
-    /* Each feature's sums added once (a repeat finds its scratch zeroed: it adds 0.0). */
-    k = 0;
-    for (Py_ssize_t r = 0; r < n_rows; r++) {
-        PyObject *row = PyList_GET_ITEM(rows, r);
-        const int64_t *ids = ROW_IDS(row);
-        for (Py_ssize_t j = 0; j < ROW_LEN(row); j++, k++) {
-            int64_t id = ids[j];
-            double add_neg = dneg[id], add_pos = dpos[id];
-            if (add_neg != 0.0 || add_pos != 0.0) {
-                gneg[id] += add_neg;
-                neg[at[k]] += add_neg;
-                gpos[id] += add_pos;
-                pos[at[k]] += add_pos;
-                dneg[id] = 0.0;
-                dpos[id] = 0.0;
-            }
+    /* Each feature's sums added once. */
+    for (Py_ssize_t j = 0; j < d.count; j++) {
+        double add_neg = d.add_neg[j], add_pos = d.add_pos[j];
+        if (add_neg != 0.0 || add_pos != 0.0) {
+            gneg[d.id[j]] += add_neg;
+            neg[d.at[j]] += add_neg;
+            gpos[d.id[j]] += add_pos;
+            pos[d.at[j]] += add_pos;
         }
     }
     applied = 1;
 done:
-    PyMem_Free(at);
-    PyMem_Free(shares);
+    PyMem_Free(block);
     for (int b = 0; b < held; b++) {
         PyBuffer_Release(&view[b]);
     }
     return PyBool_FromLong(applied);
 error:
-    PyMem_Free(at);
-    PyMem_Free(shares);
+    PyMem_Free(block);
     for (int b = 0; b < held; b++) {
         PyBuffer_Release(&view[b]);
     }

@@ -420,7 +420,7 @@ class MemoryState:
         if learn_kernel is not None and learn_kernel(
                 [*[row.raw for row in rejected], *[row.raw for row, _ in used_rows]],
                 list(rejected.values()), means_of, ns.fids, ns.pos, ns.neg, self._gpos,
-                self._gneg, self._dpos, self._dneg):
+                self._gneg):
             self.version += 1  # every link known to the namespace: applied in one C pass
             return
         credit = []  # each used row's shares, as credit_rows makes them (floats)
@@ -546,7 +546,7 @@ class MemoryState:
                 means_of.append(means if means is not None and len(means) == len(row.ids)
                                 else self._posterior_mean(ns, row.array, learning))
         if not learn_kernel(raws, weights, means_of, ns.fids, ns.pos, ns.neg, self._gpos,
-                            self._gneg, self._dpos, self._dneg):
+                            self._gneg):
             return None  # a link new to the namespace: the Python pass adds it
         self.version += 1
         return verdicts
