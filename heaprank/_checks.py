@@ -72,11 +72,13 @@ def check_ids(value: object, field: str) -> tuple[str, ...]:
     if not isinstance(value, (list, tuple)):
         raise InputTypeError(f"{field}: expected a list of ids, got {type(value).__name__}")
     # The usual ids pass check_id as they are: ASCII (so encodable), neither empty nor blank.
-    # Checked without building each id's field name; any other id takes check_id's way.
-    if all(type(item) is str and item.isascii() and item and not item.isspace()
-           for item in value):
-        return tuple(value)
-    return tuple(check_id(item, f"{field}[{j}]") for j, item in enumerate(value))
+    # Checked without building each id's field name (a loop, not a generator: a feedback
+    # names one or two ids, and a generator costs more to start than they take to check);
+    # any other id takes check_id's way.
+    for item in value:
+        if type(item) is not str or not item.isascii() or not item or item.isspace():
+            return tuple(check_id(item, f"{field}[{j}]") for j, item in enumerate(value))
+    return tuple(value)
 
 
 def check_namespace(value: object) -> str:

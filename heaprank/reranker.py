@@ -791,13 +791,13 @@ class Reranker:
         return functools.partial(linkmath.credit, prior=self.config.prior, em=self.config.em_credit)
 
     @staticmethod
-    def _ids(ids: object, field: str) -> list[str]:
+    def _ids(ids: object, field: str) -> tuple[str, ...]:
         if isinstance(ids, str):
-            return [check_id(ids, field)]
+            return (check_id(ids, field),)
         if not isinstance(ids, (list, tuple)) and isinstance(ids, Iterable) \
                 and not isinstance(ids, (bytes, Mapping)):
             ids = tuple(ids)  # a set or a generator of ids
-        return list(check_ids(ids, field))
+        return check_ids(ids, field)
 
     def feedback(self, recall_id: str | None = None, used: Iterable[str] | str = (), *,
                  now: Any = None, namespace: str | None = None, query: str | None = None,
@@ -852,7 +852,7 @@ class Reranker:
                              "shown=), not with a recall_id")
         return (yield from self._resolve(recall_id, namespace, None, used_ids, now))
 
-    def _fast_feedback(self, recall_id: object, namespace: str | None, used: list[str],
+    def _fast_feedback(self, recall_id: object, namespace: str | None, used: tuple[str, ...],
                        now: Any) -> FeedbackOutcome | None:
         """The memory backend's lean path for a fresh recall (``MemoryState.apply_used``), or
         ``None`` where the general path must run (another backend, co-use on, an error)."""
@@ -906,7 +906,7 @@ class Reranker:
         return [b if isinstance(b, FeedbackError) else next(applied) for b in batches]
 
     def _record_shown(self, namespace: str, query: str, shown: Sequence[CandidateLike],
-                      used: list[str], now: Any, feedback_id: str | None) -> Flow[Call, str]:
+                      used: tuple[str, ...], now: Any, feedback_id: str | None) -> Flow[Call, str]:
         namespace = check_namespace(namespace)
         query = check_query(query)
         if feedback_id is not None:
