@@ -1339,7 +1339,7 @@ PyDoc_STRVAR(shown_rows_doc,
 "makes them (without doc features), or None where that loop must run (a row not known by its\n"
 "slots' identity, another question type, more items than weights).\n\n"
 "ids: tuple of str; slots: tuple of the rows' slot tuples; used: set of the used ids;\n"
-"by_slots: dict id(slots) -> (slots, qtype, row); weights (a list): weights[rank] is an\n"
+"by_slots: dict id(slots) -> (slots, qtype, row, row's raw ids); weights (a list): weights[rank] is an\n"
 "ignored item's reject weight at that rank (from 1). Returns (raws, rejected_weights,\n"
 "used_rows, used_positions, verdicts): each distinct ignored row's raw ids (in order of first\n"
 "appearance) with its summed weight, then every used row's raw ids (raws holds both, as\n"
@@ -1361,15 +1361,12 @@ shown_rows(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         Py_RETURN_NONE; /* anything else: the Python loop */
     }
     Py_ssize_t n = PyTuple_GET_SIZE(ids);
-    static PyObject *raw_name = NULL;
-    if (raw_name == NULL && (raw_name = PyUnicode_InternFromString("raw")) == NULL) {
-        return NULL;
-    }
     PyObject *rejected = PyList_New(0), *sums = PyList_New(0), *used_rows = PyList_New(0);
-    PyObject *positions = PyList_New(0), *seen = PyDict_New(); /* row -> its place in rejected */
+    PyObject *used_raws = PyList_New(0), *positions = PyList_New(0);
+    PyObject *seen = PyDict_New(); /* row -> its place in rejected */
     PyObject *verdicts = PyBytes_FromStringAndSize(NULL, n), *out = NULL;
-    if (rejected == NULL || sums == NULL || used_rows == NULL || positions == NULL
-            || seen == NULL || verdicts == NULL) {
+    if (rejected == NULL || sums == NULL || used_rows == NULL || used_raws == NULL
+            || positions == NULL || seen == NULL || verdicts == NULL) {
         goto done;
     }
     char *verdict = PyBytes_AS_STRING(verdicts);
@@ -1387,16 +1384,18 @@ shown_rows(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             }
             goto defer; /* a row first seen: the Python loop finds and caches it */
         }
-        if (!PyTuple_CheckExact(entry) || PyTuple_GET_SIZE(entry) != 3
+        if (!PyTuple_CheckExact(entry) || PyTuple_GET_SIZE(entry) != 4
                 || PyTuple_GET_ITEM(entry, 0) != row_slots
-                || !PyUnicode_CheckExact(PyTuple_GET_ITEM(entry, 1))
-                || PyUnicode_Compare(PyTuple_GET_ITEM(entry, 1), qtype) != 0) {
+                || !PyBytes_CheckExact(PyTuple_GET_ITEM(entry, 3))
+                || (PyTuple_GET_ITEM(entry, 1) != qtype /* the same interned name, usually */
+                    && (!PyUnicode_CheckExact(PyTuple_GET_ITEM(entry, 1))
+                        || PyUnicode_Compare(PyTuple_GET_ITEM(entry, 1), qtype) != 0))) {
             if (PyErr_Occurred()) {
                 goto done;
             }
             goto defer;
         }
-        PyObject *row = PyTuple_GET_ITEM(entry, 2);
+        PyObject *row = PyTuple_GET_ITEM(entry, 2), *raw = PyTuple_GET_ITEM(entry, 3);
         int is_used = PySet_Contains(used, d);
         if (is_used < 0) {
             goto done;
@@ -1405,7 +1404,7 @@ shown_rows(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             verdict[i] = 1; /* codec.USED */
             PyObject *at = PyLong_FromSsize_t(i);
             if (at == NULL || PyList_Append(used_rows, row) < 0
-                    || PyList_Append(positions, at) < 0) {
+                    || PyList_Append(used_raws, raw) < 0 || PyList_Append(positions, at) < 0) {
                 Py_XDECREF(at);
                 goto done;
             }
@@ -1422,14 +1421,9 @@ shown_rows(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             if (PyErr_Occurred()) {
                 goto done;
             }
-            PyObject *raw = PyObject_GetAttr(row, raw_name);
-            if (raw == NULL) {
-                goto done;
-            }
             PyObject *index = PyLong_FromSsize_t(PyList_GET_SIZE(rejected));
             int failed = index == NULL || PyDict_SetItem(seen, row, index) < 0
                          || PyList_Append(rejected, raw) < 0 || PyList_Append(sums, weight) < 0;
-            Py_DECREF(raw);
             Py_XDECREF(index);
             if (failed) {
                 goto done;
@@ -1444,14 +1438,8 @@ shown_rows(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             }
         }
     }
-    for (Py_ssize_t j = 0; j < PyList_GET_SIZE(used_rows); j++) {
-        PyObject *raw = PyObject_GetAttr(PyList_GET_ITEM(used_rows, j), raw_name);
-        if (raw == NULL) {
-            goto done;
-        }
-        int failed = PyList_Append(rejected, raw) < 0;
-        Py_DECREF(raw);
-        if (failed) {
+    for (Py_ssize_t j = 0; j < PyList_GET_SIZE(used_raws); j++) {
+        if (PyList_Append(rejected, PyList_GET_ITEM(used_raws, j)) < 0) {
             goto done;
         }
     }
@@ -1463,6 +1451,7 @@ done:
     Py_XDECREF(rejected);
     Py_XDECREF(sums);
     Py_XDECREF(used_rows);
+    Py_XDECREF(used_raws);
     Py_XDECREF(positions);
     Py_XDECREF(seen);
     Py_XDECREF(verdicts);

@@ -31,6 +31,7 @@ from .base import (
     LinkCounts,
     check_resolution,
     merge_last_used,
+    new_outcome,
     new_verdicts,
     recall_born_s,
 )
@@ -129,7 +130,7 @@ class MemoryState:
         #: hands the same tuple for a feature row every time, and hashing it reads each of its
         #: strings (cache misses right after a rerank). An entry holds its tuple, so the id is
         #: not reused while it lives; cleared with the rows.
-        self._rows_by_slots: dict[int, tuple[tuple[str, ...], str, _Row]] = {}
+        self._rows_by_slots: dict[int, tuple[tuple[str, ...], str, _Row, bytes]] = {}
         #: Bumped by every change of the link counts: a reader may keep what it derived from
         #: them while the version stands (Reranker does, per set of feature rows).
         self.version = 0
@@ -513,16 +514,16 @@ class MemoryState:
             if verdicts is None:
                 verdicts = self._learn_shown(ns, ids, slots, qtype, doc_features, used_at, kept, em,
                                              learning, reject_weights, reject_weight)
+            docs = ns.docs
             for d in ids:  # in shown order, as the general path records them
                 if d in used_at:
-                    last, uses = ns.docs.get(d, (math.nan, 0.0))
-                    ns.docs[d] = (merge_last_used(last, when), uses + 1.0)
-            body = codec.with_verdicts(body, verdicts)
+                    last, uses = docs.get(d, (math.nan, 0.0))
+                    docs[d] = (merge_last_used(last, when), uses + 1.0)
             del self._open[recall_id]
             del self._shown[recall_id]
-            self._fed[recall_id] = (ns, body)
+            self._fed[recall_id] = (ns, codec.with_verdicts(body, verdicts))
             self._feedbacks += 1
-        return FeedbackOutcome(recall_id, ids, ())
+        return new_outcome(recall_id, ids, ())
 
     def _learn_known_rows(self, ns: _Namespace, ids: tuple[str, ...],
                           slots: tuple[tuple[str, ...], ...], qtype: str, used_at: set[str],
@@ -571,7 +572,7 @@ class MemoryState:
                 key = (qtype, row_slots, d if doc_features else None)
                 row = cached(key) or self._slot_row(key)
                 if not doc_features:
-                    by_slots[id(row_slots)] = (row_slots, qtype, row)
+                    by_slots[id(row_slots)] = (row_slots, qtype, row, row.raw)
             if d in used_at:
                 verdicts[rank - 1] = codec.USED
                 used_rows.append((row, kept[0][kept[1][rank - 1]]
