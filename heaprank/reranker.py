@@ -817,9 +817,12 @@ class Reranker:
                 feedback already recorded.
         """
         if recall_id is not None and feedback_id is None:
-            done = self._fast_feedback(recall_id, namespace, self._ids(used, "used"), now)
-            if done is not None:
-                return done
+            apply_used = getattr(self.state, "apply_used", None)
+            if apply_used is not None:
+                done = self._fast_feedback(apply_used, recall_id, namespace,
+                                           self._ids(used, "used"), now)
+                if done is not None:
+                    return done
         return drive(self._feedback(recall_id, used, now, namespace, query, shown, feedback_id),
                      self._on_state)
 
@@ -852,13 +855,13 @@ class Reranker:
                              "shown=), not with a recall_id")
         return (yield from self._resolve(recall_id, namespace, None, used_ids, now))
 
-    def _fast_feedback(self, recall_id: object, namespace: str | None, used: tuple[str, ...],
+    def _fast_feedback(self, apply_used: Callable[..., FeedbackOutcome | None], recall_id: object,
+                       namespace: str | None, used: tuple[str, ...],
                        now: Any) -> FeedbackOutcome | None:
-        """The memory backend's lean path for a fresh recall (``MemoryState.apply_used``), or
-        ``None`` where the general path must run (another backend, co-use on, an error)."""
-        apply_used = getattr(self.state, "apply_used", None)
+        """The memory backend's lean path for a fresh recall (its ``apply_used``), or ``None``
+        where the general path must run (co-use on, an error)."""
         cfg = self.config
-        if apply_used is None or cfg.co_use is not None or not isinstance(recall_id, str):
+        if cfg.co_use is not None or not isinstance(recall_id, str):
             return None
         try:
             when = None if now is None else to_epoch(now, "now")
