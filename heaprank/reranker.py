@@ -819,8 +819,9 @@ class Reranker:
         if recall_id is not None and feedback_id is None:
             apply_used = getattr(self.state, "apply_used", None)
             if apply_used is not None:
-                done = self._fast_feedback(apply_used, recall_id, namespace,
-                                           self._ids(used, "used"), now)
+                if type(used) is not list and type(used) is not tuple and type(used) is not str:
+                    used = self._ids(used, "used")  # a set or a generator: read once, here
+                done = self._fast_feedback(apply_used, recall_id, namespace, used, now)
                 if done is not None:
                     return done
         return drive(self._feedback(recall_id, used, now, namespace, query, shown, feedback_id),
@@ -856,13 +857,25 @@ class Reranker:
         return (yield from self._resolve(recall_id, namespace, None, used_ids, now))
 
     def _fast_feedback(self, apply_used: Callable[..., FeedbackOutcome | None], recall_id: object,
-                       namespace: str | None, used: tuple[str, ...],
+                       namespace: str | None, used: list[str] | tuple[str, ...] | str,
                        now: Any) -> FeedbackOutcome | None:
         """The memory backend's lean path for a fresh recall (its ``apply_used``), or ``None``
-        where the general path must run (co-use on, an error)."""
+        where the general path must run (co-use on, an error).
+
+        ``used`` is not checked id by id here: ``apply_used`` takes it only when every entry is
+        one of the shown ids, which were checked when they were shown, and it is a list of
+        strings (a join of anything else raises); any other ``used`` goes the general way,
+        whose checks raise the errors."""
         cfg = self.config
         if cfg.co_use is not None or not isinstance(recall_id, str):
             return None
+        if type(used) is str:
+            used = (used,)
+        else:
+            try:
+                "".join(used)
+            except TypeError:
+                return None  # an entry that is not a str
         try:
             when = None if now is None else to_epoch(now, "now")
         except (ValueError, TypeError):

@@ -202,6 +202,33 @@ def test_feedback_type_errors(rr, cands):
         rr.feedback(12345, used=[])  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("state", ["memory", "sqlite"])
+def test_used_ids_from_a_generator_or_a_set_are_read_once(state, cands, tmp_path):
+    """A generator of used ids is read once, whichever path the feedback takes: a retry (which
+    the memory state's lean path passes on to the general one) sees the same ids, not an
+    exhausted generator, and so changes nothing."""
+    rr = Reranker(None if state == "memory" else f"sqlite:///{tmp_path}/s.db")
+    ranking = rr.rerank(QUERY, cands, k=3, now=NOW)
+    first = rr.feedback(ranking.recall_id, used=(d for d in ranking.ids[:1]), now=NOW)
+    assert first.applied == tuple(ranking.ids)
+    again = rr.feedback(ranking.recall_id, used=(d for d in ranking.ids[:1]), now=NOW)
+    assert again.applied == () and again.already_recorded == tuple(ranking.ids)
+    again = rr.feedback(ranking.recall_id, used={ranking.ids[0]}, now=NOW)
+    assert again.applied == ()
+
+
+def test_bad_used_ids_are_refused_on_the_lean_path_too(rr, cands):
+    """Used ids that are not shown ids of the recall are checked as every feedback checks them,
+    the message naming the field."""
+    ranking = rr.rerank(QUERY, cands, k=2, now=NOW)
+    for used, error, message in (([""], InputError, r"used\[0\]: empty"),
+                                 ([ranking.ids[0], b"x"], InputTypeError, r"used\[1\]: expected str"),
+                                 ("  ", InputError, "used: whitespace only")):
+        with pytest.raises(error, match=message):
+            rr.feedback(ranking.recall_id, used=used)  # type: ignore[arg-type]
+    assert rr.feedback(ranking.recall_id, used=ranking.ids[0]).applied == tuple(ranking.ids)
+
+
 def test_mark_used_and_mark_ignored(rr, cands):
     ranking = rr.rerank(QUERY, cands, namespace="maya", k=3, now=NOW)
     first, second, third = ranking.ids
