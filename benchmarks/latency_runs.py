@@ -19,7 +19,7 @@ TARGET_COLUMNS = ("x faster", "1k/50", "sqlite/mem", "feedback/s", "FULL/s", "NO
                   "NORMAL 4p/s")
 
 
-def row(path: Path, width: int = 22) -> str:
+def row(path: Path, width: int = 22, commit_width: int = 8) -> str:
     run = json.loads(path.read_text(encoding="utf-8"))
     probe = run["machine"].get("memory_probe_ns") or []
     memory = " -> ".join(f"{ns:.0f}" for ns in probe) or "?"
@@ -28,7 +28,8 @@ def row(path: Path, width: int = 22) -> str:
     met = sum(bool(t["met"]) for t in run["targets"])
     cells = [f"{v:{w}.2f}" if v < 100 else f"{v:{w},.0f}"
              for v, w in zip(values, (len(c) for c in TARGET_COLUMNS))]
-    return (f"{path.name:<{width}} {run['started_utc'][11:16]:>5}  {run['software']['commit']:<8} "
+    commit = run["software"]["commit"]
+    return (f"{path.name:<{width}} {run['started_utc'][11:16]:>5}  {commit:<{commit_width}} "
             f"{memory:>10}  {pair['heapdb-memory recall+explain']['p50_ms']:6.3f}  "
             f"{pair['heaprank rerank+explain']['p50_ms']:6.3f}  " + "  ".join(cells)
             + f"  {met} of {len(values)}")
@@ -39,10 +40,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("files", nargs="+", type=Path, help="JSON of benchmarks latency --out")
     args = parser.parse_args(argv)
     width = max(22, *(len(path.name) for path in args.files))
-    print(f"{'run':<{width}} {'UTC':>5}  {'commit':<8} {'memory ns':>10}  {'recall':>6}  {'rerank':>6}  "
-          + "  ".join(TARGET_COLUMNS) + "  targets met")
+    commits = [json.loads(path.read_text(encoding="utf-8"))["software"]["commit"]
+               for path in args.files]
+    commit_width = max(8, *map(len, commits))  # "+dirty": a tree with changes
+    print(f"{'run':<{width}} {'UTC':>5}  {'commit':<{commit_width}} {'memory ns':>10}  "
+          f"{'recall':>6}  {'rerank':>6}  " + "  ".join(TARGET_COLUMNS) + "  targets met")
     for path in args.files:
-        print(row(path, width))
+        print(row(path, width, commit_width))
     return 0
 
 
