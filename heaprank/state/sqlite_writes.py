@@ -46,7 +46,10 @@ def json_array(items: Sequence[str]) -> str:
     """A JSON array of strings (for ``json_each``): joined directly when no string needs an
     escape (the usual feature names and ids), through ``json.dumps`` otherwise."""
     joined = '","'.join(items)
-    if joined.isprintable() and '"' not in joined and "\\" not in joined:
+    # Only the separators' quotes (two each): no string holds a quote, a backslash or a
+    # character JSON would escape.
+    if joined.isprintable() and "\\" not in joined \
+            and joined.count('"') == 2 * (len(items) - 1):
         return f'["{joined}"]' if items else "[]"
     return json.dumps(list(items), ensure_ascii=False)
 

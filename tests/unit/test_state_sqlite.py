@@ -257,6 +257,22 @@ def test_json_arrays_of_names_read_back_as_given(items):
     assert json.loads(json_array(items)) == items
 
 
+def test_plain_names_are_joined_without_json_dumps(monkeypatch):
+    """Names with nothing to escape (the usual feature names and ids, any script) are joined
+    as they are; json.dumps is for the others only."""
+    from heaprank.state import sqlite_writes
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("json.dumps called for names that need no escape")
+
+    monkeypatch.setattr(sqlite_writes.json, "dumps", refuse)
+    names = ["kind:fact", "qt:who&kind:fact", "source:zoë", "d-1"]
+    assert json_array(names) == '["kind:fact","qt:who&kind:fact","source:zoë","d-1"]'
+    assert json_array(["one"]) == '["one"]'
+    with pytest.raises(AssertionError):
+        json_array(['say "hi"', "b"])  # a quote inside: escaped by json.dumps
+
+
 def _shown(recall_id: str, namespace: str, ids: tuple[str, ...] = ("a",)) -> Impression:
     return Impression(recall_id=recall_id, namespace=namespace, qtype="other", time=NOW,
                       time_explicit=True, ids=ids, slots=tuple(("kind:none",) for _ in ids))
