@@ -119,13 +119,12 @@ def _remember(row: Sequence[str], codes: bytes) -> None:
 
 def _rows_of_this(slots: Sequence[Sequence[str]],
                   table: dict[str, int]) -> dict[int, tuple[Sequence[str], bytes]]:
-    """The codes of the rows not known by identity, by the identity of each (the kernel's
-    ``more_rows``), worked out in item order as the Python encoder works them out, so the free
-    slots take the same codes in ``table``. Codebook rows among them are known from now on."""
+    """The codes of each distinct row, by its identity (the kernel's ``more_rows``), worked out
+    in item order as the Python encoder works them out, so the free slots take the same codes
+    in ``table``. Codebook rows among them are known from now on."""
     more: dict[int, tuple[Sequence[str], bytes]] = {}
     for row in slots:
-        seen = _ROWS_BY_ID.get(id(row))
-        if (seen is None or seen[0] is not row) and id(row) not in more:
+        if id(row) not in more:
             more[id(row)] = (row, _codes_of(row, table))
     return more
 
@@ -154,10 +153,8 @@ def encode(*, qtype: str, time: float, time_explicit: bool, doc_features: bool,
             isinstance(signals, np.ndarray) and signals.dtype == np.float64
             and signals.shape == (n, m))):  # rows seen before, by identity: one C pass
         done = encode_items(ids, slots, _ROWS_BY_ID, signals)
-        if done is None:  # rows with free-form slots (a caller's sources, tags): coded here
-            more = _rows_of_this(slots, table)
-            if more:
-                done = encode_items(ids, slots, _ROWS_BY_ID, signals, more)
+        if done is None and n:  # rows with free-form slots (a caller's sources, tags): coded here
+            done = encode_items(ids, slots, _ROWS_BY_ID, signals, _rows_of_this(slots, table))
         if done is not None:
             if signals is None:
                 done += bytes(4 * n * m)  # float32 zeros

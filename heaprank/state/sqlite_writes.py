@@ -50,8 +50,8 @@ def json_array(items: Sequence[str]) -> str:
     # character JSON would escape.
     if joined.isprintable() and "\\" not in joined \
             and joined.count('"') == 2 * (len(items) - 1):
-        return f'["{joined}"]' if items else "[]"
-    return json.dumps(list(items), ensure_ascii=False)
+        return f'["{joined}"]'
+    return json.dumps(list(items), ensure_ascii=False)  # (an empty list too: "[]")
 
 
 class TransactionWrites:
