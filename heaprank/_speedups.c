@@ -3,7 +3,8 @@
  * Each kernel does, in one pass, what a pure-Python function of heaprank does in several
  * (heaprank/candidates.py: coerce_fast; heaprank/features.py: FeatureSpace.rows;
  * heaprank/state/memory.py: MemoryState._learn and _docs; heaprank/state/codec.py: encode;
- * heaprank/reranker.py: Reranker._details; the construction of slots objects), for the usual
+ * heaprank/reranker.py: Reranker._details, _matrix, _take and _best_first; heaprank/signals.py:
+ * relevance; the construction of slots objects), for the usual
  * input only. Anything else (another type, a value the Python path would flag or reject, an
  * error of any kind) makes a kernel return None (or False), and the Python path decides, so a
  * kernel never changes a result or an error message: it only skips the interpreter for clean
@@ -1849,6 +1850,389 @@ details_of(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Py_RETURN_TRUE;
 }
 
+/* ------------------------------------------------------------------ relevance, columns, take */
+
+/* These three move numbers only, or compute them with IEEE operations alone (subtract, divide,
+ * multiply, add, rint): each result is the one numpy's ufuncs give, bit for bit, provided no
+ * two operations are fused into one (a multiply-add rounds once where numpy rounds twice). */
+#if defined(__clang__)
+#define NO_FUSED_MULTIPLY_ADD
+#pragma STDC FP_CONTRACT OFF
+#elif defined(__GNUC__)
+#define NO_FUSED_MULTIPLY_ADD __attribute__((optimize("fp-contract=off")))
+#else
+#define NO_FUSED_MULTIPLY_ADD
+#endif
+
+/* A C-contiguous buffer of 8-byte items of one of the given format letters, of 1 to max_ndim
+ * dimensions: 1; 0 (no exception left) for anything else, the kernel then defers. */
+static int
+try_buffer(PyObject *obj, Py_buffer *view, const char *formats, int max_ndim)
+{
+    if (!PyObject_CheckBuffer(obj)) {
+        return 0;
+    }
+    if (PyObject_GetBuffer(obj, view, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    const char *f = view->format == NULL ? "B" : view->format;
+    if (*f == '<' || *f == '=' || *f == '@') {
+        f++;
+    }
+    if (view->ndim < 1 || view->ndim > max_ndim || view->itemsize != 8 || f[0] == '\0'
+            || f[1] != '\0' || strchr(formats, f[0]) == NULL) {
+        PyBuffer_Release(view);
+        return 0;
+    }
+    return 1;
+}
+
+/* What a kernel returns: what it made, else None (it defers), or NULL with the error raised
+ * (out of memory). */
+static PyObject *
+made_or_none(PyObject *out)
+{
+    if (out == NULL && !PyErr_Occurred()) {
+        Py_RETURN_NONE;
+    }
+    return out;
+}
+
+PyDoc_STRVAR(relevance_doc,
+"relevance(scores, negate, floor)\n--\n\n"
+"heaprank.signals.relevance of a float64 array of scores (negated first when negate) with no\n"
+"NaN and a finite span, as a bytearray of float64: the same operations in the same order\n"
+"(numpy's round(12) is x * 1e12, rint, / 1e12). None for anything else.");
+
+static PyObject * NO_FUSED_MULTIPLY_ADD
+relevance(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (!takes(nargs, 3, "relevance")) {
+        return NULL;
+    }
+    if (!PyBool_Check(args[1]) || !PyFloat_CheckExact(args[2])) {
+        Py_RETURN_NONE;
+    }
+    int negate = args[1] == Py_True;
+    double floor_ = PyFloat_AS_DOUBLE(args[2]);
+    Py_buffer view;
+    if (!try_buffer(args[0], &view, "d", 1)) {
+        Py_RETURN_NONE;
+    }
+    const double *s = view.buf;
+    Py_ssize_t n = view.shape[0];
+    double lo = 0.0, hi = 0.0;
+    int clean = n > 0;
+    for (Py_ssize_t i = 0; i < n && clean; i++) {
+        double v = negate ? -s[i] : s[i];
+        clean = v == v;
+        if (i == 0 || v < lo) {
+            lo = v;
+        }
+        if (i == 0 || v > hi) {
+            hi = v;
+        }
+    }
+    double span = hi - lo;
+    PyObject *out = NULL;
+    if (clean && isfinite(span)) {
+        out = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)sizeof(double) * n);
+    }
+    if (out != NULL) {
+        double *r = (double *)PyByteArray_AS_STRING(out), scale = 1.0 - floor_;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            if (span <= 0) {
+                r[i] = 1.0;
+                continue;
+            }
+            double x = (negate ? -s[i] : s[i]) - lo;
+            x = x / span;
+            x = x * 1e12;
+            x = rint(x);
+            x = x / 1e12;
+            x = x * scale;
+            x = x + floor_;
+            r[i] = floor_ < 1e-12 && x < 1e-12 ? 1e-12 : x;
+        }
+    }
+    PyBuffer_Release(&view);
+    return made_or_none(out);
+}
+
+PyDoc_STRVAR(columns_doc,
+"columns(n, values, at)\n--\n\n"
+"The matrix whose column j holds values[j], a float (in every row) or a float64 array of n, as\n"
+"a bytearray of float64, row by row: n rows, or with at (an int64 array of positions, else\n"
+"None) the rows at[0], at[1], ... only. None for anything else (a position out of range\n"
+"included).");
+
+#define MAX_COLUMNS 16
+
+static PyObject *
+columns(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (!takes(nargs, 3, "columns")) {
+        return NULL;
+    }
+    if (!PyLong_CheckExact(args[0]) || !PyTuple_CheckExact(args[1])) {
+        Py_RETURN_NONE;
+    }
+    Py_ssize_t n = PyLong_AsSsize_t(args[0]), m = PyTuple_GET_SIZE(args[1]), held = 0;
+    if (n < 0 || m > MAX_COLUMNS) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    Py_buffer at_view, view[MAX_COLUMNS];
+    const int64_t *at = NULL;
+    Py_ssize_t rows = n;
+    if (args[2] != Py_None) {
+        if (!try_buffer(args[2], &at_view, "lq", 1)) {
+            Py_RETURN_NONE;
+        }
+        at = at_view.buf;
+        rows = at_view.shape[0];
+    }
+    const double *from[MAX_COLUMNS];
+    double constant[MAX_COLUMNS];
+    PyObject *out = NULL;
+    for (Py_ssize_t i = 0; at != NULL && i < rows; i++) {
+        if (at[i] < 0 || at[i] >= n) {
+            goto done;
+        }
+    }
+    for (Py_ssize_t j = 0; j < m; j++) {
+        PyObject *v = PyTuple_GET_ITEM(args[1], j);
+        from[j] = NULL;
+        if (PyFloat_CheckExact(v)) {
+            constant[j] = PyFloat_AS_DOUBLE(v);
+            continue;
+        }
+        if (!try_buffer(v, &view[held], "d", 1)) {
+            goto done;
+        }
+        from[j] = view[held].buf;
+        if (view[held++].shape[0] != n) {
+            goto done;
+        }
+    }
+    if (m > 0 && rows > PY_SSIZE_T_MAX / (Py_ssize_t)sizeof(double) / m) {
+        goto done;
+    }
+    out = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)sizeof(double) * rows * m);
+    if (out != NULL) {
+        double *r = (double *)PyByteArray_AS_STRING(out);
+        for (Py_ssize_t i = 0; i < rows; i++) {
+            Py_ssize_t row = at == NULL ? i : (Py_ssize_t)at[i];
+            for (Py_ssize_t j = 0; j < m; j++) {
+                *r++ = from[j] == NULL ? constant[j] : from[j][row];
+            }
+        }
+    }
+done:
+    for (Py_ssize_t h = 0; h < held; h++) {
+        PyBuffer_Release(&view[h]);
+    }
+    if (at != NULL) {
+        PyBuffer_Release(&at_view);
+    }
+    return made_or_none(out);
+}
+
+PyDoc_STRVAR(best_first_doc,
+"best_first(score, tie)\n--\n\n"
+"numpy.lexsort((-tie, -score)) of two float64 arrays of one length with no NaN, as a bytearray\n"
+"of int64: the positions by score, highest first, ties by tie, highest first, then by\n"
+"position. None for anything else.");
+
+typedef struct {
+    double score, tie;
+    int64_t at;
+} Ranked3;
+
+/* Whether x goes before y: a higher score, or the same score and a higher tie. */
+static inline int
+ranks_before(const Ranked3 *x, const Ranked3 *y)
+{
+    return x->score > y->score || (x->score == y->score && x->tie > y->tie);
+}
+
+/* A stable sort of a[0..n) by ranks_before (equal items keep their order), bottom-up merges
+ * through b (n items too): insertion sorts of runs of 8, then merges of doubling width. Returns
+ * where the sorted items are (a or b). */
+static Ranked3 *
+merge_sort(Ranked3 *a, Ranked3 *b, Py_ssize_t n)
+{
+    const Py_ssize_t run = 8;
+    for (Py_ssize_t lo = 0; lo < n; lo += run) {
+        Py_ssize_t hi = lo + run < n ? lo + run : n;
+        for (Py_ssize_t i = lo + 1; i < hi; i++) {
+            Ranked3 item = a[i];
+            Py_ssize_t j = i;
+            for (; j > lo && ranks_before(&item, &a[j - 1]); j--) {
+                a[j] = a[j - 1];
+            }
+            a[j] = item;
+        }
+    }
+    for (Py_ssize_t width = run; width < n; width *= 2) {
+        for (Py_ssize_t lo = 0; lo < n; lo += 2 * width) {
+            Py_ssize_t mid = lo + width < n ? lo + width : n;
+            Py_ssize_t hi = lo + 2 * width < n ? lo + 2 * width : n;
+            Py_ssize_t i = lo, j = mid, k = lo;
+            while (i < mid && j < hi) {
+                /* the right run's item goes first only when strictly before: stability */
+                b[k++] = ranks_before(&a[j], &a[i]) ? a[j++] : a[i++];
+            }
+            while (i < mid) {
+                b[k++] = a[i++];
+            }
+            while (j < hi) {
+                b[k++] = a[j++];
+            }
+        }
+        Ranked3 *swap = a;
+        a = b;
+        b = swap;
+    }
+    return a;
+}
+
+static PyObject *
+best_first(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (!takes(nargs, 2, "best_first")) {
+        return NULL;
+    }
+    Py_buffer score_view, tie_view;
+    if (!try_buffer(args[0], &score_view, "d", 1)) {
+        Py_RETURN_NONE;
+    }
+    if (!try_buffer(args[1], &tie_view, "d", 1)) {
+        PyBuffer_Release(&score_view);
+        Py_RETURN_NONE;
+    }
+    Py_ssize_t n = score_view.shape[0];
+    const double *score = score_view.buf, *tie = tie_view.buf;
+    int ok = tie_view.shape[0] == n && (size_t)n < PY_SSIZE_T_MAX / 2 / sizeof(Ranked3);
+    for (Py_ssize_t i = 0; i < n && ok; i++) {
+        ok = score[i] == score[i] && tie[i] == tie[i];
+    }
+    PyObject *out = NULL;
+    Ranked3 *work = ok ? PyMem_Malloc(sizeof(Ranked3) * 2 * (size_t)(n > 0 ? n : 1)) : NULL;
+    if (ok && work == NULL) {
+        PyErr_NoMemory();
+    }
+    if (work != NULL) {
+        for (Py_ssize_t i = 0; i < n; i++) {
+            work[i].score = score[i];
+            work[i].tie = tie[i];
+            work[i].at = (int64_t)i;
+        }
+        const Ranked3 *sorted = merge_sort(work, work + n, n);
+        out = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)sizeof(int64_t) * n);
+        if (out != NULL) {
+            int64_t *order = (int64_t *)PyByteArray_AS_STRING(out);
+            for (Py_ssize_t i = 0; i < n; i++) {
+                order[i] = sorted[i].at;
+            }
+        }
+        PyMem_Free(work);
+    }
+    PyBuffer_Release(&score_view);
+    PyBuffer_Release(&tie_view);
+    return made_or_none(out);
+}
+
+PyDoc_STRVAR(take_doc,
+"take(at, columns)\n--\n\n"
+"[column[at].tolist() for column in columns] for an int64 array of positions and a tuple of\n"
+"C-contiguous float64 or int64 arrays (1-d, or 2-d: a list of each row's values), in one\n"
+"pass. None for anything else (a position out of range included).");
+
+/* One value of a float64 ('d') or int64 array as tolist() gives it. */
+static PyObject *
+item_object(const char *at, char format)
+{
+    if (format == 'd') {
+        return PyFloat_FromDouble(*(const double *)at);
+    }
+    return PyLong_FromLongLong((long long)*(const int64_t *)at);
+}
+
+static PyObject *
+take(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (!takes(nargs, 2, "take")) {
+        return NULL;
+    }
+    if (!PyTuple_CheckExact(args[1]) || PyTuple_GET_SIZE(args[1]) > MAX_COLUMNS) {
+        Py_RETURN_NONE;
+    }
+    Py_ssize_t m = PyTuple_GET_SIZE(args[1]), held = 0;
+    Py_buffer at_view, view[MAX_COLUMNS];
+    if (!try_buffer(args[0], &at_view, "lq", 1)) {
+        Py_RETURN_NONE;
+    }
+    const int64_t *at = at_view.buf;
+    Py_ssize_t k = at_view.shape[0];
+    PyObject *out = NULL;
+    int ok = 1;
+    for (Py_ssize_t j = 0; j < m && ok; j++) {
+        ok = try_buffer(PyTuple_GET_ITEM(args[1], j), &view[held], "dlq", 2);
+        held += ok;
+        for (Py_ssize_t i = 0; i < k && ok; i++) {
+            ok = at[i] >= 0 && at[i] < view[held - 1].shape[0];
+        }
+    }
+    if (ok) {
+        out = PyList_New(m);
+    }
+    for (Py_ssize_t j = 0; j < m && out != NULL; j++) {
+        Py_buffer *v = &view[j];
+        const char *f = v->format == NULL ? "B" : v->format;
+        char format = (*f == '<' || *f == '=' || *f == '@') ? f[1] : f[0];
+        Py_ssize_t width = v->ndim == 2 ? v->shape[1] : 1;
+        PyObject *column = PyList_New(k);
+        for (Py_ssize_t i = 0; i < k && column != NULL; i++) {
+            const char *row = (const char *)v->buf + (size_t)at[i] * (size_t)width * 8;
+            PyObject *value;
+            if (v->ndim == 1) {
+                value = item_object(row, format);
+            }
+            else {
+                value = PyList_New(width);
+                for (Py_ssize_t c = 0; c < width && value != NULL; c++) {
+                    PyObject *x = item_object(row + c * 8, format);
+                    if (x == NULL) {
+                        Py_CLEAR(value);
+                    }
+                    else {
+                        PyList_SET_ITEM(value, c, x);
+                    }
+                }
+            }
+            if (value == NULL) {
+                Py_CLEAR(column);
+            }
+            else {
+                PyList_SET_ITEM(column, i, value);
+            }
+        }
+        if (column == NULL) {
+            Py_CLEAR(out);
+        }
+        else {
+            PyList_SET_ITEM(out, j, column);
+        }
+    }
+    for (Py_ssize_t h = 0; h < held; h++) {
+        PyBuffer_Release(&view[h]);
+    }
+    PyBuffer_Release(&at_view);
+    return made_or_none(out);
+}
+
 /* ------------------------------------------------------------------ module */
 
 static PyMethodDef methods[] = {
@@ -1864,6 +2248,10 @@ static PyMethodDef methods[] = {
     {"doc_stats", (PyCFunction)(void (*)(void))doc_stats, METH_FASTCALL, doc_stats_doc},
     {"shown_rows", (PyCFunction)(void (*)(void))shown_rows, METH_FASTCALL, shown_rows_doc},
     {"details_of", (PyCFunction)(void (*)(void))details_of, METH_FASTCALL, details_of_doc},
+    {"relevance", (PyCFunction)(void (*)(void))relevance, METH_FASTCALL, relevance_doc},
+    {"columns", (PyCFunction)(void (*)(void))columns, METH_FASTCALL, columns_doc},
+    {"take", (PyCFunction)(void (*)(void))take, METH_FASTCALL, take_doc},
+    {"best_first", (PyCFunction)(void (*)(void))best_first, METH_FASTCALL, best_first_doc},
     {NULL, NULL, 0, NULL},
 };
 

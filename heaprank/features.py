@@ -32,7 +32,7 @@ import sys
 import threading
 import unicodedata
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -251,6 +251,10 @@ class QueryInfo:
     has_content: bool
     person: str = "third"
     intent: str = "none"
+    #: ``(word_bloom(names), word_bloom(words))`` when worked out with them (the query cache
+    #: keeps them, so a rerank of a cached query does not hash its words again); None: work
+    #: them out from ``names`` and ``words``.
+    blooms: tuple[int, int] | None = field(default=None, repr=False, compare=False)
 
 
 _QUERY_SLOTS = tuple(QueryInfo.__dict__[name] for name in QueryInfo.__dataclass_fields__)
@@ -265,9 +269,10 @@ def analyze_query(query: str, classify: QuestionClassifier = english_question_ty
     words = frozenset(t.casefold() for t in tokens(query))
     # Only names that do not start a sentence: a question's first word is usually a verb
     # ("Tell", "Когда") and counting it would mark unrelated candidates as sharing a name.
-    return QueryInfo(text=query, qtype=qtype, names=names(query),
-                     words=words, has_content=bool(words - _STOP),
-                     person=question_person(query), intent=temporal_intent(query))
+    named = names(query)
+    return QueryInfo(text=query, qtype=qtype, names=named, words=words,
+                     has_content=bool(words - _STOP), person=question_person(query),
+                     intent=temporal_intent(query), blooms=(word_bloom(named), word_bloom(words)))
 
 
 #: Queries up to this many characters have their reading cached (:meth:`FeatureSpace.query`),
@@ -295,7 +300,7 @@ class Shape:
 
 
 #: A cached query reading: the fields of :class:`QueryInfo` after its text.
-_QueryReading = tuple[str, frozenset[str], frozenset[str], bool, str, str]
+_QueryReading = tuple[str, frozenset[str], frozenset[str], bool, str, str, tuple[int, int] | None]
 #: A cached shape: (slot key, source words, text words, approximate bytes, the shape). The slot
 #: key is the slot id times :data:`_SLOT_SCALE`: the first term of a row key, as it is.
 _Entry = tuple[int, frozenset[str], frozenset[str], int, Shape]
@@ -431,7 +436,7 @@ class FeatureSpace:
             if len(self._queries) >= QUERY_CACHE_ENTRIES:
                 self._queries.clear()
             self._queries[key] = (info.qtype, info.names, info.words, info.has_content,
-                                  info.person, info.intent)
+                                  info.person, info.intent, info.blooms)
             return info
         if instances is not None:  # the slots set in C (a frozen dataclass's __init__: 7 sets)
             made = instances(QueryInfo, _QUERY_SLOTS, [(query, *hit)])
@@ -586,12 +591,15 @@ class FeatureSpace:
         if structure is None:
             base += 16 * _NEIGHBOUR_CODE[NO_NEIGHBOURS]
         as_tuple = tuple  # the kernel reads tuples (a batch's columns are)
+        blooms = query.blooms
+        if blooms is None:
+            blooms = (word_bloom(query.names), word_bloom(query.words))
         done = shape_rows_kernel(
             self._table.buffer, texts if type(texts) is tuple else as_tuple(texts),
             kinds if type(kinds) is tuple else as_tuple(kinds),
             sources if type(sources) is tuple else as_tuple(sources), self.prefix_chars,
-            query.names, word_bloom(query.names), codes, base, query.words,
-            word_bloom(query.words), self._slot_words, self._slot_blooms,
+            query.names, blooms[0], codes, base, query.words, blooms[1], self._slot_words,
+            self._slot_blooms,
             self._row_table.buffer, self._rows)
         if done is None:
             return None

@@ -73,6 +73,9 @@ if TYPE_CHECKING:
 TOP_LINKS = 3
 #: The C kernel of the EXPLAIN details (None: the Python loop of Reranker._details)
 details_kernel = None if speedups is None else speedups.details_of
+columns_kernel = None if speedups is None else speedups.columns
+take_kernel = None if speedups is None else speedups.take
+best_first_kernel = None if speedups is None else speedups.best_first
 
 logger = logging.getLogger("heaprank")
 
@@ -173,6 +176,41 @@ def _weight_row(weights: Weights, recency_scale: float | None) -> _WeightRow:
     off = array == 0
     off.flags.writeable = False
     return _WeightRow(array, exact, explain_template(SIGNALS, exact), off if off.any() else None)
+
+
+def _matrix(n: int, values: tuple[np.ndarray | float, ...],
+            at: np.ndarray | None = None) -> np.ndarray:
+    """The matrix whose column ``j`` is ``values[j]`` (an array of ``n``, or a float for every
+    row), its rows ``at`` only when given, by ``_speedups.columns`` when built: one C pass for
+    what takes numpy a call per column (each ~1 us with cold caches, as a rerank finds them)."""
+    if columns_kernel is not None:
+        made = columns_kernel(n, values, at)
+        if made is not None:
+            return np.ndarray((n if at is None else len(at), len(values)), buffer=made)
+    out = np.empty((n, len(values)))
+    for j, value in enumerate(values):
+        out[:, j] = value
+    return out if at is None else out[at]
+
+
+def _best_first(log_score: np.ndarray, rel: np.ndarray) -> np.ndarray:
+    """The candidates best first: by log score, ties by relevance, then by input position
+    (``np.lexsort`` is stable), by ``_speedups.best_first`` when built."""
+    if best_first_kernel is not None:
+        made = best_first_kernel(log_score, rel)
+        if made is not None:
+            return np.frombuffer(made, dtype=np.intp)
+    return np.lexsort((-rel, -log_score))
+
+
+def _take(at: np.ndarray, columns: tuple[np.ndarray, ...]) -> list[list[Any]]:
+    """``[column[at].tolist() for column in columns]``, by ``_speedups.take`` when built (one
+    C pass for two numpy calls per column)."""
+    if take_kernel is not None:
+        made: list[list[Any]] | None = take_kernel(at, columns)
+        if made is not None:
+            return made
+    return [column[at].tolist() for column in columns]
 
 
 class _RowLinks(NamedTuple):
@@ -388,12 +426,7 @@ class Reranker:
             "reinforcement": usage.reinforcement,
             "association": 1.0,
         }
-        signal_matrix = np.empty((len(batch), len(SIGNALS)))
-        signal_matrix.fill(1.0)  # (np.ones: a Python wrapper of these two calls)
-        for j, name in enumerate(SIGNALS):
-            value = columns[name]
-            if type(value) is not float:  # a float is the constant 1.0: in place already
-                signal_matrix[:, j] = value
+        signal_matrix = _matrix(len(batch), tuple(map(columns.__getitem__, SIGNALS)))
         weights = self._weights(cfg, info)
         mult, fired = apply_rules(batch, self.rules, cfg.superseded_multiplier, when,
                                   forgotten=usage.forgotten)
@@ -410,11 +443,12 @@ class Reranker:
         all_kept = kept is None or bool(kept.all())
         # Best first; ties keep the retriever's order (relevance, then input position: the
         # sort is stable).
-        order = np.lexsort((-rel, -log_score))
+        order = _best_first(log_score, rel)
         if kept is not None and not all_kept:
             order = order[kept[order]]
         top = order[:k]
-        top_rows = row_of[top].tolist()
+        positions = top.tolist()
+        (top_rows,) = _take(top, (row_of,))
         recall_id = new_recall_id()
         if track and len(top):
             # The mean usefulness is what was believed; an explored rerank adds its sample.
@@ -423,11 +457,11 @@ class Reranker:
             if linked is not None:
                 extra = {**extra, "association": linked.factor}
             # one row per shown item (only those: k of n): IMPRESSION_SIGNALS, then the extras
-            stored = np.array((rel, age, imp, use, mult, *extra.values())).T[top]
+            stored = _matrix(len(batch), (rel, age, imp, use, mult, *extra.values()), top)
             stored[:, 1] /= DAY_S
             impression = new_impression(
                 recall_id, namespace, info.qtype, when, explicit,
-                tuple(map(batch.ids.__getitem__, top.tolist())),
+                tuple(map(batch.ids.__getitem__, positions)),
                 self._space.slots_of_rows(urows[top_rows].tolist()), cfg.doc_features,
                 IMPRESSION_SIGNALS + tuple(extra) if extra else IMPRESSION_SIGNALS, stored)
             recall_id, recorded = yield from self._track(impression)
@@ -444,8 +478,8 @@ class Reranker:
                 out["association"] = _co_used_with(batch, linked, i)
             return out
 
-        items = self._build_items(batch, info, cfg, weights, top, log_score, signal_matrix,
-                                  links, top_rows, fired, age, docs.use_count,
+        items = self._build_items(batch, info, cfg, weights, top, positions, log_score,
+                                  signal_matrix, links, top_rows, fired, age, docs.use_count,
                                   state_flag,
                                   notes if usage.stored or sampled is not None or linked is not None
                                   else None, other_scores)
@@ -529,6 +563,8 @@ class Reranker:
         (ties in the row's order), worked out for the rows not seen yet and kept with
         ``links`` (while they are kept, a row's top links are too)."""
         known = links.top_links
+        if known.keys() >= set(rows):  # the usual case, while the links are kept
+            return known
         missing = [r for r in dict.fromkeys(rows) if r not in known]
         if missing:
             names, at = self._space.names, np.array(missing)
@@ -615,13 +651,14 @@ class Reranker:
         return _weight_row(cfg.weights_for(info.qtype), cfg.intent_recency.get(info.intent))
 
     def _build_items(self, batch: CandidateBatch, info: QueryInfo, cfg: Config,
-                     weight_row: _WeightRow, top: np.ndarray,
+                     weight_row: _WeightRow, top: np.ndarray, positions: list[int],
                      log_score: np.ndarray, signal_matrix: np.ndarray, links: _RowLinks,
                      top_rows: list[int], fired: dict[int, list[tuple[str, float]]],
                      age: np.ndarray, use_count: np.ndarray, state_flag: tuple[str, ...] = (),
                      notes: Callable[[int], dict[str, str]] | None = None,
                      other_scores: np.ndarray | None = None) -> tuple[Ranked, ...]:
-        """The top results; ``top_rows`` are their distinct rows in ``links``; ``notes(i)``
+        """The top results (``positions``: ``top`` as a list); ``top_rows`` are their distinct
+        rows in ``links``; ``notes(i)``
         adds to candidate ``i``'s EXPLAIN details; ``other_scores`` are the retriever scores
         fused into relevance.
 
@@ -632,16 +669,14 @@ class Reranker:
         """
         weights = dict(zip(SIGNALS, weight_row.values))
         top_links = self._top_links(links, top_rows)
-        positions = top.tolist()
-        # what the scores and the details read, the k shown only (indexing each column costs
-        # less than stacking them first: np.array of a tuple of arrays inspects each one)
-        logs, scores = log_score[top].tolist(), batch.scores[top].tolist()
-        ages, uses = age[top].tolist(), use_count[top].tolist()
-        importance = [math.nan] * len(positions) if batch.absent("importance") else \
-            batch.importance[top].tolist()
-        source_count = [math.nan] * len(positions) if batch.absent("source_count") else \
-            batch.source_count[top].tolist()
-        rows = signal_matrix[top].tolist()
+        # what the scores and the details read, the k shown only
+        given = [name for name in ("importance", "source_count") if not batch.absent(name)]
+        logs, scores, ages, uses, rows, *more = _take(top, (
+            log_score, batch.scores, age, use_count, signal_matrix,
+            *map(batch.__getattribute__, given)))
+        nan = [math.nan] * len(positions)
+        importance = more.pop(0) if "importance" in given else nan
+        source_count = more.pop(0) if "source_count" in given else nan
         self._details(batch, info, cfg, positions, rows, scores, importance, source_count, ages,
                       uses, other_scores)
         source = ResultSource(SIGNALS, weight_row.template, rows, top_rows, links.link_texts)

@@ -14,11 +14,15 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from . import retention as ret
+from ._accel import speedups
 from .candidates import CandidateBatch
 from .config import DAY_S
 
 if TYPE_CHECKING:
     from .config import Config
+
+#: ``_speedups.relevance`` (the usual case of :func:`relevance` in one C pass), or None.
+relevance_kernel = None if speedups is None else speedups.relevance
 
 
 def relevance(scores: np.ndarray, *, kind: str, floor: float, rank_tau: float) -> np.ndarray:
@@ -29,6 +33,10 @@ def relevance(scores: np.ndarray, *, kind: str, floor: float, rank_tau: float) -
     with rank 0 for the first candidate. Invalid (NaN) scores, allowed only with lenient handling,
     get the floor.
     """
+    if relevance_kernel is not None:
+        made = relevance_kernel(scores, kind == "distance", floor)
+        if made is not None:  # no NaN, a finite span: the lines below, bit for bit
+            return np.frombuffer(made)
     s = -scores if kind == "distance" else scores
     # the ufuncs' reductions straight (what ndarray.min and max call, past their Python wrappers)
     lo, hi = float(np.minimum.reduce(s)), float(np.maximum.reduce(s))

@@ -603,3 +603,168 @@ def test_a_table_buffer_keeps_the_word_sets_it_points_to_after_a_growth_and_a_di
     gc.collect()
     assert alive() is None  # and nothing else did
 
+
+
+# ------------------------------------------------------------------- relevance, columns, take, order
+
+#: Scores that make the normalisation's edges: signed zeros, ties, huge spans, subnormals.
+_SCORES = st.one_of(
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.floats(-1e3, 1e3),
+    st.sampled_from([0.0, -0.0, 1.0, -1.0, 0.5, 1e-300, 5e-324, 1e300, -1e300, 1.7e308, 0.1, 0.3]))
+
+
+def _bits(array: np.ndarray) -> list[int]:
+    return np.ascontiguousarray(array, dtype=np.float64).view(np.int64).tolist()
+
+
+@settings(max_examples=1000)
+@given(scores=st.lists(st.one_of(_SCORES, st.just(math.nan)), min_size=0, max_size=60),
+       kind=st.sampled_from(["similarity", "distance"]),
+       floor=st.sampled_from([0.0, 0.02, 0.5, 1e-13, 1e-12, 0.999]))
+def test_the_kernels_relevance_is_the_numpy_relevance_to_the_bit(scores, kind, floor):
+    """The usual case (no NaN, a finite span) in one C pass gives numpy's bits, signed zeros
+    and the rounding to 12 decimals included; anything else (a NaN, a span past the float
+    range) is left to the numpy lines. (Infinite scores never get here: coercion refuses them.)"""
+    from unittest import mock
+
+    from heaprank import signals as sig
+
+    s = np.array(scores, dtype=np.float64)
+    made = _accel.speedups.relevance(s, kind == "distance", floor)
+    if not scores:
+        assert made is None
+        return
+    with mock.patch.object(sig, "relevance_kernel", None):
+        expected = sig.relevance(s, kind=kind, floor=floor, rank_tau=5.0)
+    usual = not np.isnan(s).any() and math.isfinite(float(s.max()) - float(s.min()))
+    if usual:
+        assert made is not None and _bits(np.frombuffer(made)) == _bits(expected)
+        assert _bits(sig.relevance(s, kind=kind, floor=floor, rank_tau=5.0)) == _bits(expected)
+    else:
+        assert made is None
+
+
+def test_the_kernels_relevance_defers_on_what_it_does_not_take():
+    kernel = _accel.speedups.relevance
+    assert kernel(np.arange(3.0)[::2], False, 0.0) is None  # not contiguous
+    assert kernel(np.arange(3), False, 0.0) is None  # int64
+    assert kernel(np.arange(3.0), 0, 0.0) is None  # not a bool
+    assert kernel(np.arange(3.0), False, 0) is None  # not a float
+    assert kernel([1.0, 2.0], False, 0.0) is None  # not a buffer
+    assert kernel(np.array([1.0, math.inf]), False, 0.0) is None  # an infinite span
+    assert kernel(np.array([-1.7e308, 1.7e308]), True, 0.0) is None  # a span past the range
+
+
+_COLUMN = st.one_of(st.floats(allow_nan=True), st.just("array"))
+
+
+@given(n=st.integers(0, 12), kinds=st.lists(_COLUMN, max_size=8), data=st.data())
+def test_the_kernels_columns_are_the_numpy_matrix(n, kinds, data):
+    from unittest import mock
+
+    from heaprank import reranker
+
+    values = tuple(np.array(data.draw(st.lists(_SCORES | st.just(math.nan), min_size=n,
+                                                 max_size=n)), dtype=np.float64)
+                   if kind == "array" else kind for kind in kinds)
+    at = data.draw(st.none() | st.lists(st.integers(0, max(n - 1, 0)), max_size=10).map(
+        lambda xs: np.array(xs if n else [], dtype=np.intp)))
+    made = reranker._matrix(n, values, at)
+    with mock.patch.object(reranker, "columns_kernel", None):
+        expected = reranker._matrix(n, values, at)
+    assert made.shape == expected.shape and _bits(made.ravel()) == _bits(expected.ravel())
+    assert _accel.speedups.columns(n, values, at) is not None
+
+
+def test_the_kernels_columns_defer_on_what_they_do_not_take():
+    kernel, col = _accel.speedups.columns, np.arange(4.0)
+    assert kernel(4, (col, 1.0), None) is not None
+    assert kernel(3, (col,), None) is None  # another length
+    assert kernel(4, (col, 1), None) is None  # an int
+    assert kernel(4, (col[::2],), None) is None  # not contiguous
+    assert kernel(4, (np.arange(4),), None) is None  # int64
+    assert kernel(4, (col,), np.array([0, 4])) is None  # a position out of range
+    assert kernel(4, (col,), np.array([-1])) is None
+    assert kernel(4, [col], None) is None  # not a tuple
+
+
+@settings(max_examples=500)
+@given(data=st.data(), n=st.integers(0, 80))
+def test_the_kernels_order_is_numpys_lexsort(data, n):
+    """Best first by log score, ties by relevance, then by position, as the stable lexsort:
+    many ties (a few distinct values), signed zeros and the -inf of a dropped candidate."""
+    values = st.sampled_from([0.0, -0.0, 1.0, -1.0, 2.5, -math.inf, math.inf, 1e-300])
+    score = np.array(data.draw(st.lists(values | st.floats(-5, 5), min_size=n, max_size=n)))
+    tie = np.array(data.draw(st.lists(values, min_size=n, max_size=n)))
+    made = _accel.speedups.best_first(score.astype(np.float64), tie.astype(np.float64))
+    assert np.frombuffer(made, dtype=np.intp).tolist() == np.lexsort((-tie, -score)).tolist()
+
+
+def test_the_kernels_order_defers_on_nan_and_other_input():
+    kernel = _accel.speedups.best_first
+    assert kernel(np.array([1.0, math.nan]), np.zeros(2)) is None
+    assert kernel(np.zeros(2), np.array([math.nan, 1.0])) is None
+    assert kernel(np.zeros(2), np.zeros(3)) is None
+    assert kernel(np.zeros(2, dtype=np.intp), np.zeros(2)) is None
+    assert np.frombuffer(kernel(np.zeros(3), np.zeros(3)), dtype=np.intp).tolist() == [0, 1, 2]
+
+
+@given(data=st.data(), n=st.integers(1, 20), width=st.integers(1, 7))
+def test_the_kernels_take_is_index_then_tolist(data, n, width):
+    at = np.array(data.draw(st.lists(st.integers(0, n - 1), max_size=12)), dtype=np.intp)
+    floats = np.array(data.draw(st.lists(_SCORES | st.just(math.nan), min_size=n, max_size=n)))
+    ints = np.array(data.draw(st.lists(st.integers(-2**63, 2**63 - 1), min_size=n, max_size=n)),
+                    dtype=np.int64)
+    matrix = np.array(data.draw(st.lists(_SCORES, min_size=n * width, max_size=n * width)),
+                      dtype=np.float64).reshape(n, width)
+    columns = (floats, ints, matrix, ints.astype(np.intp))
+    made = _accel.speedups.take(at, columns)
+    expected = [c[at].tolist() for c in columns]
+    assert made[1] == expected[1] and made[3] == expected[3]  # the ints, as Python ints
+    assert all(type(x) is int for x in made[1] + made[3])
+    assert all(type(x) is float for x in made[0])
+    # the floats to the bit (NaN, -0.0), the matrix row by row
+    assert _bits(np.array(made[0])) == _bits(np.array(expected[0]))
+    assert [len(row) for row in made[2]] == [len(row) for row in expected[2]]
+    assert _bits(np.array(made[2]).ravel()) == _bits(np.array(expected[2]).ravel())
+
+
+def test_the_kernels_take_defers_on_what_it_does_not_take():
+    kernel, col = _accel.speedups.take, np.arange(4.0)
+    assert kernel(np.array([3]), (col,)) == [[3.0]]
+    assert kernel(np.array([4]), (col,)) is None  # out of range
+    assert kernel(np.array([-1]), (col,)) is None  # numpy would wrap it: not the kernel's case
+    assert kernel(np.array([0]), (col[::2],)) is None  # not contiguous
+    assert kernel(np.array([0]), (np.zeros((2, 2, 2)),)) is None  # 3-d
+    assert kernel(np.array([0.0]), (col,)) is None  # float positions
+    assert kernel(np.array([0]), [col]) is None  # not a tuple
+
+
+def test_a_rerank_takes_the_new_kernels(monkeypatch):
+    """relevance, columns, best_first and take all run on a clean rerank."""
+    from heaprank import Reranker, reranker
+    from heaprank import signals as sig
+    from tests.strategies import POOL
+
+    taken: dict[str, list[bool]] = {}
+
+    def watch(owner: Any, name: str) -> None:
+        kernel = getattr(owner, name)
+
+        def counted(*args: Any) -> Any:
+            out = kernel(*args)
+            taken.setdefault(name, []).append(out is not None)
+            return out
+
+        monkeypatch.setattr(owner, name, counted)
+
+    watch(sig, "relevance_kernel")
+    for name in ("columns_kernel", "best_first_kernel", "take_kernel"):
+        watch(reranker, name)
+    rr = Reranker()
+    ranking = rr.rerank("when is my flight", POOL, namespace="ana", k=4, now=NOW)
+    assert ranking[0].explain()
+    assert set(taken) == {"relevance_kernel", "columns_kernel", "best_first_kernel",
+                          "take_kernel"}
+    assert all(all(calls) for calls in taken.values())
