@@ -4,7 +4,7 @@
  * (heaprank/candidates.py: coerce_fast; heaprank/features.py: FeatureSpace.rows;
  * heaprank/state/memory.py: MemoryState._learn and _docs; heaprank/state/codec.py: encode;
  * heaprank/reranker.py: Reranker._details, _matrix, _take and _best_first; heaprank/signals.py:
- * relevance; the construction of slots objects), for the usual
+ * relevance and recency; the construction of slots objects), for the usual
  * input only. Anything else (another type, a value the Python path would flag or reject, an
  * error of any kind) makes a kernel return None (or False), and the Python path decides, so a
  * kernel never changes a result or an error message: it only skips the interpreter for clean
@@ -1960,6 +1960,71 @@ relevance(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return made_or_none(out);
 }
 
+PyDoc_STRVAR(halvings_doc,
+"halvings(age_s, half_life_s)\n--\n\n"
+"The exponents of heaprank.signals.recency, max(age, 0) / -half_life, of a float64 array of\n"
+"ages, as a bytearray of float64 (the caller raises 2 to them with numpy's exp2); None for\n"
+"anything else.");
+
+static PyObject * NO_FUSED_MULTIPLY_ADD
+halvings(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (!takes(nargs, 2, "halvings")) {
+        return NULL;
+    }
+    if (!PyFloat_CheckExact(args[1])) {
+        Py_RETURN_NONE;
+    }
+    double minus_h = -PyFloat_AS_DOUBLE(args[1]);
+    Py_buffer view;
+    if (!try_buffer(args[0], &view, "d", 1)) {
+        Py_RETURN_NONE;
+    }
+    Py_ssize_t n = view.shape[0];
+    const double *age = view.buf;
+    PyObject *out = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)sizeof(double) * n);
+    if (out != NULL) {
+        double *r = (double *)PyByteArray_AS_STRING(out);
+        for (Py_ssize_t i = 0; i < n; i++) {
+            /* numpy's maximum keeps a NaN; of two zeros either one (2 ** +-0 is 1 alike) */
+            double a = age[i] == age[i] && age[i] < 0.0 ? 0.0 : age[i];
+            r[i] = a / minus_h;
+        }
+    }
+    PyBuffer_Release(&view);
+    return made_or_none(out);
+}
+
+PyDoc_STRVAR(recency_from_doc,
+"recency_from(powers, floor)\n--\n\n"
+"heaprank.signals.recency from 2 ** its exponents, in place in the bytearray of float64 that\n"
+"halvings made: floor + (1 - floor) * x (at least 1e-300 when floor < 1e-300), NaN (an\n"
+"unknown age) read as 1. Returns True; None for anything else.");
+
+static PyObject * NO_FUSED_MULTIPLY_ADD
+recency_from(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (!takes(nargs, 2, "recency_from")) {
+        return NULL;
+    }
+    if (!PyByteArray_CheckExact(args[0]) || !PyFloat_CheckExact(args[1])
+            || PyByteArray_GET_SIZE(args[0]) % (Py_ssize_t)sizeof(double) != 0) {
+        Py_RETURN_NONE;
+    }
+    double floor_ = PyFloat_AS_DOUBLE(args[1]), scale = 1.0 - floor_;
+    double *x = (double *)PyByteArray_AS_STRING(args[0]);
+    Py_ssize_t n = PyByteArray_GET_SIZE(args[0]) / (Py_ssize_t)sizeof(double);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        double v = x[i] * scale;
+        v = v + floor_;
+        if (floor_ < 1e-300 && v < 1e-300) {
+            v = 1e-300;
+        }
+        x[i] = v == v ? v : 1.0;
+    }
+    Py_RETURN_TRUE;
+}
+
 PyDoc_STRVAR(columns_doc,
 "columns(n, values, at)\n--\n\n"
 "The matrix whose column j holds values[j], a float (in every row) or a float64 array of n, as\n"
@@ -2252,6 +2317,9 @@ static PyMethodDef methods[] = {
     {"columns", (PyCFunction)(void (*)(void))columns, METH_FASTCALL, columns_doc},
     {"take", (PyCFunction)(void (*)(void))take, METH_FASTCALL, take_doc},
     {"best_first", (PyCFunction)(void (*)(void))best_first, METH_FASTCALL, best_first_doc},
+    {"halvings", (PyCFunction)(void (*)(void))halvings, METH_FASTCALL, halvings_doc},
+    {"recency_from", (PyCFunction)(void (*)(void))recency_from, METH_FASTCALL,
+     recency_from_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -153,13 +153,15 @@ def _co_used_with(batch: CandidateBatch, linked: assoc.Association, i: int) -> s
 
 class _WeightRow(NamedTuple):
     """One question's signal exponents, in :data:`SIGNALS` order: as an array for the scores
-    (read-only: it is shared), as floats, as the EXPLAIN template they make, and the mask of
-    the zero ones (None: none is 0)."""
+    (read-only: it is shared), as floats, as the EXPLAIN template they make, the mask of the
+    zero ones (None: none is 0), and those zeros' positions when each is +0.0 (None if one is
+    -0.0: see :func:`_off`)."""
 
     array: np.ndarray
     values: tuple[float, ...]
     template: ExplainTemplate
     off: np.ndarray | None
+    off_columns: tuple[int, ...] | None
 
 
 @functools.lru_cache(maxsize=256)
@@ -175,7 +177,23 @@ def _weight_row(weights: Weights, recency_scale: float | None) -> _WeightRow:
     exact = tuple(array.tolist())
     off = array == 0
     off.flags.writeable = False
-    return _WeightRow(array, exact, explain_template(SIGNALS, exact), off if off.any() else None)
+    positive_zeros = all(math.copysign(1.0, w) > 0 for w in exact if w == 0)
+    return _WeightRow(array, exact, explain_template(SIGNALS, exact), off if off.any() else None,
+                      tuple(np.flatnonzero(off).tolist()) if positive_zeros else None)
+
+
+def _off(weights: _WeightRow, values: tuple[np.ndarray | float, ...]) -> np.ndarray | None:
+    """The zero-weight mask :func:`signals.combine` must clear, or None when there is nothing
+    to clear: every zero-weight column holds the constant 1.0 (the usual case: reinforcement and
+    association off), whose log term is +0.0 already (log 1 = +0.0, times a +0.0 weight)."""
+    columns = weights.off_columns
+    if weights.off is None or columns is None:
+        return weights.off
+    for j in columns:
+        value = values[j]
+        if type(value) is not float or value != 1.0:
+            return weights.off
+    return None
 
 
 def _matrix(n: int, values: tuple[np.ndarray | float, ...],
@@ -426,12 +444,14 @@ class Reranker:
             "reinforcement": usage.reinforcement,
             "association": 1.0,
         }
-        signal_matrix = _matrix(len(batch), tuple(map(columns.__getitem__, SIGNALS)))
+        values = tuple(map(columns.__getitem__, SIGNALS))
+        signal_matrix = _matrix(len(batch), values)
         weights = self._weights(cfg, info)
         mult, fired = apply_rules(batch, self.rules, cfg.superseded_multiplier, when,
                                   forgotten=usage.forgotten)
         log_score, log_terms, log_rules = sig.combine(signal_matrix, weights.array, mult,
-                                                      no_rule_fired=not fired, off=weights.off)
+                                                      no_rule_fired=not fired,
+                                                      off=_off(weights, values))
         linked = None
         if co_use is not None:  # spreads from the base score: every other signal and the rules
             linked = _associate(log_score, edge_rows, when, co_use)
@@ -462,7 +482,8 @@ class Reranker:
             impression = new_impression(
                 recall_id, namespace, info.qtype, when, explicit,
                 tuple(map(batch.ids.__getitem__, positions)),
-                self._space.slots_of_rows(urows[top_rows].tolist()), cfg.doc_features,
+                self._space.slots_of_rows(list(map(urows.tolist().__getitem__, top_rows))),
+                cfg.doc_features,
                 IMPRESSION_SIGNALS + tuple(extra) if extra else IMPRESSION_SIGNALS, stored)
             recall_id, recorded = yield from self._track(impression)
             if recorded and self._keep_impressions and recall_id == impression.recall_id:

@@ -23,6 +23,9 @@ if TYPE_CHECKING:
 
 #: ``_speedups.relevance`` (the usual case of :func:`relevance` in one C pass), or None.
 relevance_kernel = None if speedups is None else speedups.relevance
+#: ``_speedups.halvings`` and ``recency_from``: :func:`recency` around numpy's exp2, or None.
+halvings_kernel = None if speedups is None else speedups.halvings
+recency_kernel = None if speedups is None else speedups.recency_from
 
 
 def relevance(scores: np.ndarray, *, kind: str, floor: float, rank_tau: float) -> np.ndarray:
@@ -87,6 +90,14 @@ def recency(age_s: np.ndarray, *, half_life_s: float, floor: float) -> np.ndarra
     Kept above 0 even with ``floor=0`` (where ``2 ** -x`` underflows past ~1075 half-lives), so
     an old memory is weak, never dropped: only a rule may zero a score.
     """
+    if halvings_kernel is not None and recency_kernel is not None:
+        # the lines below in two C passes around the exp2, which stays numpy's (SIMD code)
+        powers = halvings_kernel(age_s, half_life_s)
+        if powers is not None:
+            done = np.frombuffer(powers)
+            np.exp2(done, out=done)
+            if recency_kernel(powers, floor) is not None:
+                return done
     # In place, op for op the formula above (the same bits: x / -h is -(x / h) exactly); NaN
     # ages stay NaN until the end, the only way the sum of values in (0, 1] is NaN.
     out = np.maximum(age_s, 0.0)

@@ -741,8 +741,72 @@ def test_the_kernels_take_defers_on_what_it_does_not_take():
     assert kernel(np.array([0]), [col]) is None  # not a tuple
 
 
+_AGES = st.one_of(st.floats(allow_nan=False), st.just(math.nan), st.sampled_from(
+    [0.0, -0.0, -1.0, 1.0, 86400.0, 1e308, -1e308, 5e-324, 3.3e10]))
+
+
+@settings(max_examples=1000)
+@given(ages=st.lists(_AGES, max_size=60),
+       half_life=st.sampled_from([1.0, 86400.0, 30 * 86400.0, 1e-300, 1e300, 7.5]),
+       floor=st.sampled_from([0.0, 0.05, 0.5, 1e-301, 1e-300, 0.999]))
+def test_the_kernels_recency_is_the_numpy_recency_to_the_bit(ages, half_life, floor):
+    """Both C passes around numpy's exp2 give the numpy lines' bits: negative ages clamped,
+    NaN ages neutral, the 1e-300 floor of a zero floor."""
+    from unittest import mock
+
+    from heaprank import signals as sig
+
+    age = np.array(ages, dtype=np.float64)
+    made = sig.recency(age, half_life_s=half_life, floor=floor)
+    # (numpy warns of an overflow past the float range where the kernel does not; the bits
+    # are the same)
+    with mock.patch.object(sig, "halvings_kernel", None), np.errstate(all="ignore"):
+        expected = sig.recency(age, half_life_s=half_life, floor=floor)
+    assert _bits(made) == _bits(expected)
+    powers = _accel.speedups.halvings(age, half_life)
+    assert powers is not None and len(powers) == 8 * len(ages)
+    assert _accel.speedups.recency_from(powers, floor) is True
+
+
+def test_the_kernels_recency_defers_on_what_it_does_not_take():
+    halvings, recency_from = _accel.speedups.halvings, _accel.speedups.recency_from
+    assert halvings(np.arange(4.0)[::2], 1.0) is None  # not contiguous
+    assert halvings(np.arange(4.0), 1) is None  # an int half-life
+    assert recency_from(bytearray(12), 0.0) is None  # not whole floats
+    assert recency_from(bytes(16), 0.0) is None  # not a bytearray
+    assert recency_from(bytearray(16), 0) is None  # an int floor
+
+
+@given(data=st.data(), n=st.integers(1, 30),
+       zero_weights=st.sets(st.integers(0, 5), max_size=3))
+def test_a_zero_weight_column_of_ones_needs_no_clearing(data, n, zero_weights):
+    """_off skips the mask only where clearing it would change no bit: the zero-weight
+    columns hold the constant 1.0, whose log term is +0.0 (a -0.0 weight keeps the mask)."""
+    from heaprank import reranker
+    from heaprank import signals as sig
+    from heaprank.config import SIGNALS, Weights
+
+    weights = Weights(**{name: 0.0 if j in zero_weights else 1.0 + j
+                         for j, name in enumerate(SIGNALS)})
+    row = reranker._weight_row(weights, None)
+    arrays = [np.array(data.draw(st.lists(st.floats(1e-300, 1e300), min_size=n, max_size=n)))
+              for _ in SIGNALS]
+    values = tuple(1.0 if j in zero_weights else arrays[j] for j in range(len(SIGNALS)))
+    matrix = reranker._matrix(n, values)
+    off = reranker._off(row, values)
+    assert off is None  # no zero weight, or each one on a column of 1.0
+    skipped = sig.combine(matrix, row.array, np.ones(n), no_rule_fired=True, off=off)
+    cleared = sig.combine(matrix, row.array, np.ones(n), no_rule_fired=True, off=row.off)
+    assert all(_bits(a.ravel()) == _bits(b.ravel()) for a, b in zip(skipped, cleared))
+    if zero_weights:  # an array in a zero-weight column, or a -0.0 weight: the mask stays
+        j = min(zero_weights)
+        assert reranker._off(row, values[:j] + (arrays[j],) + values[j + 1:]) is row.off
+        negative = Weights(**{name: -0.0 if j == k else 1.0 for k, name in enumerate(SIGNALS)})
+        assert reranker._off(reranker._weight_row(negative, None), values) is not None
+
+
 def test_a_rerank_takes_the_new_kernels(monkeypatch):
-    """relevance, columns, best_first and take all run on a clean rerank."""
+    """relevance, recency, columns, best_first and take all run on a clean rerank."""
     from heaprank import Reranker, reranker
     from heaprank import signals as sig
     from tests.strategies import POOL
@@ -759,12 +823,13 @@ def test_a_rerank_takes_the_new_kernels(monkeypatch):
 
         monkeypatch.setattr(owner, name, counted)
 
-    watch(sig, "relevance_kernel")
+    for name in ("relevance_kernel", "halvings_kernel", "recency_kernel"):
+        watch(sig, name)
     for name in ("columns_kernel", "best_first_kernel", "take_kernel"):
         watch(reranker, name)
     rr = Reranker()
     ranking = rr.rerank("when is my flight", POOL, namespace="ana", k=4, now=NOW)
     assert ranking[0].explain()
-    assert set(taken) == {"relevance_kernel", "columns_kernel", "best_first_kernel",
-                          "take_kernel"}
+    assert set(taken) == {"relevance_kernel", "halvings_kernel", "recency_kernel",
+                          "columns_kernel", "best_first_kernel", "take_kernel"}
     assert all(all(calls) for calls in taken.values())
