@@ -1,0 +1,28 @@
+"""Smoke test of ``python -m benchmarks.cold_calls``: a few repetitions, every row printed.
+No timing assertions."""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks import cold_calls
+from heaprank._accel import speedups
+
+pytestmark = pytest.mark.bench
+
+
+def test_every_row_is_measured(capsys):
+    assert cold_calls.main(["--reps", "3", "--cold-mb", "0.5"]) == 0
+    out = capsys.readouterr().out
+    assert "19 numpy calls on arrays of 50" in out and "300 dict inserts" in out
+    if speedups is not None:
+        assert "n = 50 " in out and "n = 1,000" in out
+
+
+def test_the_numpy_calls_make_an_order_of_the_candidates():
+    import numpy as np
+
+    rng = np.random.default_rng(1)
+    x = rng.random(50)
+    order = cold_calls._numpy_calls(x, rng.random((50, 6)) + 0.01, rng.random(6))
+    assert sorted(order.tolist()) == list(range(50))
