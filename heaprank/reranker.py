@@ -679,9 +679,8 @@ class Reranker:
                      notes: Callable[[int], dict[str, str]] | None = None,
                      other_scores: np.ndarray | None = None) -> tuple[Ranked, ...]:
         """The top results (``positions``: ``top`` as a list); ``top_rows`` are their distinct
-        rows in ``links``; ``notes(i)``
-        adds to candidate ``i``'s EXPLAIN details; ``other_scores`` are the retriever scores
-        fused into relevance.
+        rows in ``links``; ``notes(i)`` adds to candidate ``i``'s EXPLAIN details;
+        ``other_scores`` are the retriever scores fused into relevance.
 
         Everything shared by the results of one call (the weights, the EXPLAIN template, the
         flags) is built once; each result's EXPLAIN line is composed when first asked for, and
