@@ -1864,24 +1864,16 @@ details_of(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 #define NO_FUSED_MULTIPLY_ADD
 #endif
 
-/* A C-contiguous buffer of 8-byte items of one of the given format letters, of 1 to max_ndim
- * dimensions: 1; 0 (no exception left) for anything else, the kernel then defers. */
+/* get_buffer_shaped for a kernel that defers: 1 to max_ndim dimensions, 0 (no exception left)
+ * for anything it does not take. */
 static int
 try_buffer(PyObject *obj, Py_buffer *view, const char *formats, int max_ndim)
 {
-    if (!PyObject_CheckBuffer(obj)) {
-        return 0;
-    }
-    if (PyObject_GetBuffer(obj, view, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) {
+    if (!get_buffer_shaped(obj, view, 0, formats, 1)) {
         PyErr_Clear();
         return 0;
     }
-    const char *f = view->format == NULL ? "B" : view->format;
-    if (*f == '<' || *f == '=' || *f == '@') {
-        f++;
-    }
-    if (view->ndim < 1 || view->ndim > max_ndim || view->itemsize != 8 || f[0] == '\0'
-            || f[1] != '\0' || strchr(formats, f[0]) == NULL) {
+    if (view->ndim < 1 || view->ndim > max_ndim) {
         PyBuffer_Release(view);
         return 0;
     }

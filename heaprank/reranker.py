@@ -690,13 +690,14 @@ class Reranker:
         weights = dict(zip(SIGNALS, weight_row.values))
         top_links = self._top_links(links, top_rows)
         # what the scores and the details read, the k shown only
-        given = [name for name in ("importance", "source_count") if not batch.absent(name)]
+        no_importance, no_sources = batch.absent("importance"), batch.absent("source_count")
         logs, scores, ages, uses, rows, *more = _take(top, (
             log_score, batch.scores, age, use_count, signal_matrix,
-            *map(batch.__getattribute__, given)))
+            *(() if no_importance else (batch.importance,)),
+            *(() if no_sources else (batch.source_count,))))
         nan = [math.nan] * len(positions)
-        importance = more.pop(0) if "importance" in given else nan
-        source_count = more.pop(0) if "source_count" in given else nan
+        importance = nan if no_importance else more.pop(0)
+        source_count = nan if no_sources else more.pop(0)
         self._details(batch, info, cfg, positions, rows, scores, importance, source_count, ages,
                       uses, other_scores)
         source = ResultSource(SIGNALS, weight_row.template, rows, top_rows, links.link_texts)
