@@ -37,7 +37,8 @@ def relevance(scores: np.ndarray, *, kind: str, floor: float, rank_tau: float) -
     get the floor.
     """
     if relevance_kernel is not None:
-        made = relevance_kernel(scores, kind == "distance", floor)
+        # (a config's floor may be an int: numpy's arithmetic takes it as this float)
+        made = relevance_kernel(scores, kind == "distance", float(floor))
         if made is not None:  # no NaN, a finite span: the lines below, bit for bit
             return np.frombuffer(made)
     s = -scores if kind == "distance" else scores
@@ -92,11 +93,12 @@ def recency(age_s: np.ndarray, *, half_life_s: float, floor: float) -> np.ndarra
     """
     if halvings_kernel is not None and recency_kernel is not None:
         # the lines below in two C passes around the exp2, which stays numpy's (SIMD code)
-        powers = halvings_kernel(age_s, half_life_s)
+        # (an int half-life or floor is the float numpy's arithmetic takes it as)
+        powers = halvings_kernel(age_s, float(half_life_s))
         if powers is not None:
             done = np.frombuffer(powers)
             np.exp2(done, out=done)
-            if recency_kernel(powers, floor) is not None:
+            if recency_kernel(powers, float(floor)) is not None:  # (always: its own bytes)
                 return done
     # In place, op for op the formula above (the same bits: x / -h is -(x / h) exactly); NaN
     # ages stay NaN until the end, the only way the sum of values in (0, 1] is NaN.
