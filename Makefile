@@ -12,7 +12,7 @@ $(BIN)/python:
 
 # The core alone: numpy and scipy (and its optional C kernels, built by pip when a compiler is
 # at hand; the targets below rebuild them when their source changes).
-KERNELS := setup.py heaprank/_speedups.c
+KERNELS := setup.py heaprank/_accel/_kernels.c
 $(VENV)/.core: $(BIN)/python pyproject.toml $(KERNELS)
 	$(PIP) install --quiet -e .
 	touch $@
@@ -73,4 +73,4 @@ lint: $(VENV)/.test $(VENV)/.integrations
 	cd integrations/llama-index && ../../$(BIN)/mypy -p llama_index.postprocessor.heaprank
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis build *.egg-info integrations/*/*.egg-info heaprank/*.so
+	rm -rf $(VENV) .pytest_cache .hypothesis build *.egg-info integrations/*/*.egg-info heaprank/_accel/*.so

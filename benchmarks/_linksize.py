@@ -51,9 +51,9 @@ def _rss_bytes() -> int:
 
 def links_child(backend: str, links: int, path: str) -> dict[str, Any]:
     """Fill a fresh state with ``links`` namespace links through ``apply_feedback``; measure."""
-    from heaprank.links import Prior, credit
+    from heaprank.learning.links import Prior, credit
+    from heaprank.records import FeedbackBatch, FeedbackItem, Impression, new_recall_id
     from heaprank.state import MemoryState, SQLiteState
-    from heaprank.state.base import FeedbackBatch, FeedbackItem, Impression, new_recall_id
 
     prior = Prior()
     state = MemoryState() if backend == "memory" else SQLiteState(path, synchronous="OFF")

@@ -137,7 +137,8 @@ def _round_trips(url: str, n: int) -> dict[str, Any]:
     import redis
 
     from heaprank import Reranker
-    from heaprank.state.redis import RedisState, redis_options
+    from heaprank.state.redis import RedisState
+    from heaprank.state.redis.layout import redis_options
 
     sent = [0]
 
@@ -189,7 +190,8 @@ def _round_trips(url: str, n: int) -> dict[str, Any]:
 
 def _sizes(url: str) -> dict[str, Any]:
     """Bytes per link and per impression, by ``MEMORY USAGE``, of the state a run left."""
-    from heaprank.state.redis import RedisState, redis_options
+    from heaprank.state.redis import RedisState
+    from heaprank.state.redis.layout import redis_options
 
     base, options = redis_options(url)
     state = RedisState(base, **options)
@@ -228,7 +230,8 @@ def _async_rate(url: str, n: int, in_flight: int = 16) -> dict[str, float]:
     import redis
 
     from heaprank import Reranker
-    from heaprank.state.redis import RedisState, redis_options
+    from heaprank.state.redis import RedisState
+    from heaprank.state.redis.layout import redis_options
 
     base, options = redis_options(url)
     pools = {ns: candidates(ns) for ns in range(NAMESPACES)}
@@ -266,7 +269,8 @@ def _link_sizes(url: str) -> list[tuple[int, str, float]]:
     import numpy as np
 
     from heaprank.state.copy import StateDump
-    from heaprank.state.redis import RedisState, redis_options
+    from heaprank.state.redis import RedisState
+    from heaprank.state.redis.layout import redis_options
 
     base, options = redis_options(url)
     out = []
@@ -284,7 +288,8 @@ def _link_sizes(url: str) -> list[tuple[int, str, float]]:
 
 
 def _clear(url: str) -> None:
-    from heaprank.state.redis import RedisState, redis_options
+    from heaprank.state.redis import RedisState
+    from heaprank.state.redis.layout import redis_options
 
     base, options = redis_options(url)
     state = RedisState(base, **options)

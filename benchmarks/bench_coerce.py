@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from heaprank import Candidate
-from heaprank.candidates import coerce_candidates
+from heaprank.scoring.candidates import coerce_candidates
 
 NOW = 1_750_000_000.0
 KINDS = ("fact", "episode", "preference", "note")

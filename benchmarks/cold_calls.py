@@ -77,7 +77,6 @@ def main(argv: list[str] | None = None) -> int:
         warm, cold = median_us(work, args.reps, None), median_us(work, args.reps, evict)
         print(f"{name:<40} {warm:>8.1f} {cold:>8.1f}")
     from heaprank._accel import speedups
-
     if speedups is None:
         print("heaprank._speedups is not built: no order kernel to time")
         return 0

@@ -221,7 +221,6 @@ def _environment() -> dict[str, Any]:
     import numpy
 
     from heaprank import __version__
-
     cpu = platform.processor() or platform.machine()
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as fh:

@@ -202,7 +202,7 @@ def _select(arg: str | None, overrides: Sequence[str]) -> list[Ablation]:
 
 def run(args: argparse.Namespace) -> int:
     from heaprank.config import SIGNALS, Config, Weights
-    from heaprank.features import english_question_type
+    from heaprank.scoring.query import english_question_type
 
     from .locomo import DEV_CONVERSATIONS, _data_path
     from .locomo_data import BM25Scorer, DenseScorer, build_candidates, load_locomo

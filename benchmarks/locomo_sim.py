@@ -12,7 +12,7 @@ Protocol (docs/design.md, "Evaluation"), per held-out conversation (a *fold*):
    never received feedback, and scored on the full re-ranked candidate list.
 
 The weight grid (row 4) is chosen on the training conversations only, each scored as a new user
-through :class:`heaprank.evaluation.LeaveNamespaceOut` (its own evidence and document stats
+through :class:`heaprank.learning.evaluation.LeaveNamespaceOut` (its own evidence and document stats
 hidden, the pool minus its own contribution visible), so no held-out question ever influences a
 choice.
 """
@@ -28,11 +28,11 @@ from typing import Any
 
 import numpy as np
 
-from heaprank.candidates import Candidate
 from heaprank.config import SIGNALS, Config, Weights
-from heaprank.evaluation import LeaveNamespaceOut
+from heaprank.learning.evaluation import LeaveNamespaceOut
 from heaprank.reranker import Reranker
-from heaprank.results import Ranking
+from heaprank.scoring.candidates import Candidate
+from heaprank.scoring.results import Ranking
 
 from .locomo_data import CandidateList, Dataset, DenseScorer, question_time
 from .metrics import score_ranking

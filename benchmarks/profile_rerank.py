@@ -49,7 +49,7 @@ from typing import Any
 from benchmarks._latency_timing import Evictor, K, Retriever, warm_heaprank
 from benchmarks._workload import T0, make_workload, pick_used
 from heaprank import Reranker
-from heaprank.features import FeatureSpace
+from heaprank.scoring.space import FeatureSpace
 
 
 class StageTimer:
@@ -112,11 +112,11 @@ class StageTimer:
 
 def stage_rerank(rr: Reranker, cands: list, calls: int, evict: Evictor) -> None:
     import heaprank.reranker as R
-    import heaprank.results as results
-    import heaprank.signals as sig
+    import heaprank.scoring.results as results
+    import heaprank.scoring.signals as sig
 
     st = StageTimer()
-    import heaprank.links as links
+    import heaprank.learning.links as links
 
     st.wrap(R, "coerce_candidates", "coerce_candidates (validate + convert)")
     st.wrap(R, "analyze_query", "analyze_query")
@@ -149,7 +149,7 @@ def stage_rerank(rr: Reranker, cands: list, calls: int, evict: Evictor) -> None:
 
 
 def stage_feedback(rr: Reranker, pending: list, evict: Evictor) -> None:
-    import heaprank.links as links
+    import heaprank.learning.links as links
 
     st = StageTimer()
     st.wrap(rr.state, "get_impression", "state.get_impression (decode)")

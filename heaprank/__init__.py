@@ -5,23 +5,23 @@ every position, and learns from which items the answer used.
 """
 
 from ._version import __version__
-from .assoc import CoUse
-from .candidates import Candidate
 from .config import Config, Weights
 from .errors import (
-                     ConfigError,
-                     FeedbackError,
-                     HeapRankError,
-                     InputError,
-                     InputTypeError,
-                     MissingDependencyError,
-                     StateError,
-                     StateUnavailableError,
+    ConfigError,
+    FeedbackError,
+    HeapRankError,
+    InputError,
+    InputTypeError,
+    MissingDependencyError,
+    StateError,
+    StateUnavailableError,
 )
-from .links import Prior
+from .learning.co_use import CoUse
+from .learning.links import Prior
 from .reranker import Link, Reranker
-from .results import Ranked, Ranking, WhyNot
-from .rules import Rule
+from .scoring.candidates import Candidate
+from .scoring.results import Ranked, Ranking, WhyNot
+from .scoring.rules import Rule
 from .state import MemoryState, SQLiteState, StateBackend
 
 __all__ = [
@@ -54,7 +54,7 @@ __all__ = [
 def __getattr__(name: str) -> object:
     """``heaprank.RedisState`` on first use, so ``import heaprank`` never needs redis-py."""
     if name == "RedisState":
-        from .state.redis import RedisState
+        from .state.redis.backend import RedisState
 
         return RedisState
     raise AttributeError(f"module 'heaprank' has no attribute {name!r}")

@@ -9,17 +9,14 @@ from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
-from .assoc import CoUse
+from ._time import DAY_S
 from .errors import ConfigError
-from .features import INTENTS, QUESTION_TYPES
-from .links import Prior
-
-if TYPE_CHECKING:
-    from .retention import PolicySet, RetentionPolicy
-
-DAY_S = 86_400.0
+from .learning.co_use import CoUse
+from .learning.links import Prior
+from .learning.retention import PolicySet, RetentionPolicy, parse_policy
+from .scoring.query import INTENTS, QUESTION_TYPES
 
 #: Importance dose by memory kind when a candidate gives none (1.0 is neutral).
 DEFAULT_KIND_IMPORTANCE: Mapping[str, float] = MappingProxyType({
@@ -95,8 +92,8 @@ class Config:
             retention ``exp(-idle_days / S)`` of the namespace's retention policy, ``S``
             lengthened by importance and use count. Both are lifted by ``recency_floor``.
         retention_policy: The forget policy: ``None`` (built-in defaults), a
-            :class:`~heaprank.retention.RetentionPolicy` or
-            :class:`~heaprank.retention.PolicySet` (a mapping in the policy file's form, as
+            :class:`~heaprank.learning.retention.RetentionPolicy` or
+            :class:`~heaprank.learning.retention.PolicySet` (a mapping in the policy file's form, as
             config files hold it, becomes one), or the path of a TOML or JSON policy file
             (re-read when it changes).
         drop_forgotten: Drop candidates the retention policy counts as forgotten from rankings
@@ -200,8 +197,6 @@ class Config:
         self._check_seed_signals()
 
     def _check_seed_signals(self) -> None:
-        from .retention import PolicySet, RetentionPolicy  # retention reads DAY_S from here
-
         _check_nonneg("reinforcement_cap", self.reinforcement_cap)
         if self.reinforcement_cap < 1:
             raise ConfigError(f"reinforcement_cap: must be >= 1, got {self.reinforcement_cap!r}")
@@ -210,8 +205,6 @@ class Config:
                               f"{self.recency_kernel!r}")
         policy = self.retention_policy
         if isinstance(policy, Mapping):  # a policy written inline, as to_dict writes it
-            from .retention import parse_policy
-
             policy = parse_policy(policy, "retention_policy")
             object.__setattr__(self, "retention_policy", policy)
         if not (policy is None or isinstance(policy, (str, os.PathLike, PolicySet,

@@ -15,16 +15,11 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
-from . import assoc, fusion
-from . import links as linkmath
-from . import retention as ret
-from . import signals as sig
 from ._accel import speedups
 from ._checks import MAX_NAMESPACE_CHARS, check_id, check_ids, check_namespace, check_query
-from ._steps import Call, Flow, adrive, drive
-from ._time import resolve_now, to_epoch
-from .candidates import Candidate, CandidateBatch, CandidateLike, coerce_candidates
-from .config import DAY_S, SIGNALS, Config, Weights
+from ._flow import Call, Flow, adrive, drive
+from ._time import DAY_S, resolve_now, to_epoch
+from .config import SIGNALS, Config, Weights
 from .errors import (
     ConfigError,
     FeedbackError,
@@ -33,14 +28,24 @@ from .errors import (
     StateError,
     StateUnavailableError,
 )
-from .features import (
-    FeatureSpace,
-    QueryInfo,
-    QuestionClassifier,
-    english_question_type,
-    neighbour_slots,
+from .learning import co_use as assoc
+from .learning import links as linkmath
+from .learning import retention as ret
+from .records import (
+    DocStats,
+    FeedbackBatch,
+    FeedbackOutcome,
+    Impression,
+    LinkCounts,
+    new_feedback_item,
+    new_recall_id,
 )
-from .results import (
+from .scoring import fusion, spreading
+from .scoring import signals as sig
+from .scoring.candidates import Candidate, CandidateBatch, CandidateLike, coerce_candidates
+from .scoring.features import neighbour_slots
+from .scoring.query import QueryInfo, QuestionClassifier, english_question_type
+from .scoring.results import (
     ExplainTemplate,
     Ranked,
     Ranking,
@@ -50,25 +55,14 @@ from .results import (
     new_ranked_many,
     new_ranking,
 )
-from .rules import Rule, apply_rules
+from .scoring.rules import Rule, apply_rules
+from .scoring.space import FeatureSpace
 from .state import MemoryState, StateBackend, open_state
-from .state.base import (
-    AsyncEdgeBackend,
-    AsyncStateBackend,
-    DocStats,
-    EdgeBackend,
-    FeedbackBatch,
-    FeedbackOutcome,
-    Impression,
-    LinkCounts,
-    new_feedback_item,
-    new_impression,
-    new_recall_id,
-)
+from .state.base import AsyncEdgeBackend, AsyncStateBackend, EdgeBackend
 from .state.edges import EdgeRows
 
 if TYPE_CHECKING:
-    from .tuning import TuneResult
+    from .learning.tuning import TuneResult
 
 TOP_LINKS = 3
 #: The C kernel of the EXPLAIN details (None: the Python loop of Reranker._details)
@@ -129,7 +123,7 @@ def _check_k(k: object) -> int:
 
 
 def _associate(base_log: np.ndarray, rows: EdgeRows | None, now: float,
-               co_use: assoc.CoUse) -> assoc.Association:
+               co_use: assoc.CoUse) -> spreading.Association:
     """The association factor of each candidate from the edges read among them (``None``: the
     state could not be read)."""
     n = base_log.shape[0]
@@ -140,10 +134,10 @@ def _associate(base_log: np.ndarray, rows: EdgeRows | None, now: float,
         i, j = rows.i[live], rows.j[live]
         strength[i, j] = strength[j, i] = now_s[live]
         count[i, j] = count[j, i] = rows.count[live]
-    return assoc.spread(base_log, strength, count, co_use)
+    return spreading.spread(base_log, strength, count, co_use)
 
 
-def _co_used_with(batch: CandidateBatch, linked: assoc.Association, i: int) -> str:
+def _co_used_with(batch: CandidateBatch, linked: spreading.Association, i: int) -> str:
     """EXPLAIN's note on an association factor: the seed it came from most."""
     partner = int(linked.partner[i])
     if linked.hops[i] == 1:
@@ -199,7 +193,7 @@ def _off(weights: _WeightRow, values: tuple[np.ndarray | float, ...]) -> np.ndar
 def _matrix(n: int, values: tuple[np.ndarray | float, ...],
             at: np.ndarray | None = None) -> np.ndarray:
     """The matrix whose column ``j`` is ``values[j]`` (an array of ``n``, or a float for every
-    row), its rows ``at`` only when given, by ``_speedups.columns`` when built: one C pass for
+    row), its rows ``at`` only when given, by ``_kernels.columns`` when built: one C pass for
     what takes numpy a call per column (each ~1 us with cold caches, as a rerank finds them)."""
     if columns_kernel is not None:
         made = columns_kernel(n, values, at)
@@ -213,7 +207,7 @@ def _matrix(n: int, values: tuple[np.ndarray | float, ...],
 
 def _best_first(log_score: np.ndarray, rel: np.ndarray) -> np.ndarray:
     """The candidates best first: by log score, ties by relevance, then by input position
-    (``np.lexsort`` is stable), by ``_speedups.best_first`` when built."""
+    (``np.lexsort`` is stable), by ``_kernels.best_first`` when built."""
     if best_first_kernel is not None:
         made = best_first_kernel(log_score, rel)
         if made is not None:
@@ -222,7 +216,7 @@ def _best_first(log_score: np.ndarray, rel: np.ndarray) -> np.ndarray:
 
 
 def _take(at: np.ndarray, columns: tuple[np.ndarray, ...]) -> list[list[Any]]:
-    """``[column[at].tolist() for column in columns]``, by ``_speedups.take`` when built (one
+    """``[column[at].tolist() for column in columns]``, by ``_kernels.take`` when built (one
     C pass for two numpy calls per column)."""
     if take_kernel is not None:
         made: list[list[Any]] | None = take_kernel(at, columns)
@@ -479,7 +473,7 @@ class Reranker:
             # one row per shown item (only those: k of n): IMPRESSION_SIGNALS, then the extras
             stored = _matrix(len(batch), (rel, age, imp, use, mult, *extra.values()), top)
             stored[:, 1] /= DAY_S
-            impression = new_impression(
+            impression = Impression(
                 recall_id, namespace, info.qtype, when, explicit,
                 tuple(map(batch.ids.__getitem__, positions)),
                 self._space.slots_of_rows(list(map(urows.tolist().__getitem__, top_rows))),
@@ -1060,7 +1054,7 @@ class Reranker:
                 :class:`PolicySet`) instead of ``config.retention_policy``.
 
         Returns:
-            A :class:`~heaprank.retention.ForgetReport`: the count and ids, least retained first.
+            A :class:`~heaprank.learning.retention.ForgetReport`: the count and ids, least retained first.
 
         Raises:
             StateError: ``candidates=None`` on a backend that cannot list its documents.
@@ -1097,7 +1091,7 @@ class Reranker:
         A conditional logit over the shown items of each impression with feedback, shrunk
         toward the current weights (a namespace's fit toward the pooled one), checked on the
         later part of the log; it refuses to move with fewer than ``min_impressions`` usable
-        impressions or when the check fails. See :func:`heaprank.tuning.tune` for the
+        impressions or when the check fails. See :func:`heaprank.learning.tuning.tune` for the
         arguments and docs/design.md, "Tuning and replay".
 
         Args:
@@ -1107,7 +1101,7 @@ class Reranker:
             apply: Replace this reranker's config with ``result.config`` (pooled fits only;
                 only weights and the half-life change, never the learning fields).
         """
-        from .tuning import tune
+        from .learning.tuning import tune
 
         if namespace is not None and namespace != "*":
             namespace = check_namespace(namespace)

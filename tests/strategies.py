@@ -14,8 +14,8 @@ import numpy as np
 from hypothesis import strategies as st
 
 from heaprank import Candidate
-from heaprank.candidates import DEFAULT_FIELD_KEYS
 from heaprank.config import DEFAULT_KIND_IMPORTANCE
+from heaprank.scoring.candidates import DEFAULT_FIELD_KEYS
 
 #: The fixed "now" of every generated candidate set (2025-06-15T15:06:40Z).
 NOW = 1_750_000_000.0

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from heaprank.cli import main
+from heaprank.app.cli import main
 
 CANDIDATES = [
     {"id": "a", "text": "The dentist is on Monday at 10:00", "score": 1.8, "metadata": {"kind": "fact"}},

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from heaprank import Reranker
-from heaprank.cli import main
+from heaprank.app.cli import main
 
 DAY = 86_400.0
 NOW = 1_760_000_000.0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 
-from heaprank.demo import DAY, MAYA, QUESTION, T0, Store, bm25, run
+from heaprank.app.demo import DAY, MAYA, QUESTION, T0, Store, bm25, run
 
 
 def test_after_feedback_the_booked_flight_ranks_first_for_maya(tmp_path):
@@ -26,7 +26,7 @@ def test_day_one_moves_only_by_importance():
     assert "useful 0." not in day_one  # EXPLAIN is printed only after feedback
     store = Store({})
     from heaprank import Reranker
-    from heaprank.demo import MAYA_MEMORIES
+    from heaprank.app.demo import MAYA_MEMORIES
 
     for doc_id, text, day, kind, source in MAYA_MEMORIES:
         store.add(MAYA, doc_id, text, kind=kind, source=source, created_at=T0 + day * DAY)

@@ -71,7 +71,7 @@ def test_the_wheel_holds_only_heaprank(tmp_path):
     name, version = wheel.name.split("-")[:2]  # a platform wheel with the C kernels built
     assert tops == {"heaprank", f"{name}-{version}.dist-info"}, tops
     names = zipfile.ZipFile(wheel).namelist()
-    assert "heaprank/evaluation.py" in names and "heaprank/_speedups.pyi" in names
+    assert "heaprank/learning/evaluation.py" in names and "heaprank/_accel/_kernels.pyi" in names
     if os.environ.get("HEAPRANK_REQUIRE_SPEEDUPS") == "1":  # .ci/run: the C kernels built
-        assert any(n.startswith("heaprank/_speedups.") and n.endswith((".so", ".pyd"))
+        assert any(n.startswith("heaprank/_accel/_kernels.") and n.endswith((".so", ".pyd"))
                    for n in names), names

@@ -12,8 +12,8 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from heaprank import Reranker, StateBackend
+from heaprank.records import Impression, new_recall_id
 from heaprank.state import codec
-from heaprank.state.base import Impression, new_recall_id
 
 DAY = 86_400.0
 NOW = 1_750_000_000.0

@@ -4,7 +4,8 @@
 SQLite URLs take options as a query string: ``?mode=ro`` (read only), ``synchronous=NORMAL``,
 ``busy_timeout=5`` (seconds), ``max_impressions=100000``, ``impression_ttl=86400`` (seconds).
 Redis URLs take ``prefix``, ``global_shards``, ``timeout``, ``global_cache_ttl``,
-``max_impressions`` and ``impression_ttl`` the same way (see :class:`~heaprank.state.redis.RedisState`);
+``max_impressions`` and ``impression_ttl`` the same way (see
+:class:`~heaprank.state.redis.RedisState`);
 other query options go to redis-py. A backend may also offer an async twin of its hot path
 (:class:`AsyncStateBackend`, as ``RedisState.async_backend()`` does) for ``Reranker.arerank``.
 """
@@ -15,19 +16,18 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from ..errors import ConfigError
-from .base import (
-    AsyncStateBackend,
+from ..records import (
     DocStats,
     FeedbackBatch,
     FeedbackItem,
     FeedbackOutcome,
     Impression,
     LinkCounts,
-    StateBackend,
     new_recall_id,
 )
+from .base import AsyncStateBackend, StateBackend
 from .memory import MemoryState
-from .sqlite import SQLiteState
+from .sqlite.backend import SQLiteState
 
 __all__ = ["AsyncStateBackend", "DocStats", "FeedbackBatch", "FeedbackItem", "FeedbackOutcome", "Impression",
            "LinkCounts", "MemoryState", "SQLiteState", "StateBackend", "new_recall_id",
@@ -92,7 +92,7 @@ def open_state(state: str | StateBackend | None) -> StateBackend:
                 raise
             raise ConfigError(f"state: {exc}") from None
     if scheme in ("redis", "rediss", "unix", "redis+cluster"):
-        from .redis import RedisState, redis_options
+        from .redis.backend import RedisState, redis_options
 
         url, options = redis_options(state)
         try:

@@ -1,7 +1,7 @@
 """The compact binary form of an impression, shared by every backend.
 
 An impression is what one rerank showed: per shown item its id, its feature *slots* (the crossed
-``qt:`` features and ``doc:`` are rebuilt from them with :func:`~heaprank.features.expand_features`),
+``qt:`` features and ``doc:`` are rebuilt from them with :func:`~heaprank.scoring.features.expand_features`),
 the signal values the ranking used, and the feedback verdict once it came. Stored as names it
 took ~4 KB for ten items; this form takes ~35 bytes per item plus the ids' own bytes.
 
@@ -28,10 +28,13 @@ import numpy as np
 
 from .._accel import speedups
 from ..errors import StateError
-from ..features import FIXED_SLOTS, QUESTION_TYPES
+from ..records import IGNORED, OPEN, USED, Impression
+from ..scoring.features import FIXED_SLOTS
+from ..scoring.query import QUESTION_TYPES
+
+__all__ = ["IGNORED", "OPEN", "USED", "decode_impression", "encode_impression"]
 
 FORMAT_VERSION = 1
-OPEN, USED, IGNORED = 0, 1, 2
 VERDICT_OFFSET = 14
 
 #: Signal columns an impression may carry, by code. Append only.
@@ -196,6 +199,24 @@ def _head(qtype: str, time: float, time_explicit: bool, doc_features: bool, n: i
         bytes(map(_SIGNAL_CODE.__getitem__, signal_names)),
         bytes((len(table),)) + b"".join(map(_utf8, table)) if table else _NO_STRINGS,
         body))
+
+
+def encode_impression(impression: Impression) -> bytes:
+    """The stored form of ``impression``."""
+    return encode(qtype=impression.qtype, time=impression.time,
+                  time_explicit=impression.time_explicit, doc_features=impression.doc_features,
+                  ids=impression.ids, slots=impression.slots, signal_names=impression.signal_names,
+                  signals=impression.signals if len(impression.signals) else None,
+                  verdicts=impression.verdicts or None)
+
+
+def decode_impression(recall_id: str, namespace: str, body: bytes) -> Impression:
+    """The :class:`Impression` stored as ``body`` under ``recall_id`` in ``namespace``."""
+    d = Decoded(body)
+    return Impression(recall_id=recall_id, namespace=namespace, qtype=d.qtype, time=d.time,
+                      time_explicit=d.time_explicit, ids=d.ids, slots=d.slots,
+                      doc_features=d.doc_features, signal_names=d.signal_names,
+                      signals=tuple(map(tuple, d.signals.tolist())), verdicts=d.verdicts)
 
 
 class Decoded:

@@ -9,7 +9,7 @@ one feedback, in order, so every backend ends with the same edges:
 2. every document of those pairs (sorted) drops its edges below the floor, then, past
    ``max_per_doc``, its weakest edges (by strength now, ties by neighbour id);
 3. past ``max_edges`` in the namespace, the weakest edges (ties by the pair) are evicted down to
-   :attr:`~heaprank.assoc.CoUse.evict_to`.
+   :attr:`~heaprank.learning.co_use.CoUse.evict_to`.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..assoc import CoUse, decayed, strengthened
+from ..learning.co_use import CoUse, decayed, strengthened
 from . import codec
 
 Pair = tuple[str, str]

@@ -16,27 +16,23 @@ from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 
-from .. import links as linkmath
 from .._accel import speedups
+from .._time import DAY_S
 from ..errors import FeedbackError
-from ..features import expand_features
-from . import codec, edges
-from .base import (
-    CreditFn,
+from ..learning import links as linkmath
+from ..records import (
     DocStats,
     FeedbackBatch,
     FeedbackItem,
     FeedbackOutcome,
     Impression,
     LinkCounts,
-    check_resolution,
-    merge_last_used,
-    new_outcome,
-    new_verdicts,
     recall_born_s,
 )
+from ..scoring.features import expand_features
+from . import codec, edges
+from .base import CreditFn, check_resolution, merge_last_used, new_verdicts
 
-DAY_S = 86_400.0
 #: The C kernels of a lean feedback's sums and of the documents' stats (None: numpy)
 learn_kernel = None if speedups is None else speedups.learn_known
 doc_kernel = None if speedups is None else speedups.doc_stats
@@ -257,7 +253,7 @@ class MemoryState:
         return ns
 
     def put_impression(self, impression: Impression, *, feedback_id: str | None = None) -> str | None:
-        body = impression.encode()
+        body = codec.encode_impression(impression)
         shown: _Shown = (impression.qtype, impression.time, impression.time_explicit, impression.ids,
                  impression.slots, impression.doc_features, impression.signal_names)
         with self._lock:
@@ -308,7 +304,7 @@ class MemoryState:
         if entry is None:
             return None
         if shown is None:
-            return Impression.decode(recall_id, entry[0].name, entry[1])
+            return codec.decode_impression(recall_id, entry[0].name, entry[1])
         # Recent and without feedback: all but the signals as written; the signals read back
         # from the stored bytes (float32), as a decoded impression has them.
         qtype, when, explicit, ids, slots, doc_features, names = shown
@@ -326,7 +322,7 @@ class MemoryState:
             rows = sorted((rid, ns.name, body) for rid, (ns, body) in self._fed.items()
                           if namespace is None or ns.name == namespace)
         for rid, name, body in rows:
-            yield Impression.decode(rid, name, body)
+            yield codec.decode_impression(rid, name, body)
 
     # ---------------------------------------------------------------- feedback
 
@@ -351,7 +347,7 @@ class MemoryState:
     def apply_feedback(self, batch: FeedbackBatch, credit: CreditFn) -> FeedbackOutcome:
         """Apply one feedback (see :class:`~heaprank.StateBackend`). The credit is computed
         here on integer feature ids with the batch's learning settings
-        (:func:`heaprank.links.credit_ids`, the same numbers as ``credit`` gives), so
+        (:func:`heaprank.learning.links.credit_ids`, the same numbers as ``credit`` gives), so
         ``credit`` itself is not called."""
         with self._lock:
             entry = self._entry(batch.recall_id)
@@ -402,7 +398,7 @@ class MemoryState:
                used_rows: list[tuple[_Row, np.ndarray | None]], em: bool,
                learning: linkmath.Learning) -> None:
         """Add one feedback's credit to ``ns`` and the pool: the numbers of
-        :func:`heaprank.links.credit_rows`, bit for bit, with one array add per row.
+        :func:`heaprank.learning.links.credit_rows`, bit for bit, with one array add per row.
 
         ``rejected``: each distinct ignored row with its summed reject weight, in the order the
         rows first appear; ``used_rows``: each used row with the link means the rerank read of
@@ -412,7 +408,7 @@ class MemoryState:
         Per row, not per feature: numpy's few row adds beat a dict update per feature, most of
         all right after a rerank has pushed this code out of the CPU caches (measured). With
         the C kernels and every link known to the namespace (the usual case), the same sums
-        in one C pass (``_speedups.learn_known``).
+        in one C pass (``_kernels.learn_known``).
         """
         # each used row's link means (None: uniform credit), read now where not kept
         means_of = [None if not em else means if means is not None and len(means) == len(
@@ -523,14 +519,14 @@ class MemoryState:
             del self._shown[recall_id]
             self._fed[recall_id] = (ns, codec.with_verdicts(body, verdicts))
             self._feedbacks += 1
-        return new_outcome(recall_id, ids, ())
+        return FeedbackOutcome(recall_id, ids, ())
 
     def _learn_known_rows(self, ns: _Namespace, ids: tuple[str, ...],
                           slots: tuple[tuple[str, ...], ...], qtype: str, used_at: set[str],
                           kept: tuple[np.ndarray, Sequence[int]] | None, em: bool,
                           learning: linkmath.Learning, reject_weights: Sequence[float]
                           ) -> bytes | None:
-        """:meth:`_learn_shown` in two C passes (``_speedups.shown_rows`` then
+        """:meth:`_learn_shown` in two C passes (``_kernels.shown_rows`` then
         ``learn_known``) when every shown row is known by its slots and every link by the
         namespace (the usual case): the verdicts, or None with nothing changed."""
         assert rows_kernel is not None and learn_kernel is not None

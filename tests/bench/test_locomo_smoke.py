@@ -144,7 +144,7 @@ def test_grid_shortcut_matches_real_reranks() -> None:
     pytest.importorskip("bm25s")
     from benchmarks.locomo_data import BM25Scorer, build_candidates
     from benchmarks.locomo_sim import HeaprankRunner, eval_questions, grid_points, prepare
-    from heaprank.evaluation import LeaveNamespaceOut
+    from heaprank.learning.evaluation import LeaveNamespaceOut
 
     data = load_locomo(FIXTURE)
     prep = prepare(data, build_candidates(data, "bm25", bm25=BM25Scorer(data)), 1.0)

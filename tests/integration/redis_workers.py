@@ -15,9 +15,10 @@ from collections.abc import Iterator
 from typing import Any
 
 from heaprank import MemoryState, StateUnavailableError
-from heaprank import links as linkmath
-from heaprank.links import Prior
-from heaprank.state.base import FeedbackBatch, FeedbackItem, Impression, StateBackend
+from heaprank.learning import links as linkmath
+from heaprank.learning.links import Prior
+from heaprank.records import FeedbackBatch, FeedbackItem, Impression
+from heaprank.state.base import StateBackend
 
 NAMESPACES = ("ns-a", "ns-b", "ns-c", "ns-d", "ns-e")
 KINDS = ("kind:fact", "kind:note", "kind:event")

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from heaprank import CoUse, FeedbackError, MemoryState, Prior, Reranker, SQLiteState, StateBackend
-from heaprank import links as linkmath
+from heaprank.learning import links as linkmath
+from heaprank.records import FeedbackBatch, FeedbackItem, Impression
 from heaprank.state import codec, open_state
-from heaprank.state.base import FeedbackBatch, FeedbackItem, Impression
 from tests.integration.redis_servers import unique_prefix
 
 BACKENDS = ["memory", "sqlite", "redis", "redis-cluster"]
@@ -169,9 +169,9 @@ def test_an_impression_stays_compact(backend):
                      signal_names=("relevance", "age_days", "importance", "usefulness", "rules"),
                      signals=((0.5, 3.0, 1.0, 0.25, 1.0),) * 10,  # exact in float32
                      verdicts=(0,) * 10)
-    body = imp.encode()
+    body = codec.encode_impression(imp)
     assert len(body) <= 10 * (1 + 13 + 1 + 11 + 5 * 4) + 32
-    assert Impression.decode(R1, "ns", body) == imp
+    assert codec.decode_impression(R1, "ns", body) == imp
 
 
 def test_feedback_log_yields_impressions_with_feedback_oldest_recall_first(backend):
@@ -196,9 +196,8 @@ def test_feedback_log_yields_impressions_with_feedback_oldest_recall_first(backe
 
 def test_feedback_log_reads_in_pages(backend, monkeypatch):
     """Pages of two (ties of age included: the ids below share their millisecond)."""
-    from heaprank.state import redis as redis_module
-    from heaprank.state import sqlite as sqlite_module
-
+    from heaprank.state.redis import backend as redis_module
+    from heaprank.state.sqlite import backend as sqlite_module
     monkeypatch.setattr(sqlite_module, "_LOG_PAGE", 2)
     monkeypatch.setattr(redis_module, "_LOG_PAGE", 2)
     ids = [rid(10 + n) for n in range(7)]
@@ -573,7 +572,7 @@ def test_edges_decay_strengthen_and_potentiate_alike(backend):
                                credit)
     ((a, b, s, n, last),) = backend.list_edges("ns")
     expected, count, t = 0.0, 0.0, NOW
-    from heaprank.assoc import strengthened
+    from heaprank.learning.co_use import strengthened
     for k in range(7):
         expected, count, t = strengthened(expected, count, t, NOW + k * DAY, CO_USE)
     assert (a, b, n, last) == ("a", "b", 7.0, NOW + 6 * DAY)

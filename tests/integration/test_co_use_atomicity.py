@@ -63,7 +63,6 @@ CHILD = textwrap.dedent("""
     import os, signal, sys
     from heaprank import Config, CoUse, Reranker, SQLiteState
     from heaprank.state import edges
-
     real = edges.update
 
     def update_then_die(*args, **kwargs):

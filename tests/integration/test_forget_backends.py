@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from heaprank import MemoryState, Reranker, SQLiteState
-from heaprank.retention import RetentionPolicy
+from heaprank.learning.retention import RetentionPolicy
 from tests.integration.redis_servers import unique_prefix
 
 DAY = 86_400.0

@@ -15,7 +15,7 @@ import pytest
 
 from heaprank import Config, ConfigError, CoUse, Reranker, StateUnavailableError
 from heaprank.state.redis import RedisState
-from heaprank.state.redis_async import AsyncRedisState
+from heaprank.state.redis.async_backend import AsyncRedisState
 from tests.integration import redis_workers as workers
 from tests.integration.redis_servers import unique_prefix
 

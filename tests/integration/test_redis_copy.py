@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from heaprank import MemoryState, Reranker, SQLiteState, StateError
-from heaprank.cli import main
+from heaprank.app.cli import main
 from heaprank.state import open_state
 from heaprank.state.copy import copy_state
 from heaprank.state.redis import RedisState

@@ -8,9 +8,10 @@ import sys
 import pytest
 
 from heaprank import ConfigError, MissingDependencyError
+from heaprank.records import FeedbackBatch, FeedbackItem, Impression
 from heaprank.state import open_state
-from heaprank.state.base import FeedbackBatch, FeedbackItem, Impression
-from heaprank.state.redis import RedisState, key_slot, redis_options, shard_tags
+from heaprank.state.redis import RedisState
+from heaprank.state.redis.layout import key_slot, redis_options, shard_tags
 from tests.integration.redis_servers import unique_prefix
 
 NOW = 1_750_000_000.0

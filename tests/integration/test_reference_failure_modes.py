@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from heaprank import FeedbackError, Reranker, SQLiteState
-from heaprank.features import analyze_query, shape_of
+from heaprank.scoring.features import shape_of
+from heaprank.scoring.query import analyze_query
 
 NOW = 1_750_000_000.0
 DAY = 86_400.0

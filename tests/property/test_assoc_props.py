@@ -11,7 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from heaprank import Config, CoUse, MemoryState, Reranker, SQLiteState
-from heaprank.assoc import decayed, spread
+from heaprank.learning.co_use import decayed
+from heaprank.scoring.spreading import spread
 from tests.strategies import DAY, NOW, POOL, candidate_lists, feedback_sequences, queries
 
 #: Tight bounds, so a dozen feedbacks over eight documents reach them.

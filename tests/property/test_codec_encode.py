@@ -18,7 +18,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from heaprank.errors import StateError
-from heaprank.features import FIXED_SLOTS, QUESTION_TYPES
+from heaprank.scoring.features import FIXED_SLOTS
+from heaprank.scoring.query import QUESTION_TYPES
 from heaprank.state import codec
 
 _HEADER = struct.Struct("<BBBHBd")

@@ -16,7 +16,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from heaprank import Candidate
-from heaprank.candidates import (
+from heaprank.errors import HeapRankError
+from heaprank.scoring.candidates import (
     DEFAULT_FIELD_KEYS,
     CandidateBatch,
     _types,
@@ -24,7 +25,6 @@ from heaprank.candidates import (
     coerce_checked,
     coerce_fast,
 )
-from heaprank.errors import HeapRankError
 from tests.strategies import (
     _CLEAN_VALUES,
     EDGES,

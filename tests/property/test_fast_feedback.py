@@ -7,8 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from heaprank import Config, MemoryState, Reranker
-from heaprank.assoc import CoUse
 from heaprank.errors import FeedbackError
+from heaprank.learning.co_use import CoUse
 from tests.strategies import NOW, POOL
 
 

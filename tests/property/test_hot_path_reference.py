@@ -3,7 +3,7 @@
 ``_reference_explain`` and ``_reference_details`` are the EXPLAIN line and the per-signal details
 as they were written before the hot path was restructured (field by field, one candidate at a
 time); ``_reference_rows`` is a candidate's feature row straight from
-:func:`heaprank.features.retrieval_features`. On random candidates, queries, weights,
+:func:`heaprank.scoring.features.retrieval_features`. On random candidates, queries, weights,
 learned state and quality levers (speaker roles, temporal intent, retriever-score fusion,
 per-question-type weights), every result must carry the same text and the same feature names.
 """
@@ -20,14 +20,10 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from heaprank import Config, CoUse, Reranker, SQLiteState, Weights
-from heaprank.candidates import coerce_candidates
-from heaprank.features import (
-    NO_NEIGHBOURS,
-    FeatureSpace,
-    analyze_query,
-    retrieval_features,
-    shape_of,
-)
+from heaprank.scoring.candidates import coerce_candidates
+from heaprank.scoring.features import NO_NEIGHBOURS, retrieval_features, shape_of
+from heaprank.scoring.query import analyze_query
+from heaprank.scoring.space import FeatureSpace
 from tests.strategies import NOW, candidate_lists, queries
 
 DAY_S = 86_400.0

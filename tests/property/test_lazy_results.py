@@ -1,5 +1,5 @@
 """A reranker's results make parts of themselves on first use (their EXPLAIN line, and fields
-from the rerank's :class:`~heaprank.results.ResultSource`): to a user they must be the
+from the rerank's :class:`~heaprank.scoring.results.ResultSource`): to a user they must be the
 :class:`Ranked` a plain constructor gives from the same values, whatever is read first.
 
 The same rerank is run three times (not tracked: the state does not change between them) and

@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from heaprank import MemoryState, Prior, Reranker
-from heaprank import links as linkmath
 from heaprank._checks import check_id, check_ids
+from heaprank.learning import links as linkmath
 from heaprank.state.memory import _Row
 from tests.strategies import NOW, POOL
 

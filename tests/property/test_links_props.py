@@ -8,8 +8,8 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from heaprank import Prior, Reranker
-from heaprank.links import credit, credit_ids, means_of, noisy_or, posterior, posterior_mean
-from heaprank.state.base import FeedbackItem, LinkCounts
+from heaprank.learning.links import credit, credit_ids, means_of, noisy_or, posterior, posterior_mean
+from heaprank.records import FeedbackItem, LinkCounts
 from tests.strategies import NOW, POOL, feedback_step
 
 # Realistic ranges: up to a million observations per link, priors that are not degenerate at

@@ -1,4 +1,4 @@
-"""Properties of Ebbinghaus retention and HEBBS reinforcement (heaprank.retention, signals)."""
+"""Properties of Ebbinghaus retention and HEBBS reinforcement (heaprank.learning.retention, signals)."""
 
 from __future__ import annotations
 
@@ -9,14 +9,14 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from heaprank.retention import (
+from heaprank.learning.retention import (
     RetentionPolicy,
     days_until_forgotten,
     forgotten,
     retention,
     stability_days,
 )
-from heaprank.signals import reinforcement
+from heaprank.scoring.signals import reinforcement
 
 days = st.floats(0.0, 5_000.0)
 doses = st.floats(0.05, 10.0)

@@ -1,4 +1,4 @@
-"""The C kernels (``heaprank._speedups``) against their pure-Python twins.
+"""The C kernels (``heaprank._accel._kernels``) against their pure-Python twins.
 
 A kernel either gives exactly what its twin gives or defers (returns None) so the twin runs:
 ``coerce_columns`` builds the batch the checked path builds, ``shape_rows`` the rows
@@ -22,16 +22,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from heaprank import _accel
-from heaprank.candidates import coerce_c, coerce_checked, coerce_fast
-from heaprank.features import (
-    FIXED_SLOTS,
-    NO_NEIGHBOURS,
-    PERSONS,
-    FeatureSpace,
-    ShapeTable,
-    analyze_query,
-    word_bloom,
-)
+from heaprank.scoring.candidates import coerce_c, coerce_checked, coerce_fast
+from heaprank._accel.tables import ShapeTable, word_bloom
+from heaprank.scoring.features import FIXED_SLOTS, NO_NEIGHBOURS
+from heaprank.scoring.query import PERSONS, analyze_query
+from heaprank.scoring.space import FeatureSpace
 from heaprank.state import codec
 from tests.property.test_codec_encode import _reference_encode, doubles, impressions
 from tests.property.test_coerce_paths import assert_same_batch, uniform_candidate_lists
@@ -53,10 +48,10 @@ from tests.strategies import (
 if _accel.speedups is None:
     if os.environ.get("HEAPRANK_REQUIRE_SPEEDUPS") == "1" and \
             os.environ.get(_accel.PURE_PYTHON_ENV, "") in ("", "0"):
-        pytest.fail("HEAPRANK_REQUIRE_SPEEDUPS=1 but heaprank._speedups did not build or load "
+        pytest.fail("HEAPRANK_REQUIRE_SPEEDUPS=1 but heaprank._accel._kernels did not build or load "
                     "(is a C compiler installed? pip install -e . rebuilds it)",
                     pytrace=False)
-    pytest.skip("heaprank._speedups is not built (or HEAPRANK_PURE_PYTHON is set): the "
+    pytest.skip("heaprank._accel._kernels is not built (or HEAPRANK_PURE_PYTHON is set): the "
                 "pure-Python passes are tested everywhere else", allow_module_level=True)
 
 
@@ -291,8 +286,8 @@ def test_forgetting_clears_the_table_with_the_shapes():
 
 
 def test_heaprank_pure_python_turns_the_kernels_off():
-    code = ("from heaprank import _accel, candidates, features; "
-            "print(_accel.speedups, _accel.shape_rows_kernel, features.FeatureSpace()._table)")
+    code = ("from heaprank import _accel; from heaprank.scoring import candidates, space; "
+            "print(_accel.speedups, _accel.shape_rows_kernel, space.FeatureSpace()._table)")
     env = {**os.environ, "HEAPRANK_PURE_PYTHON": "1"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                          check=True).stdout.split()
@@ -351,7 +346,7 @@ def test_rows_with_free_form_slots_take_the_kernel_with_their_codes_of_this_impr
 @given(values=st.lists(st.tuples(st.floats(allow_nan=False), st.text(max_size=3)), max_size=5))
 def test_the_kernels_results_are_the_results_the_python_constructor_makes(values):
     from heaprank import Candidate
-    from heaprank.results import _SLOTS, Ranked, ResultSource, new_ranked, new_ranked_many
+    from heaprank.scoring.results import _SLOTS, Ranked, ResultSource, new_ranked, new_ranked_many
 
     source = ResultSource(("relevance",), None, [[0.5]] * len(values), [0] * len(values), {})
     rows = [(rank, score, Candidate(text or "x", "t"), {"relevance": score}, {"relevance": 1.0},
@@ -365,7 +360,7 @@ def test_the_kernels_results_are_the_results_the_python_constructor_makes(values
 
 
 def test_the_kernel_builds_no_instance_of_a_class_it_was_not_given_the_slots_of():
-    from heaprank.results import _SLOTS, Ranked
+    from heaprank.scoring.results import _SLOTS, Ranked
 
     class Other:
         __slots__ = ("a",)
@@ -385,7 +380,6 @@ def test_the_kernel_builds_no_instance_of_a_class_it_was_not_given_the_slots_of(
 def test_the_kernels_document_stats_are_the_python_reads(docs, ids):
     from heaprank import MemoryState
     from heaprank.state import memory
-
     state = MemoryState()
     state._namespace("ns").docs.update(docs)
     got = state.read_docs("ns", tuple(ids))
@@ -409,7 +403,7 @@ _ROW_SLOTS = [("kind:fact", "src:chat"), ("kind:note",), ("kind:fact", "src:mail
 def _loop_rows(state, ids, slots, used, qtype, weights):
     """What the Python loop of apply_used hands to _learn: (rejected rows and their summed
     weights, used rows), and the verdicts."""
-    from heaprank.links import Prior
+    from heaprank.learning.links import Prior
 
     handed = []
     state._learn = lambda ns, rejected, used_rows, em, learning: handed.append(
@@ -496,8 +490,7 @@ _MEANS = st.one_of(st.floats(0.0, 1.0), st.sampled_from([
 def test_the_kernels_noisy_or_total_is_used_total_to_the_bit(means):
     """U = 1 - prod(1 - p) from the log terms summed exactly: math.fsum in Python, Shewchuk's
     partials in C; fsum is correctly rounded, so the two must give the same bits."""
-    from heaprank import links as linkmath
-
+    from heaprank.learning import links as linkmath
     got = _accel.speedups.used_total(np.array(means))
     assert got is not None
     want = linkmath.used_total(means)
@@ -549,7 +542,6 @@ def test_the_kernels_explain_details_are_the_python_ones(data, n, intent):
 
     from heaprank import Config, Reranker
     from heaprank import reranker as module
-
     def column(values: Any) -> list[float]:
         return [float(v) for v in data.draw(st.lists(values, min_size=n, max_size=n))]
 
@@ -628,8 +620,7 @@ def test_the_kernels_relevance_is_the_numpy_relevance_to_the_bit(scores, kind, f
     range) is left to the numpy lines. (Infinite scores never get here: coercion refuses them.)"""
     from unittest import mock
 
-    from heaprank import signals as sig
-
+    from heaprank.scoring import signals as sig
     s = np.array(scores, dtype=np.float64)
     made = _accel.speedups.relevance(s, kind == "distance", floor)
     if not scores:
@@ -664,7 +655,6 @@ def test_the_kernels_columns_are_the_numpy_matrix(n, kinds, data):
     from unittest import mock
 
     from heaprank import reranker
-
     values = tuple(np.array(data.draw(st.lists(_SCORES | st.just(math.nan), min_size=n,
                                                  max_size=n)), dtype=np.float64)
                    if kind == "array" else kind for kind in kinds)
@@ -754,8 +744,7 @@ def test_the_kernels_recency_is_the_numpy_recency_to_the_bit(ages, half_life, fl
     NaN ages neutral, the 1e-300 floor of a zero floor."""
     from unittest import mock
 
-    from heaprank import signals as sig
-
+    from heaprank.scoring import signals as sig
     age = np.array(ages, dtype=np.float64)
     made = sig.recency(age, half_life_s=half_life, floor=floor)
     # (numpy warns of an overflow past the float range where the kernel does not; the bits
@@ -783,8 +772,8 @@ def test_a_zero_weight_column_of_ones_needs_no_clearing(data, n, zero_weights):
     """_off skips the mask only where clearing it would change no bit: the zero-weight
     columns hold the constant 1.0, whose log term is +0.0 (a -0.0 weight keeps the mask)."""
     from heaprank import reranker
-    from heaprank import signals as sig
     from heaprank.config import SIGNALS, Weights
+    from heaprank.scoring import signals as sig
 
     weights = Weights(**{name: 0.0 if j in zero_weights else 1.0 + j
                          for j, name in enumerate(SIGNALS)})
@@ -809,7 +798,7 @@ def test_a_zero_weight_column_of_ones_needs_no_clearing(data, n, zero_weights):
 def test_a_rerank_takes_the_new_kernels(monkeypatch):
     """relevance, recency, columns, best_first and take all run on a clean rerank."""
     from heaprank import Reranker, reranker
-    from heaprank import signals as sig
+    from heaprank.scoring import signals as sig
     from tests.strategies import POOL
 
     taken: dict[str, list[bool]] = {}

@@ -10,9 +10,9 @@ from hypothesis import event, given
 from hypothesis import strategies as st
 
 from heaprank import Config, Weights
+from heaprank.learning.tuning import replay, tune
+from heaprank.records import Impression
 from heaprank.state import codec
-from heaprank.state.base import Impression
-from heaprank.tuning import replay, tune
 
 COLUMNS = ("relevance", "age_days", "importance", "usefulness", "rules")
 

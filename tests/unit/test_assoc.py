@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 
 from heaprank import ConfigError, CoUse
-from heaprank.assoc import decayed, spread, strengthened
+from heaprank.learning.co_use import decayed, strengthened
+from heaprank.records import FeedbackItem
+from heaprank.scoring.spreading import spread
 from heaprank.state import codec
-from heaprank.state.base import FeedbackItem
 from heaprank.state.edges import co_use_pairs, update
 
 DAY = 86_400.0

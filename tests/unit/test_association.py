@@ -8,7 +8,7 @@ import asyncio
 import pytest
 
 from heaprank import Config, ConfigError, CoUse, MemoryState, Reranker
-from heaprank.evaluation import LeaveNamespaceOut
+from heaprank.learning.evaluation import LeaveNamespaceOut
 
 NOW = 1_750_000_000.0
 DAY = 86_400.0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from heaprank.attribution import Shown, citations_or_overlap, cited, overlapping
+from heaprank.learning.attribution import Shown, citations_or_overlap, cited, overlapping
 
 SHOWN = [
     Shown("lisbon-booked", ("D1:3",), "Booked the flight: SFO to LIS, departs March 14, 9:40am"),

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from heaprank import Candidate, Config, HeapRankError, InputError, Reranker
-from heaprank.candidates import DEFAULT_FIELD_KEYS, coerce_candidates
 from heaprank.errors import InputTypeError
+from heaprank.scoring.candidates import DEFAULT_FIELD_KEYS, coerce_candidates
 
 NOW = 1_750_000_000.0
 OK = {"id": "ok", "text": "A fine memory", "score": 1.0}

@@ -38,8 +38,7 @@ def test_type_and_value_errors_stay_apart():
 
 
 def test_wrong_types_in_candidates_raise_the_library_type_error():
-    from heaprank.candidates import coerce_candidates
-
+    from heaprank.scoring.candidates import coerce_candidates
     with pytest.raises(InputTypeError, match=r"^candidates\[0\]\.id: expected str, got int$"):
         coerce_candidates([{"id": 3, "text": "t"}], now=1_750_000_000.0)
     with pytest.raises(InputTypeError, match=r"^candidates: expected a sequence of candidates, got int$"):

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from heaprank import MemoryState, Reranker, SQLiteState, StateBackend, StateError
-from heaprank.evaluation import LeaveNamespaceOut
+from heaprank.learning.evaluation import LeaveNamespaceOut
 
 NOW = 1_750_000_000.0
 DAY = 86_400.0

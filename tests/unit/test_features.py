@@ -10,19 +10,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from heaprank.features import (
-    QUESTION_TYPES,
-    FeatureSpace,
-    analyze_query,
-    english_question_type,
+from heaprank.scoring.features import (
     length_bucket,
-    names,
     neighbour_slots,
     relation_slots,
     retrieval_features,
     shape_of,
-    tokens,
 )
+from heaprank.scoring.query import QUESTION_TYPES, analyze_query, english_question_type
+from heaprank.scoring.space import FeatureSpace
+from heaprank.scoring.text import names, tokens
 
 
 def slots(text: str, kind=None, source=None, tags=frozenset(), tag_slots=()) -> dict[str, str]:

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from heaprank import Prior
-from heaprank.links import credit, global_posterior, interval, noisy_or, posterior, posterior_mean
-from heaprank.state.base import FeedbackItem, LinkCounts
+from heaprank.learning.links import credit, global_posterior, interval, noisy_or, posterior, posterior_mean
+from heaprank.records import FeedbackItem, LinkCounts
 
 
 @pytest.fixture()

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from heaprank import Config, Link
-from heaprank.plots import PLOTS, _retention_figure, _tune_figure, plot_links, plot_tune
-from heaprank.retention import NAMESPACES_KEY, parse_policy
-from heaprank.tuning import tune
+from heaprank.app.plots import PLOTS, _retention_figure, _tune_figure, plot_links, plot_tune
+from heaprank.learning.retention import NAMESPACES_KEY, parse_policy
+from heaprank.learning.tuning import tune
 from tests.tuning_logs import synthetic_log
 
 PNG = b"\x89PNG\r\n\x1a\n"

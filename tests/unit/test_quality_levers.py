@@ -14,8 +14,9 @@ from hypothesis import strategies as st
 from heaprank import Config, Reranker
 from heaprank.config import Weights
 from heaprank.errors import ConfigError, InputError, InputTypeError
-from heaprank.features import (
-    FIXED_SLOTS,
+from heaprank.scoring.features import FIXED_SLOTS
+from heaprank.scoring.fusion import fuse
+from heaprank.scoring.query import (
     PERSONS,
     ROLES,
     analyze_query,
@@ -23,7 +24,6 @@ from heaprank.features import (
     speaker_role,
     temporal_intent,
 )
-from heaprank.fusion import fuse
 from heaprank.state.codec import Decoded, encode
 
 NOW = 1_750_000_000.0

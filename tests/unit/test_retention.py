@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from heaprank import Config, ConfigError, Reranker, Weights
-from heaprank.retention import (
+from heaprank.learning.retention import (
     PolicyFile,
     PolicySet,
     RetentionPolicy,
@@ -141,7 +141,7 @@ def test_the_file_is_read_only_when_it_changes(tmp_path, monkeypatch):
     _write(path, {"threshold": 0.3})
     source = PolicyFile(path)
     reads = []
-    import heaprank.retention as retention_module
+    import heaprank.learning.retention as retention_module
 
     real = retention_module.load_policy
     monkeypatch.setattr(retention_module, "load_policy", lambda p: reads.append(p) or real(p))
@@ -283,7 +283,6 @@ def test_forget_preview_of_candidates_uses_their_dates_importance_and_the_state(
 
 def test_a_config_file_round_trips_the_new_fields(tmp_path):
     from heaprank.config import load_config, save_config
-
     cfg = Config(recency_kernel="ebbinghaus", drop_forgotten=True, exploration_rate=0.1,
                  exploration_seed=3, weights=Weights(reinforcement=0.5),
                  retention_policy=parse_policy(POLICY))

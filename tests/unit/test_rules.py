@@ -7,8 +7,8 @@ import math
 import pytest
 
 from heaprank import ConfigError, Reranker, Rule
-from heaprank.candidates import coerce_candidates
-from heaprank.rules import RuleView, apply_rules, superseded_mask
+from heaprank.scoring.candidates import coerce_candidates
+from heaprank.scoring.rules import RuleView, apply_rules, superseded_mask
 
 NOW = 1_750_000_000.0
 DAY = 86_400.0

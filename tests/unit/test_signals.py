@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from heaprank import Config, Reranker, Weights
-from heaprank.candidates import coerce_candidates
 from heaprank.config import DEFAULT_KIND_IMPORTANCE
-from heaprank.signals import combine, importance, recency, relevance
+from heaprank.scoring.candidates import coerce_candidates
+from heaprank.scoring.signals import combine, importance, recency, relevance
 
 NOW = 1_750_000_000.0
 DAY = 86_400.0

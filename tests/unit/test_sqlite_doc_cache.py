@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from heaprank import Reranker, SQLiteState
-from heaprank.state import doc_cache
-from heaprank.state.base import DocStats
+from heaprank.records import DocStats
+from heaprank.state.sqlite import doc_cache
 
 NOW = 1_750_000_000.0
 CANDS = [{"id": f"m{i}", "text": text, "score": float(10 - i),

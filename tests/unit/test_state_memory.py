@@ -7,7 +7,7 @@ import time
 import pytest
 
 from heaprank import MemoryState
-from heaprank.state.base import Impression, new_recall_id
+from heaprank.records import Impression, new_recall_id
 
 
 def imp(recall_id: str) -> Impression:
@@ -30,8 +30,8 @@ def test_impressions_without_feedback_expire_after_their_time_to_live():
 
 
 def test_impressions_with_feedback_are_bounded_by_count_not_by_age():
-    from heaprank import links as linkmath
-    from heaprank.state.base import FeedbackBatch, FeedbackItem
+    from heaprank.learning import links as linkmath
+    from heaprank.records import FeedbackBatch, FeedbackItem
 
     state = MemoryState(max_impressions=3, impression_ttl_s=10 * 3600)
     ids = [_aged(7200 - i, i) for i in range(5)]
@@ -65,7 +65,7 @@ def test_max_impressions_must_be_positive():
 def test_one_slots_object_under_two_question_types_learns_two_rows():
     # The lean feedback finds a row by the identity of its slots tuple: the question type
     # must still tell two rows apart.
-    from heaprank.links import Prior
+    from heaprank.learning.links import Prior
 
     slots = ("kind:none", "source:none")
     lean, general = MemoryState(), MemoryState()
@@ -92,8 +92,7 @@ def test_recall_ids_draw_fresh_random_bits_in_a_forked_child():
     import json
     import os
 
-    from heaprank.state.base import _random_bits20
-
+    from heaprank.records import _random_bits20
     _random_bits20()  # a batch is held now
     read, write = os.pipe()
     pid = os.fork()

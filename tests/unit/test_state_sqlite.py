@@ -11,10 +11,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from heaprank import ConfigError, FeedbackError, Reranker, SQLiteState, StateError
+from heaprank.records import Impression
 from heaprank.state import open_state
-from heaprank.state.base import Impression
-from heaprank.state.sqlite import SCHEMA_VERSION
-from heaprank.state.sqlite_writes import json_array
+from heaprank.state.sqlite.backend import SCHEMA_VERSION
+from heaprank.state.sqlite.writes import json_array
 
 NOW = 1_750_000_000.0
 CANDS = [{"id": "a", "text": "Flight on Monday", "score": 2.0},
@@ -260,8 +260,7 @@ def test_json_arrays_of_names_read_back_as_given(items):
 def test_plain_names_are_joined_without_json_dumps(monkeypatch):
     """Names with nothing to escape (the usual feature names and ids, any script) are joined
     as they are; json.dumps is for the others only."""
-    from heaprank.state import sqlite_writes
-
+    from heaprank.state.sqlite import writes as sqlite_writes
     def refuse(*args, **kwargs):
         raise AssertionError("json.dumps called for names that need no escape")
 

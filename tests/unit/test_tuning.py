@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from heaprank import Config, InputError, InputTypeError, MemoryState, Reranker, Weights
+from heaprank.learning.tuning import MIN_HELDOUT, replay, tune
 from heaprank.reranker import LEARNING_FIELDS
-from heaprank.tuning import MIN_HELDOUT, replay, tune
 from tests.tuning_logs import DAY, NOW, record, synthetic_log
 
 TRUE = {"relevance": 0.5, "recency": 1.0, "importance": 1.0, "usefulness": 2.5}

@@ -6,7 +6,7 @@
 - :class:`HeapRankFeedbackHandler`: a callback handler that reports what each answer used.
 """
 
-from heaprank.attribution import Shown, cited, overlapping
+from heaprank.learning.attribution import Shown, cited, overlapping
 
 from .feedback import FeedbackReport, HeapRankFeedbackHandler
 from .reranker import HeapRankReranker

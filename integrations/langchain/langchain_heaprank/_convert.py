@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from heaprank import InputError
-from heaprank.candidates import DEFAULT_FIELD_KEYS
+from heaprank.scoring.candidates import DEFAULT_FIELD_KEYS
 from langchain_core.documents import Document
 
 logger = logging.getLogger("langchain_heaprank")

@@ -15,7 +15,7 @@ from typing import Any, Literal
 from uuid import UUID
 
 from heaprank import FeedbackError, Reranker
-from heaprank.attribution import Shown, UsageDetector, citations_or_overlap, cited, overlapping
+from heaprank.learning.attribution import Shown, UsageDetector, citations_or_overlap, cited, overlapping
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import BaseMessage
 from langchain_core.outputs import LLMResult

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from heaprank import FeedbackError, Reranker
-from heaprank.attribution import Shown, UsageDetector, citations_or_overlap, cited, overlapping
+from heaprank.learning.attribution import Shown, UsageDetector, citations_or_overlap, cited, overlapping
 from llama_index.core.base.response.schema import AsyncStreamingResponse, StreamingResponse
 from llama_index.core.bridge.pydantic import PrivateAttr
 from llama_index.core.chat_engine.types import StreamingAgentChatResponse

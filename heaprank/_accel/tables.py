@@ -1,0 +1,130 @@
+"""Compact open-addressing tables of int64 entries, the caches' form for the C kernels.
+
+The shape cache and the row cache of :class:`~heaprank.scoring.features.FeatureSpace` are dicts; their
+mirrors here are what ``_kernels.shape_rows`` reads: one small entry per key, in one
+``bytearray``, where a dict lookup from C would cost several pointer hops (index, entry, key
+object, value object), on a request path mostly cache misses. Written from Python only (rarely:
+a new shape or row), read from C (every rerank).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+#: Bits of a word bloom: one per ``hash(word) % 63`` (63 keeps a bloom a non-negative int64).
+BLOOM_BITS = 63
+
+
+def word_bloom(words: frozenset[str]) -> int:
+    """One bit per word, ``hash(word) % 63``: two sets with no bit in common share no word."""
+    bloom = 0
+    for word in words:
+        bloom |= 1 << hash(word) % BLOOM_BITS
+    return bloom
+
+
+class TableBuffer(bytearray):
+    """A table's bytes, and the objects its entries point to: ``held`` keeps each one alive as
+    long as the buffer is, so a kernel reading this buffer (even one a growth has replaced since
+    the call began, in another thread) never reads a freed object."""
+
+    __slots__ = ("held",)
+
+    def __init__(self, size: int) -> None:
+        super().__init__(size)
+        self.held: dict[int, object] = {}
+
+
+class OpenTable:
+    """Entries of :attr:`WIDTH` int64 columns (the key, then a value stored + 1, so that 0 marks
+    an empty entry, then any others), a power of two long and at most half full, with linear
+    probing from ``key & mask``."""
+
+    WIDTH = 2
+    MIN_SIZE = 1_024
+
+    def __init__(self) -> None:
+        self._allot(self.MIN_SIZE)
+
+    def _allot(self, size: int) -> None:
+        self.buffer = TableBuffer(8 * self.WIDTH * size)
+        self.entries = np.frombuffer(self.buffer, dtype=np.int64).reshape(size, self.WIDTH)
+        self.mask = size - 1
+        self.count = 0
+
+    def __len__(self) -> int:
+        return self.count
+
+    def clear(self) -> None:
+        self._allot(self.MIN_SIZE)
+
+    def _find(self, key: int) -> int:
+        """The position of ``key``, or of the empty entry where it would go."""
+        entries, mask = self.entries, self.mask
+        at = key & mask
+        while entries[at, 1] != 0 and entries[at, 0] != key:
+            at = (at + 1) & mask
+        return at
+
+    def _put(self, key: int, *stored: int) -> None:
+        """Set ``key``'s entry to ``stored`` (its value + 1, then the other columns)."""
+        if 2 * (self.count + 1) > len(self.entries):
+            live, held = self.entries[self.entries[:, 1] != 0].tolist(), self.buffer.held
+            self._allot(2 * len(self.entries))
+            self.buffer.held.update(held)  # the old buffer keeps its own
+            for entry in live:
+                self._put(*entry)
+        at = self._find(key)
+        if self.entries[at, 1] == 0:
+            self.count += 1
+        self.entries[at] = (key, *stored)
+
+    def discard(self, key: int) -> None:
+        """Remove ``key`` (if held), shifting back the entries its place kept apart from their
+        home (linear probing leaves no tombstone)."""
+        entries, mask = self.entries, self.mask
+        hole = self._find(key)
+        if entries[hole, 1] == 0:
+            return
+        self.count -= 1
+        self.buffer.held.pop(key, None)
+        at = hole
+        while True:
+            at = (at + 1) & mask
+            if entries[at, 1] == 0:
+                break
+            home = int(entries[at, 0]) & mask
+            # the entry stays unless its home lies cyclically outside (hole, at]
+            if (hole < at and (home <= hole or home > at)) or \
+                    (hole > at and home <= hole and home > at):
+                entries[hole] = entries[at]
+                hole = at
+        entries[hole] = 0
+
+
+class ShapeTable(OpenTable):
+    """The cached shapes: ``(shape key, slot key + 1, word bloom, id of the word set)``.
+
+    Kept in step with :attr:`FeatureSpace._shapes`, which stays the cache itself (its order is
+    the eviction order): an entry is inserted, discarded and cleared with its shape. The word set
+    the last column points to is held by the buffer (:class:`TableBuffer`), so it lives as
+    long as any buffer that points to it.
+    """
+
+    WIDTH = 4
+    #: Bytes per cached shape the table may hold (a quarter full, just grown, and the buffer's
+    #: reference to the word set), which the shape cache's byte bound counts.
+    BYTES_PER_SHAPE = 4 * 32 + 100
+
+    def insert(self, key: int, slot_key: int, words: frozenset[str]) -> None:
+        """Hold a shape: its key, slot key and word set."""
+        self.buffer.held[key] = words
+        self._put(key, slot_key + 1, word_bloom(words), id(words))
+
+
+class RowTable(OpenTable):
+    """The feature rows of the int keys (``(row key, row + 1)``), as :attr:`FeatureSpace._rows`
+    holds them; rows are only ever added, and all cleared together."""
+
+    def insert(self, key: int, row: int) -> None:
+        self._put(key, row + 1)

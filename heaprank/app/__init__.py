@@ -1,0 +1,1 @@
+"""The command line (``heaprank ...``), the Lisbon demo and the plots."""

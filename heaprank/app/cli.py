@@ -1,0 +1,458 @@
+"""``heaprank`` command line: demo, links, explain, stats, forget, tune, replay, plot, state copy.
+
+A mistake in what the user typed or pointed at (a missing file, bad JSON, a candidate of the wrong
+type, an unknown state URL, a bad ``--now``) ends the command with one line on stderr, starting
+``heaprank:``, and exit status 2; tracebacks are kept for heaprank's own bugs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sqlite3
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, NoReturn
+
+from .._time import DAY_S
+from .._version import __version__
+from ..errors import HeapRankError
+from ..state import sqlite_path
+
+DEFAULT_STATE = "sqlite:///heaprank.db"
+DEFAULT_CONFIG = "heaprank-config.json"
+MEMORY_STATE = "memory://"
+
+
+class UsageError(Exception):
+    """A mistake in the command line or in a file it names; printed as one line, exit 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors, like every other user error of this command."""
+
+    def error(self, message: str) -> NoReturn:
+        _report(f"{message} (see {self.prog} --help)")
+        raise SystemExit(2)
+
+
+def _report(message: str) -> None:
+    # One line even when a message quotes user text with newlines in it.
+    print("heaprank: " + " ".join(message.split()), file=sys.stderr)
+
+
+def _non_negative_int(text: str) -> int:
+    value = int(text)  # argparse turns the ValueError into "invalid value" with the option name
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+def _non_negative_float(text: str) -> float:
+    value = float(text)
+    if not value >= 0:  # also refuses nan
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+    return value
+
+
+def _now(text: str | None) -> float | str | None:
+    """Epoch seconds as a float; anything else is passed on as ISO 8601 for the library to parse."""
+    if text is None:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        return text
+    if not math.isfinite(value):
+        raise UsageError(f"--now: expected epoch seconds or an ISO 8601 time, got {text!r}")
+    return value
+
+
+def _existing_state(url: str) -> str:
+    """``url`` if it names a state that exists, opened read-only: inspecting a state must never
+    create or change one."""
+    if url.startswith("sqlite:"):
+        path = os.path.expanduser(sqlite_path(url))
+        if not Path(path).is_file():
+            raise UsageError(f"no state at {url!r} (file {path!r} does not exist); "
+                             "pass --state or set HEAPRANK_STATE")
+        if "mode=" not in url.partition("?")[2]:
+            url += ("&" if "?" in url else "?") + "mode=ro"
+    return url
+
+
+def _state_url(args: argparse.Namespace) -> str:
+    return _existing_state(args.state or os.environ.get("HEAPRANK_STATE") or DEFAULT_STATE)
+
+
+def _explain_state_url(args: argparse.Namespace) -> str:
+    """The state to rank with: a named one must exist; by default ``./heaprank.db`` if it exists,
+    else an empty in-memory state (``explain`` only reads, so it never creates a file)."""
+    named = args.state or os.environ.get("HEAPRANK_STATE")
+    if named:
+        return _existing_state(named)
+    return DEFAULT_STATE if Path(sqlite_path(DEFAULT_STATE)).is_file() else MEMORY_STATE
+
+
+def _print_json(data: Any) -> None:
+    json.dump(data, sys.stdout, indent=2, ensure_ascii=False)
+    sys.stdout.write("\n")
+
+
+def _load_candidates(name: str) -> list[Any]:
+    """The candidates of a JSON file: a list, or an object with a ``candidates`` list."""
+    try:
+        text = Path(name).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"--candidates: cannot read {name!r}: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"--candidates: {name!r} is not UTF-8 text ({exc.reason})") from exc
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"--candidates: {name!r} is not valid JSON: {exc.msg} at line "
+                         f"{exc.lineno} column {exc.colno}") from exc
+    if isinstance(data, dict) and "candidates" in data:
+        data = data["candidates"]
+    if not isinstance(data, list):
+        raise UsageError(f"--candidates: {name!r} must hold a JSON list of candidates or "
+                         f'{{"candidates": [...]}}, got {type(data).__name__}')
+    return data
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    import tempfile
+
+    from .demo import run
+
+    if args.state:
+        run(sys.stdout, args.state).close()
+        return 0
+    with tempfile.TemporaryDirectory(prefix="heaprank-demo-") as tmp:
+        url = f"sqlite:///{tmp}/demo.db"
+        sys.stdout.write("(learned state: a SQLite file in a temporary folder, the embedded "
+                         "default; removed after the demo)\n\n")
+        run(sys.stdout, url).close()
+    return 0
+
+
+def _cmd_links(args: argparse.Namespace) -> int:
+    from ..reranker import Reranker
+
+    with Reranker(_state_url(args)) as rr:
+        rows = rr.links(args.namespace, min_n=args.min_n)
+        if args.prefix:
+            rows = [r for r in rows if r.feature.startswith(tuple(args.prefix))]
+        rows = rows[:args.limit] if args.limit else rows
+    if args.json:
+        _print_json([{"feature": r.feature, "p": r.p, "n": r.n, "low": r.low, "high": r.high}
+                     for r in rows])
+        return 0
+    if not rows:
+        print(f"no learned links in {args.namespace!r}")
+        return 0
+    width = max(len(r.feature) for r in rows)
+    print(f"{'feature':<{width}}  P(useful)        n   90% interval")
+    for r in rows:
+        print(f"{r.feature:<{width}}  {r.p:9.4f}  {r.n:7.1f}   {r.low:.4f}-{r.high:.4f}")
+    return 0
+
+
+def _cmd_explain(args: argparse.Namespace) -> int:
+    from ..reranker import Reranker
+
+    candidates = _load_candidates(args.candidates)
+    now = _now(args.now)
+    with Reranker(_explain_state_url(args)) as rr:
+        try:
+            ranking = rr.rerank(args.query, candidates, namespace=args.namespace, k=args.k, now=now,
+                                track=False)
+        except (TypeError, ValueError) as exc:  # the library names the field the input got wrong
+            raise UsageError(str(exc)) from exc
+    if args.json:
+        _print_json({"query": ranking.query, "qtype": ranking.qtype,
+                     "namespace": ranking.namespace, "results": ranking.to_dicts()})
+    else:
+        print(f"Q: {ranking.query}   (type {ranking.qtype}, namespace {ranking.namespace})")
+        print(ranking.explain())
+    return 0
+
+
+def _cmd_stats(args: argparse.Namespace) -> int:
+    from ..reranker import Reranker
+
+    with Reranker(_state_url(args)) as rr:
+        stats = rr.stats()
+        namespaces = rr.state.namespaces()
+    if args.json:
+        _print_json({**stats, "namespace_names": namespaces})
+        return 0
+    width = max(len(k) for k in stats)
+    for key, value in stats.items():
+        print(f"{key:<{width}}  {value:>10}")
+    return 0
+
+
+def _cmd_state_copy(args: argparse.Namespace) -> int:
+    from ..state import open_state
+    from ..state.copy import copy_state
+
+    if args.dst.startswith("memory:"):
+        raise UsageError("state copy: memory:// keeps nothing once the command exits; copy to "
+                         "sqlite:///path or redis://host:port/db")
+    source = open_state(_existing_state(args.src))
+    try:
+        target = open_state(args.dst)
+        try:
+            stats = copy_state(source, target)
+        finally:
+            target.close()
+    finally:
+        source.close()
+    if args.json:
+        _print_json(stats)
+        return 0
+    print(f"copied {args.src} -> {args.dst}: " + ", ".join(f"{k} {v}" for k, v in stats.items()))
+    return 0
+
+
+def _policy(args: argparse.Namespace) -> Any:
+    """The retention policy a ``--policy`` file holds, or the built-in defaults."""
+    from ..learning.retention import PolicySet, load_policy
+
+    return load_policy(args.policy) if args.policy else PolicySet()
+
+
+def _cmd_forget(args: argparse.Namespace) -> int:
+    from ..reranker import Reranker
+
+    if not args.preview:
+        raise UsageError("forget: only --preview is available: heaprank never deletes your "
+                         "documents (drop forgotten ones from rankings with "
+                         "Config(drop_forgotten=True))")
+    policies = _policy(args)
+    with Reranker(_state_url(args)) as rr:
+        report = rr.forget_candidates(args.namespace, now=_now(args.now), policy=policies)
+    if args.json:
+        _print_json(report.to_dict())
+        return 0
+    settings = ", ".join(f"{k} {v:g}" if not isinstance(v, bool) else f"{k} {str(v).lower()}"
+                         for k, v in report.policy.to_dict().items())
+    print(f"namespace {report.namespace!r}: {report.count} of {report.checked} used documents "
+          f"forgotten ({settings})")
+    rows = report.ids[:args.limit] if args.limit else report.ids
+    if rows:
+        width = max(len(i) for i in rows)
+        print(f"{'id':<{width}}  retention  idle days")
+        for doc_id, r, idle in zip(rows, report.retention, report.idle_days):
+            print(f"{doc_id:<{width}}  {r:9.4f}  {idle:9.1f}")
+        if len(rows) < report.count:
+            print(f"... {report.count - len(rows)} more (--limit 0 shows all)")
+    print("preview only: nothing was deleted")
+    return 0
+
+
+def _config(args: argparse.Namespace) -> Any:
+    """The config of ``--config FILE``, else the defaults."""
+    from ..config import Config, load_config
+
+    return load_config(args.config) if args.config else Config()
+
+
+def _print_fit(fit: Any, start: Any) -> None:
+    who = "pooled (all namespaces)" if fit.namespace is None else f"namespace {fit.namespace!r}"
+    print(f"{who}: {fit.impressions} usable impressions ({fit.choices} used items), "
+          f"{fit.heldout_impressions} held out")
+    if fit.fitted is not None:
+        rows = [(n, getattr(start.weights, n), getattr(fit.fitted, n), *fit.intervals[n])
+                for n in fit.intervals if n != "half_life_s"]
+        if "half_life_s" in fit.intervals:  # shown in days
+            low, high = fit.intervals["half_life_s"]
+            rows.append(("half-life d", start.half_life_s / DAY_S,
+                         fit.fitted_half_life_s / DAY_S, low / DAY_S, high / DAY_S))
+        print(f"  {'weight':<12} {'current':>8} {'fitted':>8}   90% interval")
+        for name, before, after, low, high in rows:
+            print(f"  {name:<12} {before:8.3f} {after:8.3f}   {low:.3f}-{high:.3f}")
+    if fit.heldout_loglik_before is not None:
+        print(f"  held-out log-likelihood per choice {fit.heldout_loglik_before:.4f} -> "
+              f"{fit.heldout_loglik_after:.4f}; MRR {fit.heldout_mrr_before:.4f} -> "
+              f"{fit.heldout_mrr_after:.4f}")
+    print(f"  {'moved' if fit.moved else 'not moved'}: {fit.reason}")
+
+
+def _cmd_tune(args: argparse.Namespace) -> int:
+    from ..config import save_config
+    from ..reranker import Reranker
+
+    if args.out and not args.apply:
+        raise UsageError("--out: names the config file --apply writes; add --apply")
+    with Reranker(_state_url(args), config=_config(args)) as rr:
+        result = rr.tune(args.namespace, fit_half_life=args.fit_half_life,
+                         min_impressions=args.min_impressions)
+    out = args.out or args.config or DEFAULT_CONFIG
+    written = bool(args.apply and result.moved)
+    if written:
+        save_config(result.config, out)
+    if args.json:
+        _print_json({**result.to_dict(), "written": out if written else None})
+        return 0
+    for fit in (result.pooled, *result.namespaces.values()):
+        _print_fit(fit, result.start)
+    print("skipped impressions: " + ", ".join(f"{k} {v}" for k, v in result.skipped.items()))
+    if written:
+        print(f"wrote the tuned config to {out} (load it with --config {out})")
+    elif args.apply:
+        print("nothing written: the chosen fit did not move")
+    return 0
+
+
+def _cmd_replay(args: argparse.Namespace) -> int:
+    from ..learning.tuning import replay
+    from ..state import open_state
+
+    config = _config(args)
+    namespace = None if args.namespace == "*" else args.namespace
+    state = open_state(_state_url(args))
+    try:
+        result = replay(state.feedback_log(namespace), config)
+    finally:
+        state.close()
+    if args.json:
+        _print_json(result.to_dict())
+        return 0
+    print(f"{result.impressions} usable impressions ({result.choices} used items); skipped: "
+          + ", ".join(f"{k} {v}" for k, v in result.skipped.items()))
+    if result.mrr is None:
+        return 0
+    ks = list(result.used_at)
+    print(f"{'order':<8} {'MRR':>7}" + "".join(f" {'used@' + str(k):>7}" for k in ks))
+    for name, mrr, used_at in (("config", result.mrr, result.used_at),
+                               ("logged", result.logged_mrr, result.logged_used_at)):
+        print(f"{name:<8} {mrr:7.4f}" + "".join(f" {used_at[k]:7.4f}" for k in ks))
+    return 0
+
+
+def _cmd_plot(args: argparse.Namespace) -> int:
+    from ..reranker import Reranker
+    from .plots import PLOTS
+
+    entry = PLOTS[args.plot]
+    # A plot of a policy alone reads a state only when one is named.
+    url = _state_url(args) if entry.reads_state or args.state else MEMORY_STATE
+    with Reranker(url, config=_config(args)) as rr:
+        entry.draw(args, rr)
+    if not getattr(args, "json", False):  # --json: the plot printed its values as JSON
+        print(f"wrote {args.out}")
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="heaprank", description=(
+        "Re-rank retrieved candidates by relevance, recency, importance and learned usefulness."))
+    parser.add_argument("--version", action="version", version=f"heaprank {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def command(name: str, help_text: str, func: Any, state_help: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        p.add_argument("--state", help=state_help)
+        p.add_argument("--json", action="store_true", help="print JSON")
+        p.set_defaults(func=func)
+        return p
+
+    existing = f"URL of an existing state (default $HEAPRANK_STATE or {DEFAULT_STATE})"
+    demo = sub.add_parser("demo", help="the Lisbon example: search vs heaprank, before and after "
+                          "feedback")
+    demo.add_argument("--state", help="state URL (default: a temporary SQLite file)")
+    demo.set_defaults(func=_cmd_demo)
+
+    links = command("links", "list learned links, strongest first", _cmd_links, existing)
+    links.add_argument("--namespace", default="*", help="a namespace, or * for the pooled layer")
+    links.add_argument("--min-n", type=_non_negative_float, default=0.0,
+                       help="only links with this much evidence")
+    links.add_argument("--limit", type=_non_negative_int, default=30, help="rows to show (0: all)")
+    links.add_argument("--prefix", action="append", help="only features starting with this")
+
+    explain = command("explain", "rank candidates from a JSON file and explain each position "
+                      "(reads the state, never writes it)", _cmd_explain,
+                      f"URL of an existing state (default $HEAPRANK_STATE, or {DEFAULT_STATE} if "
+                      "that file exists, else nothing learned)")
+    explain.add_argument("--query", required=True)
+    explain.add_argument("--candidates", required=True,
+                         help="JSON file: a list of {id, text, score, metadata}")
+    explain.add_argument("--namespace", default="default")
+    explain.add_argument("-k", type=int, default=10)
+    explain.add_argument("--now", help="current time (epoch seconds or ISO 8601)")
+
+    command("stats", "counts of what the state holds", _cmd_stats, existing)
+
+    forget = command("forget", "report the documents a retention policy counts as forgotten "
+                     "(nothing is deleted)", _cmd_forget, existing)
+    forget.add_argument("--policy", help="TOML or JSON retention policy file (default: the "
+                        "built-in policy)")
+    forget.add_argument("--namespace", required=True, help="the namespace to examine")
+    forget.add_argument("--preview", action="store_true",
+                        help="print what would be forgotten (the only mode: nothing is deleted)")
+    forget.add_argument("--now", help="current time (epoch seconds or ISO 8601)")
+    forget.add_argument("--limit", type=_non_negative_int, default=50, help="ids to list (0: all)")
+
+    config_help = "config file (JSON, or TOML on Python 3.11+); default: the built-in defaults"
+    tune = command("tune", "fit the weights to the impression log (reads the state, never "
+                   "writes it; --apply writes a config file)", _cmd_tune, existing)
+    tune.add_argument("--namespace", help="also fit this namespace (shrunk toward the pooled "
+                      "fit; its fit is the one applied), or * for every namespace")
+    tune.add_argument("--config", help=config_help + " (the weights tuning starts from)")
+    tune.add_argument("--apply", action="store_true", help="write the tuned config if it moved")
+    tune.add_argument("--out", help=f"the file --apply writes (default: --config, else "
+                      f"{DEFAULT_CONFIG})")
+    tune.add_argument("--fit-half-life", action="store_true", help="fit the recency half-life too")
+    tune.add_argument("--min-impressions", type=_non_negative_int, default=50,
+                      help="a fit needs this many usable impressions (default 50)")
+
+    replay = command("replay", "re-order the logged impressions under a config: MRR and used@k "
+                     "(reads the state, never writes it)", _cmd_replay, existing)
+    replay.add_argument("--config", help=config_help)
+    replay.add_argument("--namespace", default="*", help="a namespace, or * for all")
+
+    from .plots import PLOTS
+
+    plot = sub.add_parser("plot", help="draw a PNG (needs heaprank[plot])",
+                          description="draw a PNG (needs heaprank[plot])")
+    plot_sub = plot.add_subparsers(dest="plot", required=True)
+    for name, entry in PLOTS.items():
+        p = plot_sub.add_parser(name, help=entry.help, description=entry.help)
+        p.add_argument("--state", help=existing)
+        p.add_argument("--config", help=config_help)
+        p.add_argument("--out", required=True, help="the image file to write (FILE.png)")
+        entry.add_arguments(p)
+        p.set_defaults(func=_cmd_plot)
+
+    state = sub.add_parser("state", help="manage states", description="manage states")
+    state_sub = state.add_subparsers(dest="state_command", required=True)
+    copy_help = ("copy a whole state (links, global layer, documents, impressions) into an empty "
+                 "one: between SQLite and Redis (sqlite:///path, redis://host:port/db, "
+                 "redis+cluster://host:port)")
+    copy = state_sub.add_parser("copy", help=copy_help, description=copy_help)
+    copy.add_argument("src", help="URL of the existing state to read")
+    copy.add_argument("dst", help="URL of the empty state to write (a SQLite file is created)")
+    copy.add_argument("--json", action="store_true", help="print the target's stats as JSON")
+    copy.set_defaults(func=_cmd_state_copy)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; 0 on success, 2 on a user error (one line on stderr)."""
+    args = _parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except (UsageError, HeapRankError, OSError, sqlite3.Error) as exc:
+        if isinstance(exc, BrokenPipeError):
+            return 0  # the reader (head, less) went away: nothing left to say
+        _report(str(exc))
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

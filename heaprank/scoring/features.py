@@ -1,0 +1,167 @@
+"""Features: the shape of a memory crossed with the type of question. Never its words.
+
+Every candidate fills each slot exactly once, so the noisy-OR over its features always has the
+same number of terms and, with no feedback anywhere, every candidate's usefulness is the same.
+
+Shape slots (from the candidate alone, cached per ``(id, text hash)``)::
+
+    kind:<kind|none>  source:<source|none>  len:<bucket>  date:yes|no  num:yes|no
+    ent:yes|no  q:yes|no  [tag:<name>=yes|no for each configured tag]
+
+Relation slots (query x candidate, still no words)::
+
+    qsrc:yes|no   the question names the candidate's source or speaker
+    qent:yes|no   a capitalised name of the question appears in the candidate
+    person:<first|second|third>/<user|assistant|other>   (``Config.speaker_roles``) whose
+                  statements the question asks about (its grammatical person) crossed with
+                  the candidate's source role
+
+The question's temporal intent (:func:`temporal_intent`: ``recent``, ``past`` or ``none``) is
+not a slot: it scales the recency weight (``Config.intent_recency``).
+
+Each slot also appears crossed with the question type, ``qt:when&date:yes``; optionally
+``doc:<id>`` is appended ("this very document keeps being useful").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .query import PERSONS, QUESTION_TYPES, ROLES, QueryInfo, person_slot
+from .text import _DATE, _NUM, names, tokens
+
+# Word-count buckets: finer than short/medium/long (the turn length matters on LoCoMo).
+_LEN_EDGES = (3, 6, 10, 15, 22, 32, 48)
+
+
+def length_bucket(n_words: int) -> str:
+    for edge in _LEN_EDGES:
+        if n_words <= edge:
+            return f"len:<={edge}"
+    return f"len:>{_LEN_EDGES[-1]}"
+
+
+@dataclass(frozen=True, slots=True)
+class Shape:
+    """A candidate's cached shape: its slot features and the names it mentions."""
+
+    slots: tuple[str, ...]
+    words: frozenset[str]
+
+
+def yes(flag: bool) -> str:
+    return "yes" if flag else "no"
+
+
+def expand_features(qtype: str, slots: Sequence[str], doc_id: str | None = None) -> tuple[str, ...]:
+    """A candidate's retrieval features from its slots: the slots, each slot x the question type,
+    then ``doc:<id>`` when document features are on. The single definition of a feature row:
+    rerank builds rows with it, and feedback rebuilds them from a stored impression with it."""
+    canonical = _CANONICAL.get
+    out = tuple(slots) + tuple(f"qt:{qtype}&{s}" for s in slots)
+    # Codebook features as one shared string object each: every dict that holds them (the
+    # feature space's, a state's) then matches them by identity, without comparing bytes.
+    out = tuple(map(canonical, out, out))
+    if doc_id is not None:
+        out = out + (f"doc:{doc_id}",)
+    return out
+
+
+def shape_of(text: str, kind: str | None, source: str | None, tags: frozenset[str],
+             tag_slots: Sequence[str]) -> Shape:
+    toks = tokens(text)
+    stripped = text.rstrip()
+    slots = [
+        f"kind:{kind or 'none'}",
+        f"source:{source or 'none'}",
+        length_bucket(len(toks)),
+        f"date:{yes(bool(_DATE.search(text)))}",
+        f"num:{yes(bool(_NUM.search(text)))}",
+        f"ent:{yes(bool(names(text)))}",
+        f"q:{yes(stripped.endswith(('?', '？')))}",
+    ]
+    slots.extend(f"tag:{t}={yes(t in tags)}" for t in tag_slots)
+    return Shape(slots=tuple(slots), words=frozenset(t.casefold() for t in toks))
+
+
+def relation_slots(query: QueryInfo, shape: Shape, source: str | None) -> tuple[str, str]:
+    names_source = source is not None and bool(
+        {t.casefold() for t in tokens(source)} & query.words)
+    shares_name = bool(query.names & shape.words)
+    return f"qsrc:{yes(names_source)}", f"qent:{yes(shares_name)}"
+
+
+def retrieval_features(query: QueryInfo, shape: Shape, source: str | None,
+                       doc_id: str | None, structure: tuple[str, ...] = (),
+                       speaker_roles: bool = False) -> tuple[str, ...]:
+    """All features of one candidate for one query: its slots (shape, relation, ``structure``
+    from :func:`neighbour_slots`, the ``person:`` slot with ``speaker_roles``), each slot x the
+    question type, then ``doc:``."""
+    slots = shape.slots + relation_slots(query, shape, source) + structure
+    if speaker_roles:
+        slots = slots + (person_slot(query.person, source),)
+    return expand_features(query.qtype, slots, doc_id)
+
+
+def _rank_bucket(rank: int) -> str:
+    if rank < 0:
+        return "none"
+    if rank == 0:
+        return "top1"
+    if rank < 3:
+        return "top3"
+    if rank < 10:
+        return "top10"
+    return "lower"
+
+
+NO_NEIGHBOURS = ("prev:none", "next:none")
+_BUCKETS = ("top1", "top3", "top10", "lower", "none")
+_NEIGHBOUR_CODE: dict[tuple[str, ...], int] = {(f"prev:{a}", f"next:{b}"): 5 * i + j
+                   for i, a in enumerate(_BUCKETS) for j, b in enumerate(_BUCKETS)}
+
+
+def neighbour_slots(threads: Sequence[str | None], positions: Sequence[float],
+                    retriever_rank: Sequence[int]) -> list[tuple[str, ...]]:
+    """Each candidate's structural neighbours among the candidates: how high the retriever
+    ranked the turn just before it (``prev:``) and just after it (``next:``) in the same
+    thread, as ``top1 | top3 | top10 | lower | none``. Evidence often sits next to the turn
+    that matched the question (the answer after the question that names the topic)."""
+    where: dict[tuple[str, float], int] = {}
+    for i, (thread, pos) in enumerate(zip(threads, positions)):
+        if thread is not None and pos == pos:  # NaN-safe
+            where[(thread, pos)] = i
+    if not where:
+        return [NO_NEIGHBOURS] * len(threads)
+    out: list[tuple[str, ...]] = []
+    for thread, pos in zip(threads, positions):
+        prev = where.get((thread, pos - 1), -1) if thread is not None else -1
+        nxt = where.get((thread, pos + 1), -1) if thread is not None else -1
+        out.append((f"prev:{_rank_bucket(retriever_rank[prev] if prev >= 0 else -1)}",
+                    f"next:{_rank_bucket(retriever_rank[nxt] if nxt >= 0 else -1)}"))
+    return out
+
+
+# The slot codebook of stored impressions: slots that carry no caller data get a fixed one-byte
+# code, so an impression stores ~11 bytes of features per shown item instead of ~400 bytes of
+# names. Append only: a stored code must keep its meaning in every later version.
+_COMMON_KINDS = ("instruction", "preference", "decision", "error", "summary", "insight", "fact",
+                 "note", "episode", "tool_result")
+FIXED_SLOTS: tuple[str, ...] = (
+    ("kind:none", "source:none")
+    + tuple(f"kind:{k}" for k in _COMMON_KINDS)
+    + tuple(f"len:<={e}" for e in _LEN_EDGES) + (f"len:>{_LEN_EDGES[-1]}",)
+    + tuple(f"{slot}:{v}" for slot in ("date", "num", "ent", "q", "qsrc", "qent")
+            for v in ("yes", "no"))
+    + tuple(f"{side}:{b}" for side in ("prev", "next")
+            for b in ("top1", "top3", "top10", "lower", "none"))
+    + tuple(f"source:{s}" for s in ("user", "assistant", "system", "tool"))
+    + tuple(f"person:{p}/{r}" for p in PERSONS for r in ROLES)
+)
+
+#: The codebook's slots and their crossings with every question type, each as one string object
+#: (no caller data: kinds, sources, tags and document ids outside the codebook are not in it).
+_CANONICAL: dict[str, str] = {f: f for f in FIXED_SLOTS + tuple(
+    f"qt:{q}&{slot}" for q in QUESTION_TYPES for slot in FIXED_SLOTS)}
+

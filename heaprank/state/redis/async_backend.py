@@ -1,0 +1,184 @@
+"""The async Redis client: the hot path of :class:`~heaprank.state.redis.backend.RedisState` on
+``redis.asyncio``, for ``Reranker.arerank`` and ``afeedback``.
+
+It runs the same operations (:mod:`.redis_ops`: keys, scripts, Cluster routing, reply parsing)
+under the same failure policy (:mod:`.redis_connect`: retries with backoff for idempotent calls
+only, every Redis error a ``StateUnavailableError``), awaiting each round trip instead of
+blocking a thread. It does what a rerank and a feedback need (read, with the co-use edges when
+asked, impressions, feedback, with the co-use update when the batch carries one, the periodic
+prune); audit, forget and copy stay on the sync client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..._flow import adrive
+from ..._time import DAY_S
+from ...errors import ConfigError, FeedbackError
+from ...records import DocStats, FeedbackBatch, FeedbackOutcome, Impression, LinkCounts, recall_key
+from ..base import CreditFn
+from ..edges import EdgeRows
+from . import ops as redis_ops
+from .connect import RedisClientBase, connect_async
+from .layout import redis_options
+from .ops import GlobalCache, Request
+
+if TYPE_CHECKING:
+    from .backend import RedisState
+
+_ASYNC_CONNECTION = ("redis", "asyncio", "connection.py")
+
+
+def _torn_down_under_a_write(exc: BaseException) -> bool:
+    """Whether ``exc`` came out of redis-py's asyncio connection code, which (redis-py 8.1)
+    raises AttributeError or TypeError instead of ConnectionError when a connection is closed
+    while a command is written to it (redis/redis-py#3546, #4287): a lost connection, retried
+    like any other."""
+    tb = exc.__traceback__
+    while tb is not None:
+        if Path(tb.tb_frame.f_code.co_filename).parts[-3:] == _ASYNC_CONNECTION:
+            return True
+        tb = tb.tb_next
+    return False
+
+
+class AsyncRedisState(RedisClientBase):
+    """Learned state in Redis, through ``redis.asyncio`` (an :class:`AsyncStateBackend` and an
+    :class:`AsyncEdgeBackend`).
+
+    Usually obtained from a :class:`~heaprank.state.redis.backend.RedisState` (``async_backend()``,
+    which ``Reranker.arerank``/``afeedback`` call); it can also be opened alone with
+    :meth:`from_url`. Its connection pool belongs to the event loop that first uses it.
+
+    Args:
+        url: As for ``RedisState`` (``redis://``, ``rediss://``, ``unix://``, ``redis+cluster://``),
+            without query options (see :meth:`from_url`).
+        client: An existing ``redis.asyncio.Redis`` or ``redis.asyncio.RedisCluster``
+            (``decode_responses=False``) instead of ``url``.
+        prefix, global_shards, timeout_s, retries, global_cache_ttl_s, max_impressions,
+        impression_ttl_s: As for ``RedisState``; a state's clients must agree on them.
+    """
+
+    def __init__(self, url: str | None = None, *, client: Any = None, prefix: str = "heaprank",
+                 global_shards: int = 8, timeout_s: float = 2.0, retries: int = 2,
+                 global_cache_ttl_s: float = 0.0, max_impressions: int = 100_000,
+                 impression_ttl_s: float = DAY_S, _cache: GlobalCache | None = None) -> None:
+        from .backend import PRUNE_EVERY
+
+        self._setup(url, client, connect_async, prefix=prefix, global_shards=global_shards,
+                    timeout_s=timeout_s, retries=retries,
+                    cache=_cache if _cache is not None else GlobalCache(global_cache_ttl_s),
+                    max_impressions=max_impressions, impression_ttl_s=impression_ttl_s)
+        self._prune_every = PRUNE_EVERY
+        self._checked = _cache is not None  # a twin's layout was checked by its sync state
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> AsyncRedisState:
+        """Open from a URL whose query string may carry this class's options (as ``RedisState``)."""
+        base, ours = redis_options(url)
+        return cls(base, **{**ours, **options})
+
+    @classmethod
+    def twin_of(cls, state: RedisState) -> AsyncRedisState:
+        """An async client of the same state as ``state`` (built from a URL), sharing its
+        pooled-count cache."""
+        if state.url is None:
+            raise ConfigError("AsyncRedisState.twin_of: the state was given a client, not a URL")
+        return cls(state.url, prefix=state.prefix, global_shards=state.n_shards,
+                   timeout_s=state.timeout_s, retries=state.retries,
+                   max_impressions=state.max_impressions, impression_ttl_s=state.impression_ttl_s,
+                   _cache=state.cache)
+
+    # ------------------------------------------------------------ connection
+
+    async def _send(self, request: Request) -> Any:
+        try:
+            return await request.send(self.client)
+        except self.failures.no_script:
+            await request.load(self.client)  # type: ignore[union-attr]  # only a Script says NOSCRIPT
+            return await request.send(self.client)
+        except (AttributeError, TypeError) as exc:
+            if not _torn_down_under_a_write(exc):
+                raise
+            raise self.failures.connection_error("connection closed during a write") from exc
+
+    async def _run(self, what: str, flow: Callable[[], redis_ops.Op], *, idempotent: bool) -> Any:
+        """Run an operation of :mod:`.redis_ops` (a fresh flow for every attempt)."""
+        if not self._checked:
+            await self._check_meta()
+        for attempt in itertools.count():
+            try:
+                return await adrive(flow(), self._send)
+            except self.failures.errors as exc:
+                await asyncio.sleep(self.failures.wait_s(what, exc, attempt, idempotent=idempotent))
+        raise AssertionError("unreachable")
+
+    async def _check_meta(self) -> None:
+        self._checked = True  # before the call: _run would check again
+        try:
+            await self._run("open", lambda: redis_ops.check_layout(self.layout, "AsyncRedisState"),
+                            idempotent=True)
+        except BaseException:
+            self._checked = False
+            raise
+
+    # ------------------------------------------------------------ the hot path
+
+    async def read(self, namespace: str, features: Sequence[str],
+                   ids: Sequence[str]) -> tuple[LinkCounts, DocStats]:
+        """Everything a rerank reads, in one round trip."""
+        counts, docs, _ = await self._read(namespace, features, ids, False)
+        return counts, docs
+
+    async def read_with_edges(self, namespace: str, features: Sequence[str],
+                              ids: Sequence[str]) -> tuple[LinkCounts, DocStats, EdgeRows]:
+        """:meth:`read` plus the co-use edges among ``ids``, in the same round trip."""
+        return await self._read(namespace, features, ids, True)
+
+    async def _read(self, namespace: str, features: Sequence[str], ids: Sequence[str],
+                    with_edges: bool) -> tuple[LinkCounts, DocStats, EdgeRows]:
+        found: tuple[LinkCounts, DocStats, EdgeRows] = await self._run("read", lambda: redis_ops.read(
+            self.layout, self.cache, self.cluster, namespace, features, ids, with_edges),
+            idempotent=True)
+        return found
+
+    async def put_impression(self, impression: Impression, *,
+                             feedback_id: str | None = None) -> str | None:
+        """Record an impression (see ``StateBackend.put_impression``); idempotent, so retried."""
+        held: str | None = await self._run("put_impression", lambda: redis_ops.put_impression(
+            self.layout, self.cluster, impression, feedback_id, self.impression_ttl_s),
+            idempotent=True)
+        return held
+
+    async def get_impression(self, recall_id: str) -> Impression | None:
+        found: Impression | None = await self._run("get_impression", lambda: redis_ops.get_impression(
+            self.layout, self.cluster, recall_id), idempotent=True)
+        return found
+
+    async def apply_feedback(self, batch: FeedbackBatch, credit: CreditFn) -> FeedbackOutcome:
+        """Apply one feedback in one script, atomically and at most once per (recall, item);
+        retried after a lost reply (an applied first attempt comes back as already recorded).
+        ``credit`` is not called: the script computes it next to the data."""
+        if recall_key(batch.recall_id) is None:
+            raise FeedbackError(f"recall_id {batch.recall_id!r}: unknown (never recorded, "
+                                f"expired or pruned)")
+        reply = await self._run("feedback", lambda: redis_ops.feedback(self.layout, self.cluster, batch),
+                                idempotent=True)
+        outcome = redis_ops.feedback_outcome(batch, reply)
+        if outcome.applied and next(self._feedbacks) % self._prune_every == 1:
+            await self.prune()
+        return outcome
+
+    async def prune(self) -> None:
+        """Drop the oldest impressions with feedback past ``max_impressions``."""
+        await self._run("prune", lambda: redis_ops.prune(self.layout, self.max_impressions),
+                        idempotent=True)
+
+    async def aclose(self) -> None:
+        """Release the connection pool."""
+        await self.client.aclose()

@@ -1,0 +1,140 @@
+"""Connections of the Redis backend: clients from URLs (sync and ``redis.asyncio``, a server or
+a Cluster) and the one failure policy both clients follow.
+
+redis-py's own retries are turned off: this policy retries only idempotent calls (reads, an
+impression write, a feedback, which the scripts make idempotent), after errors that say the
+server was not reached or not ready (connection lost, timeout, Cluster down or moving, a
+replica not yet promoted), waiting 50 ms, 100 ms, 200 ms, ... (at most the timeout) between
+attempts; every Redis error that is left becomes :class:`~heaprank.errors.StateUnavailableError`.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+from ..._optional import require
+from ...errors import ConfigError, StateUnavailableError
+from .layout import CLUSTER_SCHEME, KeyLayout
+from .ops import GlobalCache
+
+#: First wait before a retry, doubled at each further attempt.
+FIRST_BACKOFF_S = 0.05
+
+
+def redis_module(feature: str) -> ModuleType:
+    """redis-py, or a MissingDependencyError naming the extra."""
+    return require("redis", extra="redis", feature=feature)
+
+
+def _options(redis: ModuleType, retry_module: Any, timeout_s: float) -> dict[str, Any]:
+    no_retry = retry_module.Retry(redis.backoff.NoBackoff(), 0)
+    return {"socket_timeout": timeout_s, "socket_connect_timeout": timeout_s, "retry": no_retry,
+            "decode_responses": False}
+
+
+def connect(url: str, timeout_s: float) -> Any:
+    """A ``redis.Redis`` (or ``redis.cluster.RedisCluster`` for ``redis+cluster://``)."""
+    redis = redis_module("RedisState")
+    options = _options(redis, redis.retry, timeout_s)
+    if url.startswith(CLUSTER_SCHEME):
+        cluster = require("redis.cluster", extra="redis", feature="RedisState")
+        return cluster.RedisCluster.from_url("redis://" + url[len(CLUSTER_SCHEME):], **options)
+    return redis.Redis.from_url(url, retry_on_timeout=False, **options)
+
+
+def connect_async(url: str, timeout_s: float) -> Any:
+    """The ``redis.asyncio`` twin of :func:`connect`: its own connection pool, on the event
+    loop that first uses it."""
+    redis = redis_module("AsyncRedisState")
+    aio = require("redis.asyncio", extra="redis", feature="AsyncRedisState")
+    options = _options(redis, require("redis.asyncio.retry", extra="redis", feature="AsyncRedisState"),
+                       timeout_s)
+    if url.startswith(CLUSTER_SCHEME):
+        return aio.RedisCluster.from_url("redis://" + url[len(CLUSTER_SCHEME):], **options)
+    return aio.Redis.from_url(url, retry_on_timeout=False, **options)
+
+
+def is_cluster(client: Any) -> bool:
+    """Whether a client (sync or async) talks to a Redis Cluster."""
+    sync = require("redis.cluster", extra="redis", feature="RedisState")
+    aio = require("redis.asyncio", extra="redis", feature="AsyncRedisState")
+    return isinstance(client, (sync.RedisCluster, aio.RedisCluster))
+
+
+class FailurePolicy:
+    """Which errors a client retries, how long it waits, and what it raises in the end."""
+
+    def __init__(self, retries: int, timeout_s: float) -> None:
+        errors = redis_module("RedisState").exceptions
+        self.retries = int(retries)
+        self.timeout_s = float(timeout_s)
+        #: Everything a call may raise that means "Redis failed": a socket torn down mid-reply
+        #: is an OSError; a Cluster client that lost a node's slots (a master killed, its replica
+        #: not yet promoted) raises a RedisClusterException, which is no RedisError.
+        self.errors: tuple[type[BaseException], ...] = (errors.RedisError,
+                                                        errors.RedisClusterException, OSError)
+        self._transient = (errors.ConnectionError, errors.TimeoutError, errors.ClusterDownError,
+                           errors.TryAgainError, errors.ReadOnlyError,
+                           errors.RedisClusterException, OSError)
+        self.no_script = errors.NoScriptError
+        self.connection_error = errors.ConnectionError
+
+    def wait_s(self, what: str, exc: BaseException, attempt: int, *, idempotent: bool) -> float:
+        """Seconds to wait before attempt ``attempt + 1`` of a call that raised ``exc``, or
+        raise :class:`StateUnavailableError` when it must not (or may no more) be retried."""
+        if idempotent and attempt < self.retries and isinstance(exc, self._transient):
+            return float(min(FIRST_BACKOFF_S * 2 ** attempt, self.timeout_s))
+        raise StateUnavailableError(f"Redis state: {what} failed: {type(exc).__name__}: {exc}") \
+            from None
+
+
+class RedisClientBase:
+    """What the sync and the async client hold alike: the key layout, the options, the
+    failure policy and the redis-py client (made from ``url`` by ``connect_fn``, or given)."""
+
+    def _setup(self, url: str | None, client: Any, connect_fn: Callable[[str, float], Any], *,
+               prefix: str, global_shards: int, timeout_s: float, retries: int,
+               cache: GlobalCache, max_impressions: int, impression_ttl_s: float) -> None:
+        name = type(self).__name__
+        if (url is None) == (client is None):
+            raise ConfigError(f"{name}: pass exactly one of url or client")
+        self.layout = KeyLayout(prefix, global_shards)
+        if isinstance(max_impressions, bool) or not isinstance(max_impressions, int) \
+                or max_impressions < 1:
+            raise ValueError("max_impressions: must be an int >= 1")
+        if not (isinstance(impression_ttl_s, (int, float)) and impression_ttl_s > 0):
+            raise ValueError("impression_ttl_s: must be > 0")
+        self.url = url
+        self.timeout_s = float(timeout_s)
+        self.failures = FailurePolicy(retries, self.timeout_s)
+        self.cache = cache
+        self.max_impressions = max_impressions
+        self.impression_ttl_s = float(impression_ttl_s)
+        self.client = client if client is not None else connect_fn(url or "", self.timeout_s)
+        self.cluster = is_cluster(self.client)
+        if self.client.get_encoder().decode_responses:
+            raise ConfigError(f"{name}: the client must use decode_responses=False")
+        self._feedbacks = itertools.count(1)
+
+    @property
+    def prefix(self) -> str:
+        return self.layout.prefix
+
+    @property
+    def n_shards(self) -> int:
+        return self.layout.n_shards
+
+    @property
+    def retries(self) -> int:
+        return self.failures.retries
+
+    @property
+    def global_cache_ttl_s(self) -> float:
+        return self.cache.ttl_s
+
+    def __repr__(self) -> str:
+        kind = "cluster" if self.cluster else "server"
+        return f"{type(self).__name__}({kind}, prefix={self.prefix!r}, global_shards={self.n_shards})"

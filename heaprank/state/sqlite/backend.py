@@ -1,0 +1,727 @@
+"""SQLite state: one file, WAL, safe for several processes on one host.
+
+Each feedback is one ``BEGIN IMMEDIATE`` transaction: the credit is computed from the counts read
+inside it, so concurrent writers serialise and no update is lost, and a process killed mid-write
+leaves the last committed state (SQLite's journal rolls the rest back). A transaction writes each
+row it changes once, at its end (``sqlite_writes``), however many feedbacks it groups. Feedback
+commits with ``synchronous=FULL`` by default; impressions, which feedback needs only for a while and which a
+power cut may cost without harm, commit with ``NORMAL`` (no fsync on the rerank path). Deleted
+rows are overwritten (``secure_delete``), so forgetting a namespace leaves none of its bytes.
+
+The layout (schema 2) is in ``docs/design.md``, "State layout".
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..._time import DAY_S
+from ...errors import FeedbackError, StateError
+from ...records import DocStats, FeedbackBatch, FeedbackOutcome, Impression, LinkCounts, recall_key
+from .. import codec, edges
+from ..base import CreditFn, check_resolution, new_verdicts
+from .doc_cache import DocCache
+from .writes import TransactionWrites, json_array
+
+if TYPE_CHECKING:
+    from ..copy import StateDump
+
+SCHEMA_VERSION = 3
+APPLICATION = "heaprank"
+_PRUNE_EVERY = 256
+_LOG_PAGE = 512
+_SYNC_LEVELS = ("OFF", "NORMAL", "FULL", "EXTRA")
+
+#: Co-use edges (schema 3): one row per edge, ``a < b``, found from either document.
+_EDGES_SCHEMA = """
+CREATE TABLE edges (ns INTEGER NOT NULL, a TEXT NOT NULL, b TEXT NOT NULL, strength REAL NOT NULL,
+    count REAL NOT NULL, last REAL NOT NULL, PRIMARY KEY (ns, a, b)) WITHOUT ROWID;
+CREATE INDEX edges_b ON edges (ns, b)
+"""
+
+_SCHEMA = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+CREATE TABLE namespaces (id INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT NOT NULL UNIQUE);
+CREATE TABLE features (
+    id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE,
+    pos REAL NOT NULL DEFAULT 0, neg REAL NOT NULL DEFAULT 0, nscount INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE links (
+    ns INTEGER NOT NULL, fid INTEGER NOT NULL, pos REAL NOT NULL, neg REAL NOT NULL,
+    PRIMARY KEY (ns, fid)) WITHOUT ROWID;
+CREATE TABLE docs (
+    ns INTEGER NOT NULL, id TEXT NOT NULL, last_used REAL NOT NULL, use_count REAL NOT NULL,
+    PRIMARY KEY (ns, id)) WITHOUT ROWID;
+CREATE TABLE impressions (key INTEGER PRIMARY KEY, ns INTEGER NOT NULL, fed INTEGER NOT NULL,
+    body BLOB NOT NULL);
+CREATE TABLE feedback_ids (ns INTEGER NOT NULL, fid TEXT NOT NULL, key INTEGER NOT NULL,
+    PRIMARY KEY (ns, fid)) WITHOUT ROWID;
+""" + _EDGES_SCHEMA
+
+_NS_ID = "(SELECT id FROM namespaces WHERE name = ?)"
+_READ_EDGES = ("SELECT a, b, strength, count, last FROM edges WHERE ns = {ns} "
+               "AND a IN (SELECT value FROM json_each(?)) AND b IN (SELECT value FROM json_each(?))")
+# The hot reads walk the caller's list (json_each) and seek each entry, returning its position
+# (``j.key``) rather than its text: no temporary index of the list is built, and the arrays are
+# filled by position. CROSS JOIN keeps the list as the outer loop (the planner may not reorder it).
+_READ_LINKS = (f"SELECT j.key, f.pos, f.neg, IFNULL(l.pos, 0.0), IFNULL(l.neg, 0.0) "
+               f"FROM json_each(?) AS j CROSS JOIN features AS f LEFT JOIN links AS l "
+               f"ON l.ns = {_NS_ID} AND l.fid = f.id WHERE f.name = j.value")
+_READ_DOCS = (f"SELECT j.key, d.last_used, d.use_count FROM json_each(?) AS j CROSS JOIN docs AS d "
+              f"WHERE d.ns = {_NS_ID} AND d.id = j.value")
+
+
+def _adjacency(rows: Iterator[Any]) -> edges.Adjacency:
+    """Edge rows ``(a, b, strength, count, last)`` as an adjacency map, each edge's list shared
+    by its two documents."""
+    adj: edges.Adjacency = {}
+    for a, b, strength, count, last in rows:
+        row = [strength, count, last]
+        adj.setdefault(a, {})[b] = row
+        adj.setdefault(b, {})[a] = row
+    return adj
+
+
+class SQLiteState:
+    """Learned state in one SQLite file (``":memory:"`` for a private in-memory database).
+
+    Args:
+        path: The database file (``~`` is expanded). Created with its schema when missing; its
+            folder must exist. A file of another application is refused, never altered.
+        read_only: Open without writing (for inspection: ``links``, ``stats``, ``explain``).
+        busy_timeout_s: How long a writer waits for another process's transaction.
+        max_impressions: How many impressions with feedback to keep (oldest pruned first).
+        impression_ttl_s: Impressions without feedback expire after this long (wall clock).
+        synchronous: ``PRAGMA synchronous`` of feedback commits; ``FULL`` survives power loss.
+
+    Raises:
+        StateError: the folder is missing, the file belongs to another application, has a newer
+            schema, or is unreadable.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, read_only: bool = False,
+                 busy_timeout_s: float = 30.0, max_impressions: int = 100_000,
+                 impression_ttl_s: float = DAY_S, synchronous: str = "FULL") -> None:
+        if isinstance(max_impressions, bool) or not isinstance(max_impressions, int) \
+                or max_impressions < 1:
+            raise ValueError("max_impressions: must be an int >= 1")
+        if not (isinstance(impression_ttl_s, (int, float)) and impression_ttl_s > 0):
+            raise ValueError("impression_ttl_s: must be > 0")
+        if not isinstance(synchronous, str) or synchronous.upper() not in _SYNC_LEVELS:
+            raise ValueError(f"synchronous: expected OFF, NORMAL, FULL or EXTRA, got {synchronous!r}")
+        raw = os.fspath(path)
+        self.path = raw if raw == ":memory:" else os.path.expanduser(raw)
+        self.read_only = read_only
+        self.busy_timeout_s = busy_timeout_s
+        self.max_impressions = max_impressions
+        self.impression_ttl_s = float(impression_ttl_s)
+        self.synchronous = synchronous.upper()
+        self._lock = threading.RLock()
+        self._pid = -1
+        self._conn: sqlite3.Connection | None = None
+        self._sync = ""
+        self._puts = 0
+        self._connections = 0  # connections opened (one more after a fork)
+        self._link_writes = 0  # this object's commits that may change link counts
+        self._doc_rows = DocCache()  # the docs rows read, while no other connection commits
+        self._connect()
+
+    def __repr__(self) -> str:
+        return f"SQLiteState({self.path!r}{', read_only=True' if self.read_only else ''})"
+
+    # ------------------------------------------------------------ connection
+
+    def _connect(self) -> sqlite3.Connection:
+        # A connection must not cross a fork: reopen in a child process.
+        if self._conn is not None and self._pid == os.getpid():
+            return self._conn
+        if self.path != ":memory:":
+            folder = Path(self.path).parent
+            if not folder.is_dir():
+                raise StateError(f"SQLite state {self.path!r}: folder {str(folder)!r} does not "
+                                 f"exist (heaprank does not create folders: a typo would "
+                                 f"silently start an empty state)")
+            if self.read_only and not Path(self.path).exists():
+                raise StateError(f"SQLite state {self.path!r}: no such file")
+        try:
+            if self.read_only:
+                uri = Path(os.path.abspath(self.path)).as_uri() + "?mode=ro"
+                conn = sqlite3.connect(uri, uri=True, timeout=self.busy_timeout_s,
+                                       isolation_level=None, check_same_thread=False)
+            else:
+                conn = sqlite3.connect(self.path, timeout=self.busy_timeout_s,
+                                       isolation_level=None, check_same_thread=False)
+            conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_s * 1000)}")
+            try:
+                self._meta(conn)  # refuse another application's file before changing anything
+            except StateError:
+                conn.close()
+                raise
+            if not self.read_only:
+                if self.path != ":memory:":
+                    conn.execute("PRAGMA journal_mode = WAL")
+                conn.execute("PRAGMA secure_delete = ON")
+                self._sync = ""
+            self._check_schema(conn)
+        except sqlite3.DatabaseError as exc:
+            raise StateError(f"cannot open SQLite state at {self.path!r}: {exc}") from None
+        self._conn, self._pid = conn, os.getpid()
+        self._connections += 1
+        return conn
+
+    @property
+    def version(self) -> tuple[int, int, int]:
+        """Changes whenever the link counts may have changed: a commit by another connection
+        (``PRAGMA data_version``, any process) or a feedback or forget through this one. A
+        reader may keep what it derived from the counts while the version stands."""
+        with self._lock:
+            conn = self._connect()
+            try:
+                changed_elsewhere = conn.execute("PRAGMA data_version").fetchone()[0]
+            except sqlite3.DatabaseError as exc:
+                raise StateError(f"SQLite state {self.path!r}: {exc}") from None
+            return self._connections, int(changed_elsewhere), self._link_writes
+
+    def _meta(self, conn: sqlite3.Connection) -> dict[str, str] | None:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if not tables:
+            return None
+        if "meta" not in tables:
+            raise StateError(f"{self.path!r} is a SQLite file of another application (it has no "
+                             f"heaprank meta table); refusing to use or alter it")
+        meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+        if meta.get("application", APPLICATION) != APPLICATION or "schema_version" not in meta:
+            raise StateError(f"{self.path!r} is a SQLite file of another application; refusing "
+                             f"to use or alter it")
+        return meta
+
+    def _check_schema(self, conn: sqlite3.Connection) -> None:
+        meta = self._meta(conn)
+        if meta is None:
+            if self.read_only:
+                raise StateError(f"SQLite state {self.path!r} is empty")
+            self._create(conn)
+            return
+        try:
+            version = int(meta["schema_version"])
+            int(meta.get("feedbacks", "0"))
+        except ValueError:
+            raise StateError(f"SQLite state {self.path!r}: corrupted meta values "
+                             f"(schema_version={meta.get('schema_version')!r})") from None
+        if version > SCHEMA_VERSION:
+            raise StateError(f"SQLite state {self.path!r} has schema {version}, newer than this "
+                             f"heaprank ({SCHEMA_VERSION}); upgrade heaprank")
+        if version < SCHEMA_VERSION:
+            if self.read_only:
+                raise StateError(f"SQLite state {self.path!r} has schema {version}; open it "
+                                 f"writable once to migrate it to {SCHEMA_VERSION}")
+            self._migrate_from_1(conn)
+            self._migrate_from_2(conn)
+
+    @staticmethod
+    @contextmanager
+    def _schema_change(conn: sqlite3.Connection) -> Iterator[int | None]:
+        """One ``BEGIN IMMEDIATE`` transaction around a schema change, yielding the schema
+        version as it stands inside it (None for an empty file); rolled back on any error."""
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            row = None
+            if conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()[0]:
+                row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+            yield None if row is None else int(row[0])
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    @classmethod
+    def _create(cls, conn: sqlite3.Connection) -> None:
+        with cls._schema_change(conn) as version:
+            if version is None:
+                for statement in _SCHEMA.split(";"):
+                    conn.execute(statement)
+                conn.executemany("INSERT INTO meta VALUES (?, ?)", [
+                    ("application", APPLICATION), ("schema_version", str(SCHEMA_VERSION)),
+                    ("feedbacks", "0")])
+
+    @classmethod
+    def _migrate_from_1(cls, conn: sqlite3.Connection) -> None:
+        """Schema 1 (names repeated in every row, JSON impressions) to the current one. Links,
+        the pool and document use are kept; old impressions are dropped (feedback for them
+        reports an unknown recall)."""
+        with cls._schema_change(conn) as version:
+            if version == 1:
+                for old in ("links", "global_links", "docs", "impressions", "resolutions"):
+                    conn.execute(f"ALTER TABLE {old} RENAME TO v1_{old}")
+                conn.execute("DROP INDEX IF EXISTS impressions_ns")
+                for statement in _SCHEMA.split(";")[1:]:
+                    conn.execute(statement)
+                conn.execute("INSERT INTO namespaces (name) SELECT namespace FROM v1_links "
+                             "UNION SELECT namespace FROM v1_docs WHERE use_count > 0")
+                conn.execute("INSERT INTO features (name, pos, neg, nscount) SELECT g.feature, "
+                             "g.pos, g.neg, (SELECT COUNT(*) FROM v1_links l WHERE l.feature = "
+                             "g.feature) FROM v1_global_links g")
+                conn.execute("INSERT INTO links SELECT n.id, f.id, l.pos, l.neg FROM v1_links l "
+                             "JOIN namespaces n ON n.name = l.namespace "
+                             "JOIN features f ON f.name = l.feature")
+                conn.execute("INSERT INTO docs SELECT n.id, d.id, d.last_used, d.use_count "
+                             "FROM v1_docs d JOIN namespaces n ON n.name = d.namespace "
+                             "WHERE d.use_count > 0 AND d.last_used IS NOT NULL")
+                for old in ("links", "global_links", "docs", "impressions", "resolutions"):
+                    conn.execute(f"DROP TABLE v1_{old}")
+                conn.execute("INSERT OR REPLACE INTO meta VALUES ('application', ?)", (APPLICATION,))
+                conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'",
+                             (str(SCHEMA_VERSION),))
+
+    @classmethod
+    def _migrate_from_2(cls, conn: sqlite3.Connection) -> None:
+        """Schema 2 to 3: the co-use edges table, empty. Nothing else changes; an older heaprank
+        then refuses the file, as it would not forget a namespace's edges."""
+        with cls._schema_change(conn) as version:
+            if version == 2:
+                for statement in _EDGES_SCHEMA.split(";"):
+                    conn.execute(statement)
+                conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'",
+                             (str(SCHEMA_VERSION),))
+
+    def _set_sync(self, conn: sqlite3.Connection, level: str) -> None:
+        if self._sync != level:
+            conn.execute(f"PRAGMA synchronous = {level}")
+            self._sync = level
+
+    @contextmanager
+    def _read(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            conn = self._connect()
+            try:
+                conn.execute("BEGIN")
+                try:
+                    yield conn
+                finally:
+                    conn.execute("COMMIT")
+            except sqlite3.DatabaseError as exc:
+                raise StateError(f"SQLite state {self.path!r}: {exc}") from None
+
+    @contextmanager
+    def _read_alone(self) -> Iterator[sqlite3.Connection]:
+        """The connection for one statement read to its end (``fetchall``): on its own it reads
+        from one snapshot, so it needs no BEGIN / COMMIT round trips around it."""
+        with self._lock:
+            conn = self._connect()
+            try:
+                yield conn
+            except sqlite3.DatabaseError as exc:
+                raise StateError(f"SQLite state {self.path!r}: {exc}") from None
+
+    @contextmanager
+    def _write(self, sync: str | None = None) -> Iterator[sqlite3.Connection]:
+        if self.read_only:
+            raise StateError(f"SQLite state {self.path!r} is open read-only")
+        with self._lock:
+            conn = self._connect()
+            try:
+                self._set_sync(conn, sync or self.synchronous)
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.DatabaseError as exc:
+                raise StateError(f"SQLite state {self.path!r}: {exc}") from None
+            try:
+                yield conn
+                conn.execute("COMMIT")
+            except BaseException as exc:
+                conn.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.DatabaseError):
+                    raise StateError(f"SQLite state {self.path!r}: {exc}") from None
+                raise
+
+    @staticmethod
+    def _ns_id(conn: sqlite3.Connection, namespace: str) -> int:
+        row = conn.execute("INSERT INTO namespaces (name) VALUES (?) ON CONFLICT (name) DO UPDATE "
+                           "SET name = excluded.name RETURNING id", (namespace,)).fetchone()
+        return int(row[0])
+
+    # ------------------------------------------------------------------ reads
+
+    @staticmethod
+    def _counts(conn: sqlite3.Connection, namespace: str, features: Sequence[str]) -> LinkCounts:
+        out = np.zeros((len(features), 4))  # a feature never credited has no row: all zero
+        found = conn.execute(_READ_LINKS, (json_array(features), namespace)).fetchall()
+        if found:
+            rows = np.array(found, dtype=np.float64)
+            out[rows[:, 0].astype(np.intp)] = rows[:, 1:]
+        return LinkCounts(out[:, 2].copy(), out[:, 3].copy(), out[:, 0].copy(), out[:, 1].copy())
+
+    @staticmethod
+    def _docs(conn: sqlite3.Connection, namespace: str, ids: Sequence[str]) -> DocStats:
+        last_used, use_count = np.full(len(ids), math.nan), np.zeros(len(ids))
+        found = conn.execute(_READ_DOCS, (json_array(ids), namespace)).fetchall()
+        for at, last, uses in found:  # few: only documents used before have a row
+            last_used[at], use_count[at] = last, uses
+        return DocStats(last_used, use_count)
+
+    def read_links(self, namespace: str, features: Sequence[str]) -> LinkCounts:
+        with self._read() as conn:
+            return self._counts(conn, namespace, features)
+
+    def read_docs(self, namespace: str, ids: Sequence[str]) -> DocStats:
+        """The documents' stats, from the rows kept since this connection last saw another
+        one commit where they are all there (:mod:`heaprank.state.sqlite.doc_cache`), else read."""
+        with self._read_alone() as conn:
+            key = (self._connections, conn.execute("PRAGMA data_version").fetchone()[0])
+            kept = self._doc_rows.get(key, namespace, ids)
+            if kept is not None:
+                return kept
+            # Read after the version: a commit in between is newer than the key, and the next
+            # read sees its version change and starts again, so nothing kept is ever stale.
+            docs = self._docs(conn, namespace, ids)
+            self._doc_rows.put(key, namespace, ids, docs)
+            return docs
+
+    def read(self, namespace: str, features: Sequence[str],
+             ids: Sequence[str]) -> tuple[LinkCounts, DocStats]:
+        with self._read() as conn:
+            return self._counts(conn, namespace, features), self._docs(conn, namespace, ids)
+
+    def read_with_edges(self, namespace: str, features: Sequence[str],
+                        ids: Sequence[str]) -> tuple[LinkCounts, DocStats, edges.EdgeRows]:
+        with self._read() as conn:
+            where = json_array(ids)
+            found = conn.execute(_READ_EDGES.format(ns=_NS_ID), (namespace, where, where))
+            adj = _adjacency(found)
+            return (self._counts(conn, namespace, features), self._docs(conn, namespace, ids),
+                    edges.among(ids, adj.get))
+
+    def list_edges(self, namespace: str) -> list[tuple[str, str, float, float, float]]:
+        with self._read() as conn:
+            return [tuple(r) for r in conn.execute(  # type: ignore[misc]
+                f"SELECT a, b, strength, count, last FROM edges WHERE ns = {_NS_ID} "
+                f"ORDER BY a, b", (namespace,))]
+
+    # ------------------------------------------------------------- impressions
+
+    def put_impression(self, impression: Impression, *, feedback_id: str | None = None) -> str | None:
+        key = recall_key(impression.recall_id)
+        if key is None:
+            raise ValueError(f"recall_id: {impression.recall_id!r} is not a heaprank recall id")
+        body = codec.encode_impression(impression)
+        if feedback_id is None and self._put_alone(key, body, impression.namespace):
+            return impression.recall_id
+        with self._write(sync="NORMAL") as conn:
+            ns = self._ns_id(conn, impression.namespace)
+            if feedback_id is not None:
+                row = conn.execute("SELECT key FROM feedback_ids WHERE ns = ? AND fid = ? AND key IN "
+                                   "(SELECT key FROM impressions)", (ns, feedback_id)).fetchone()
+                if row is not None:
+                    return f"{row[0]:016x}"
+            cur = conn.execute("INSERT OR IGNORE INTO impressions (key, ns, fed, body) "
+                               "VALUES (?, ?, 0, ?)", (key, ns, body))
+            if cur.rowcount == 0:
+                return None
+            if feedback_id is not None:
+                conn.execute("INSERT OR REPLACE INTO feedback_ids VALUES (?, ?, ?)",
+                             (ns, feedback_id, key))
+            self._count_put(conn)
+        return impression.recall_id
+
+    def _put_alone(self, key: int, body: bytes, namespace: str) -> bool:
+        """Store an impression of a namespace that exists already (the usual case) in one
+        statement, its own transaction: whether it was stored (False: the namespace is new, or
+        the key is taken, which the full path in put_impression sorts out).
+
+        A writing statement outside BEGIN takes the write lock as BEGIN IMMEDIATE does (busy
+        timeout included) and commits on its own; the namespace's row is only read (the upsert
+        of _ns_id would rewrite it, a page more to commit per rerank)."""
+        if self.read_only:
+            raise StateError(f"SQLite state {self.path!r} is open read-only")
+        with self._lock:
+            conn = self._connect()
+            try:
+                self._set_sync(conn, "NORMAL")
+                stored = conn.execute("INSERT OR IGNORE INTO impressions (key, ns, fed, body) "
+                                      "SELECT ?, id, 0, ? FROM namespaces WHERE name = ?",
+                                      (key, body, namespace)).rowcount == 1
+            except sqlite3.DatabaseError as exc:
+                raise StateError(f"SQLite state {self.path!r}: {exc}") from None
+            if stored:
+                self._puts += 1
+                if self._puts % _PRUNE_EVERY == 1:  # as _count_put, in a transaction of its own
+                    self.prune()
+        return stored
+
+    def _count_put(self, conn: sqlite3.Connection) -> None:
+        self._puts += 1
+        if self._puts % _PRUNE_EVERY == 1:  # the first write of a connection, then every 256
+            self._prune(conn)
+
+    def _prune(self, conn: sqlite3.Connection) -> None:
+        cutoff = int((time.time() - self.impression_ttl_s) * 1000) << 20
+        conn.execute("DELETE FROM impressions WHERE key < ? AND fed = 0", (cutoff,))
+        row = conn.execute("SELECT key FROM impressions WHERE fed = 1 ORDER BY key DESC "
+                           "LIMIT 1 OFFSET ?", (self.max_impressions,)).fetchone()
+        if row is not None:
+            conn.execute("DELETE FROM impressions WHERE fed = 1 AND key <= ?", (row[0],))
+        conn.execute("DELETE FROM feedback_ids WHERE key NOT IN (SELECT key FROM impressions)")
+
+    def prune(self) -> None:
+        """Expire impressions now (normally done every few hundred writes)."""
+        with self._write() as conn:
+            self._prune(conn)
+
+    def get_impression(self, recall_id: str) -> Impression | None:
+        key = recall_key(recall_id)
+        if key is None:
+            return None
+        with self._read_alone() as conn:
+            found = conn.execute("SELECT n.name, i.body FROM impressions i JOIN namespaces n "
+                                 "ON n.id = i.ns WHERE i.key = ?", (key,)).fetchall()
+        if not found:
+            return None
+        return codec.decode_impression(recall_id, found[0][0], found[0][1])
+
+    def feedback_log(self, namespace: str | None = None) -> Iterator[Impression]:
+        """Impressions with feedback of ``namespace`` (``None``: all), oldest recall first.
+
+        Read in pages of a few hundred, each in its own short read transaction, so a long log
+        neither sits in memory at once nor holds the connection while the caller works."""
+        where = "" if namespace is None else " AND n.name = ?"
+        sql = (f"SELECT i.key, n.name, i.body FROM impressions i JOIN namespaces n ON n.id = i.ns "
+               f"WHERE i.fed = 1 AND i.key > ?{where} ORDER BY i.key LIMIT {_LOG_PAGE}")
+        after = -1
+        while True:
+            with self._read() as conn:
+                page = conn.execute(sql, (after,) if namespace is None
+                                    else (after, namespace)).fetchall()
+            for key, name, body in page:
+                yield codec.decode_impression(f"{key:016x}", name, bytes(body))
+            if len(page) < _LOG_PAGE:
+                return
+            after = page[-1][0]
+
+    # ---------------------------------------------------------------- feedback
+
+    def apply_feedback(self, batch: FeedbackBatch, credit: CreditFn) -> FeedbackOutcome:
+        with self._write() as conn:
+            self._link_writes += 1
+            writes = TransactionWrites(conn)
+            outcome = self._feedback(conn, batch, credit, writes)
+            writes.commit_feedback()
+            writes.write()
+            self._count_feedbacks(conn, 1 if outcome.applied else 0)
+            return outcome
+
+    def apply_feedback_many(self, batches: Sequence[FeedbackBatch],
+                            credit: CreditFn) -> list[FeedbackOutcome | FeedbackError]:
+        """Apply several feedbacks in ONE transaction (one commit, one fsync: a group commit).
+
+        Each feedback stays atomic and idempotent on its own: it runs inside a savepoint, and
+        one that cannot be applied (an unknown recall, a contradiction) is rolled back alone
+        and reported in its place in the returned list; the others commit. Their link counts
+        are held and written once per row at the end (:class:`TransactionWrites`).
+        """
+        out: list[FeedbackOutcome | FeedbackError] = []
+        with self._write() as conn:
+            self._link_writes += 1
+            writes = TransactionWrites(conn)
+            for batch in batches:
+                conn.execute("SAVEPOINT one_feedback")
+                try:
+                    out.append(self._feedback(conn, batch, credit, writes))
+                except FeedbackError as exc:
+                    conn.execute("ROLLBACK TO one_feedback")
+                    writes.drop_feedback()
+                    out.append(exc)
+                else:
+                    writes.commit_feedback()
+                conn.execute("RELEASE one_feedback")
+            writes.write()
+            self._count_feedbacks(conn, sum(1 for o in out
+                                            if isinstance(o, FeedbackOutcome) and o.applied))
+        return out
+
+    @staticmethod
+    def _count_feedbacks(conn: sqlite3.Connection, applied: int) -> None:
+        """Count the feedbacks a transaction applied, once at its end (one row rewritten per
+        transaction, not per feedback)."""
+        if applied:
+            conn.execute("UPDATE meta SET value = CAST(value AS INTEGER) + ? "
+                         "WHERE key = 'feedbacks'", (applied,))
+
+    def _feedback(self, conn: sqlite3.Connection, batch: FeedbackBatch, credit: CreditFn,
+                  writes: TransactionWrites) -> FeedbackOutcome:
+        key = recall_key(batch.recall_id)
+        row = None if key is None else conn.execute(
+            "SELECT i.ns, i.body FROM impressions i JOIN namespaces n ON n.id = i.ns "
+            "WHERE i.key = ? AND n.name = ?", (key, batch.namespace)).fetchone()
+        if row is None:
+            raise FeedbackError(f"recall_id {batch.recall_id!r}: unknown (never recorded, "
+                                f"expired or pruned)")
+        ns, body = row
+        verdicts = codec.verdicts_of(body)
+        todo, done = check_resolution(batch, verdicts)
+        if todo:
+            writes.apply(ns, batch, todo, credit)
+            self._doc_rows.drop(batch.namespace, [item.id for item in todo if item.used])
+            if batch.co_use is not None:
+                self._co_use(conn, ns, batch, verdicts, todo)
+            body = codec.with_verdicts(body, new_verdicts(verdicts, len(verdicts), todo))
+            conn.execute("UPDATE impressions SET fed = 1, body = ? WHERE key = ?", (body, key))
+        return FeedbackOutcome(batch.recall_id, tuple(i.id for i in todo), tuple(done))
+
+    @staticmethod
+    def _co_use(conn: sqlite3.Connection, ns: int, batch: FeedbackBatch, verdicts: Sequence[int],
+                todo: Sequence[Any]) -> None:
+        """Strengthen the co-use edges of this feedback, inside its transaction."""
+        co_use = batch.co_use
+        assert co_use is not None
+        pairs = edges.co_use_pairs(batch.shown, verdicts, todo, co_use.max_rank)
+        if not pairs:
+            return
+        docs = json_array(sorted({d for pair in pairs for d in pair}))
+        adj = _adjacency(conn.execute(
+            "SELECT a, b, strength, count, last FROM edges WHERE ns = ? AND (a IN (SELECT value "
+            "FROM json_each(?)) OR b IN (SELECT value FROM json_each(?)))", (ns, docs, docs)))
+        count = conn.execute("SELECT COUNT(*) FROM edges WHERE ns = ?", (ns,)).fetchone()[0]
+        _, written, deleted = edges.update(adj, count, pairs, batch.time, co_use, lambda: _adjacency(
+            conn.execute("SELECT a, b, strength, count, last FROM edges WHERE ns = ?", (ns,))))
+        conn.executemany("DELETE FROM edges WHERE ns = ? AND a = ? AND b = ?",
+                         [(ns, a, b) for a, b in sorted(deleted)])
+        conn.executemany("INSERT OR REPLACE INTO edges VALUES (?, ?, ?, ?, ?, ?)",
+                         [(ns, a, b, *adj[a][b]) for a, b in sorted(written)])
+
+    # ------------------------------------------------------------------ audit
+
+    def list_links(self, namespace: str | None) -> tuple[list[str], np.ndarray, np.ndarray]:
+        with self._read() as conn:
+            if namespace is None:
+                data = conn.execute("SELECT name, pos, neg FROM features WHERE nscount > 0 "
+                                    "ORDER BY name").fetchall()
+            else:
+                data = conn.execute(f"SELECT f.name, l.pos, l.neg FROM links l JOIN features f "
+                                    f"ON f.id = l.fid WHERE l.ns = {_NS_ID} ORDER BY f.name",
+                                    (namespace,)).fetchall()
+        arr = np.array([r[1:] for r in data], dtype=np.float64).reshape(-1, 2)
+        return [r[0] for r in data], arr[:, 0].copy(), arr[:, 1].copy()
+
+    def namespaces(self) -> list[str]:
+        with self._read() as conn:
+            return [r[0] for r in conn.execute(
+                "SELECT name FROM namespaces n WHERE EXISTS (SELECT 1 FROM links WHERE ns = n.id) "
+                "OR EXISTS (SELECT 1 FROM docs WHERE ns = n.id) ORDER BY name")]
+
+    def forget_namespace(self, namespace: str, *, scrub_global: bool = True) -> None:
+        with self._write() as conn:
+            self._link_writes += 1
+            self._doc_rows.clear()
+            row = conn.execute("SELECT id FROM namespaces WHERE name = ?", (namespace,)).fetchone()
+            if row is None:
+                return
+            ns = row[0]
+            scrub = ("pos = MAX(features.pos - l.pos, 0), neg = MAX(features.neg - l.neg, 0), "
+                     if scrub_global else "")
+            conn.execute(f"UPDATE features SET {scrub}nscount = nscount - 1 FROM "
+                         f"(SELECT fid, pos, neg FROM links WHERE ns = ?) AS l "
+                         f"WHERE features.id = l.fid", (ns,))
+            conn.execute("DELETE FROM features WHERE nscount <= 0")
+            for table in ("links", "docs", "impressions", "feedback_ids", "edges"):
+                conn.execute(f"DELETE FROM {table} WHERE ns = ?", (ns,))
+            conn.execute("DELETE FROM namespaces WHERE id = ?", (ns,))
+        self._checkpoint()
+
+    def _checkpoint(self) -> None:
+        """Fold the WAL into the file and truncate it, so no older page image survives there."""
+        if self.path == ":memory:":
+            return
+        with self._lock:
+            try:
+                self._connect().execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            except sqlite3.DatabaseError as exc:
+                raise StateError(f"SQLite state {self.path!r}: {exc}") from None
+
+    def stats(self) -> dict[str, int]:
+        with self._read() as conn:
+            one = lambda sql: int(conn.execute(sql).fetchone()[0])  # noqa: E731
+            return {
+                "namespaces": one("SELECT COUNT(*) FROM namespaces n WHERE EXISTS (SELECT 1 FROM "
+                                  "links WHERE ns = n.id) OR EXISTS (SELECT 1 FROM docs "
+                                  "WHERE ns = n.id)"),
+                "links": one("SELECT COUNT(*) FROM links"),
+                "global_links": one("SELECT COUNT(*) FROM features WHERE nscount > 0"),
+                "documents": one("SELECT COUNT(*) FROM docs"),
+                "impressions": one("SELECT COUNT(*) FROM impressions"),
+                "feedbacks": one("SELECT value FROM meta WHERE key = 'feedbacks'"),
+            }
+
+    def integrity_check(self) -> str:
+        """SQLite's ``PRAGMA integrity_check`` answer (``"ok"`` when the file is sound)."""
+        with self._read() as conn:
+            return str(conn.execute("PRAGMA integrity_check").fetchone()[0])
+
+    def close(self) -> None:
+        with self._lock:
+            self._doc_rows.clear()
+            if self._conn is not None and self._pid == os.getpid():
+                self._conn.close()
+            self._conn = None
+
+    def __enter__(self) -> SQLiteState:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------- export (state copy)
+
+    def iter_docs(self, namespace: str) -> list[tuple[str, float, float]]:
+        """``(id, last_used, use_count)`` of each used document of ``namespace``."""
+        with self._read() as conn:
+            return [(i, last, uses) for i, last, uses in conn.execute(
+                f"SELECT id, last_used, use_count FROM docs WHERE ns = {_NS_ID} ORDER BY id",
+                (namespace,))]
+
+    def iter_impressions(self) -> list[tuple[str, str, bytes]]:
+        """``(recall_id, namespace, codec bytes)`` of every stored impression."""
+        with self._read() as conn:
+            return [(f"{key:016x}", name, bytes(body)) for key, name, body in conn.execute(
+                "SELECT i.key, n.name, i.body FROM impressions i JOIN namespaces n "
+                "ON n.id = i.ns ORDER BY i.key")]
+
+    def import_state(self, dump: StateDump) -> None:
+        """Write a whole state (from :func:`heaprank.state.copy.export_state`) into this empty one."""
+        holders = dump.holders()
+        with self._write() as conn:
+            self._link_writes += 1
+            self._doc_rows.clear()
+            if conn.execute("SELECT (SELECT COUNT(*) FROM features) + "
+                            "(SELECT COUNT(*) FROM impressions)").fetchone()[0]:
+                raise StateError(f"SQLite state {self.path!r} is not empty")
+            gf, gpos, gneg = dump.global_links
+            conn.executemany("INSERT INTO features (name, pos, neg, nscount) VALUES (?, ?, ?, ?)",
+                             [(f, p, n, holders.get(f, 0)) for f, p, n in
+                              zip(gf, gpos.tolist(), gneg.tolist())])
+            conn.executemany("INSERT OR IGNORE INTO features (name, nscount) VALUES (?, ?)",
+                             list(holders.items()))
+            fid = dict(conn.execute("SELECT name, id FROM features"))
+            names = set(dump.links) | set(dump.docs) | set(dump.edges) | {
+                ns for _, ns, _ in dump.impressions}
+            ns_id = {ns: self._ns_id(conn, ns) for ns in sorted(names)}
+            for ns, (features, pos, neg) in dump.links.items():
+                conn.executemany("INSERT INTO links VALUES (?, ?, ?, ?)", [
+                    (ns_id[ns], fid[f], p, n) for f, p, n in zip(features, pos.tolist(), neg.tolist())])
+            for ns, rows in dump.docs.items():
+                conn.executemany("INSERT INTO docs VALUES (?, ?, ?, ?)",
+                                 [(ns_id[ns], i, last, uses) for i, last, uses in rows])
+            for ns, edge_rows in dump.edges.items():
+                conn.executemany("INSERT INTO edges VALUES (?, ?, ?, ?, ?, ?)",
+                                 [(ns_id[ns], *row) for row in edge_rows])
+            conn.executemany("INSERT INTO impressions VALUES (?, ?, ?, ?)", [
+                (recall_key(rid), ns_id[ns], int(any(codec.verdicts_of(body))), body)
+                for rid, ns, body in dump.impressions])
+            conn.execute("UPDATE meta SET value = ? WHERE key = 'feedbacks'", (str(dump.feedbacks),))
