@@ -15,11 +15,10 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
-from ._accel import speedups
 from ._checks import MAX_NAMESPACE_CHARS, check_id, check_ids, check_namespace, check_query
 from ._flow import Call, Flow, adrive, drive
 from ._time import DAY_S, resolve_now, to_epoch
-from .config import SIGNALS, Config, Weights
+from .config import SIGNALS, Config
 from .errors import (
     ConfigError,
     FeedbackError,
@@ -40,13 +39,12 @@ from .records import (
     new_feedback_item,
     new_recall_id,
 )
-from .scoring import fusion, spreading
+from .scoring import fusion, rank, spreading
 from .scoring import signals as sig
 from .scoring.candidates import Candidate, CandidateBatch, CandidateLike, coerce_candidates
 from .scoring.features import neighbour_slots
 from .scoring.query import QueryInfo, QuestionClassifier, english_question_type
 from .scoring.results import (
-    ExplainTemplate,
     Ranked,
     Ranking,
     ResultSource,
@@ -65,11 +63,6 @@ if TYPE_CHECKING:
     from .learning.tuning import TuneResult
 
 TOP_LINKS = 3
-#: The C kernel of the EXPLAIN details (None: the Python loop of Reranker._details)
-details_kernel = None if speedups is None else speedups.details_of
-columns_kernel = None if speedups is None else speedups.columns
-take_kernel = None if speedups is None else speedups.take
-best_first_kernel = None if speedups is None else speedups.best_first
 
 logger = logging.getLogger("heaprank")
 
@@ -143,86 +136,6 @@ def _co_used_with(batch: CandidateBatch, linked: spreading.Association, i: int) 
     if linked.hops[i] == 1:
         return f"co-used with {batch.ids[partner]} x{linked.count[i]:g}"
     return f"co-used via {batch.ids[partner]}, {int(linked.hops[i])} hops"
-
-
-class _WeightRow(NamedTuple):
-    """One question's signal exponents, in :data:`SIGNALS` order: as an array for the scores
-    (read-only: it is shared), as floats, as the EXPLAIN template they make, the mask of the
-    zero ones (None: none is 0), and those zeros' positions when each is +0.0 (None if one is
-    -0.0: see :func:`_off`)."""
-
-    array: np.ndarray
-    values: tuple[float, ...]
-    template: ExplainTemplate
-    off: np.ndarray | None
-    off_columns: tuple[int, ...] | None
-
-
-@functools.lru_cache(maxsize=256)
-def _weight_row(weights: Weights, recency_scale: float | None) -> _WeightRow:
-    """The exponents of ``weights`` with the recency one scaled by ``recency_scale`` (None:
-    unscaled), worked out once per distinct pair: a reranker uses a few (its own weights, one
-    per question type, one per temporal intent), and every rerank needs them."""
-    values = list(weights.as_tuple())
-    if recency_scale is not None:
-        values[SIGNALS.index("recency")] *= recency_scale
-    array = np.array(values)
-    array.flags.writeable = False
-    exact = tuple(array.tolist())
-    off = array == 0
-    off.flags.writeable = False
-    positive_zeros = all(math.copysign(1.0, w) > 0 for w in exact if w == 0)
-    return _WeightRow(array, exact, explain_template(SIGNALS, exact), off if off.any() else None,
-                      tuple(np.flatnonzero(off).tolist()) if positive_zeros else None)
-
-
-def _off(weights: _WeightRow, values: tuple[np.ndarray | float, ...]) -> np.ndarray | None:
-    """The zero-weight mask :func:`signals.combine` must clear, or None when there is nothing
-    to clear: every zero-weight column holds the constant 1.0 (the usual case: reinforcement and
-    association off), whose log term is +0.0 already (log 1 = +0.0, times a +0.0 weight)."""
-    columns = weights.off_columns
-    if weights.off is None or columns is None:
-        return weights.off
-    for j in columns:
-        value = values[j]
-        if type(value) is not float or value != 1.0:
-            return weights.off
-    return None
-
-
-def _matrix(n: int, values: tuple[np.ndarray | float, ...],
-            at: np.ndarray | None = None) -> np.ndarray:
-    """The matrix whose column ``j`` is ``values[j]`` (an array of ``n``, or a float for every
-    row), its rows ``at`` only when given, by ``_kernels.columns`` when built: one C pass for
-    what takes numpy a call per column (each ~1 us with cold caches, as a rerank finds them)."""
-    if columns_kernel is not None:
-        made = columns_kernel(n, values, at)
-        if made is not None:
-            return np.ndarray((n if at is None else len(at), len(values)), buffer=made)
-    out = np.empty((n, len(values)))
-    for j, value in enumerate(values):
-        out[:, j] = value
-    return out if at is None else out[at]
-
-
-def _best_first(log_score: np.ndarray, rel: np.ndarray) -> np.ndarray:
-    """The candidates best first: by log score, ties by relevance, then by input position
-    (``np.lexsort`` is stable), by ``_kernels.best_first`` when built."""
-    if best_first_kernel is not None:
-        made = best_first_kernel(log_score, rel)
-        if made is not None:
-            return np.frombuffer(made, dtype=np.intp)
-    return np.lexsort((-rel, -log_score))
-
-
-def _take(at: np.ndarray, columns: tuple[np.ndarray, ...]) -> list[list[Any]]:
-    """``[column[at].tolist() for column in columns]``, by ``_kernels.take`` when built (one
-    C pass for two numpy calls per column)."""
-    if take_kernel is not None:
-        made: list[list[Any]] | None = take_kernel(at, columns)
-        if made is not None:
-            return made
-    return [column[at].tolist() for column in columns]
 
 
 class _RowLinks(NamedTuple):
@@ -439,30 +352,30 @@ class Reranker:
             "association": 1.0,
         }
         values = tuple(map(columns.__getitem__, SIGNALS))
-        signal_matrix = _matrix(len(batch), values)
+        signal_matrix = rank.matrix(len(batch), values)
         weights = self._weights(cfg, info)
         mult, fired = apply_rules(batch, self.rules, cfg.superseded_multiplier, when,
                                   forgotten=usage.forgotten)
-        log_score, log_terms, log_rules = sig.combine(signal_matrix, weights.array, mult,
+        log_score, log_terms, log_rules = rank.combine(signal_matrix, weights.array, mult,
                                                       no_rule_fired=not fired,
-                                                      off=_off(weights, values))
+                                                      off=rank.zero_mask(weights, values))
         linked = None
         if co_use is not None:  # spreads from the base score: every other signal and the rules
             linked = _associate(log_score, edge_rows, when, co_use)
             signal_matrix[:, SIGNALS.index("association")] = linked.factor
-            log_score, log_terms, log_rules = sig.combine(signal_matrix, weights.array, mult,
+            log_score, log_terms, log_rules = rank.combine(signal_matrix, weights.array, mult,
                                                           no_rule_fired=not fired, off=weights.off)
         # Every signal is positive and finite: only a rule that fired can drop a candidate
         kept = np.isfinite(log_score) if fired else None
         all_kept = kept is None or bool(kept.all())
         # Best first; ties keep the retriever's order (relevance, then input position: the
         # sort is stable).
-        order = _best_first(log_score, rel)
+        order = rank.best_first(log_score, rel)
         if kept is not None and not all_kept:
             order = order[kept[order]]
         top = order[:k]
         positions = top.tolist()
-        (top_rows,) = _take(top, (row_of,))
+        (top_rows,) = rank.take(top, (row_of,))
         recall_id = new_recall_id()
         if track and len(top):
             # The mean usefulness is what was believed; an explored rerank adds its sample.
@@ -471,7 +384,7 @@ class Reranker:
             if linked is not None:
                 extra = {**extra, "association": linked.factor}
             # one row per shown item (only those: k of n): IMPRESSION_SIGNALS, then the extras
-            stored = _matrix(len(batch), (rel, age, imp, use, mult, *extra.values()), top)
+            stored = rank.matrix(len(batch), (rel, age, imp, use, mult, *extra.values()), top)
             stored[:, 1] /= DAY_S
             impression = Impression(
                 recall_id, namespace, info.qtype, when, explicit,
@@ -660,13 +573,13 @@ class Reranker:
                            cfg.relevance_floor), extra
 
     @staticmethod
-    def _weights(cfg: Config, info: QueryInfo) -> _WeightRow:
+    def _weights(cfg: Config, info: QueryInfo) -> rank.WeightRow:
         """This question's signal exponents: its type's weights (``qtype_weights``), the
         recency weight scaled by its temporal intent (``intent_recency``)."""
-        return _weight_row(cfg.weights_for(info.qtype), cfg.intent_recency.get(info.intent))
+        return rank.weight_row(cfg.weights_for(info.qtype), cfg.intent_recency.get(info.intent))
 
     def _build_items(self, batch: CandidateBatch, info: QueryInfo, cfg: Config,
-                     weight_row: _WeightRow, top: np.ndarray, positions: list[int],
+                     weight_row: rank.WeightRow, top: np.ndarray, positions: list[int],
                      log_score: np.ndarray, signal_matrix: np.ndarray, links: _RowLinks,
                      top_rows: list[int], fired: dict[int, list[tuple[str, float]]],
                      age: np.ndarray, use_count: np.ndarray, state_flag: tuple[str, ...] = (),
@@ -685,7 +598,7 @@ class Reranker:
         top_links = self._top_links(links, top_rows)
         # what the scores and the details read, the k shown only
         no_importance, no_sources = batch.absent("importance"), batch.absent("source_count")
-        logs, scores, ages, uses, rows, *more = _take(top, (
+        logs, scores, ages, uses, rows, *more = rank.take(top, (
             log_score, batch.scores, age, use_count, signal_matrix,
             *(() if no_importance else (batch.importance,)),
             *(() if no_sources else (batch.source_count,))))
@@ -694,7 +607,8 @@ class Reranker:
         source_count = nan if no_sources else more.pop(0)
         self._details(batch, info, cfg, positions, rows, scores, importance, source_count, ages,
                       uses, other_scores)
-        source = ResultSource(SIGNALS, weight_row.template, rows, top_rows, links.link_texts)
+        source = ResultSource(SIGNALS, explain_template(SIGNALS, weight_row.values), rows, top_rows,
+                              links.link_texts)
         flags = state_flag + (() if info.has_content else (
             "query has no content words: ranked by the other signals",))
         stored, own_flags, k = batch.items, batch.flags, len(positions)
@@ -734,10 +648,6 @@ class Reranker:
         fused_names = tuple(cfg.fusion_weights)
         asks = f", asks for {info.intent}" if info.intent in cfg.intent_recency else ""
         has_content, kinds = info.has_content, batch.kinds
-        if details_kernel is not None and has_content and other_scores is None and details_kernel(
-                rows, positions, scores, importance, source_count, ages_s, use_counts, kinds,
-                asks):
-            return  # every score given: the three details in one C pass
         all_nan = None
         for row, i, score, imp, sources, age_s, uses in zip(
                 rows, positions, scores, importance, source_count, ages_s, use_counts):

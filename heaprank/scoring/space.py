@@ -9,11 +9,12 @@ import itertools
 import operator
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
-from .._accel import shape_rows_kernel
+from .._accel import kernels
 from .._accel.tables import RowTable, ShapeTable, word_bloom
 from .features import (
     _NEIGHBOUR_CODE,
@@ -26,6 +27,24 @@ from .features import (
 )
 from .query import _QTYPE_CODE, PERSONS, QueryInfo, QuestionClassifier, analyze_query
 from .text import tokens
+
+
+def _shape_rows_kernel() -> Callable[..., Any] | None:
+    """The feature-rows kernel, if this process hashes tuples as the kernel does: it finds the
+    shapes the Python pass cached under ``hash((prefix, kind, source))``."""
+    built = kernels("features")
+    if built is None:
+        return None
+    samples = [("a text", None, "maya"), ("", "fact", None), ("é" * 40, "note", "Ben"),
+               ("x" * 3000, None, None)]
+    if any(built.shape_key(t, k, s, 2000) != hash((t[:2000], k, s)) for t, k, s in samples):
+        return None
+    rows: Callable[..., Any] = built.shape_rows
+    return rows
+
+
+#: The feature-rows kernel (``shape_rows``), or None (no kernels, or another tuple hash).
+shape_rows_kernel = _shape_rows_kernel()
 
 #: Queries up to this many characters have their reading cached (:meth:`FeatureSpace.query`),
 #: at most :data:`QUERY_CACHE_ENTRIES` of them: a bounded cache, whatever the queries' size.

@@ -22,8 +22,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from heaprank import _accel
-from heaprank.scoring.candidates import coerce_c, coerce_checked, coerce_fast
 from heaprank._accel.tables import ShapeTable, word_bloom
+from heaprank.scoring.candidates import coerce_c, coerce_checked, coerce_fast
 from heaprank.scoring.features import FIXED_SLOTS, NO_NEIGHBOURS
 from heaprank.scoring.query import PERSONS, analyze_query
 from heaprank.scoring.space import FeatureSpace
@@ -287,7 +287,7 @@ def test_forgetting_clears_the_table_with_the_shapes():
 
 def test_heaprank_pure_python_turns_the_kernels_off():
     code = ("from heaprank import _accel; from heaprank.scoring import candidates, space; "
-            "print(_accel.speedups, _accel.shape_rows_kernel, space.FeatureSpace()._table)")
+            "print(_accel.speedups, space.shape_rows_kernel, space.FeatureSpace()._table)")
     env = {**os.environ, "HEAPRANK_PURE_PYTHON": "1"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                          check=True).stdout.split()
@@ -339,34 +339,6 @@ def test_rows_with_free_form_slots_take_the_kernel_with_their_codes_of_this_impr
                               more) is not None or n == 0
     assert codec.encode(**imp) == expected
 
-
-# ------------------------------------------------------------------- instances
-
-
-@given(values=st.lists(st.tuples(st.floats(allow_nan=False), st.text(max_size=3)), max_size=5))
-def test_the_kernels_results_are_the_results_the_python_constructor_makes(values):
-    from heaprank import Candidate
-    from heaprank.scoring.results import _SLOTS, Ranked, ResultSource, new_ranked, new_ranked_many
-
-    source = ResultSource(("relevance",), None, [[0.5]] * len(values), [0] * len(values), {})
-    rows = [(rank, score, Candidate(text or "x", "t"), {"relevance": score}, {"relevance": 1.0},
-             source, (("f", 0.5),), (), (text,), None)
-            for rank, (score, text) in enumerate(values, start=1)]
-    made = new_ranked_many(rows)
-    assert _accel.speedups.instances(Ranked, _SLOTS, rows) is not None
-    want = [new_ranked(*row) for row in rows]
-    assert made == want and [repr(a) for a in made] == [repr(b) for b in want]
-    assert all(type(a) is Ranked for a in made)
-
-
-def test_the_kernel_builds_no_instance_of_a_class_it_was_not_given_the_slots_of():
-    from heaprank.scoring.results import _SLOTS, Ranked
-
-    class Other:
-        __slots__ = ("a",)
-
-    assert _accel.speedups.instances(Other, _SLOTS, [()]) is None
-    assert _accel.speedups.instances(Ranked, (Ranked.__dict__["rank"], 3), [(1, 2)]) is None
 
 
 # ------------------------------------------------------------------- doc_stats
@@ -533,43 +505,6 @@ def test_the_kernels_exact_sum_is_math_fsum_to_the_bit(values):
 _ANY_FLOAT = st.floats(allow_nan=False, allow_infinity=False, width=64)
 
 
-@settings(max_examples=500)
-@given(data=st.data(), n=st.integers(1, 10), intent=st.sampled_from(["none", "recent"]))
-def test_the_kernels_explain_details_are_the_python_ones(data, n, intent):
-    """Every number as Python's formatting writes it: scores of any size and sign, ages in
-    days from none to centuries, use and source counts of any size, kinds of any script."""
-    from types import SimpleNamespace
-
-    from heaprank import Config, Reranker
-    from heaprank import reranker as module
-    def column(values: Any) -> list[float]:
-        return [float(v) for v in data.draw(st.lists(values, min_size=n, max_size=n))]
-
-    scores = column(_ANY_FLOAT)
-    importance = column(st.one_of(st.just(math.nan), _ANY_FLOAT))
-    sources = column(st.one_of(st.just(math.nan), st.floats(0, 1e300)))
-    ages = column(st.one_of(st.just(math.nan), st.floats(-1e3, 3e10), st.sampled_from([0.0, -0.0])))
-    uses = column(st.one_of(st.sampled_from([0.0, 1.0, 2.5]), st.floats(0, 1e300)))
-    kinds = tuple(data.draw(st.lists(st.sampled_from([None, "fact", "Zoë's", "会议", "x" * 40]),
-                                     min_size=n, max_size=n)))
-    positions = list(range(n))
-    cfg = Config(intent_recency={"recent": 2.0})
-    info = SimpleNamespace(has_content=True, intent=intent)
-    batch = SimpleNamespace(kinds=kinds, scores=np.array(scores))
-    rows_c, rows_py = [[0.5] for _ in range(n)], [[0.5] for _ in range(n)]
-    args = (positions, scores, importance, sources, ages, uses)
-    Reranker._details(batch, info, cfg, positions, rows_c, *args[1:])
-    kernel, module.details_kernel = module.details_kernel, None
-    try:
-        Reranker._details(batch, info, cfg, positions, rows_py, *args[1:])
-    finally:
-        module.details_kernel = kernel
-    assert rows_c == rows_py
-    asks = ", asks for recent" if intent == "recent" else ""
-    assert kernel([[0.5] for _ in range(n)], positions, scores, importance, sources, ages, uses,
-                  kinds, asks) is True
-
-
 def test_a_table_buffer_keeps_the_word_sets_it_points_to_after_a_growth_and_a_discard():
     """A kernel call may hold a buffer that a growth (in another thread) has replaced; a shape
     discarded since must not free the word set that buffer still points to."""
@@ -654,15 +589,15 @@ _COLUMN = st.one_of(st.floats(allow_nan=True), st.just("array"))
 def test_the_kernels_columns_are_the_numpy_matrix(n, kinds, data):
     from unittest import mock
 
-    from heaprank import reranker
+    from heaprank.scoring import rank as reranker
     values = tuple(np.array(data.draw(st.lists(_SCORES | st.just(math.nan), min_size=n,
                                                  max_size=n)), dtype=np.float64)
                    if kind == "array" else kind for kind in kinds)
     at = data.draw(st.none() | st.lists(st.integers(0, max(n - 1, 0)), max_size=10).map(
         lambda xs: np.array(xs if n else [], dtype=np.intp)))
-    made = reranker._matrix(n, values, at)
-    with mock.patch.object(reranker, "columns_kernel", None):
-        expected = reranker._matrix(n, values, at)
+    made = reranker.matrix(n, values, at)
+    with mock.patch.object(reranker, "_KERNELS", None):
+        expected = reranker.matrix(n, values, at)
     assert made.shape == expected.shape and _bits(made.ravel()) == _bits(expected.ravel())
     assert _accel.speedups.columns(n, values, at) is not None
 
@@ -771,33 +706,35 @@ def test_the_kernels_recency_defers_on_what_it_does_not_take():
 def test_a_zero_weight_column_of_ones_needs_no_clearing(data, n, zero_weights):
     """_off skips the mask only where clearing it would change no bit: the zero-weight
     columns hold the constant 1.0, whose log term is +0.0 (a -0.0 weight keeps the mask)."""
-    from heaprank import reranker
     from heaprank.config import SIGNALS, Weights
-    from heaprank.scoring import signals as sig
+    from heaprank.scoring import rank as reranker
 
     weights = Weights(**{name: 0.0 if j in zero_weights else 1.0 + j
                          for j, name in enumerate(SIGNALS)})
-    row = reranker._weight_row.__wrapped__(weights, None)  # (past the cache: see below)
+    row = reranker.weight_row.__wrapped__(weights, None)  # (past the cache: see below)
     arrays = [np.array(data.draw(st.lists(st.floats(1e-300, 1e300), min_size=n, max_size=n)))
               for _ in SIGNALS]
     values = tuple(1.0 if j in zero_weights else arrays[j] for j in range(len(SIGNALS)))
-    matrix = reranker._matrix(n, values)
-    off = reranker._off(row, values)
+    matrix = reranker.matrix(n, values)
+    off = reranker.zero_mask(row, values)
     assert off is None  # no zero weight, or each one on a column of 1.0
-    skipped = sig.combine(matrix, row.array, np.ones(n), no_rule_fired=True, off=off)
-    cleared = sig.combine(matrix, row.array, np.ones(n), no_rule_fired=True, off=row.off)
+    skipped = reranker.combine(matrix, row.array, np.ones(n), no_rule_fired=True, off=off)
+    cleared = reranker.combine(matrix, row.array, np.ones(n), no_rule_fired=True, off=row.off)
     assert all(_bits(a.ravel()) == _bits(b.ravel()) for a, b in zip(skipped, cleared))
     if zero_weights:  # an array in a zero-weight column, or a -0.0 weight: the mask stays
         j = min(zero_weights)
-        assert reranker._off(row, values[:j] + (arrays[j],) + values[j + 1:]) is row.off
+        assert reranker.zero_mask(row, values[:j] + (arrays[j],) + values[j + 1:]) is row.off
         negative = Weights(**{name: -0.0 if j == k else 1.0 for k, name in enumerate(SIGNALS)})
         # (past the cache, which holds -0.0 and +0.0 weights as one: they compare equal)
-        assert reranker._off(reranker._weight_row.__wrapped__(negative, None), values) is not None
+        assert reranker.zero_mask(reranker.weight_row.__wrapped__(negative, None), values) is not None
 
 
 def test_a_rerank_takes_the_new_kernels(monkeypatch):
     """relevance, recency, columns, best_first and take all run on a clean rerank."""
-    from heaprank import Reranker, reranker
+    from types import SimpleNamespace
+
+    from heaprank import Reranker
+    from heaprank.scoring import rank
     from heaprank.scoring import signals as sig
     from tests.strategies import POOL
 
@@ -815,11 +752,14 @@ def test_a_rerank_takes_the_new_kernels(monkeypatch):
 
     for name in ("relevance_kernel", "halvings_kernel", "recency_kernel"):
         watch(sig, name)
-    for name in ("columns_kernel", "best_first_kernel", "take_kernel"):
-        watch(reranker, name)
+    kernels = rank._KERNELS
+    monkeypatch.setattr(rank, "_KERNELS", SimpleNamespace(
+        columns=kernels.columns, best_first=kernels.best_first, take=kernels.take))
+    for name in ("columns", "best_first", "take"):
+        watch(rank._KERNELS, name)
     rr = Reranker()
     ranking = rr.rerank("when is my flight", POOL, namespace="ana", k=4, now=NOW)
     assert ranking[0].explain()
     assert set(taken) == {"relevance_kernel", "halvings_kernel", "recency_kernel",
-                          "columns_kernel", "best_first_kernel", "take_kernel"}
+                          "columns", "best_first", "take"}
     assert all(all(calls) for calls in taken.values())

@@ -10,7 +10,8 @@ import pytest
 from heaprank import Config, Reranker, Weights
 from heaprank.config import DEFAULT_KIND_IMPORTANCE
 from heaprank.scoring.candidates import coerce_candidates
-from heaprank.scoring.signals import combine, importance, recency, relevance
+from heaprank.scoring.rank import combine
+from heaprank.scoring.signals import importance, recency, relevance
 
 NOW = 1_750_000_000.0
 DAY = 86_400.0
