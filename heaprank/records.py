@@ -11,7 +11,7 @@ import os
 import re
 import time as _time
 from array import array
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -205,3 +205,29 @@ class FeedbackOutcome:
     recall_id: str
     applied: tuple[str, ...]
     already_recorded: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class UsedFeedback:
+    """``feedback(recall_id, used)`` on a recall with no feedback yet, as a state's lean path
+    takes it (:class:`~heaprank.state.base.LeanFeedback`): the same counts as the general path's
+    :class:`FeedbackBatch`, which the state then never has to be handed.
+
+    ``a0``, ``b0``, ``kappa`` and ``em`` are the learning settings (as in :class:`FeedbackBatch`);
+    ``time`` is the feedback's (``None``: the impression's own time if its caller chose it, else
+    the wall clock); an ignored item shown at rank ``r`` weighs ``reject_weights[r]``, past the
+    table's end ``reject_weight(r)``; ``read`` is what the rerank read of the shown rows' link
+    means, ``(state version, means, row of each shown item)``, used while the version stands.
+    """
+
+    recall_id: str
+    namespace: str | None
+    used: Sequence[str]
+    time: float | None
+    a0: float
+    b0: float
+    kappa: float
+    em: bool
+    reject_weights: Sequence[float]
+    reject_weight: Callable[[int], float]
+    read: tuple[object, np.ndarray, Sequence[int]] | None = None

@@ -36,6 +36,7 @@ from .records import (
     FeedbackOutcome,
     Impression,
     LinkCounts,
+    UsedFeedback,
     new_feedback_item,
     new_recall_id,
 )
@@ -56,7 +57,7 @@ from .scoring.results import (
 from .scoring.rules import Rule, apply_rules
 from .scoring.space import FeatureSpace
 from .state import MemoryState, StateBackend, open_state
-from .state.base import AsyncEdgeBackend, AsyncStateBackend, EdgeBackend
+from .state.capabilities import AsyncEdgeBackend, AsyncStateBackend, EdgeBackend
 from .state.edges import EdgeRows
 
 if TYPE_CHECKING:
@@ -841,9 +842,11 @@ class Reranker:
         except (ValueError, TypeError):
             return None  # raised by the general path, after its own checks of the recall
         read = self._means.get(recall_id) if cfg.em_credit else None
-        out = apply_used(recall_id, namespace, used, when, cfg.prior, cfg.em_credit,
-                         _LOG_DISCOUNT if cfg.reject_discount == "log" else _NO_DISCOUNT,
-                         self._reject_weight, read)
+        prior = cfg.prior
+        out = apply_used(UsedFeedback(recall_id, namespace, used, when, prior.a0, prior.b0,
+                                      prior.kappa, cfg.em_credit,
+                                      _LOG_DISCOUNT if cfg.reject_discount == "log"
+                                      else _NO_DISCOUNT, self._reject_weight, read))
         if out is not None:
             self._means.pop(recall_id, None)
         return out

@@ -25,7 +25,8 @@ from ..records import (
     LinkCounts,
     new_recall_id,
 )
-from .base import AsyncStateBackend, StateBackend
+from .base import StateBackend
+from .capabilities import AsyncStateBackend
 from .memory import MemoryState
 from .sqlite.backend import SQLiteState
 

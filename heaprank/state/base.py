@@ -25,7 +25,6 @@ from ..records import (
     Impression,
     LinkCounts,
 )
-from .edges import EdgeRows
 
 #: Clock skew allowed when a stored ``last_used`` lies after a feedback's time: a stored time
 #: later than this is taken as a bad clock and replaced, so no single call pins recency forever.
@@ -95,56 +94,6 @@ class StateBackend(Protocol):
     def stats(self) -> dict[str, int]: ...
 
     def close(self) -> None: ...
-
-
-@runtime_checkable
-class EdgeBackend(Protocol):
-    """A backend that stores co-use edges (every backend of heaprank does; a backend of your own
-    needs these two only for ``Config(co_use=...)``)."""
-
-    def read_with_edges(self, namespace: str, features: Sequence[str],
-                        ids: Sequence[str]) -> tuple[LinkCounts, DocStats, EdgeRows]:
-        """:meth:`StateBackend.read` plus the edges among ``ids``, in the same read."""
-        ...
-
-    def list_edges(self, namespace: str) -> list[tuple[str, str, float, float, float]]:
-        """Every edge of ``namespace`` as stored: ``(a, b, strength, count, last)``, ``a < b``,
-        sorted."""
-        ...
-
-
-@runtime_checkable
-class AsyncStateBackend(Protocol):
-    """The hot path of a :class:`StateBackend` for an event loop: what ``Reranker.arerank`` and
-    ``afeedback`` call, with the same meaning as the sync methods of the same names.
-
-    A sync backend that has one offers it as ``async_backend()`` (called on the running loop,
-    returning None when it has none for it); the reranker's async methods fall back to running
-    the sync backend in a worker thread.
-    """
-
-    async def read(self, namespace: str, features: Sequence[str],
-                   ids: Sequence[str]) -> tuple[LinkCounts, DocStats]: ...
-
-    async def put_impression(self, impression: Impression, *,
-                             feedback_id: str | None = None) -> str | None: ...
-
-    async def get_impression(self, recall_id: str) -> Impression | None: ...
-
-    async def apply_feedback(self, batch: FeedbackBatch, credit: CreditFn) -> FeedbackOutcome: ...
-
-    async def aclose(self) -> None: ...
-
-
-@runtime_checkable
-class AsyncEdgeBackend(Protocol):
-    """An :class:`AsyncStateBackend` that also stores co-use edges: its ``apply_feedback``
-    honours ``batch.co_use`` and it reads edges as :class:`EdgeBackend` does. With
-    ``Config(co_use=...)`` the reranker's async methods use an async twin only if it is one;
-    otherwise they run the sync backend in a worker thread."""
-
-    async def read_with_edges(self, namespace: str, features: Sequence[str],
-                              ids: Sequence[str]) -> tuple[LinkCounts, DocStats, EdgeRows]: ...
 
 
 def check_resolution(batch: FeedbackBatch, verdicts: Sequence[int]) -> tuple[list[FeedbackItem], list[str]]:

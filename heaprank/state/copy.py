@@ -15,7 +15,8 @@ from typing import Any, Protocol
 import numpy as np
 
 from ..errors import StateError
-from .base import EdgeBackend, StateBackend
+from .base import StateBackend
+from .capabilities import EdgeBackend
 
 Links = tuple[list[str], np.ndarray, np.ndarray]
 

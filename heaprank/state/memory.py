@@ -13,6 +13,7 @@ import operator
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from typing import Literal
 
 import numpy as np
 
@@ -27,6 +28,7 @@ from ..records import (
     FeedbackOutcome,
     Impression,
     LinkCounts,
+    UsedFeedback,
     recall_born_s,
 )
 from ..scoring.features import expand_features
@@ -93,6 +95,9 @@ class MemoryState:
         impression_ttl_s: Impressions that never received feedback expire after this long
             (wall clock), one day by default.
     """
+
+    #: Its impressions live in this process (see :class:`~heaprank.state.capabilities.LocalImpressions`).
+    impressions_in_process: Literal[True] = True
 
     def __init__(self, *, max_impressions: int = 100_000, impression_ttl_s: float = DAY_S) -> None:
         if isinstance(max_impressions, bool) or not isinstance(max_impressions, int) \
@@ -470,22 +475,18 @@ class MemoryState:
             dpos[idx] = 0.0
             dneg[idx] = 0.0
 
-    def apply_used(self, recall_id: str, namespace: str | None, used: Sequence[str],
-                   when: float | None, learning: linkmath.Learning, em: bool,
-                   reject_weights: Sequence[float], reject_weight: Callable[[int], float],
-                   read: tuple[object, np.ndarray, Sequence[int]] | None) -> FeedbackOutcome | None:
+    def apply_used(self, request: UsedFeedback) -> FeedbackOutcome | None:
         """``feedback(recall_id, used)`` on a recall that has had no feedback yet, straight
         from the impression as written: the same counts, bit for bit, as :meth:`apply_feedback`
-        with the reranker's batch, without building the batch.
-
-        ``when``: the feedback's time (``None``: the impression's own time if its caller chose
-        it, else the wall clock). ``reject_weights[rank]`` (past its end
-        ``reject_weight(rank)``): an ignored item's weight at that rank. ``read``: what the
-        rerank read of the shown rows' link means ``(version, means, row per shown item)``,
-        used while the version stands. Returns ``None`` where the general path must run (the
-        recall is not a fresh one of this namespace, an id was not shown): that path then
-        applies it or raises the error, so both paths keep one set of checks and messages.
+        with the reranker's batch, without building the batch (see :class:`UsedFeedback`).
+        Returns ``None`` where the general path must run (the recall is not a fresh one of
+        this namespace, an id was not shown): that path then applies it or raises the error,
+        so both paths keep one set of checks and messages.
         """
+        recall_id, namespace, used, when = (request.recall_id, request.namespace, request.used,
+                                            request.time)
+        learning, em, read = request, request.em, request.read
+        reject_weights, reject_weight = request.reject_weights, request.reject_weight
         with self._lock:
             shown = self._shown.get(recall_id)
             entry = self._open.get(recall_id)

@@ -7,7 +7,7 @@ import time
 import pytest
 
 from heaprank import MemoryState
-from heaprank.records import Impression, new_recall_id
+from heaprank.records import Impression, UsedFeedback, new_recall_id
 
 
 def imp(recall_id: str) -> Impression:
@@ -75,11 +75,12 @@ def test_one_slots_object_under_two_question_types_learns_two_rows():
             state.put_impression(Impression(recall_id=rid, namespace="n", qtype=qtype,
                                             time=0.0, time_explicit=True, ids=("a", "b"),
                                             slots=(slots, slots)))
-        assert lean.apply_used(rid, "n", ["a"], None, Prior(), True, [1.0] * 4,
-                               lambda rank: 1.0, None) is not None
+        prior = Prior()
+        request = UsedFeedback(rid, "n", ["a"], None, prior.a0, prior.b0, prior.kappa, True,
+                               [1.0] * 4, lambda rank: 1.0)
+        assert lean.apply_used(request) is not None
         general._rows_by_slots.clear()  # the rows by value only
-        general.apply_used(rid, "n", ["a"], None, Prior(), True, [1.0] * 4, lambda rank: 1.0,
-                           None)
+        general.apply_used(request)
         general._rows_by_slots.clear()
     assert lean.list_links("n")[0] == general.list_links("n")[0]
     assert {"qt:when&kind:none", "qt:who&kind:none"} <= set(lean.list_links("n")[0])
