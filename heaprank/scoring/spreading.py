@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..learning.co_use import CoUse
+from ..learning.co_use import CoUse, decayed_array
+from ..state.edges import EdgeRows
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,3 +78,26 @@ def spread(base_log: np.ndarray, strength: np.ndarray, count: np.ndarray,
     hop_of = np.where(got, hops[top, np.arange(n)], 0)
     direct = np.where(got & (hop_of == 1), count[np.where(got, partner, 0), np.arange(n)], 0.0)
     return Association(factor, partner, hop_of, direct)
+
+
+def associate(base_log: np.ndarray, rows: EdgeRows | None, now: float,
+              co_use: CoUse) -> Association:
+    """The association factor of each candidate from the edges read among them, decayed to
+    ``now`` (``rows`` None: the state could not be read, so no edges)."""
+    n = base_log.shape[0]
+    strength, count = np.zeros((n, n)), np.zeros((n, n))
+    if rows is not None and len(rows):
+        now_s = decayed_array(rows.strength, rows.count, rows.last, now, co_use)
+        live = now_s >= co_use.floor  # a pruned edge is gone even before it is deleted
+        i, j = rows.i[live], rows.j[live]
+        strength[i, j] = strength[j, i] = now_s[live]
+        count[i, j] = count[j, i] = rows.count[live]
+    return spread(base_log, strength, count, co_use)
+
+
+def co_used_with(ids: tuple[str, ...], linked: Association, i: int) -> str:
+    """EXPLAIN's note on candidate ``i``'s association factor: the seed it came from most."""
+    partner = int(linked.partner[i])
+    if linked.hops[i] == 1:
+        return f"co-used with {ids[partner]} x{linked.count[i]:g}"
+    return f"co-used via {ids[partner]}, {int(linked.hops[i])} hops"

@@ -146,8 +146,10 @@ class LocalImpressions(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class Capabilities:
-    """The optional capabilities of one state (None: it has not got that one)."""
+    """A state and its optional capabilities (None: it has not got that one), each the state
+    itself typed as the Protocol it satisfies."""
 
+    state: StateBackend
     versioned: VersionedState | None
     edges: EdgeBackend | None
     lean: LeanFeedback | None
@@ -164,6 +166,7 @@ def capabilities(state: StateBackend) -> Capabilities:
     except StateError:  # its version could not be read now: treated as having none
         versioned = None
     return Capabilities(
+        state=state,
         versioned=versioned,
         edges=state if isinstance(state, EdgeBackend) else None,
         lean=state if isinstance(state, LeanFeedback) else None,

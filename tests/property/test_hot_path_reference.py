@@ -249,7 +249,7 @@ def test_links_kept_between_feedbacks_follow_every_feedback(db_dir, cands, query
         writer.feedback(kept.recall_id, used=[kept.ids[u] for u in used if u < len(kept)],
                         now=NOW)
     rr.forget_namespace("ns")
-    assert not rr._row_cache
+    assert not rr._evidence._kept
     rr.close()
     writer.close()
 
@@ -272,7 +272,7 @@ def test_feedback_with_the_reranks_link_means_learns_what_a_read_gives(cands, qu
         second = Reranker(first.state)  # its feedback changes what first read
         for rerank in (first, second):
             if not keep_means:
-                rerank._means = _NoMeans()
+                rerank._impressions.means = _NoMeans()
         for crossed, used in steps:
             a = first.rerank(query, cands, namespace="ns", k=len(cands), now=NOW)
             b = second.rerank(query, cands, namespace="ns", k=len(cands), now=NOW)

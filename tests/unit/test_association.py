@@ -173,6 +173,9 @@ class _WithTwin(MemoryState):
     def async_backend(self) -> _AsyncTwin:
         return self.twin
 
+    async def aclose_loop(self) -> None:  # (with async_backend: the AsyncProvider Protocol)
+        pass
+
 
 def _taught_async(config: Config, state: _WithTwin) -> tuple[Reranker, list[str]]:
     """_taught through arerank/afeedback, then one more arerank: its EXPLAIN lines."""

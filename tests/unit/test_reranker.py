@@ -537,25 +537,25 @@ def test_a_kept_impression_never_outlives_its_recall_or_crosses_namespaces(tmp_p
     assert "maya" not in rr.state.namespaces()  # the refused feedback wrote nothing
     kept = rr.rerank(QUERY, cands, namespace="maya", k=3, now=NOW)
     rr.forget_namespace("maya")
-    assert kept.recall_id not in rr._stored and not rr._stored  # nothing of it stays here
+    assert kept.recall_id not in rr._impressions._stored and not rr._impressions._stored  # nothing of it stays here
     with pytest.raises(FeedbackError, match="unknown"):
         rr.feedback(kept.recall_id, used=[kept.ids[0]], now=NOW)
 
 
 def test_the_kept_impressions_are_bounded_and_not_kept_twice_in_memory(cands):
-    from heaprank.reranker import MEANS_ENTRIES
+    from heaprank.learning.impressions import KEPT_RECALLS as MEANS_ENTRIES
 
     rr = Reranker(SQLiteState(":memory:"))
     for _ in range(MEANS_ENTRIES + 50):
         rr.rerank(QUERY, cands, namespace="maya", k=2, now=NOW)
-    assert len(rr._stored) == MEANS_ENTRIES
+    assert len(rr._impressions._stored) == MEANS_ENTRIES
     in_memory = Reranker()  # the memory state holds them in this process already
     in_memory.rerank(QUERY, cands, namespace="maya", k=2, now=NOW)
-    assert in_memory._stored == {}
+    assert in_memory._impressions._stored == {}
 
 
 def test_a_kept_impression_expires(tmp_path, cands, monkeypatch):
-    import heaprank.reranker as reranker_module
+    import heaprank.learning.impressions as reranker_module
 
     state = CountingSQLiteState(tmp_path / "s.db")
     rr = Reranker(state)
@@ -564,4 +564,4 @@ def test_a_kept_impression_expires(tmp_path, cands, monkeypatch):
     rr.feedback(old.recall_id, used=[old.ids[0]], now=NOW)
     assert state.reads == 1  # read from the state, which holds it as long as its own TTL
     newer = rr.rerank(QUERY, cands, namespace="maya", k=3, now=NOW)
-    assert list(rr._stored) == [newer.recall_id]  # the stale ones dropped on the way in
+    assert list(rr._impressions._stored) == [newer.recall_id]  # the stale ones dropped on the way in

@@ -1,0 +1,77 @@
+"""Reading back what was learned: every link with its posterior and a credible interval, and
+what a retention policy would forget (a preview: nothing is deleted)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from .._time import DAY_S
+from ..config import Config
+from ..errors import StateError
+from ..scoring import signals as sig
+from ..scoring.candidates import CandidateLike, coerce_candidates
+from ..state.base import StateBackend
+from ..state.capabilities import DocLister
+from . import links as linkmath
+from . import retention as ret
+
+
+@dataclass(frozen=True, slots=True)
+class Link:
+    """One learned link: P(useful | feature) with its evidence and a 90% interval."""
+
+    feature: str
+    p: float
+    n: float
+    low: float
+    high: float
+    pos: float
+    neg: float
+
+
+def links_of(state: StateBackend, namespace: str | None, prior: linkmath.Prior, *,
+             min_n: float, level: float) -> list[Link]:
+    """Every link of ``namespace`` (None: the pooled layer) with at least ``min_n`` evidence,
+    strongest first; a namespace's links borrow the pooled prior as its reranks do."""
+    features, pos, neg = state.list_links(namespace)
+    if namespace is None:
+        alpha, beta = linkmath.global_posterior(pos, neg, prior)
+    else:
+        alpha, beta = linkmath.posterior(state.read_links(namespace, features), prior)
+    if not features:
+        return []
+    p = linkmath.posterior_mean(alpha, beta)
+    low, high = linkmath.interval(alpha, beta, level)
+    n = pos + neg
+    rows = [Link(f, float(p[i]), float(n[i]), float(low[i]), float(high[i]), float(pos[i]),
+                 float(neg[i])) for i, f in enumerate(features) if n[i] >= min_n]
+    rows.sort(key=lambda r: (-r.p, r.feature))
+    return rows
+
+
+def forget_preview(state: StateBackend, docs: DocLister | None, namespace: str,
+                   candidates: Sequence[CandidateLike] | None, when: float,
+                   policy: ret.RetentionPolicy, cfg: Config) -> ret.ForgetReport:
+    """What ``policy`` would forget of ``namespace``'s ``candidates`` at ``when`` (None: of the
+    documents the state lists through ``docs``, at the neutral importance: the state keeps
+    none)."""
+    if candidates is None:
+        if docs is None:
+            raise StateError(f"forget_candidates: {state!r} cannot list its documents; "
+                             f"pass candidates=")
+        rows = docs.iter_docs(namespace)
+        ids = tuple(r[0] for r in rows)
+        last = np.array([r[1] for r in rows], dtype=np.float64)
+        uses = np.array([r[2] for r in rows], dtype=np.float64)
+        importance = np.ones(len(ids))
+    else:
+        batch = coerce_candidates(candidates, now=when, on_invalid=cfg.on_invalid,
+                                  future_tolerance_s=cfg.future_tolerance_s)
+        stats = state.read(namespace, [], batch.ids)[1]
+        ids, uses = batch.ids, stats.use_count
+        last = np.fmax(np.fmax(stats.last_used, batch.last_used), batch.created_at)
+        importance = sig.importance(batch, cfg.kind_importance)
+    return ret.forget_report(namespace, ids, (when - last) / DAY_S, importance, uses, policy)

@@ -1,0 +1,212 @@
+"""One rerank's scoring, in pipeline order: what the inputs say (:meth:`Scorer.see`: the
+candidates checked, the question read, the retriever's relevance, each candidate's feature row),
+then, with what the state said of them, the signals, the rules, co-use spreading and the order
+best first (:meth:`Scorer.score`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import numpy as np
+
+from ..config import SIGNALS, Config
+from ..learning import links as linkmath
+from ..learning.evidence import Evidence
+from ..learning.exploration import Explorer
+from . import fusion, rank
+from . import signals as sig
+from .candidates import CandidateBatch, CandidateLike, coerce_candidates
+from .features import neighbour_slots
+from .query import QueryInfo, QuestionClassifier
+from .rules import Rule, apply_rules
+from .space import FeatureSpace
+from .spreading import Association, associate
+
+
+class Request(NamedTuple):
+    """One rerank as asked for, its arguments checked; ``explicit``: the caller chose ``now``."""
+
+    query: str
+    namespace: str
+    k: int
+    when: float
+    explicit: bool
+    track: bool
+    config: Config
+
+
+class Seen(NamedTuple):
+    """What a rerank reads from its inputs alone: the candidates, the question, the retriever's
+    relevance (``fused``: the other retriever scores blended into it, or None), and each
+    candidate's feature row (``rows``: the distinct rows; ``row_of``: each candidate's among
+    them)."""
+
+    batch: CandidateBatch
+    info: QueryInfo
+    relevance: np.ndarray
+    fused: np.ndarray | None
+    rows: np.ndarray
+    row_of: np.ndarray
+
+
+class Signals(NamedTuple):
+    """The signal values of one rerank: ``age`` in seconds since last use (creation until the
+    first), the mean usefulness ``use`` and the one ranked on (a Thompson sample's when the
+    rerank explored: ``sampled`` holds the sampled link means)."""
+
+    age: np.ndarray
+    importance: np.ndarray
+    usage: sig.UsageSignals
+    use: np.ndarray
+    sampled: np.ndarray | None
+    ranked_use: np.ndarray
+
+
+class Scored(NamedTuple):
+    """A scored rerank: its signals and their matrix (:data:`~heaprank.config.SIGNALS` order),
+    the weights, the rule multipliers and the rules that fired (by candidate), the log score
+    with its terms, the association factors (None: spreading off), the mask of candidates no
+    rule dropped (None: no rule fired), and the order best first (``top``: its first ``k``;
+    ``top_rows``: their feature rows)."""
+
+    request: Request
+    seen: Seen
+    evidence: Evidence
+    signals: Signals
+    matrix: np.ndarray
+    weights: rank.WeightRow
+    rules: np.ndarray
+    fired: dict[int, list[tuple[str, float]]]
+    log_score: np.ndarray
+    log_terms: np.ndarray
+    log_rules: np.ndarray
+    linked: Association | None
+    kept: np.ndarray | None
+    order: np.ndarray
+    top: np.ndarray
+    top_rows: list[int]
+
+
+class Scorer:
+    """The scoring stages of a reranker: its feature space, question classifier, rules and
+    exploration draws."""
+
+    def __init__(self, space: FeatureSpace, classify: QuestionClassifier,
+                 rules: tuple[Rule, ...], explorer: Explorer) -> None:
+        self.space = space
+        self.classify = classify
+        self.rules = rules
+        self.explorer = explorer
+
+    def see(self, candidates: Sequence[CandidateLike], request: Request) -> Seen:
+        """Check and convert the candidates, then :meth:`read` them."""
+        cfg = request.config
+        batch = coerce_candidates(candidates, now=request.when, on_invalid=cfg.on_invalid,
+                                  future_tolerance_s=cfg.future_tolerance_s)
+        return self.read(batch, request.query, cfg)
+
+    def read(self, batch: CandidateBatch, query: str, cfg: Config) -> Seen:
+        """What ``query`` and the candidates say before the state is read."""
+        info = self.space.query(query, self.classify)
+        rel, fused = relevance(batch, info, cfg)
+        rows, row_of = self._feature_rows(info, batch, cfg, None if fused is None else rel)
+        return Seen(batch, info, rel, fused, rows, row_of)
+
+    def _feature_rows(self, query: QueryInfo, batch: CandidateBatch, cfg: Config,
+                      fused: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        """The distinct feature rows of the candidates and each candidate's position among them
+        (see :meth:`FeatureSpace.rows`). The neighbour slots rank the candidates by the
+        retriever's score, or by the ``fused`` relevance when several scores were blended."""
+        structure: list[tuple[str, ...]] | None
+        if batch.threads.count(None) != len(batch):
+            if fused is not None:
+                scores = fused
+            else:
+                scores = batch.scores if cfg.score_kind == "similarity" else -batch.scores
+            order = np.lexsort((np.arange(len(batch)), -np.nan_to_num(scores, nan=-np.inf)))
+            retriever_rank = np.empty(len(batch), dtype=np.intp)
+            retriever_rank[order] = np.arange(len(batch))
+            structure = neighbour_slots(batch.threads, batch.position.tolist(),
+                                        retriever_rank.tolist())
+        else:  # no thread anywhere: nobody has a neighbour
+            structure = None
+        return self.space.rows(query, batch.ids, batch.texts, batch.kinds, batch.sources,
+                               batch.tags, cfg.tag_slots, cfg.doc_features, structure,
+                               cfg.speaker_roles)
+
+    def score(self, request: Request, seen: Seen, evidence: Evidence) -> Scored:
+        """The signals, rules and order of a rerank, from what it saw and what the state said."""
+        cfg = request.config
+        signals = self._signals(request, seen, evidence)
+        values = _columns(seen, signals)
+        matrix = rank.matrix(len(seen.batch), values)
+        weights = rank.weight_row(cfg.weights_for(seen.info.qtype),
+                                  cfg.intent_recency.get(seen.info.intent))
+        mult, fired = apply_rules(seen.batch, self.rules, cfg.superseded_multiplier, request.when,
+                                  forgotten=signals.usage.forgotten)
+        log_score, log_terms, log_rules = rank.combine(
+            matrix, weights.array, mult, no_rule_fired=not fired,
+            off=rank.zero_mask(weights, values))
+        linked = None
+        co_use = cfg.co_use if cfg.weights.association > 0 else None
+        if co_use is not None:  # spreads from the base score: every other signal and the rules
+            linked = associate(log_score, evidence.edges, request.when, co_use)
+            matrix[:, SIGNALS.index("association")] = linked.factor
+            log_score, log_terms, log_rules = rank.combine(
+                matrix, weights.array, mult, no_rule_fired=not fired, off=weights.off)
+        # Every signal is positive and finite: only a rule that fired can drop a candidate
+        kept = np.isfinite(log_score) if fired else None
+        # Best first; ties keep the retriever's order (relevance, then input position: the
+        # sort is stable).
+        order = rank.best_first(log_score, seen.relevance)
+        if kept is not None and not kept.all():
+            order = order[kept[order]]
+        top = order[:request.k]
+        (top_rows,) = rank.take(top, (seen.row_of,))
+        return Scored(request, seen, evidence, signals, matrix, weights, mult, fired, log_score,
+                      log_terms, log_rules, linked, kept, order, top, top_rows)
+
+    def _signals(self, request: Request, seen: Seen, evidence: Evidence) -> Signals:
+        cfg, batch, links, docs = request.config, seen.batch, evidence.links, evidence.docs
+        use = links.usefulness[seen.row_of]
+        # fmax(x, NaN) is x: a last_used no candidate gave is skipped, bit for bit
+        last = docs.last_used if batch.absent("last_used") else np.fmax(docs.last_used,
+                                                                         batch.last_used)
+        age = request.when - np.fmax(last, batch.created_at)
+        imp = sig.importance(batch, cfg.kind_importance)
+        usage = sig.usage_signals(cfg, request.namespace, age, imp, docs.use_count)
+        sampled = self.explorer.sample(cfg.exploration_rate, links.alpha, links.beta)
+        ranked_use = use if sampled is None else linkmath.noisy_or(
+            sampled[links.where])[seen.row_of]
+        return Signals(age, imp, usage, use, sampled, ranked_use)
+
+
+def _columns(seen: Seen, signals: Signals) -> tuple[np.ndarray | float, ...]:
+    """Each signal's column in :data:`~heaprank.config.SIGNALS` order (a float: the same for
+    every candidate); association is 1 until spreading sets it."""
+    columns = {
+        "relevance": seen.relevance,
+        "recency": signals.usage.recency,
+        "importance": signals.importance,
+        "usefulness": signals.ranked_use,
+        "reinforcement": signals.usage.reinforcement,
+        "association": 1.0,
+    }
+    return tuple(map(columns.__getitem__, SIGNALS))
+
+
+def relevance(batch: CandidateBatch, info: QueryInfo,
+              cfg: Config) -> tuple[np.ndarray, np.ndarray | None]:
+    """Relevance, and the other retriever scores blended into it (``None`` without
+    ``fusion_weights``). A query with no content words ranks by the other signals."""
+    rel = sig.relevance(batch.scores, kind=cfg.score_kind, floor=cfg.relevance_floor,
+                        rank_tau=cfg.rank_tau)
+    if not info.has_content:
+        return np.ones_like(rel), None
+    if not cfg.fusion_weights:
+        return rel, None
+    extra = fusion.retriever_scores(batch, tuple(cfg.fusion_weights))
+    return fusion.fuse(rel, extra, tuple(cfg.fusion_weights.values()),
+                       cfg.relevance_floor), extra
