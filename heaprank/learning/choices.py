@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import fields
+from dataclasses import dataclass, fields
 
 import numpy as np
 from scipy.optimize import minimize
@@ -165,6 +165,16 @@ class Choices:
 
 # ---------------------------------------------------------------------------- the fit
 
+@dataclass(frozen=True, slots=True)
+class Penalty:
+    """How a fit is held: the L2 ``shrinkage`` toward its target, the recency floor its
+    recency is computed with, and whether the half-life is fitted too."""
+
+    shrinkage: float
+    recency_floor: float
+    fit_half_life: bool
+
+
 class LogitFit:
     """One penalised conditional-logit fit: which parameters move and what they shrink to.
 
@@ -173,13 +183,16 @@ class LogitFit:
         names: Every weight, in :class:`Weights` order; those the log carries are tuned, the
             others stay at their value in ``start``.
         start: Every weight's current value.
-        target: What the tuned weights shrink toward (every weight, Weights order).
-        half_life_s: The half-life recency is computed with (and shrinks toward when fitted).
+        target: What the tuned weights shrink toward (every weight, Weights order), and the
+            half-life recency is computed with (and shrinks toward when fitted).
+        penalty: The shrinkage, recency floor and whether the half-life is fitted.
     """
 
     def __init__(self, log: ChoiceLog, impressions: np.ndarray, *, names: Sequence[str],
-                 start: np.ndarray, target: np.ndarray, half_life_s: float, recency_floor: float,
-                 shrinkage: float, fit_half_life: bool) -> None:
+                 start: np.ndarray, target: tuple[np.ndarray, float], penalty: Penalty) -> None:
+        weights_target, half_life_s = target
+        shrinkage, recency_floor, fit_half_life = (penalty.shrinkage, penalty.recency_floor,
+                                                   penalty.fit_half_life)
         self.choices = log.choices(impressions)
         self.names = tuple(names)
         self.tuned = np.array([k for k, n in enumerate(names) if n == "recency" or n in log.columns],
@@ -188,7 +201,7 @@ class LogitFit:
         # A stored recency (the Ebbinghaus kernel's) has no half-life to fit.
         self.fit_half_life = fit_half_life and "recency" in self.names \
             and "recency" not in log.columns
-        self.target = np.asarray(target, dtype=np.float64)[self.tuned]
+        self.target = np.asarray(weights_target, dtype=np.float64)[self.tuned]
         if self.fit_half_life:
             self.target = np.append(self.target, math.log(half_life_s))
         self.shrinkage = shrinkage

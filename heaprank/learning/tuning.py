@@ -29,6 +29,7 @@ from ..records import Impression
 from .choices import (
     ChoiceLog,
     LogitFit,
+    Penalty,
     heldout_scores,
     items_of,
     log_scores,
@@ -163,11 +164,12 @@ class _Settings:
 
 
 def _fit_scope(log: ChoiceLog, scope: np.ndarray, heldout: np.ndarray, namespace: str | None,
-               start: Config, train_target: tuple[np.ndarray, float],
-               final_target: tuple[np.ndarray, float], shrinkage: float,
-               settings: _Settings) -> tuple[TuneFit, tuple[np.ndarray, float]]:
+               start: Config, targets: tuple[tuple[np.ndarray, float], tuple[np.ndarray, float]],
+               shrinkage: float, settings: _Settings) -> tuple[TuneFit, tuple[np.ndarray, float]]:
     """The fit of the impressions in ``scope``, checked on those also in ``heldout``; and what
-    the earlier part alone would apply (the target a namespace's earlier part shrinks toward)."""
+    the earlier part alone would apply (the target a namespace's earlier part shrinks toward).
+    ``targets``: what the earlier part's fit and the whole scope's fit shrink toward."""
+    train_target, final_target = targets
     current = (weight_vector(start.weights), start.half_life_s)
     everything = np.flatnonzero(scope)
     early, late = np.flatnonzero(scope & ~heldout), np.flatnonzero(scope & heldout)
@@ -185,9 +187,8 @@ def _fit_scope(log: ChoiceLog, scope: np.ndarray, heldout: np.ndarray, namespace
 
     def problem(impressions: np.ndarray, target: tuple[np.ndarray, float]) -> LogitFit:
         return LogitFit(log, impressions, names=weight_names(), start=current[0],
-                        target=target[0], half_life_s=target[1],
-                        recency_floor=settings.recency_floor, shrinkage=shrinkage,
-                        fit_half_life=settings.fit_half_life)
+                        target=target, penalty=Penalty(shrinkage, settings.recency_floor,
+                                                       settings.fit_half_life))
 
     early_fit = problem(early, train_target)
     trained = early_fit.unpack(early_fit.solve()[0])
@@ -275,8 +276,8 @@ def tune(impressions: Iterable[Impression], config: Config, *, namespace: str | 
     heldout = np.arange(n) >= n - int(round(holdout * n))
     settings = _Settings(bool(fit_half_life), holdout, min_impressions, config.recency_floor)
     current = (weight_vector(config.weights), config.half_life_s)
-    pooled, pooled_early = _fit_scope(log, np.ones(n, dtype=bool), heldout, None, config, current,
-                                      current, shrinkage, settings)
+    pooled, pooled_early = _fit_scope(log, np.ones(n, dtype=bool), heldout, None, config,
+                                      (current, current), shrinkage, settings)
     per_namespace: dict[str, TuneFit] = {}
     if namespace is not None:
         wanted = sorted(log.namespaces) if namespace == "*" else [namespace]
@@ -284,7 +285,7 @@ def tune(impressions: Iterable[Impression], config: Config, *, namespace: str | 
         for ns in wanted:
             owner = log.namespaces.index(ns) if ns in log.namespaces else -1
             per_namespace[ns] = _fit_scope(log, log.owner == owner, heldout, ns, config,
-                                           pooled_early, pooled_whole, namespace_shrinkage,
+                                           (pooled_early, pooled_whole), namespace_shrinkage,
                                            settings)[0]
     chosen = per_namespace[namespace] if namespace not in (None, "*") else pooled
     tuned = replace(config, weights=chosen.weights, half_life_s=chosen.half_life_s) \

@@ -27,8 +27,7 @@ from .results import (
     ResultSource,
     exp_score,
     explain_template,
-    new_ranked_many,
-    new_ranking,
+    new_ranked,
 )
 from .scorer import Scored
 from .spreading import co_used_with
@@ -60,12 +59,11 @@ def ranking(scored: Scored, recall_id: str, top_links: TopLinks) -> Ranking:
     dropped = {} if scored.kept is None or scored.kept.all() else {
         batch.ids[i]: "rule " + ", ".join(f"{n} x{m:g}" for n, m in fired[i])
         for i in np.flatnonzero(~scored.kept).tolist()}
-    return new_ranking(recall_id, request.namespace, request.query, seen.info.qtype,
-                       _results(scored, top_links),
-                       tuple(map(batch.ids.__getitem__, order.tolist())),
-                       scored.log_score[order], scored.log_terms[order], SIGNALS,
-                       scored.log_rules[order] if fired else scored.log_rules,  # (no rule: zeros)
-                       dropped)
+    return Ranking(recall_id, request.namespace, request.query, seen.info.qtype,
+                   _results(scored, top_links), tuple(map(batch.ids.__getitem__, order.tolist())),
+                   scored.log_score[order], scored.log_terms[order], SIGNALS,
+                   scored.log_rules[order] if fired else scored.log_rules,  # (no rule: zeros)
+                   dropped)
 
 
 def _shown(scored: Scored) -> _Shown:
@@ -110,11 +108,11 @@ def _results(scored: Scored, top_links: TopLinks) -> tuple[Ranked, ...]:
     fired = scored.fired
     rules = [tuple(fired.get(i, ())) for i in positions] if fired else itertools.repeat(())
     shown_flags = [own_flags[i] + flags if flags else own_flags[i] for i in positions]
-    return tuple(new_ranked_many(list(zip(
+    return tuple(map(new_ranked, zip(
         range(1, len(positions) + 1), final, candidates, itertools.repeat(source),
         itertools.repeat(dict(zip(SIGNALS, weight_row.values))), details,
         map(top_links.__getitem__, scored.top_rows), rules, shown_flags,
-        itertools.repeat(source)))))
+        itertools.repeat(source))))
 
 
 def _has_notes(scored: Scored) -> bool:

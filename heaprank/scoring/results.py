@@ -153,34 +153,16 @@ class ResultSource:
         return line + _tail(item) if item.rules or item.flags else line
 
 
-def new_ranked(rank: int, score: float, candidate: Candidate,
-               signals: Mapping[str, float] | ResultSource, weights: Mapping[str, float],
-               details: Mapping[str, str] | ResultSource,
-               top_links: tuple[tuple[str, float], ...], rules: tuple[tuple[str, float], ...],
-               flags: tuple[str, ...], line: ResultSource, /) -> Ranked:
-    """A :class:`Ranked` as the reranker makes them (the fields in order), its EXPLAIN line
-    composed on first use from ``line``, and its signals and details too when they are given
-    as that :class:`ResultSource`. Sets the slots directly: a frozen dataclass's ``__init__``
-    costs twice as much, and a rerank builds one per result."""
+def new_ranked(fields: tuple[Any, ...]) -> Ranked:
+    """A :class:`Ranked` as the reranker makes them, from its fields in order (``rank`` to
+    ``flags``) and then what composes its EXPLAIN line on first use (a :class:`ResultSource`);
+    its signals and details too are made on first read when they are given as that source.
+    Sets the slots directly: a frozen dataclass's ``__init__`` costs twice as much, and a rerank
+    builds one per result."""
     item = object.__new__(Ranked)
-    put_rank, put_score, put_candidate, put_signals, put_weights, put_details, put_links, \
-        put_rules, put_flags, put_line = _SETTERS
-    put_rank(item, rank)
-    put_score(item, score)
-    put_candidate(item, candidate)
-    put_signals(item, signals)
-    put_weights(item, weights)
-    put_details(item, details)
-    put_links(item, top_links)
-    put_rules(item, rules)
-    put_flags(item, flags)
-    put_line(item, line)
+    for put, value in zip(_SETTERS, fields):
+        put(item, value)
     return item
-
-
-def new_ranked_many(rows: list[tuple[Any, ...]]) -> list[Ranked]:
-    """:func:`new_ranked` of each row (its arguments as a tuple)."""
-    return [new_ranked(*row) for row in rows]
 
 
 #: Materialises a result's signals or details once, whichever thread reads them first.
@@ -440,18 +422,3 @@ class Ranking(Sequence[Ranked]):
         message = (f"{id!r} ranks {pos + 1} (score {score:.4g}) behind #{k} {self.order_ids[kth]!r} "
                    f"({kth_score:.4g}); it lost most on {factor} (x{1 / ratio:.3g} against #{k})")
         return WhyNot(id, pos + 1, score, kth_score, factor, message)
-
-
-def new_ranking(recall_id: str, namespace: str, query: str, qtype: str, items: tuple[Ranked, ...],
-                order_ids: tuple[str, ...], log_scores: np.ndarray, log_terms: np.ndarray,
-                signal_names: tuple[str, ...], log_rules: np.ndarray,
-                dropped: Mapping[str, str], /) -> Ranking:
-    """A :class:`Ranking` with these fields, as ``Ranking(...)`` makes it, its fields put
-    straight into the instance's dict: a frozen dataclass's ``__init__`` sets each one through
-    ``object.__setattr__`` (three times the cost), and every rerank makes one."""
-    ranking = object.__new__(Ranking)
-    vars(ranking).update(recall_id=recall_id, namespace=namespace, query=query, qtype=qtype,
-                         items=items, order_ids=order_ids, log_scores=log_scores,
-                         log_terms=log_terms, signal_names=signal_names, log_rules=log_rules,
-                         dropped=dropped)
-    return ranking

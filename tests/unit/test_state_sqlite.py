@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from heaprank import ConfigError, FeedbackError, Reranker, SQLiteState, StateError
 from heaprank.records import Impression
 from heaprank.state import open_state
-from heaprank.state.sqlite.backend import SCHEMA_VERSION
+from heaprank.state.sqlite.schema import SCHEMA_VERSION
 from heaprank.state.sqlite.writes import json_array
 
 NOW = 1_750_000_000.0

@@ -3,17 +3,15 @@
 Each feedback is one ``BEGIN IMMEDIATE`` transaction: the credit is computed from the counts read
 inside it, so concurrent writers serialise and no update is lost, and a process killed mid-write
 leaves the last committed state (SQLite's journal rolls the rest back). A transaction writes each
-row it changes once, at its end (``sqlite_writes``), however many feedbacks it groups. Feedback
-commits with ``synchronous=FULL`` by default; impressions, which feedback needs only for a while and which a
-power cut may cost without harm, commit with ``NORMAL`` (no fsync on the rerank path). Deleted
-rows are overwritten (``secure_delete``), so forgetting a namespace leaves none of its bytes.
-
-The layout (schema 2) is in ``docs/design.md``, "State layout".
+row it changes once, at its end (:mod:`.writes`), however many feedbacks it groups. Feedback
+commits with ``synchronous=FULL`` by default; impressions, which a power cut may cost without
+harm, with ``NORMAL`` (no fsync on the rerank path). Deleted rows are overwritten
+(``secure_delete``), so forgetting a namespace leaves none of its bytes. The layout (schema 3)
+is in :mod:`.schema` and ``docs/design.md``, "State layout".
 """
 
 from __future__ import annotations
 
-import math
 import os
 import sqlite3
 import threading
@@ -21,7 +19,7 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -31,65 +29,18 @@ from ...records import DocStats, FeedbackBatch, FeedbackOutcome, Impression, Lin
 from .. import codec, edges
 from ..base import CreditFn, check_resolution, new_verdicts
 from .doc_cache import DocCache
+from .edges import READ_EDGES, adjacency, co_use
+from .reads import LIVE, NS_ID, counts_of, doc_stats, link_counts
+from .schema import check_schema, read_meta
+from .transfer import import_dump
 from .writes import TransactionWrites, json_array
 
 if TYPE_CHECKING:
     from ..copy import StateDump
 
-SCHEMA_VERSION = 3
-APPLICATION = "heaprank"
 _PRUNE_EVERY = 256
 _LOG_PAGE = 512
 _SYNC_LEVELS = ("OFF", "NORMAL", "FULL", "EXTRA")
-
-#: Co-use edges (schema 3): one row per edge, ``a < b``, found from either document.
-_EDGES_SCHEMA = """
-CREATE TABLE edges (ns INTEGER NOT NULL, a TEXT NOT NULL, b TEXT NOT NULL, strength REAL NOT NULL,
-    count REAL NOT NULL, last REAL NOT NULL, PRIMARY KEY (ns, a, b)) WITHOUT ROWID;
-CREATE INDEX edges_b ON edges (ns, b)
-"""
-
-_SCHEMA = """
-CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
-CREATE TABLE namespaces (id INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT NOT NULL UNIQUE);
-CREATE TABLE features (
-    id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE,
-    pos REAL NOT NULL DEFAULT 0, neg REAL NOT NULL DEFAULT 0, nscount INTEGER NOT NULL DEFAULT 0);
-CREATE TABLE links (
-    ns INTEGER NOT NULL, fid INTEGER NOT NULL, pos REAL NOT NULL, neg REAL NOT NULL,
-    PRIMARY KEY (ns, fid)) WITHOUT ROWID;
-CREATE TABLE docs (
-    ns INTEGER NOT NULL, id TEXT NOT NULL, last_used REAL NOT NULL, use_count REAL NOT NULL,
-    PRIMARY KEY (ns, id)) WITHOUT ROWID;
-CREATE TABLE impressions (key INTEGER PRIMARY KEY, ns INTEGER NOT NULL, fed INTEGER NOT NULL,
-    body BLOB NOT NULL);
-CREATE TABLE feedback_ids (ns INTEGER NOT NULL, fid TEXT NOT NULL, key INTEGER NOT NULL,
-    PRIMARY KEY (ns, fid)) WITHOUT ROWID;
-""" + _EDGES_SCHEMA
-
-_NS_ID = "(SELECT id FROM namespaces WHERE name = ?)"
-_READ_EDGES = ("SELECT a, b, strength, count, last FROM edges WHERE ns = {ns} "
-               "AND a IN (SELECT value FROM json_each(?)) AND b IN (SELECT value FROM json_each(?))")
-# The hot reads walk the caller's list (json_each) and seek each entry, returning its position
-# (``j.key``) rather than its text: no temporary index of the list is built, and the arrays are
-# filled by position. CROSS JOIN keeps the list as the outer loop (the planner may not reorder it).
-_READ_LINKS = (f"SELECT j.key, f.pos, f.neg, IFNULL(l.pos, 0.0), IFNULL(l.neg, 0.0) "
-               f"FROM json_each(?) AS j CROSS JOIN features AS f LEFT JOIN links AS l "
-               f"ON l.ns = {_NS_ID} AND l.fid = f.id WHERE f.name = j.value")
-_READ_DOCS = (f"SELECT j.key, d.last_used, d.use_count FROM json_each(?) AS j CROSS JOIN docs AS d "
-              f"WHERE d.ns = {_NS_ID} AND d.id = j.value")
-
-
-def _adjacency(rows: Iterator[Any]) -> edges.Adjacency:
-    """Edge rows ``(a, b, strength, count, last)`` as an adjacency map, each edge's list shared
-    by its two documents."""
-    adj: edges.Adjacency = {}
-    for a, b, strength, count, last in rows:
-        row = [strength, count, last]
-        adj.setdefault(a, {})[b] = row
-        adj.setdefault(b, {})[a] = row
-    return adj
-
 
 class SQLiteState:
     """Learned state in one SQLite file (``":memory:"`` for a private in-memory database).
@@ -162,7 +113,7 @@ class SQLiteState:
                                        isolation_level=None, check_same_thread=False)
             conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_s * 1000)}")
             try:
-                self._meta(conn)  # refuse another application's file before changing anything
+                read_meta(conn, self.path)  # refuse another application's file before changing anything
             except StateError:
                 conn.close()
                 raise
@@ -171,7 +122,7 @@ class SQLiteState:
                     conn.execute("PRAGMA journal_mode = WAL")
                 conn.execute("PRAGMA secure_delete = ON")
                 self._sync = ""
-            self._check_schema(conn)
+            check_schema(conn, self.path, self.read_only)
         except sqlite3.DatabaseError as exc:
             raise StateError(f"cannot open SQLite state at {self.path!r}: {exc}") from None
         self._conn, self._pid = conn, os.getpid()
@@ -190,108 +141,6 @@ class SQLiteState:
             except sqlite3.DatabaseError as exc:
                 raise StateError(f"SQLite state {self.path!r}: {exc}") from None
             return self._connections, int(changed_elsewhere), self._link_writes
-
-    def _meta(self, conn: sqlite3.Connection) -> dict[str, str] | None:
-        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        if not tables:
-            return None
-        if "meta" not in tables:
-            raise StateError(f"{self.path!r} is a SQLite file of another application (it has no "
-                             f"heaprank meta table); refusing to use or alter it")
-        meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
-        if meta.get("application", APPLICATION) != APPLICATION or "schema_version" not in meta:
-            raise StateError(f"{self.path!r} is a SQLite file of another application; refusing "
-                             f"to use or alter it")
-        return meta
-
-    def _check_schema(self, conn: sqlite3.Connection) -> None:
-        meta = self._meta(conn)
-        if meta is None:
-            if self.read_only:
-                raise StateError(f"SQLite state {self.path!r} is empty")
-            self._create(conn)
-            return
-        try:
-            version = int(meta["schema_version"])
-            int(meta.get("feedbacks", "0"))
-        except ValueError:
-            raise StateError(f"SQLite state {self.path!r}: corrupted meta values "
-                             f"(schema_version={meta.get('schema_version')!r})") from None
-        if version > SCHEMA_VERSION:
-            raise StateError(f"SQLite state {self.path!r} has schema {version}, newer than this "
-                             f"heaprank ({SCHEMA_VERSION}); upgrade heaprank")
-        if version < SCHEMA_VERSION:
-            if self.read_only:
-                raise StateError(f"SQLite state {self.path!r} has schema {version}; open it "
-                                 f"writable once to migrate it to {SCHEMA_VERSION}")
-            self._migrate_from_1(conn)
-            self._migrate_from_2(conn)
-
-    @staticmethod
-    @contextmanager
-    def _schema_change(conn: sqlite3.Connection) -> Iterator[int | None]:
-        """One ``BEGIN IMMEDIATE`` transaction around a schema change, yielding the schema
-        version as it stands inside it (None for an empty file); rolled back on any error."""
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            row = None
-            if conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()[0]:
-                row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-            yield None if row is None else int(row[0])
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-
-    @classmethod
-    def _create(cls, conn: sqlite3.Connection) -> None:
-        with cls._schema_change(conn) as version:
-            if version is None:
-                for statement in _SCHEMA.split(";"):
-                    conn.execute(statement)
-                conn.executemany("INSERT INTO meta VALUES (?, ?)", [
-                    ("application", APPLICATION), ("schema_version", str(SCHEMA_VERSION)),
-                    ("feedbacks", "0")])
-
-    @classmethod
-    def _migrate_from_1(cls, conn: sqlite3.Connection) -> None:
-        """Schema 1 (names repeated in every row, JSON impressions) to the current one. Links,
-        the pool and document use are kept; old impressions are dropped (feedback for them
-        reports an unknown recall)."""
-        with cls._schema_change(conn) as version:
-            if version == 1:
-                for old in ("links", "global_links", "docs", "impressions", "resolutions"):
-                    conn.execute(f"ALTER TABLE {old} RENAME TO v1_{old}")
-                conn.execute("DROP INDEX IF EXISTS impressions_ns")
-                for statement in _SCHEMA.split(";")[1:]:
-                    conn.execute(statement)
-                conn.execute("INSERT INTO namespaces (name) SELECT namespace FROM v1_links "
-                             "UNION SELECT namespace FROM v1_docs WHERE use_count > 0")
-                conn.execute("INSERT INTO features (name, pos, neg, nscount) SELECT g.feature, "
-                             "g.pos, g.neg, (SELECT COUNT(*) FROM v1_links l WHERE l.feature = "
-                             "g.feature) FROM v1_global_links g")
-                conn.execute("INSERT INTO links SELECT n.id, f.id, l.pos, l.neg FROM v1_links l "
-                             "JOIN namespaces n ON n.name = l.namespace "
-                             "JOIN features f ON f.name = l.feature")
-                conn.execute("INSERT INTO docs SELECT n.id, d.id, d.last_used, d.use_count "
-                             "FROM v1_docs d JOIN namespaces n ON n.name = d.namespace "
-                             "WHERE d.use_count > 0 AND d.last_used IS NOT NULL")
-                for old in ("links", "global_links", "docs", "impressions", "resolutions"):
-                    conn.execute(f"DROP TABLE v1_{old}")
-                conn.execute("INSERT OR REPLACE INTO meta VALUES ('application', ?)", (APPLICATION,))
-                conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'",
-                             (str(SCHEMA_VERSION),))
-
-    @classmethod
-    def _migrate_from_2(cls, conn: sqlite3.Connection) -> None:
-        """Schema 2 to 3: the co-use edges table, empty. Nothing else changes; an older heaprank
-        then refuses the file, as it would not forget a namespace's edges."""
-        with cls._schema_change(conn) as version:
-            if version == 2:
-                for statement in _EDGES_SCHEMA.split(";"):
-                    conn.execute(statement)
-                conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'",
-                             (str(SCHEMA_VERSION),))
 
     def _set_sync(self, conn: sqlite3.Connection, level: str) -> None:
         if self._sync != level:
@@ -350,26 +199,9 @@ class SQLiteState:
 
     # ------------------------------------------------------------------ reads
 
-    @staticmethod
-    def _counts(conn: sqlite3.Connection, namespace: str, features: Sequence[str]) -> LinkCounts:
-        out = np.zeros((len(features), 4))  # a feature never credited has no row: all zero
-        found = conn.execute(_READ_LINKS, (json_array(features), namespace)).fetchall()
-        if found:
-            rows = np.array(found, dtype=np.float64)
-            out[rows[:, 0].astype(np.intp)] = rows[:, 1:]
-        return LinkCounts(out[:, 2].copy(), out[:, 3].copy(), out[:, 0].copy(), out[:, 1].copy())
-
-    @staticmethod
-    def _docs(conn: sqlite3.Connection, namespace: str, ids: Sequence[str]) -> DocStats:
-        last_used, use_count = np.full(len(ids), math.nan), np.zeros(len(ids))
-        found = conn.execute(_READ_DOCS, (json_array(ids), namespace)).fetchall()
-        for at, last, uses in found:  # few: only documents used before have a row
-            last_used[at], use_count[at] = last, uses
-        return DocStats(last_used, use_count)
-
     def read_links(self, namespace: str, features: Sequence[str]) -> LinkCounts:
         with self._read() as conn:
-            return self._counts(conn, namespace, features)
+            return link_counts(conn, namespace, features)
 
     def read_docs(self, namespace: str, ids: Sequence[str]) -> DocStats:
         """The documents' stats, from the rows kept since this connection last saw another
@@ -381,28 +213,28 @@ class SQLiteState:
                 return kept
             # Read after the version: a commit in between is newer than the key, and the next
             # read sees its version change and starts again, so nothing kept is ever stale.
-            docs = self._docs(conn, namespace, ids)
+            docs = doc_stats(conn, namespace, ids)
             self._doc_rows.put(key, namespace, ids, docs)
             return docs
 
     def read(self, namespace: str, features: Sequence[str],
              ids: Sequence[str]) -> tuple[LinkCounts, DocStats]:
         with self._read() as conn:
-            return self._counts(conn, namespace, features), self._docs(conn, namespace, ids)
+            return link_counts(conn, namespace, features), doc_stats(conn, namespace, ids)
 
     def read_with_edges(self, namespace: str, features: Sequence[str],
                         ids: Sequence[str]) -> tuple[LinkCounts, DocStats, edges.EdgeRows]:
         with self._read() as conn:
             where = json_array(ids)
-            found = conn.execute(_READ_EDGES.format(ns=_NS_ID), (namespace, where, where))
-            adj = _adjacency(found)
-            return (self._counts(conn, namespace, features), self._docs(conn, namespace, ids),
+            found = conn.execute(READ_EDGES.format(ns=NS_ID), (namespace, where, where))
+            adj = adjacency(found)
+            return (link_counts(conn, namespace, features), doc_stats(conn, namespace, ids),
                     edges.among(ids, adj.get))
 
     def list_edges(self, namespace: str) -> list[tuple[str, str, float, float, float]]:
         with self._read() as conn:
             return [tuple(r) for r in conn.execute(  # type: ignore[misc]
-                f"SELECT a, b, strength, count, last FROM edges WHERE ns = {_NS_ID} "
+                f"SELECT a, b, strength, count, last FROM edges WHERE ns = {NS_ID} "
                 f"ORDER BY a, b", (namespace,))]
 
     # ------------------------------------------------------------- impressions
@@ -570,31 +402,10 @@ class SQLiteState:
             writes.apply(ns, batch, todo, credit)
             self._doc_rows.drop(batch.namespace, [item.id for item in todo if item.used])
             if batch.co_use is not None:
-                self._co_use(conn, ns, batch, verdicts, todo)
+                co_use(conn, ns, batch, verdicts, todo)
             body = codec.with_verdicts(body, new_verdicts(verdicts, len(verdicts), todo))
             conn.execute("UPDATE impressions SET fed = 1, body = ? WHERE key = ?", (body, key))
         return FeedbackOutcome(batch.recall_id, tuple(i.id for i in todo), tuple(done))
-
-    @staticmethod
-    def _co_use(conn: sqlite3.Connection, ns: int, batch: FeedbackBatch, verdicts: Sequence[int],
-                todo: Sequence[Any]) -> None:
-        """Strengthen the co-use edges of this feedback, inside its transaction."""
-        co_use = batch.co_use
-        assert co_use is not None
-        pairs = edges.co_use_pairs(batch.shown, verdicts, todo, co_use.max_rank)
-        if not pairs:
-            return
-        docs = json_array(sorted({d for pair in pairs for d in pair}))
-        adj = _adjacency(conn.execute(
-            "SELECT a, b, strength, count, last FROM edges WHERE ns = ? AND (a IN (SELECT value "
-            "FROM json_each(?)) OR b IN (SELECT value FROM json_each(?)))", (ns, docs, docs)))
-        count = conn.execute("SELECT COUNT(*) FROM edges WHERE ns = ?", (ns,)).fetchone()[0]
-        _, written, deleted = edges.update(adj, count, pairs, batch.time, co_use, lambda: _adjacency(
-            conn.execute("SELECT a, b, strength, count, last FROM edges WHERE ns = ?", (ns,))))
-        conn.executemany("DELETE FROM edges WHERE ns = ? AND a = ? AND b = ?",
-                         [(ns, a, b) for a, b in sorted(deleted)])
-        conn.executemany("INSERT OR REPLACE INTO edges VALUES (?, ?, ?, ?, ?, ?)",
-                         [(ns, a, b, *adj[a][b]) for a, b in sorted(written)])
 
     # ------------------------------------------------------------------ audit
 
@@ -605,16 +416,14 @@ class SQLiteState:
                                     "ORDER BY name").fetchall()
             else:
                 data = conn.execute(f"SELECT f.name, l.pos, l.neg FROM links l JOIN features f "
-                                    f"ON f.id = l.fid WHERE l.ns = {_NS_ID} ORDER BY f.name",
+                                    f"ON f.id = l.fid WHERE l.ns = {NS_ID} ORDER BY f.name",
                                     (namespace,)).fetchall()
         arr = np.array([r[1:] for r in data], dtype=np.float64).reshape(-1, 2)
         return [r[0] for r in data], arr[:, 0].copy(), arr[:, 1].copy()
 
     def namespaces(self) -> list[str]:
         with self._read() as conn:
-            return [r[0] for r in conn.execute(
-                "SELECT name FROM namespaces n WHERE EXISTS (SELECT 1 FROM links WHERE ns = n.id) "
-                "OR EXISTS (SELECT 1 FROM docs WHERE ns = n.id) ORDER BY name")]
+            return [r[0] for r in conn.execute(f"SELECT name FROM {LIVE} ORDER BY name")]
 
     def forget_namespace(self, namespace: str, *, scrub_global: bool = True) -> None:
         with self._write() as conn:
@@ -647,17 +456,7 @@ class SQLiteState:
 
     def stats(self) -> dict[str, int]:
         with self._read() as conn:
-            one = lambda sql: int(conn.execute(sql).fetchone()[0])  # noqa: E731
-            return {
-                "namespaces": one("SELECT COUNT(*) FROM namespaces n WHERE EXISTS (SELECT 1 FROM "
-                                  "links WHERE ns = n.id) OR EXISTS (SELECT 1 FROM docs "
-                                  "WHERE ns = n.id)"),
-                "links": one("SELECT COUNT(*) FROM links"),
-                "global_links": one("SELECT COUNT(*) FROM features WHERE nscount > 0"),
-                "documents": one("SELECT COUNT(*) FROM docs"),
-                "impressions": one("SELECT COUNT(*) FROM impressions"),
-                "feedbacks": one("SELECT value FROM meta WHERE key = 'feedbacks'"),
-            }
+            return counts_of(conn)
 
     def integrity_check(self) -> str:
         """SQLite's ``PRAGMA integrity_check`` answer (``"ok"`` when the file is sound)."""
@@ -683,7 +482,7 @@ class SQLiteState:
         """``(id, last_used, use_count)`` of each used document of ``namespace``."""
         with self._read() as conn:
             return [(i, last, uses) for i, last, uses in conn.execute(
-                f"SELECT id, last_used, use_count FROM docs WHERE ns = {_NS_ID} ORDER BY id",
+                f"SELECT id, last_used, use_count FROM docs WHERE ns = {NS_ID} ORDER BY id",
                 (namespace,))]
 
     def iter_impressions(self) -> list[tuple[str, str, bytes]]:
@@ -695,33 +494,7 @@ class SQLiteState:
 
     def import_state(self, dump: StateDump) -> None:
         """Write a whole state (from :func:`heaprank.state.copy.export_state`) into this empty one."""
-        holders = dump.holders()
         with self._write() as conn:
             self._link_writes += 1
             self._doc_rows.clear()
-            if conn.execute("SELECT (SELECT COUNT(*) FROM features) + "
-                            "(SELECT COUNT(*) FROM impressions)").fetchone()[0]:
-                raise StateError(f"SQLite state {self.path!r} is not empty")
-            gf, gpos, gneg = dump.global_links
-            conn.executemany("INSERT INTO features (name, pos, neg, nscount) VALUES (?, ?, ?, ?)",
-                             [(f, p, n, holders.get(f, 0)) for f, p, n in
-                              zip(gf, gpos.tolist(), gneg.tolist())])
-            conn.executemany("INSERT OR IGNORE INTO features (name, nscount) VALUES (?, ?)",
-                             list(holders.items()))
-            fid = dict(conn.execute("SELECT name, id FROM features"))
-            names = set(dump.links) | set(dump.docs) | set(dump.edges) | {
-                ns for _, ns, _ in dump.impressions}
-            ns_id = {ns: self._ns_id(conn, ns) for ns in sorted(names)}
-            for ns, (features, pos, neg) in dump.links.items():
-                conn.executemany("INSERT INTO links VALUES (?, ?, ?, ?)", [
-                    (ns_id[ns], fid[f], p, n) for f, p, n in zip(features, pos.tolist(), neg.tolist())])
-            for ns, rows in dump.docs.items():
-                conn.executemany("INSERT INTO docs VALUES (?, ?, ?, ?)",
-                                 [(ns_id[ns], i, last, uses) for i, last, uses in rows])
-            for ns, edge_rows in dump.edges.items():
-                conn.executemany("INSERT INTO edges VALUES (?, ?, ?, ?, ?, ?)",
-                                 [(ns_id[ns], *row) for row in edge_rows])
-            conn.executemany("INSERT INTO impressions VALUES (?, ?, ?, ?)", [
-                (recall_key(rid), ns_id[ns], int(any(codec.verdicts_of(body))), body)
-                for rid, ns, body in dump.impressions])
-            conn.execute("UPDATE meta SET value = ? WHERE key = 'feedbacks'", (str(dump.feedbacks),))
+            import_dump(conn, dump, self.path, self._ns_id)
