@@ -13,7 +13,10 @@ from .errors import (
     InputError,
     InputTypeError,
     MissingDependencyError,
+    StateCorruptError,
     StateError,
+    StateFullError,
+    StateReadOnlyError,
     StateUnavailableError,
 )
 from .learning.co_use import CoUse
@@ -43,7 +46,10 @@ __all__ = [
     "Rule",
     "SQLiteState",
     "StateBackend",
+    "StateCorruptError",
     "StateError",
+    "StateFullError",
+    "StateReadOnlyError",
     "StateUnavailableError",
     "Weights",
     "WhyNot",

@@ -10,6 +10,9 @@ The tree::
      |                      or contradicts feedback already recorded
      +-- StateError         the state backend failed or holds something unreadable
  |    +-- StateUnavailableError  the backend cannot be reached (a server down or timing out)
+ |    +-- StateFullError         the backend has no room left (a full disk)
+ |    +-- StateReadOnlyError     the backend refuses writes (a read-only file or mount)
+ |    +-- StateCorruptError      a stored value is unreadable (the message names where)
      +-- MissingDependencyError (also an ImportError): an optional extra is not installed
 
 Every error raised on purpose is a :class:`HeapRankError`, so one ``except HeapRankError`` catches
@@ -53,5 +56,22 @@ class StateUnavailableError(StateError):
     """The state backend cannot be reached right now (a server down, a timeout).
 
     ``rerank`` then ranks on the retriever and the priors, flagged in EXPLAIN (unless the
-    reranker is strict); ``feedback`` raises it, having applied nothing, so it can be retried.
+    reranker is strict); ``feedback`` raises it, and sending the same feedback again is safe (it
+    is applied once per recall and item, whether or not the first attempt got through).
     """
+
+
+class StateFullError(StateError):
+    """The state has no room for a write (SQLite: the disk or the file's quota is full).
+
+    ``rerank`` then ranks untracked, flagged in EXPLAIN (unless strict); ``feedback`` raises it,
+    having applied nothing (the transaction rolled back)."""
+
+
+class StateReadOnlyError(StateError):
+    """The state refuses writes: opened read-only, or its file or mount is not writable."""
+
+
+class StateCorruptError(StateError):
+    """A stored value cannot be read as what it should be; the message names the table and
+    column (or key) it came from. Nothing is altered."""

@@ -24,7 +24,7 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from ..errors import StateError
+from ..errors import StateReadOnlyError
 from ..records import DocStats, FeedbackBatch, FeedbackOutcome, Impression, LinkCounts
 from ..state.base import CreditFn, StateBackend
 from ..state.edges import EdgeRows
@@ -43,7 +43,7 @@ class LeaveNamespaceOut:
     - co-use edges: none.
 
     Inspection (``list_links``, ``namespaces``, ``stats``) passes through to the wrapped state
-    unchanged. Writes raise :class:`~heaprank.StateError`, so rank through the view with
+    unchanged. Writes raise :class:`~heaprank.StateReadOnlyError`, so rank through the view with
     ``track=False``. The view owns nothing: closing it leaves the wrapped state open.
 
     Args:
@@ -80,7 +80,7 @@ class LeaveNamespaceOut:
         return []
 
     def put_impression(self, impression: Impression, *, feedback_id: str | None = None) -> str | None:
-        raise StateError("LeaveNamespaceOut is a read-only view: rerank through it with track=False")
+        raise StateReadOnlyError("LeaveNamespaceOut is a read-only view: rerank through it with track=False")
 
     def get_impression(self, recall_id: str) -> Impression | None:
         """Always ``None``: the view records no impressions, so it has none to return."""
@@ -91,7 +91,7 @@ class LeaveNamespaceOut:
         return iter(())
 
     def apply_feedback(self, batch: FeedbackBatch, credit: CreditFn) -> FeedbackOutcome:
-        raise StateError("LeaveNamespaceOut is a read-only view: give feedback to the wrapped state")
+        raise StateReadOnlyError("LeaveNamespaceOut is a read-only view: give feedback to the wrapped state")
 
     def list_links(self, namespace: str | None) -> tuple[list[str], np.ndarray, np.ndarray]:
         return self.base.list_links(namespace)
@@ -100,7 +100,7 @@ class LeaveNamespaceOut:
         return self.base.namespaces()
 
     def forget_namespace(self, namespace: str, *, scrub_global: bool = True) -> None:
-        raise StateError("LeaveNamespaceOut is a read-only view: forget through the wrapped state")
+        raise StateReadOnlyError("LeaveNamespaceOut is a read-only view: forget through the wrapped state")
 
     def stats(self) -> dict[str, int]:
         return self.base.stats()

@@ -13,7 +13,13 @@ from typing import NamedTuple
 import numpy as np
 
 from .._flow import Flow
-from ..errors import StateUnavailableError
+from ..errors import (
+    StateCorruptError,
+    StateError,
+    StateFullError,
+    StateReadOnlyError,
+    StateUnavailableError,
+)
 from ..records import DocStats, LinkCounts
 from ..scoring.space import FeatureSpace
 from ..state.capabilities import VersionedState
@@ -27,8 +33,15 @@ logger = logging.getLogger("heaprank")
 ROW_CACHE_ENTRIES = 1_024
 #: How many of a row's strongest links a result shows.
 TOP_LINKS = 3
-#: EXPLAIN's flag on a rerank whose state could not be read.
-UNAVAILABLE = "state unavailable: priors only, not tracked"
+
+
+def cause(exc: StateError) -> str:
+    """What went wrong with the state, as an EXPLAIN flag says it."""
+    for kind, words in ((StateUnavailableError, "unavailable"), (StateFullError, "full"),
+                        (StateReadOnlyError, "read-only"), (StateCorruptError, "corrupt")):
+        if isinstance(exc, kind):
+            return f"state {words}"
+    return "state failed"
 
 
 class RowLinks(NamedTuple):
@@ -87,7 +100,7 @@ class EvidenceReader:
             return None
         try:
             return self._versioned.version
-        except StateUnavailableError:
+        except StateError:
             return None  # the read reports it
 
     def clear(self) -> None:
@@ -115,16 +128,16 @@ class EvidenceReader:
                 docs = yield ReadDocs(namespace, ids)
             else:
                 counts, docs = yield Read(namespace, names, ids)
-        except StateUnavailableError as exc:
+        except StateError as exc:  # any failure of the state: rank on the priors
             if self._strict:
                 raise
-            logger.warning("heaprank: state unavailable, ranking on the retriever and the "
-                           "priors: %s", exc)
+            logger.warning("heaprank: %s, ranking on the retriever and the priors: %s",
+                           cause(exc), exc)
             if kept is not None:  # rank on the priors, not on what was kept
                 kept = None
                 vocab, where = np.unique(matrix, return_inverse=True)
             counts, docs = _no_state(len(vocab), len(ids))
-            flags = (UNAVAILABLE,)
+            flags = (f"{cause(exc)}: priors only, not tracked",)
         if kept is not None:
             return Evidence(kept, docs, edge_rows, flags)
         links = self._links(counts, matrix, where)

@@ -14,12 +14,13 @@ import numpy as np
 
 from .._flow import Flow
 from .._time import DAY_S
-from ..errors import StateError, StateUnavailableError
+from ..errors import StateError
 from ..records import Impression, new_recall_id
 from ..scoring import rank
 from ..scoring.scorer import Scored
 from ..scoring.space import FeatureSpace
 from ..state.requests import PutImpression, StateRequest
+from .evidence import cause
 
 logger = logging.getLogger("heaprank")
 
@@ -88,23 +89,24 @@ class ImpressionLog:
         self.means.clear()
 
     def track(self, scored: Scored, space: FeatureSpace,
-              version: object) -> Flow[StateRequest, str]:
-        """Write a scored rerank's impression and keep what its feedback reads: the recall id.
-        With an unreachable state (and not strict) the ranking is still returned, its feedback
-        then reports an unknown recall."""
+              version: object) -> Flow[StateRequest, tuple[str, str | None]]:
+        """Write a scored rerank's impression and keep what its feedback reads: ``(recall id,
+        None)``. When the state fails (and the log is not strict) the ranking is still
+        returned, untracked: ``(recall id, EXPLAIN's flag of why)``, and its feedback then
+        reports an unknown recall."""
         impression = impression_of(scored, new_recall_id(), space)
         try:
             recall_id = yield from self.put(impression)
-        except StateUnavailableError as exc:
+        except StateError as exc:
             if self._strict:
                 raise
-            logger.warning("heaprank: state unavailable, impression not recorded: %s", exc)
-            return impression.recall_id
+            logger.warning("heaprank: %s, impression not recorded: %s", cause(exc), exc)
+            return impression.recall_id, f"{cause(exc)}: not tracked"
         if self._keep_copies and recall_id == impression.recall_id:
             self._keep(recall_id, impression)
         if version is not None:  # the link means its feedback would read, while they hold
             remember(self.means, recall_id, (version, scored.evidence.links.p, scored.top_rows))
-        return recall_id
+        return recall_id, None
 
     def put(self, impression: Impression,
             feedback_id: str | None = None) -> Flow[StateRequest, str]:

@@ -51,16 +51,18 @@ class _Shown(NamedTuple):
     source_count: list[float]
 
 
-def ranking(scored: Scored, recall_id: str, top_links: TopLinks) -> Ranking:
+def ranking(scored: Scored, recall_id: str, top_links: TopLinks,
+            untracked: str | None = None) -> Ranking:
     """The :class:`Ranking` of ``scored`` under ``recall_id``; ``top_links`` holds the strongest
-    links of each shown item's feature row."""
+    links of each shown item's feature row; ``untracked``: EXPLAIN's flag of why the rerank was
+    not recorded, when it was asked to be and could not be."""
     seen, request = scored.seen, scored.request
     batch, fired, order = seen.batch, scored.fired, scored.order
     dropped = {} if scored.kept is None or scored.kept.all() else {
         batch.ids[i]: "rule " + ", ".join(f"{n} x{m:g}" for n, m in fired[i])
         for i in np.flatnonzero(~scored.kept).tolist()}
     return Ranking(recall_id, request.namespace, request.query, seen.info.qtype,
-                   _results(scored, top_links), tuple(map(batch.ids.__getitem__, order.tolist())),
+                   _results(scored, top_links, untracked), tuple(map(batch.ids.__getitem__, order.tolist())),
                    scored.log_score[order], scored.log_terms[order], SIGNALS,
                    scored.log_rules[order] if fired else scored.log_rules,  # (no rule: zeros)
                    dropped)
@@ -80,14 +82,16 @@ def _shown(scored: Scored) -> _Shown:
     return _Shown(top.tolist(), logs, scores, ages, uses, rows, importance, source_count)
 
 
-def _results(scored: Scored, top_links: TopLinks) -> tuple[Ranked, ...]:
+def _results(scored: Scored, top_links: TopLinks,
+             untracked: str | None) -> tuple[Ranked, ...]:
     seen, weight_row = scored.seen, scored.weights
     batch, info = seen.batch, seen.info
     shown = _shown(scored)
     _add_details(scored, shown)
     source = ResultSource(SIGNALS, explain_template(SIGNALS, weight_row.values), shown.rows,
                           scored.top_rows, scored.evidence.links.link_texts)
-    flags = scored.evidence.flags + (() if info.has_content else (NO_CONTENT,))
+    flags = scored.evidence.flags + (() if untracked is None else (untracked,)) + (
+        () if info.has_content else (NO_CONTENT,))
     positions, stored, own_flags = shown.positions, batch.items, batch.flags
     candidates = [item if type(item) is Candidate else batch.candidate(i)
                   for i, item in zip(positions, map(stored.__getitem__, positions))]

@@ -99,8 +99,10 @@ def test_writes_are_refused_and_the_wrapped_state_is_untouched(pooled):
     ranking = pooled.rerank(QUERY, CANDIDATES, namespace="alice", now=NOW)  # recorded in the base
     before = pooled.state.stats()
     view_rr = pooled.with_state(LeaveNamespaceOut(pooled.state))
-    with pytest.raises(StateError, match="read-only"):
-        view_rr.rerank(QUERY, CANDIDATES, namespace="alice", now=NOW)  # track=True records
+    # track=True would record: the view refuses, so the ranking comes back untracked, flagged
+    untracked = view_rr.rerank(QUERY, CANDIDATES, namespace="alice", now=NOW)
+    assert "state read-only: not tracked" in untracked[0].flags
+    assert view_rr.state.get_impression(untracked.recall_id) is None
     with pytest.raises(StateError, match="read-only"):
         view_rr.feedback(namespace="alice", query=QUERY, shown=CANDIDATES, used=["seat"], now=NOW)
     with pytest.raises(StateError, match="read-only"):

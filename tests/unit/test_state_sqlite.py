@@ -10,7 +10,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from heaprank import ConfigError, FeedbackError, Reranker, SQLiteState, StateError
+from heaprank import (
+    ConfigError,
+    FeedbackError,
+    Reranker,
+    SQLiteState,
+    StateCorruptError,
+    StateError,
+    StateReadOnlyError,
+)
 from heaprank.records import Impression
 from heaprank.state import open_state
 from heaprank.state.sqlite.schema import SCHEMA_VERSION
@@ -49,7 +57,7 @@ def test_a_newer_schema_is_refused(tmp_path):
 def test_a_file_that_is_not_a_database_is_a_state_error(tmp_path):
     path = tmp_path / "garbage.db"
     path.write_bytes(b"this is not sqlite" * 100)
-    with pytest.raises(StateError, match="cannot open SQLite state"):
+    with pytest.raises(StateCorruptError, match="garbage.db': the file is damaged"):
         SQLiteState(path)
 
 
@@ -171,7 +179,7 @@ def test_corrupted_meta_values_are_a_state_error(tmp_path):
     conn.execute("UPDATE meta SET value = 'two' WHERE key = 'schema_version'")
     conn.commit()
     conn.close()
-    with pytest.raises(StateError, match="corrupted meta"):
+    with pytest.raises(StateCorruptError, match="meta.schema_version holds 'two', not a number"):
         SQLiteState(path)
 
 
@@ -185,8 +193,10 @@ def test_read_only_mode_reads_and_never_writes(tmp_path):
     with Reranker(f"sqlite:///{path}?mode=ro") as ro:
         assert ro.state.read_only and ro.links("*") == links
         assert ro.rerank("When?", CANDS, namespace="n", k=2, now=NOW, track=False).ids
-        with pytest.raises(StateError, match="read-only"):
-            ro.rerank("When?", CANDS, namespace="n", k=2, now=NOW)
+        tracked = ro.rerank("When?", CANDS, namespace="n", k=2, now=NOW)  # cannot be recorded
+        assert "state read-only: not tracked" in tracked[0].flags
+        with pytest.raises(StateReadOnlyError, match="read-only"):
+            ro.state.put_impression(ro.state.get_impression(ranking.recall_id))
     assert path.read_bytes() == before
     with pytest.raises(StateError, match="no such file"):
         open_state(f"sqlite:///{tmp_path / 'absent.db'}?mode=ro")

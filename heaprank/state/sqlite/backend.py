@@ -12,26 +12,27 @@ is in :mod:`.schema` and ``docs/design.md``, "State layout".
 
 from __future__ import annotations
 
+import logging
 import os
 import sqlite3
 import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..._time import DAY_S
-from ...errors import FeedbackError, StateError
+from ...errors import FeedbackError, StateReadOnlyError
 from ...records import DocStats, FeedbackBatch, FeedbackOutcome, Impression, LinkCounts, recall_key
 from .. import codec, edges
 from ..base import CreditFn, check_resolution, new_verdicts
+from .connection import open_connection
 from .doc_cache import DocCache
 from .edges import READ_EDGES, adjacency, co_use
+from .failures import state_error
 from .reads import LIVE, NS_ID, counts_of, doc_stats, link_counts
-from .schema import check_schema, read_meta
 from .transfer import import_dump
 from .writes import TransactionWrites, json_array
 
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
     from ..copy import StateDump
 
 _PRUNE_EVERY = 256
+logger = logging.getLogger("heaprank")
 _LOG_PAGE = 512
 _SYNC_LEVELS = ("OFF", "NORMAL", "FULL", "EXTRA")
 
@@ -95,36 +97,9 @@ class SQLiteState:
         # A connection must not cross a fork: reopen in a child process.
         if self._conn is not None and self._pid == os.getpid():
             return self._conn
-        if self.path != ":memory:":
-            folder = Path(self.path).parent
-            if not folder.is_dir():
-                raise StateError(f"SQLite state {self.path!r}: folder {str(folder)!r} does not "
-                                 f"exist (heaprank does not create folders: a typo would "
-                                 f"silently start an empty state)")
-            if self.read_only and not Path(self.path).exists():
-                raise StateError(f"SQLite state {self.path!r}: no such file")
-        try:
-            if self.read_only:
-                uri = Path(os.path.abspath(self.path)).as_uri() + "?mode=ro"
-                conn = sqlite3.connect(uri, uri=True, timeout=self.busy_timeout_s,
-                                       isolation_level=None, check_same_thread=False)
-            else:
-                conn = sqlite3.connect(self.path, timeout=self.busy_timeout_s,
-                                       isolation_level=None, check_same_thread=False)
-            conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_s * 1000)}")
-            try:
-                read_meta(conn, self.path)  # refuse another application's file before changing anything
-            except StateError:
-                conn.close()
-                raise
-            if not self.read_only:
-                if self.path != ":memory:":
-                    conn.execute("PRAGMA journal_mode = WAL")
-                conn.execute("PRAGMA secure_delete = ON")
-                self._sync = ""
-            check_schema(conn, self.path, self.read_only)
-        except sqlite3.DatabaseError as exc:
-            raise StateError(f"cannot open SQLite state at {self.path!r}: {exc}") from None
+        conn = open_connection(self.path, read_only=self.read_only,
+                               busy_timeout_s=self.busy_timeout_s, owner=self)
+        self._sync = ""
         self._conn, self._pid = conn, os.getpid()
         self._connections += 1
         return conn
@@ -139,7 +114,7 @@ class SQLiteState:
             try:
                 changed_elsewhere = conn.execute("PRAGMA data_version").fetchone()[0]
             except sqlite3.DatabaseError as exc:
-                raise StateError(f"SQLite state {self.path!r}: {exc}") from None
+                raise state_error(self.path, exc) from None
             return self._connections, int(changed_elsewhere), self._link_writes
 
     def _set_sync(self, conn: sqlite3.Connection, level: str) -> None:
@@ -156,9 +131,10 @@ class SQLiteState:
                 try:
                     yield conn
                 finally:
-                    conn.execute("COMMIT")
+                    if conn.in_transaction:  # (a failed statement may have ended it)
+                        conn.execute("COMMIT")
             except sqlite3.DatabaseError as exc:
-                raise StateError(f"SQLite state {self.path!r}: {exc}") from None
+                raise state_error(self.path, exc) from None
 
     @contextmanager
     def _read_alone(self) -> Iterator[sqlite3.Connection]:
@@ -169,26 +145,29 @@ class SQLiteState:
             try:
                 yield conn
             except sqlite3.DatabaseError as exc:
-                raise StateError(f"SQLite state {self.path!r}: {exc}") from None
+                raise state_error(self.path, exc) from None
 
     @contextmanager
     def _write(self, sync: str | None = None) -> Iterator[sqlite3.Connection]:
         if self.read_only:
-            raise StateError(f"SQLite state {self.path!r} is open read-only")
+            raise StateReadOnlyError(f"SQLite state {self.path!r} is open read-only")
         with self._lock:
             conn = self._connect()
             try:
                 self._set_sync(conn, sync or self.synchronous)
                 conn.execute("BEGIN IMMEDIATE")
             except sqlite3.DatabaseError as exc:
-                raise StateError(f"SQLite state {self.path!r}: {exc}") from None
+                raise state_error(self.path, exc) from None
             try:
                 yield conn
                 conn.execute("COMMIT")
             except BaseException as exc:
-                conn.execute("ROLLBACK")
+                # SQLite has rolled back already after some failures (a full disk): a ROLLBACK
+                # then fails, and would hide the failure that matters.
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
                 if isinstance(exc, sqlite3.DatabaseError):
-                    raise StateError(f"SQLite state {self.path!r}: {exc}") from None
+                    raise state_error(self.path, exc) from None
                 raise
 
     @staticmethod
@@ -272,7 +251,7 @@ class SQLiteState:
         timeout included) and commits on its own; the namespace's row is only read (the upsert
         of _ns_id would rewrite it, a page more to commit per rerank)."""
         if self.read_only:
-            raise StateError(f"SQLite state {self.path!r} is open read-only")
+            raise StateReadOnlyError(f"SQLite state {self.path!r} is open read-only")
         with self._lock:
             conn = self._connect()
             try:
@@ -281,7 +260,7 @@ class SQLiteState:
                                       "SELECT ?, id, 0, ? FROM namespaces WHERE name = ?",
                                       (key, body, namespace)).rowcount == 1
             except sqlite3.DatabaseError as exc:
-                raise StateError(f"SQLite state {self.path!r}: {exc}") from None
+                raise state_error(self.path, exc) from None
             if stored:
                 self._puts += 1
                 if self._puts % _PRUNE_EVERY == 1:  # as _count_put, in a transaction of its own
@@ -452,7 +431,7 @@ class SQLiteState:
             try:
                 self._connect().execute("PRAGMA wal_checkpoint(TRUNCATE)")
             except sqlite3.DatabaseError as exc:
-                raise StateError(f"SQLite state {self.path!r}: {exc}") from None
+                raise state_error(self.path, exc) from None
 
     def stats(self) -> dict[str, int]:
         with self._read() as conn:

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ...records import DocStats, LinkCounts
+from .failures import not_a_number
 from .writes import json_array
 
 NS_ID = "(SELECT id FROM namespaces WHERE name = ?)"
@@ -30,22 +31,34 @@ def link_counts(conn: sqlite3.Connection, namespace: str, features: Sequence[str
     out = np.zeros((len(features), 4))  # a feature never credited has no row: all zero
     found = conn.execute(READ_LINKS, (json_array(features), namespace)).fetchall()
     if found:
-        rows = np.array(found, dtype=np.float64)
+        try:
+            rows = np.array(found, dtype=np.float64)
+        except (ValueError, TypeError):
+            raise not_a_number("features.pos/neg or links.pos/neg") from None
         out[rows[:, 0].astype(np.intp)] = rows[:, 1:]
     return LinkCounts(out[:, 2].copy(), out[:, 3].copy(), out[:, 0].copy(), out[:, 1].copy())
 
 def doc_stats(conn: sqlite3.Connection, namespace: str, ids: Sequence[str]) -> DocStats:
     last_used, use_count = np.full(len(ids), math.nan), np.zeros(len(ids))
     found = conn.execute(READ_DOCS, (json_array(ids), namespace)).fetchall()
-    for at, last, uses in found:  # few: only documents used before have a row
-        last_used[at], use_count[at] = last, uses
+    try:
+        for at, last, uses in found:  # few: only documents used before have a row
+            last_used[at], use_count[at] = last, uses
+    except (ValueError, TypeError):
+        raise not_a_number("docs.last_used or docs.use_count") from None
     return DocStats(last_used, use_count)
 
 
 def counts_of(conn: sqlite3.Connection) -> dict[str, int]:
     """What ``stats()`` reports: namespaces, links, pooled links, documents, impressions,
     feedbacks."""
-    one = lambda sql: int(conn.execute(sql).fetchone()[0])  # noqa: E731
+    def one(sql: str) -> int:
+        value = conn.execute(sql).fetchone()[0]
+        try:
+            return int(value)
+        except (ValueError, TypeError):
+            raise not_a_number("meta.feedbacks", value) from None
+
     return {
         "namespaces": one(f"SELECT COUNT(*) FROM {LIVE}"),
         "links": one("SELECT COUNT(*) FROM links"),

@@ -7,7 +7,7 @@ import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from ...errors import StateError
+from ...errors import StateCorruptError, StateError
 
 SCHEMA_VERSION = 3
 APPLICATION = "heaprank"
@@ -47,7 +47,11 @@ def read_meta(conn: sqlite3.Connection, path: str) -> dict[str, str] | None:
     if "meta" not in tables:
         raise StateError(f"{path!r} is a SQLite file of another application (it has no "
                          f"heaprank meta table); refusing to use or alter it")
-    meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+    try:
+        meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+    except sqlite3.OperationalError:  # a meta table of another shape
+        raise StateError(f"{path!r} is a SQLite file of another application (its meta table is "
+                         f"not heaprank's); refusing to use or alter it") from None
     if meta.get("application", APPLICATION) != APPLICATION or "schema_version" not in meta:
         raise StateError(f"{path!r} is a SQLite file of another application; refusing "
                          f"to use or alter it")
@@ -61,12 +65,14 @@ def check_schema(conn: sqlite3.Connection, path: str, read_only: bool) -> None:
             raise StateError(f"SQLite state {path!r} is empty")
         _create(conn)
         return
-    try:
-        version = int(meta["schema_version"])
-        int(meta.get("feedbacks", "0"))
-    except ValueError:
-        raise StateError(f"SQLite state {path!r}: corrupted meta values "
-                         f"(schema_version={meta.get('schema_version')!r})") from None
+    for key in ("schema_version", "feedbacks"):
+        try:
+            int(meta.get(key, "0"))
+        except ValueError:
+            raise StateCorruptError(f"SQLite state {path!r}: meta.{key} holds "
+                                    f"{meta[key][:40]!r}, not a number; the file was damaged "
+                                    f"or edited by hand") from None
+    version = int(meta["schema_version"])
     if version > SCHEMA_VERSION:
         raise StateError(f"SQLite state {path!r} has schema {version}, newer than this "
                          f"heaprank ({SCHEMA_VERSION}); upgrade heaprank")
@@ -89,7 +95,8 @@ def _schema_change(conn: sqlite3.Connection) -> Iterator[int | None]:
         yield None if row is None else int(row[0])
         conn.execute("COMMIT")
     except BaseException:
-        conn.execute("ROLLBACK")
+        if conn.in_transaction:  # (SQLite may have rolled back already)
+            conn.execute("ROLLBACK")
         raise
 
 def _create(conn: sqlite3.Connection) -> None:

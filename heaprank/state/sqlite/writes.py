@@ -24,6 +24,7 @@ import numpy as np
 
 from ...records import FeedbackBatch, LinkCounts
 from ..base import LAST_USED_SKEW_S, CreditFn
+from .failures import numbers
 
 #: A feature's row in the transaction: ``(id, global pos, global neg, namespaces gained)``,
 #: the parameters of its write as they are.
@@ -96,6 +97,8 @@ class TransactionWrites:
                                  [(f,) for f in missing if f not in known])
                 found = conn.execute(_FEATURE_ROWS, (listed, ns)).fetchall()
             for at, fid, gpos, gneg, pos, neg in found:
+                numbers("features.pos/neg or links.pos/neg",
+                        (gpos, gneg) if pos is None else (gpos, gneg, pos, neg))
                 name = missing[at]
                 row = held_features.get(name)  # newer than the table's copy when held
                 features[name] = (fid, gpos, gneg, 0) if row is None else row
