@@ -6,11 +6,19 @@
 - :class:`HeapRankFeedbackHandler`: a callback handler that reports what each answer used.
 """
 
+from importlib.metadata import PackageNotFoundError, version
+
+from heaprank.adapters import StateMismatchError, StateMismatchWarning
 from heaprank.learning.attribution import Shown, cited, overlapping
 
 from .feedback import FeedbackReport, HeapRankFeedbackHandler
 from .reranker import HeapRankReranker
 from .retriever import HeapRankRetriever
+
+try:
+    __version__ = version("langchain-heaprank")
+except PackageNotFoundError:  # run from a source tree that was never installed
+    __version__ = "0.0.0"
 
 __all__ = [
     "FeedbackReport",
@@ -18,6 +26,9 @@ __all__ = [
     "HeapRankReranker",
     "HeapRankRetriever",
     "Shown",
+    "StateMismatchError",
+    "StateMismatchWarning",
+    "__version__",
     "cited",
     "overlapping",
 ]
