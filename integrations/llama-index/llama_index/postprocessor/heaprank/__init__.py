@@ -3,9 +3,28 @@
 - :class:`HeapRankPostprocessor`: a ``BaseNodePostprocessor`` for query and chat engines.
 - :class:`HeapRankFeedbackHandler`: an instrumentation span handler that reports what each
   response used (query and chat engines, sync, async and streaming).
+- :func:`citation_qa_template`: a query prompt that asks the model to cite ``[n]``.
 """
 
-from .base import HeapRankPostprocessor
-from .feedback import HeapRankFeedbackHandler
+from importlib.metadata import PackageNotFoundError, version
 
-__all__ = ["HeapRankFeedbackHandler", "HeapRankPostprocessor"]
+from heaprank.adapters import StateMismatchError, StateMismatchWarning
+
+from .base import HeapRankPostprocessor
+from .feedback import FeedbackReport, HeapRankFeedbackHandler
+from .prompts import citation_qa_template
+
+try:
+    __version__ = version("llama-index-postprocessor-heaprank")
+except PackageNotFoundError:  # run from a source tree that was never installed
+    __version__ = "0.0.0"
+
+__all__ = [
+    "FeedbackReport",
+    "HeapRankFeedbackHandler",
+    "HeapRankPostprocessor",
+    "StateMismatchError",
+    "StateMismatchWarning",
+    "__version__",
+    "citation_qa_template",
+]
