@@ -274,3 +274,19 @@ def test_the_default_prompt_shows_no_ids_and_citation_query_engine_does(index: V
         handler.uninstall()
     booked = next(n for n in response.source_nodes if "March 14" in n.node.get_content())
     assert handler.reports[-1].used == (booked.node.metadata["heaprank_id"],)
+
+
+def test_citations_with_a_context_chat_engine(index: VectorStoreIndex) -> None:
+    llm = NeedleCitingLLM(prompts=[])
+    pp = HeapRankPostprocessor(state="memory://", top_n=3, now=NOW, citations=True)
+    handler = HeapRankFeedbackHandler(pp).install()
+    try:
+        chat = index.as_chat_engine(chat_mode="context", llm=llm, node_postprocessors=[pp],
+                                    similarity_top_k=4,
+                                    system_prompt="Cite the sources you use as [n].")
+        response = chat.chat(QUERY)
+    finally:
+        handler.uninstall()
+    assert "citation: [1]" in llm.prompts[-1]
+    booked = next(n for n in response.source_nodes if "March 14" in n.node.get_content())
+    assert handler.reports[-1].used == (booked.node.metadata["heaprank_id"],)
