@@ -19,7 +19,8 @@ import asyncio
 import os
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 TEXTS = [f"memory {i}: the flight to city {i % 7} departs at {i % 12 + 1} o'clock" for i in range(20)]
@@ -58,15 +59,24 @@ def _langchain_reranker(url: str) -> Any:
     return HeapRankReranker(reranker=Reranker(url), top_n=5)  # the API before 0.2
 
 
-def langchain_compress(url: str, n: int) -> Callable[[], list[Awaitable[Any]]]:
+#: What a workload gives: the calls of one batch (fresh awaitables each time), and its engine.
+Workload = tuple[Callable[[], list[Awaitable[Any]]], Any]
+
+
+def _engine(adapter: Any) -> Any:
+    return adapter.engine if hasattr(adapter, "engine") else adapter.reranker  # before 0.2
+
+
+def langchain_compress(url: str, n: int) -> Workload:
     from langchain_core.documents import Document
 
     rr = _langchain_reranker(url)
     docs = [Document(t, id=f"d{i}") for i, t in enumerate(TEXTS)]
-    return lambda: [rr.acompress_documents(docs, f"when does flight {i} leave?") for i in range(n)]
+    return (lambda: [rr.acompress_documents(docs, f"when does flight {i} leave?")
+                     for i in range(n)]), _engine(rr)
 
 
-def langchain_chain(url: str, n: int) -> Callable[[], list[Awaitable[Any]]]:
+def langchain_chain(url: str, n: int) -> Workload:
     from langchain_core.documents import Document
     from langchain_core.runnables import RunnableLambda
     from langchain_heaprank import HeapRankFeedbackHandler
@@ -86,10 +96,10 @@ def langchain_chain(url: str, n: int) -> Callable[[], list[Awaitable[Any]]]:
         if hasattr(handler, "aflush"):
             await handler.aflush()
 
-    return lambda: [run(i) for i in range(n)]
+    return (lambda: [run(i) for i in range(n)]), _engine(rr)
 
 
-def llamaindex_postprocess(url: str, n: int) -> Callable[[], list[Awaitable[Any]]]:
+def llamaindex_postprocess(url: str, n: int) -> Workload:
     from llama_index.core.schema import NodeWithScore, TextNode
     from llama_index.postprocessor.heaprank import HeapRankPostprocessor
 
@@ -97,19 +107,52 @@ def llamaindex_postprocess(url: str, n: int) -> Callable[[], list[Awaitable[Any]
     pp = HeapRankPostprocessor(**({"state": url} if "state" in fields else {"state_url": url}), top_n=5)
     nodes = [NodeWithScore(node=TextNode(text=t, id_=f"n{i}"), score=1.0 - i / 40)
              for i, t in enumerate(TEXTS)]
-    return lambda: [pp.apostprocess_nodes(nodes, query_str=f"when does flight {i} leave?")
-                    for i in range(n)]
+    engine = pp.engine
+    return (lambda: [pp.apostprocess_nodes(nodes, query_str=f"when does flight {i} leave?")
+                     for i in range(n)]), engine
 
 
-def _delete_keys(url: str, prefix: str) -> None:
-    import redis
-
-    client = redis.Redis.from_url(url)
+async def measure(workload: Workload) -> dict[str, float]:
+    """A warm batch (connections, feature cache), then the measured one, on one event loop;
+    then the engine's clients of that loop are closed."""
+    calls, engine = workload
+    await ticking(calls)
     try:
+        return await ticking(calls)
+    finally:
+        await engine.aclose()
+
+
+class NoRedis(RuntimeError):
+    """No Redis server answers (or redis-py is not installed)."""
+
+
+@contextmanager
+def redis_state(base: str | None = None, name: str = "looplag") -> Iterator[str]:
+    """A Redis state URL on ``base`` (default ``$HEAPRANK_REDIS_URL``) with a key prefix of its
+    own, whose keys are deleted on exit; the framework tests use it too.
+
+    Raises:
+        NoRedis: before yielding, when no server answers.
+    """
+    try:
+        import redis
+    except ImportError:
+        raise NoRedis("the redis package is not installed (pip install 'heaprank[redis]')") from None
+    base = base or os.environ.get("HEAPRANK_REDIS_URL", "redis://127.0.0.1:6379/15")
+    client = redis.Redis.from_url(base, socket_timeout=2, socket_connect_timeout=2)
+    try:
+        client.ping()
+    except redis.RedisError as exc:
+        client.close()
+        raise NoRedis(f"no Redis server answers at {base} ({exc})") from None
+    prefix = f"{name}-{uuid.uuid4().hex[:10]}"
+    try:
+        yield f"{base}?prefix={prefix}"
+    finally:
         keys = list(client.scan_iter(match=f"*{prefix}*", count=1000))
         if keys:
             client.delete(*keys)
-    finally:
         client.close()
 
 
@@ -117,20 +160,13 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.loop_lag", description=__doc__)
     parser.add_argument("--calls", type=int, default=100)
     args = parser.parse_args(argv)
-    base = os.environ.get("HEAPRANK_REDIS_URL", "redis://127.0.0.1:6379/15")
-    prefix = f"looplag-{uuid.uuid4().hex[:8]}"
-    url = f"{base}?prefix={prefix}"
-    try:
+    with redis_state() as url:
         for name, make in (("langchain acompress_documents", langchain_compress),
                            ("langchain chain.ainvoke + feedback handler", langchain_chain),
                            ("llamaindex apostprocess_nodes", llamaindex_postprocess)):
-            calls = make(url, args.calls)
-            asyncio.run(ticking(calls))  # warm: connections, feature cache
-            r = asyncio.run(ticking(calls))
+            r = asyncio.run(measure(make(url, args.calls)))
             print(f"{name:<44} {args.calls} calls: {r['ticks']:4d} ticks, longest gap "
                   f"{r['max_lag_ms']:7.1f} ms, wall {r['wall_ms']:7.1f} ms")
-    finally:
-        _delete_keys(base, prefix)
 
 
 if __name__ == "__main__":

@@ -33,6 +33,8 @@ from .errors import ConfigError, HeapRankError
 from .learning.attribution import UsageDetector, citations_or_overlap, cited, overlapping
 from .records import FeedbackOutcome
 from .reranker import Reranker
+from .scoring.candidates import DEFAULT_FIELD_KEYS
+from .scoring.results import Ranked
 from .scoring.rules import Rule
 from .state import MemoryState, SQLiteState
 
@@ -155,6 +157,74 @@ class EngineSpec:
 
     def open(self) -> Reranker:
         return Reranker(self.url, config=self.config, rules=self.rules, strict=self.strict)
+
+
+class BoundState:
+    """The engine an adapter ranks with, bound to one state: opened from ``state=``, with the
+    URL it reopens from (``None``: a state object without one), its :func:`state_key`, and its
+    twin for ``strict`` (``on_invalid="raise"``) on the same state."""
+
+    def __init__(self, engine: Reranker, url: str | None) -> None:
+        self.engine = engine
+        self.url = url
+        self.key = state_key(engine)
+        self._twins: dict[str, Reranker] = {}
+
+    @classmethod
+    def open(cls, state: str | Reranker | None, *, owner: str,
+             config: Config | None = None) -> BoundState:
+        """See :func:`open_engine`; a given engine's URL is derived from its state."""
+        engine = open_engine(state, owner=owner, config=config)
+        if isinstance(state, Reranker):
+            memory = state_key(engine).startswith("memory:")
+            return cls(engine, state_url(engine) or ("memory://" if memory else None))
+        return cls(engine, canonical_url(state) if state is not None else default_state_url())
+
+    def ranking(self, strict: bool) -> Reranker:
+        """The engine with ``on_invalid`` set by ``strict`` (same state, rules and config)."""
+        wanted = "raise" if strict else "neutral"
+        if self.engine.config.on_invalid == wanted:
+            return self.engine
+        if wanted not in self._twins:
+            self._twins[wanted] = self.engine.with_config(on_invalid=wanted)
+        return self._twins[wanted]
+
+
+def check_metadata_keys(keys: Mapping[str, str | None],
+                        defaults: Mapping[str, str | None]) -> dict[str, str | None]:
+    """``keys`` (candidate field -> metadata key) over ``defaults``.
+
+    Raises:
+        ValueError: a field heaprank does not read (the message lists the ones it does).
+    """
+    known = frozenset(DEFAULT_FIELD_KEYS)
+    unknown = set(keys) - known
+    if unknown:
+        raise ValueError(f"metadata_keys: unknown heaprank field(s) {sorted(unknown)}; "
+                         f"expected some of {sorted(known)}")
+    return {**defaults, **keys}
+
+
+def explained(item: Ranked, extra: Sequence[str] | None, logger: logging.Logger) -> str:
+    """``item``'s EXPLAIN line with what the adapter set aside after ``!``; either logged at
+    WARNING with the item's own flags."""
+    explain = item.explain()
+    if extra:
+        explain += (" ! " if " ! " not in explain else "; ") + "; ".join(extra)
+    if item.flags or extra:
+        logger.warning("heaprank: %s: %s", item.id, "; ".join([*item.flags, *(extra or [])]))
+    return explain
+
+
+def distribution_version(name: str) -> str:
+    """The installed version of distribution ``name`` (``"0.0.0"`` from a source tree that was
+    never installed)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return "0.0.0"
 
 
 def relative_scores(scores: Sequence[float]) -> list[float]:

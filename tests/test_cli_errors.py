@@ -9,24 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from heaprank.app.cli import _parser, main
+from heaprank.app.cli import _parser
 from heaprank.app.options import FEATURES
+from tests.test_cli import run, state_url  # noqa: F401 (a fixture)
 
 
-@pytest.fixture()
-def state_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+@pytest.fixture(autouse=True)
+def _in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("HEAPRANK_STATE", raising=False)
-    url = f"sqlite:///{tmp_path / 'state.db'}"
-    assert main(["demo", "--state", url]) == 0
-    return url
-
-
-def run(argv: list[str]) -> int:
-    try:
-        return main(argv)
-    except SystemExit as exc:
-        return int(exc.code or 0)
 
 
 ERRORS = {

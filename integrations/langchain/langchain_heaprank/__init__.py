@@ -6,19 +6,14 @@
 - :class:`HeapRankFeedbackHandler`: a callback handler that reports what each answer used.
 """
 
-from importlib.metadata import PackageNotFoundError, version
-
-from heaprank.adapters import StateMismatchError, StateMismatchWarning
+from heaprank.adapters import StateMismatchError, StateMismatchWarning, distribution_version
 from heaprank.learning.attribution import Shown, cited, overlapping
 
 from .feedback import FeedbackReport, HeapRankFeedbackHandler
 from .reranker import HeapRankReranker
 from .retriever import HeapRankRetriever
 
-try:
-    __version__ = version("langchain-heaprank")
-except PackageNotFoundError:  # run from a source tree that was never installed
-    __version__ = "0.0.0"
+__version__ = distribution_version("langchain-heaprank")
 
 __all__ = [
     "FeedbackReport",

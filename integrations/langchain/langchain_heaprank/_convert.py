@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from heaprank import InputError
-from heaprank.scoring.candidates import DEFAULT_FIELD_KEYS
 from langchain_core.documents import Document
 
 logger = logging.getLogger("langchain_heaprank")
@@ -25,8 +24,6 @@ DEFAULT_METADATA_KEYS: Mapping[str, str | None] = {
     "source": "source",
     "key": "key",
 }
-#: Every candidate field heaprank reads: the core's own list, never a copy of it.
-KNOWN_FIELDS = frozenset(DEFAULT_FIELD_KEYS)
 #: Where heaprank writes its raw product score; a document carrying it was ranked by heaprank,
 #: so its ``relevance_score`` is heaprank's, never read back as an upstream relevance.
 RAW_SCORE_KEY = "heaprank_score"

@@ -9,15 +9,13 @@ from typing import Any
 
 from heaprank import Config, Ranking, Reranker
 from heaprank.adapters import (
+    BoundState,
     EngineSpec,
     StateMismatchWarning,
-    canonical_url,
-    default_state_url,
-    open_engine,
+    check_metadata_keys,
+    explained,
     reject_renamed,
     relative_scores,
-    state_key,
-    state_url,
     surely_different,
 )
 from langchain_core.callbacks import (
@@ -40,7 +38,6 @@ from pydantic.json_schema import SkipJsonSchema
 
 from ._convert import (
     DEFAULT_METADATA_KEYS,
-    KNOWN_FIELDS,
     RAW_SCORE_KEY,
     RETRIEVAL_SCORE_KEY,
     Converted,
@@ -97,8 +94,7 @@ class HeapRankOptions(BaseModel):
     track: bool = True
     """Record the impression so feedback can follow (``False`` for read-only ranking)."""
 
-    _engine: Reranker | None = PrivateAttr(default=None)
-    _checked: Reranker | None = PrivateAttr(default=None)
+    _bound: BoundState | None = PrivateAttr(default=None)
     _warned: set[str] = PrivateAttr(default_factory=set)
 
     @model_validator(mode="before")
@@ -115,57 +111,44 @@ class HeapRankOptions(BaseModel):
     @field_validator("metadata_keys", mode="after")
     @classmethod
     def _merge_keys(cls, keys: dict[str, str | None]) -> dict[str, str | None]:
-        unknown = set(keys) - KNOWN_FIELDS
-        if unknown:
-            raise ValueError(f"metadata_keys: unknown heaprank field(s) {sorted(unknown)}; "
-                             f"expected some of {sorted(KNOWN_FIELDS)}")
-        return {**DEFAULT_METADATA_KEYS, **keys}
+        return check_metadata_keys(keys, DEFAULT_METADATA_KEYS)
 
     def model_post_init(self, context: Any) -> None:
         super().model_post_init(context)
-        given = self.state
-        self._engine = open_engine(given, owner=f"{type(self).__name__}.state", config=self.config)
-        # From here on, the URL the state reopens from (None: a state object without one).
-        if isinstance(given, Reranker):
-            memory = self.state_key.startswith("memory:")
-            self.state = state_url(given) or ("memory://" if memory else None)
-        else:
-            self.state = canonical_url(given) if given is not None else default_state_url()
+        self._bound = BoundState.open(self.state, owner=f"{type(self).__name__}.state",
+                                      config=self.config)
+        self.state = self._bound.url  # from here on, the URL the state reopens from
 
     @property
     def engine(self) -> Reranker:
         """The :class:`heaprank.Reranker`: ``engine.feedback(recall_id, used=[...])``,
         ``engine.links(namespace)``, ``engine.close()``."""
-        assert self._engine is not None  # set in model_post_init
-        return self._engine
+        assert self._bound is not None  # set in model_post_init
+        return self._bound.engine
 
     @property
     def state_key(self) -> str:
-        return state_key(self.engine)
-
-    def _checked_engine(self) -> Reranker:
-        """The engine with ``on_invalid`` set by :attr:`strict` (same state, same rules)."""
-        wanted = "raise" if self.strict else "neutral"
-        if self.engine.config.on_invalid == wanted:
-            return self.engine
-        if self._checked is None or self._checked.state is not self.engine.state:
-            self._checked = self.engine.with_config(on_invalid=wanted)
-        return self._checked
+        assert self._bound is not None
+        return self._bound.key
 
     def __getstate__(self) -> dict[Any, Any]:
         # The engine holds connections and locks: a pickle carries its URL and settings.
         state = super().__getstate__()
         private = dict(state.get("__pydantic_private__") or {})
-        private["_engine"] = EngineSpec.of(self.engine, owner=f"pickling {type(self).__name__}")
-        private["_checked"] = None
+        private["_bound"] = EngineSpec.of(self.engine, owner=f"pickling {type(self).__name__}")
         state["__pydantic_private__"] = private
         return state
 
     def __setstate__(self, state: dict[Any, Any]) -> None:
         private = dict(state.get("__pydantic_private__") or {})
-        if isinstance(private.get("_engine"), EngineSpec):
-            private["_engine"] = private["_engine"].open()
+        spec = private.get("_bound")
+        if isinstance(spec, EngineSpec):
+            private["_bound"] = BoundState(spec.open(), state["__dict__"].get("state"))
         super().__setstate__({**state, "__pydantic_private__": private})
+
+    def _ranking_engine(self) -> Reranker:
+        assert self._bound is not None
+        return self._bound.ranking(self.strict)
 
     def resolve_namespace(self, callbacks: Callbacks | None) -> str:
         """The run's ``heaprank_namespace`` metadata if set, else :attr:`namespace`."""
@@ -190,12 +173,7 @@ class HeapRankOptions(BaseModel):
         for item, relevance in zip(ranking, relative_scores([r.score for r in ranking])):
             i = where[item.id]
             doc = documents[converted.positions[i]]
-            explain = item.explain()
-            extra = converted.flags.get(item.id)
-            if extra:
-                explain += (" ! " if " ! " not in explain else "; ") + "; ".join(extra)
-            if item.flags or extra:
-                logger.warning("heaprank: %s: %s", item.id, "; ".join([*item.flags, *(extra or [])]))
+            explain = explained(item, converted.flags.get(item.id), logger)
             meta = {**doc.metadata, self.score_key: relevance, RAW_SCORE_KEY: item.score,
                     self.rank_key: item.rank, self.explain_key: explain, self.id_key: item.id,
                     self.recall_id_key: ranking.recall_id}
@@ -244,7 +222,7 @@ class HeapRankOptions(BaseModel):
         if not documents:
             return []
         converted = self._convert(documents, scores, extra_scores)
-        ranking = self._checked_engine().rerank(
+        ranking = self._ranking_engine().rerank(
             query, converted.candidates, namespace=self.resolve_namespace(callbacks),
             k=top_n or len(converted.candidates), now=self.now, track=self.track)
         docs = self._documents(documents, converted, ranking)
@@ -263,7 +241,7 @@ class HeapRankOptions(BaseModel):
         if not documents:
             return []
         converted = self._convert(documents, scores, extra_scores)
-        ranking = await self._checked_engine().arerank(
+        ranking = await self._ranking_engine().arerank(
             query, converted.candidates, namespace=self.resolve_namespace(callbacks),
             k=top_n or len(converted.candidates), now=self.now, track=self.track)
         docs = self._documents(documents, converted, ranking)

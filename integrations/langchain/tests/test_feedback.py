@@ -149,6 +149,12 @@ def test_explicit_feedback_later_by_run_id(store: InMemoryVectorStore) -> None:
         handler.feedback(run_id, used=["nope"])
     with pytest.raises(FeedbackError, match="run_id"):
         handler.feedback(uuid.uuid4(), used=["wish"])
+    with pytest.raises(FeedbackError, match="not a run id"):  # not "badly formed hexadecimal"
+        handler.feedback("not-a-uuid", used=["wish"])
+    again = uuid.uuid4()
+    chain.invoke(QUERY, config={"callbacks": [handler], "run_id": again})
+    [report] = asyncio.run(handler.afeedback(again, used=["booked"]))  # the async twin
+    assert report.used == ("booked",) and engine.stats()["feedbacks"] == 2
 
 
 def test_app_output_names_the_used_ids(store: InMemoryVectorStore) -> None:
@@ -206,18 +212,6 @@ def test_handler_and_direct_feedback_give_identical_state(store: InMemoryVectorS
 def test_unknown_usage_is_named() -> None:
     with pytest.raises(ValueError, match="usage"):
         HeapRankFeedbackHandler(Reranker(), usage="guess")  # type: ignore[arg-type]
-
-
-def test_explicit_feedback_names_a_bad_run_id_and_has_an_async_twin(store: InMemoryVectorStore) -> None:
-    engine = Reranker()
-    _, chain = _chain(store, engine, ["no citation"])
-    handler = HeapRankFeedbackHandler(engine, usage="explicit")
-    run_id = uuid.uuid4()
-    chain.invoke(QUERY, config={"callbacks": [handler], "run_id": run_id})
-    with pytest.raises(FeedbackError, match="not a run id"):
-        handler.feedback("not-a-uuid", used=["wish"])
-    [report] = asyncio.run(handler.afeedback(run_id, used=["wish"]))
-    assert report.used == ("wish",) and engine.links("default")
 
 
 @pytest.mark.parametrize("state", ["url", "retriever"])

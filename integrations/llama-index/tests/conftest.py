@@ -1,10 +1,7 @@
-"""Fixtures: a VectorStoreIndex over a deterministic embedding, a citing LLM, a postprocessor, and
-the shared Redis server (``HEAPRANK_REDIS_URL``) for the async tests."""
+"""Fixtures: a VectorStoreIndex over a deterministic embedding, a citing LLM, a postprocessor."""
 
 from __future__ import annotations
 
-import os
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -42,23 +39,3 @@ def handler(postprocessor: HeapRankPostprocessor) -> Iterator[HeapRankFeedbackHa
     h = HeapRankFeedbackHandler(postprocessor).install()
     yield h
     h.uninstall()
-
-
-@pytest.fixture
-def redis_state() -> Iterator[str]:
-    """A Redis state URL with a prefix of this test alone, its keys deleted after the test."""
-    redis = pytest.importorskip("redis")
-    server = os.environ.get("HEAPRANK_REDIS_URL", "redis://127.0.0.1:6379/15")
-    client = redis.Redis.from_url(server, socket_timeout=2, socket_connect_timeout=2)
-    try:
-        client.ping()
-    except redis.RedisError as exc:
-        (pytest.fail if os.environ.get("HEAPRANK_REQUIRE_REDIS") == "1" else pytest.skip)(
-            f"no Redis server answers at {server} ({exc})")
-    name = f"li-test-{uuid.uuid4().hex[:10]}"
-    try:
-        yield f"{server}?prefix={name}"
-    finally:
-        for key in client.scan_iter(match=f"*{name}*", count=1000):
-            client.delete(key)
-        client.close()

@@ -11,7 +11,6 @@ import pytest
 from heaprank import FeedbackError, Reranker
 from llama_index.core import VectorStoreIndex
 from llama_index.core.instrumentation import get_dispatcher
-from llama_index.core.schema import NodeWithScore, TextNode
 
 from li_support import NOW, CitingLLM
 from llama_index.postprocessor.heaprank import (
@@ -212,31 +211,3 @@ def test_a_feedback_that_fails_is_logged_with_its_reason_and_counted(
     [record] = [r for r in caplog.records if "not recorded" in r.getMessage()]
     assert record.levelno == logging.WARNING and "Traceback" not in record.getMessage()
     assert record.exc_info is None
-
-
-def test_concurrent_apostprocess_on_redis_let_the_loop_tick(redis_state: str) -> None:
-    pp = HeapRankPostprocessor(state=redis_state, top_n=5)
-    nodes = [NodeWithScore(node=TextNode(text=f"memory {i}: flight to city {i % 7}", id_=f"n{i}"),
-                           score=1.0 - i / 40) for i in range(20)]
-    ticks = 0
-
-    async def run() -> None:
-        nonlocal ticks
-        done = asyncio.Event()
-
-        async def ticker() -> None:
-            nonlocal ticks
-            while not done.is_set():
-                await asyncio.sleep(0.001)
-                ticks += 1
-
-        task = asyncio.create_task(ticker())
-        await asyncio.sleep(0)
-        await asyncio.gather(*(pp.apostprocess_nodes(nodes, query_str=f"flight {i}?")
-                               for i in range(100)))
-        done.set()
-        await task
-
-    asyncio.run(run())
-    assert pp.engine.stats()["impressions"] == 100
-    assert ticks >= 5, f"the loop ticked {ticks} times during 100 concurrent calls"

@@ -6,18 +6,13 @@
 - :func:`citation_qa_template`: a query prompt that asks the model to cite ``[n]``.
 """
 
-from importlib.metadata import PackageNotFoundError, version
-
-from heaprank.adapters import StateMismatchError, StateMismatchWarning
+from heaprank.adapters import StateMismatchError, StateMismatchWarning, distribution_version
 
 from .base import HeapRankPostprocessor
 from .feedback import FeedbackReport, HeapRankFeedbackHandler
 from .prompts import citation_qa_template
 
-try:
-    __version__ = version("llama-index-postprocessor-heaprank")
-except PackageNotFoundError:  # run from a source tree that was never installed
-    __version__ = "0.0.0"
+__version__ = distribution_version("llama-index-postprocessor-heaprank")
 
 __all__ = [
     "FeedbackReport",

@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from heaprank import InputError
-from heaprank.scoring.candidates import DEFAULT_FIELD_KEYS
 from llama_index.core.schema import MetadataMode, NodeWithScore
 
 logger = logging.getLogger("llama_index.postprocessor.heaprank")
@@ -26,8 +25,6 @@ DEFAULT_METADATA_KEYS: Mapping[str, str | None] = {
     "source": "source",
     "key": "key",
 }
-#: Every candidate field heaprank reads: the core's own list, never a copy of it.
-KNOWN_FIELDS = frozenset(DEFAULT_FIELD_KEYS)
 #: Where heaprank writes its raw product score; a node carrying it was ranked by heaprank, so its
 #: ``NodeWithScore.score`` is heaprank's, and its upstream relevance is under ``retrieval_score``.
 RAW_SCORE_KEY = "heaprank_score"

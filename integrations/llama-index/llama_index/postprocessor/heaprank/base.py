@@ -3,20 +3,20 @@
 from __future__ import annotations
 
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import Any
 
 from heaprank import Config, Ranking, Reranker
 from heaprank.adapters import (
+    BoundState,
     EngineSpec,
     StateMismatchWarning,
-    canonical_url,
-    default_state_url,
-    open_engine,
+    check_metadata_keys,
+    explained,
     reject_renamed,
     relative_scores,
-    state_key,
-    state_url,
     surely_different,
 )
 from llama_index.core.bridge.pydantic import (
@@ -37,7 +37,6 @@ from pydantic.json_schema import SkipJsonSchema
 
 from ._convert import (
     DEFAULT_METADATA_KEYS,
-    KNOWN_FIELDS,
     RAW_SCORE_KEY,
     RETRIEVAL_SCORE_KEY,
     Converted,
@@ -105,8 +104,7 @@ class HeapRankPostprocessor(BaseNodePostprocessor):
     track: bool = True
     """Record the impression so feedback can follow."""
 
-    _engine: Reranker | None = PrivateAttr(default=None)
-    _checked: Reranker | None = PrivateAttr(default=None)
+    _bound: BoundState | None = PrivateAttr(default=None)
 
     @classmethod
     def class_name(cls) -> str:
@@ -122,11 +120,7 @@ class HeapRankPostprocessor(BaseNodePostprocessor):
     @field_validator("metadata_keys", mode="after")
     @classmethod
     def _merge_keys(cls, keys: dict[str, str | None]) -> dict[str, str | None]:
-        unknown = set(keys) - KNOWN_FIELDS
-        if unknown:
-            raise ValueError(f"metadata_keys: unknown heaprank field(s) {sorted(unknown)}; "
-                             f"expected some of {sorted(KNOWN_FIELDS)}")
-        return {**DEFAULT_METADATA_KEYS, **keys}
+        return check_metadata_keys(keys, DEFAULT_METADATA_KEYS)
 
     @field_validator("top_n", mode="after")
     @classmethod
@@ -137,13 +131,9 @@ class HeapRankPostprocessor(BaseNodePostprocessor):
 
     def model_post_init(self, context: Any) -> None:
         super().model_post_init(context)
-        given = self.state
-        self._engine = open_engine(given, owner="HeapRankPostprocessor.state", config=self.config)
-        if isinstance(given, Reranker):
-            memory = self.state_key.startswith("memory:")
-            self.state = state_url(given) or ("memory://" if memory else None)
-        else:
-            self.state = canonical_url(given) if given is not None else default_state_url()
+        self._bound = BoundState.open(self.state, owner="HeapRankPostprocessor.state",
+                                      config=self.config)
+        self.state = self._bound.url  # from here on, the URL the state reopens from
         self._check_handlers()
 
     def _check_handlers(self) -> None:
@@ -161,34 +151,27 @@ class HeapRankPostprocessor(BaseNodePostprocessor):
     def engine(self) -> Reranker:
         """The :class:`heaprank.Reranker`: ``engine.feedback(recall_id, used=[...])``,
         ``engine.links(namespace)``, ``engine.close()``."""
-        assert self._engine is not None  # set in model_post_init
-        return self._engine
+        assert self._bound is not None  # set in model_post_init
+        return self._bound.engine
 
     @property
     def state_key(self) -> str:
-        return state_key(self.engine)
-
-    def _checked_engine(self) -> Reranker:
-        wanted = "raise" if self.strict else "neutral"
-        if self.engine.config.on_invalid == wanted:
-            return self.engine
-        if self._checked is None or self._checked.state is not self.engine.state:
-            self._checked = self.engine.with_config(on_invalid=wanted)
-        return self._checked
+        assert self._bound is not None
+        return self._bound.key
 
     def __getstate__(self) -> dict[str, Any]:
         # The engine holds connections and locks: a pickle carries its URL and settings.
         spec = EngineSpec.of(self.engine, owner="pickling HeapRankPostprocessor")
         private = self.__pydantic_private__ or {}
         kept = dict(private)
-        private.update(_engine=spec, _checked=None)  # what BaseComponent then finds picklable
+        private["_bound"] = spec  # what BaseComponent then finds picklable
         try:
             return super().__getstate__()
         finally:
             private.update(kept)
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        spec = (state.get("__pydantic_private__") or {}).get("_engine")
+        spec = (state.get("__pydantic_private__") or {}).get("_bound")
         if not isinstance(spec, EngineSpec):
             super().__setstate__(state)
             return
@@ -201,17 +184,29 @@ class HeapRankPostprocessor(BaseNodePostprocessor):
         tagged = active_instrument_tags.get().get(NAMESPACE_TAG)
         return str(tagged) if tagged is not None else self.namespace
 
-    def _start(self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None) -> Converted:
+    @contextmanager
+    def _reranking(self, nodes: list[NodeWithScore],
+                   query_bundle: QueryBundle | None) -> Iterator[_Call]:
+        """One rerank with its events: the caller sets ``call.ranking`` (sync or async)."""
         if query_bundle is None:
             raise ValueError("query_bundle: required (pass query_str= or query_bundle=)")
         dispatcher.event(ReRankStartEvent(query=query_bundle, nodes=nodes,
                                           top_n=self.top_n or len(nodes), model_name="heaprank"))
         keys = {name: key for name, key in self.metadata_keys.items() if key is not None}
-        return to_candidates(nodes, metadata_keys=keys, id_key=self.id_key, strict=self.strict)
-
-    def _payload(self, nodes: list[NodeWithScore], query_bundle: QueryBundle) -> dict[Any, Any]:
-        return {EventPayload.NODES: nodes, EventPayload.MODEL_NAME: "heaprank",
-                EventPayload.QUERY_STR: query_bundle.query_str, EventPayload.TOP_K: self.top_n}
+        converted = to_candidates(nodes, metadata_keys=keys, id_key=self.id_key, strict=self.strict)
+        assert self._bound is not None
+        call = _Call(self._bound.ranking(self.strict), query_bundle.query_str, converted.candidates,
+                     {"namespace": self._namespace(), "now": self.now, "track": self.track,
+                      "k": self.top_n or len(converted.candidates)})
+        with self.callback_manager.event(CBEventType.RERANKING, payload={
+                EventPayload.NODES: nodes, EventPayload.MODEL_NAME: "heaprank",
+                EventPayload.QUERY_STR: query_bundle.query_str,
+                EventPayload.TOP_K: self.top_n}) as event:
+            yield call
+            assert call.ranking is not None
+            call.out = self._nodes(nodes, converted, call.ranking)
+            event.on_end(payload={EventPayload.NODES: call.out})
+        dispatcher.event(ReRankEndEvent(nodes=call.out))
 
     def _nodes(self, nodes: list[NodeWithScore], converted: Converted,
                ranking: Ranking) -> list[NodeWithScore]:
@@ -222,16 +217,11 @@ class HeapRankPostprocessor(BaseNodePostprocessor):
         for item, relevance in zip(ranking, relative_scores([r.score for r in ranking])):
             i = where[item.id]
             source = nodes[converted.positions[i]]
-            explain = item.explain()
-            extra = converted.flags.get(item.id)
-            if extra:
-                explain += (" ! " if " ! " not in explain else "; ") + "; ".join(extra)
-            if item.flags or extra:
-                logger.warning("heaprank: %s: %s", item.id, "; ".join([*item.flags, *(extra or [])]))
             node = source.node.model_copy()  # the docstore's node stays as it was
             node.metadata = {**source.node.metadata, RAW_SCORE_KEY: item.score, RANK_KEY: item.rank,
-                             EXPLAIN_KEY: explain, ID_KEY: item.id,
-                             RECALL_ID_KEY: ranking.recall_id, STATE_KEY: self.state_key}
+                             EXPLAIN_KEY: explained(item, converted.flags.get(item.id), logger),
+                             ID_KEY: item.id, RECALL_ID_KEY: ranking.recall_id,
+                             STATE_KEY: self.state_key}
             if converted.upstream[i] is not None:
                 node.metadata[RETRIEVAL_SCORE_KEY] = converted.upstream[i]
             if self.citations:
@@ -246,17 +236,9 @@ class HeapRankPostprocessor(BaseNodePostprocessor):
                            query_bundle: QueryBundle | None = None) -> list[NodeWithScore]:
         if not nodes:
             return []
-        converted = self._start(nodes, query_bundle)
-        assert query_bundle is not None  # checked in _start
-        with self.callback_manager.event(CBEventType.RERANKING,
-                                         payload=self._payload(nodes, query_bundle)) as event:
-            ranking = self._checked_engine().rerank(
-                query_bundle.query_str, converted.candidates, namespace=self._namespace(),
-                k=self.top_n or len(converted.candidates), now=self.now, track=self.track)
-            out = self._nodes(nodes, converted, ranking)
-            event.on_end(payload={EventPayload.NODES: out})
-        dispatcher.event(ReRankEndEvent(nodes=out))
-        return out
+        with self._reranking(nodes, query_bundle) as call:
+            call.ranking = call.engine.rerank(call.query, call.candidates, **call.options)
+        return call.out
 
     @dispatcher.span
     async def _apostprocess_nodes(self, nodes: list[NodeWithScore],
@@ -265,17 +247,21 @@ class HeapRankPostprocessor(BaseNodePostprocessor):
         the event loop, no thread hop)."""
         if not nodes:
             return []
-        converted = self._start(nodes, query_bundle)
-        assert query_bundle is not None
-        with self.callback_manager.event(CBEventType.RERANKING,
-                                         payload=self._payload(nodes, query_bundle)) as event:
-            ranking = await self._checked_engine().arerank(
-                query_bundle.query_str, converted.candidates, namespace=self._namespace(),
-                k=self.top_n or len(converted.candidates), now=self.now, track=self.track)
-            out = self._nodes(nodes, converted, ranking)
-            event.on_end(payload={EventPayload.NODES: out})
-        dispatcher.event(ReRankEndEvent(nodes=out))
-        return out
+        with self._reranking(nodes, query_bundle) as call:
+            call.ranking = await call.engine.arerank(call.query, call.candidates, **call.options)
+        return call.out
+
+
+@dataclass
+class _Call:
+    """One rerank's arguments, and what it gave."""
+
+    engine: Reranker
+    query: str
+    candidates: list[dict[str, Any]]
+    options: dict[str, Any]
+    ranking: Ranking | None = None
+    out: list[NodeWithScore] = field(default_factory=list)
 
 
 def _union(existing: list[str], added: list[str]) -> list[str]:
