@@ -54,9 +54,10 @@ def _langchain_reranker(url: str) -> Any:
 
     from heaprank import Reranker
 
+    make: Any = HeapRankReranker  # either API: the figures compare this one with the one before
     if "state" in HeapRankReranker.model_fields:
-        return HeapRankReranker(state=url, top_n=5)
-    return HeapRankReranker(reranker=Reranker(url), top_n=5)  # the API before 0.2
+        return make(state=url, top_n=5)
+    return make(reranker=Reranker(url), top_n=5)  # the API before 0.2
 
 
 #: What a workload gives: the calls of one batch (fresh awaitables each time), and its engine.
@@ -103,8 +104,8 @@ def llamaindex_postprocess(url: str, n: int) -> Workload:
     from llama_index.core.schema import NodeWithScore, TextNode
     from llama_index.postprocessor.heaprank import HeapRankPostprocessor
 
-    fields = HeapRankPostprocessor.model_fields
-    pp = HeapRankPostprocessor(**({"state": url} if "state" in fields else {"state_url": url}), top_n=5)
+    make: Any = HeapRankPostprocessor
+    pp = make(**({"state": url} if "state" in make.model_fields else {"state_url": url}), top_n=5)
     nodes = [NodeWithScore(node=TextNode(text=t, id_=f"n{i}"), score=1.0 - i / 40)
              for i, t in enumerate(TEXTS)]
     engine = pp.engine

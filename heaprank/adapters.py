@@ -284,7 +284,7 @@ class FeedbackWriter:
         self._tasks: set[asyncio.Task[FeedbackOutcome]] = set()
 
     def write(self, recall_id: str, used: Iterable[str], *, now: Any = None,
-              done: Callable[[FeedbackOutcome], None]) -> None:
+              done: Callable[[FeedbackOutcome], object]) -> None:
         """Apply ``used`` to ``recall_id``; ``done(outcome)`` once it is recorded."""
         ids = list(used)
         try:
@@ -298,7 +298,7 @@ class FeedbackWriter:
         task.add_done_callback(lambda t: self._finished(t, recall_id, ids, now, done))
 
     def _write_now(self, recall_id: str, ids: list[str], now: Any,
-                   done: Callable[[FeedbackOutcome], None]) -> None:
+                   done: Callable[[FeedbackOutcome], object]) -> None:
         try:
             outcome = self.engine.feedback(recall_id, used=ids, now=now)
         except Exception as exc:  # any reason: the app must hear of it, its request goes on
@@ -307,7 +307,7 @@ class FeedbackWriter:
         done(outcome)
 
     def _finished(self, task: asyncio.Task[FeedbackOutcome], recall_id: str, ids: list[str],
-                  now: Any, done: Callable[[FeedbackOutcome], None]) -> None:
+                  now: Any, done: Callable[[FeedbackOutcome], object]) -> None:
         with self._lock:
             self._tasks.discard(task)
         if task.cancelled():

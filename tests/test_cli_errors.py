@@ -11,13 +11,16 @@ import pytest
 
 from heaprank.app.cli import _parser
 from heaprank.app.options import FEATURES
-from tests.test_cli import run, state_url  # noqa: F401 (a fixture)
+from tests.test_cli import run
 
 
-@pytest.fixture(autouse=True)
-def _in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture()
+def state_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The demo's state, in a folder that is also the working directory."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("HEAPRANK_STATE", raising=False)
+    assert run(["demo", "--state", f"sqlite:///{tmp_path / 'state.db'}"]) == 0
+    return f"sqlite:///{tmp_path / 'state.db'}"
 
 
 ERRORS = {

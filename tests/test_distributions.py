@@ -7,7 +7,6 @@ import re
 import shutil
 import subprocess
 import sys
-import tomllib
 import zipfile
 from pathlib import Path
 
@@ -19,8 +18,14 @@ PACKAGES = {"langchain-heaprank": ROOT / "integrations" / "langchain",
 ALL = {"heaprank": ROOT, **PACKAGES}
 
 
+def _toml(path: Path) -> dict:
+    import tomllib  # Python 3.11+, as the tests of the packaging are
+
+    return tomllib.loads(path.read_text(encoding="utf-8"))
+
+
 def _project(folder: Path) -> dict:
-    return tomllib.loads((folder / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    return _toml(folder / "pyproject.toml")["project"]
 
 
 @pytest.mark.parametrize("name", sorted(ALL))
@@ -55,8 +60,7 @@ def test_the_package_readme_reads_on_its_package_page(name: str) -> None:
 
 
 def test_the_llamaindex_package_has_its_llamahub_table() -> None:
-    config = tomllib.loads((PACKAGES["llama-index-postprocessor-heaprank"] / "pyproject.toml")
-                           .read_text(encoding="utf-8"))
+    config = _toml(PACKAGES["llama-index-postprocessor-heaprank"] / "pyproject.toml")
     hub = config["tool"]["llamahub"]
     assert hub["import_path"] == "llama_index.postprocessor.heaprank"
     assert set(hub["class_authors"]) == {"HeapRankPostprocessor", "HeapRankFeedbackHandler"}

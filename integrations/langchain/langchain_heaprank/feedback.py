@@ -100,7 +100,7 @@ class HeapRankFeedbackHandler(BaseCallbackHandler):
                  usage: Usage | UsageDetector = "citations", overlap_threshold: float = 0.5,
                  keep: int = 1024) -> None:
         engine = state.engine if isinstance(state, HeapRankOptions) else \
-            open_engine(state, owner="HeapRankFeedbackHandler.state")  # type: ignore[arg-type]
+            open_engine(state, owner="HeapRankFeedbackHandler.state")
         self.engine: Reranker = engine
         self.heaprank_state_key = state_key(engine)
         self.detector, self.usage_name = usage_detector(usage, overlap_threshold)
@@ -231,7 +231,8 @@ class HeapRankFeedbackHandler(BaseCallbackHandler):
             FeedbackError: an id that no ranking of the trace showed (before any write).
         """
         wanted = list(used)
-        plan, claimed = [], set()
+        plan: list[tuple[Any, list[str]]] = []
+        claimed: set[str] = set()
         for ranking in trace.rankings:
             names = {name: s.id for s in _shown(ranking) for name in (s.id, *s.aliases)}
             plan.append((ranking, [names[u] for u in wanted if u in names]))

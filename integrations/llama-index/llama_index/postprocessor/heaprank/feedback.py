@@ -8,6 +8,7 @@ needed. A streaming response is reported when its token stream is drained.
 
 from __future__ import annotations
 
+import functools
 import threading
 import warnings
 from collections import OrderedDict
@@ -107,7 +108,7 @@ class HeapRankFeedbackHandler(BaseSpanHandler[SimpleSpan]):
                  keep: int = 4096) -> None:
         super().__init__()
         self._engine = state.engine if isinstance(state, HeapRankPostprocessor) else \
-            open_engine(state, owner="HeapRankFeedbackHandler.state")  # type: ignore[arg-type]
+            open_engine(state, owner="HeapRankFeedbackHandler.state")
         self._key = state_key(self._engine)
         self._writer = FeedbackWriter(self._engine, logger)
         self._detector, self._usage_name = usage_detector(usage, overlap_threshold)
@@ -237,7 +238,10 @@ class HeapRankFeedbackHandler(BaseSpanHandler[SimpleSpan]):
         for ranking in rankings:
             used = self._detector(answer, ranking.shown)
             self._writer.write(ranking.recall_id, used,
-                               done=lambda _, r=ranking, u=used: self._report(r, u, self._usage_name))
+                               done=functools.partial(self._reported, ranking, used))
+
+    def _reported(self, ranking: _Ranking, used: Sequence[str], outcome: object) -> None:
+        self._report(ranking, used, self._usage_name)
 
     def _report(self, ranking: _Ranking, used: Sequence[str], source: str) -> FeedbackReport:
         report = FeedbackReport(ranking.recall_id, tuple(s.id for s in ranking.shown), tuple(used),
@@ -253,7 +257,8 @@ class HeapRankFeedbackHandler(BaseSpanHandler[SimpleSpan]):
             raise FeedbackError("response: no source node carries a heaprank ranking of this "
                                 "handler's state")
         wanted = list(used)
-        plan, claimed = [], set()
+        plan: list[tuple[Any, list[str]]] = []
+        claimed: set[str] = set()
         for ranking in rankings:
             names = {name: s.id for s in ranking.shown for name in (s.id, *s.aliases)}
             plan.append((ranking, [names[u] for u in wanted if u in names]))
