@@ -22,8 +22,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from heaprank import _accel
-from heaprank._accel.tables import ShapeTable, word_bloom
 from heaprank.scoring.candidates import coerce_c, coerce_checked, coerce_fast
+from heaprank._accel.tables import ShapeTable, word_bloom
 from heaprank.scoring.features import FIXED_SLOTS, NO_NEIGHBOURS
 from heaprank.scoring.query import PERSONS, analyze_query
 from heaprank.scoring.space import FeatureSpace
