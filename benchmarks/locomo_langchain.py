@@ -128,14 +128,13 @@ def _langchain_rows(data: Any, stores: list[Any], folds: Sequence[int], qs: Sequ
                     ) -> tuple[dict[str, list[Any]], dict[str, int]]:
     from langchain_core.output_parsers import StrOutputParser
     from langchain_core.prompts import ChatPromptTemplate
-    from langchain_heaprank import HeapRankFeedbackHandler, HeapRankReranker, HeapRankRetriever
+    from langchain_heaprank import HeapRankFeedbackHandler, HeapRankRetriever
 
     from heaprank import Reranker
 
     from .metrics import score_ranking
 
     keys = {"source": "speaker", "thread": "session", "position": "position"}
-    search = {"k": EVAL_K}
     prompt = ChatPromptTemplate.from_template(
         "question {qid}: {question}\nCite the memories you use.\n{context}")
     llm = _chat_model({qi: evidence[qi] for qi in range(len(evidence))})
@@ -144,9 +143,8 @@ def _langchain_rows(data: Any, stores: list[Any], folds: Sequence[int], qs: Sequ
         return "\n".join(f"[{d.id}] {d.page_content}" for d in docs)
 
     def retriever(ci: int, rr: Reranker, *, train: bool) -> Any:
-        reranker = HeapRankReranker(reranker=rr, now=times[ci], metadata_keys=keys,
-                                    top_n=SHOWN_K if train else None, track=train)
-        return HeapRankRetriever(vectorstore=stores[ci], search_kwargs=search, reranker=reranker)
+        return HeapRankRetriever(vectorstore=stores[ci], state=rr, fetch_k=EVAL_K, now=times[ci],
+                                 metadata_keys=keys, k=SHOWN_K if train else EVAL_K, track=train)
 
     def ns(ci: int) -> dict[str, Any]:
         return {"metadata": {"heaprank_namespace": data.conversations[ci].sample_id}}

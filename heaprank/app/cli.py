@@ -16,11 +16,13 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
+from urllib.parse import parse_qsl
 
 from .._time import DAY_S
 from .._version import __version__
 from ..errors import HeapRankError
 from ..state import sqlite_path
+from .options import FEATURES, known_namespace, number, whole_number
 
 DEFAULT_STATE = "sqlite:///heaprank.db"
 DEFAULT_CONFIG = "heaprank-config.json"
@@ -44,20 +46,6 @@ def _report(message: str) -> None:
     print("heaprank: " + " ".join(message.split()), file=sys.stderr)
 
 
-def _non_negative_int(text: str) -> int:
-    value = int(text)  # argparse turns the ValueError into "invalid value" with the option name
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
-    return value
-
-
-def _non_negative_float(text: str) -> float:
-    value = float(text)
-    if not value >= 0:  # also refuses nan
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
-    return value
-
-
 def _now(text: str | None) -> float | str | None:
     """Epoch seconds as a float; anything else is passed on as ISO 8601 for the library to parse."""
     if text is None:
@@ -79,7 +67,11 @@ def _existing_state(url: str) -> str:
         if not Path(path).is_file():
             raise UsageError(f"no state at {url!r} (file {path!r} does not exist); "
                              "pass --state or set HEAPRANK_STATE")
-        if "mode=" not in url.partition("?")[2]:
+        mode = [v for k, v in parse_qsl(url.partition("?")[2]) if k == "mode"]
+        if mode and mode != ["ro"]:
+            raise UsageError(f"--state: mode={mode[-1]} in {url!r}, but this command only reads "
+                             "the state and opens it read-only; drop mode= (or use mode=ro)")
+        if not mode:
             url += ("&" if "?" in url else "?") + "mode=ro"
     return url
 
@@ -143,6 +135,7 @@ def _cmd_links(args: argparse.Namespace) -> int:
     from ..reranker import Reranker
 
     with Reranker(_state_url(args)) as rr:
+        known_namespace(rr, args.namespace)
         rows = rr.links(args.namespace, min_n=args.min_n)
         if args.prefix:
             rows = [r for r in rows if r.feature.startswith(tuple(args.prefix))]
@@ -290,6 +283,7 @@ def _cmd_tune(args: argparse.Namespace) -> int:
     if args.out and not args.apply:
         raise UsageError("--out: names the config file --apply writes; add --apply")
     with Reranker(_state_url(args), config=_config(args)) as rr:
+        known_namespace(rr, args.namespace)
         result = rr.tune(args.namespace, fit_half_life=args.fit_half_life,
                          min_impressions=args.min_impressions)
     out = args.out or args.config or DEFAULT_CONFIG
@@ -340,10 +334,16 @@ def _cmd_plot(args: argparse.Namespace) -> int:
     from .plots import PLOTS
 
     entry = PLOTS[args.plot]
+    folder = Path(args.out).expanduser().parent
+    if not folder.is_dir():
+        raise UsageError(f"--out: cannot write {args.out!r}: folder {str(folder)!r} does not exist")
     # A plot of a policy alone reads a state only when one is named.
     url = _state_url(args) if entry.reads_state or args.state else MEMORY_STATE
     with Reranker(url, config=_config(args)) as rr:
-        entry.draw(args, rr)
+        try:
+            entry.draw(args, rr)
+        except OSError as exc:  # the file itself: a folder named so, no permission, disk full
+            raise UsageError(f"--out: cannot write {args.out!r}: {exc.strerror or exc}") from exc
     if not getattr(args, "json", False):  # --json: the plot printed its values as JSON
         print(f"wrote {args.out}")
     return 0
@@ -369,10 +369,11 @@ def _parser() -> argparse.ArgumentParser:
     demo.set_defaults(func=_cmd_demo)
 
     links = command("links", "list learned links, strongest first", _cmd_links, existing)
+    links.epilog, links.formatter_class = FEATURES, argparse.RawDescriptionHelpFormatter
     links.add_argument("--namespace", default="*", help="a namespace, or * for the pooled layer")
-    links.add_argument("--min-n", type=_non_negative_float, default=0.0,
+    links.add_argument("--min-n", type=number, default=0.0,
                        help="only links with this much evidence")
-    links.add_argument("--limit", type=_non_negative_int, default=30, help="rows to show (0: all)")
+    links.add_argument("--limit", type=whole_number, default=30, help="rows to show (0: all)")
     links.add_argument("--prefix", action="append", help="only features starting with this")
 
     explain = command("explain", "rank candidates from a JSON file and explain each position "
@@ -396,7 +397,7 @@ def _parser() -> argparse.ArgumentParser:
     forget.add_argument("--preview", action="store_true",
                         help="print what would be forgotten (the only mode: nothing is deleted)")
     forget.add_argument("--now", help="current time (epoch seconds or ISO 8601)")
-    forget.add_argument("--limit", type=_non_negative_int, default=50, help="ids to list (0: all)")
+    forget.add_argument("--limit", type=whole_number, default=50, help="ids to list (0: all)")
 
     config_help = "config file (JSON, or TOML on Python 3.11+); default: the built-in defaults"
     tune = command("tune", "fit the weights to the impression log (reads the state, never "
@@ -408,7 +409,7 @@ def _parser() -> argparse.ArgumentParser:
     tune.add_argument("--out", help=f"the file --apply writes (default: --config, else "
                       f"{DEFAULT_CONFIG})")
     tune.add_argument("--fit-half-life", action="store_true", help="fit the recency half-life too")
-    tune.add_argument("--min-impressions", type=_non_negative_int, default=50,
+    tune.add_argument("--min-impressions", type=whole_number, default=50,
                       help="a fit needs this many usable impressions (default 50)")
 
     replay = command("replay", "re-order the logged impressions under a config: MRR and used@k "
@@ -422,7 +423,8 @@ def _parser() -> argparse.ArgumentParser:
                           description="draw a PNG (needs heaprank[plot])")
     plot_sub = plot.add_subparsers(dest="plot", required=True)
     for name, entry in PLOTS.items():
-        p = plot_sub.add_parser(name, help=entry.help, description=entry.help)
+        text = entry.help.replace("%", "%%")  # argparse %-formats help strings
+        p = plot_sub.add_parser(name, help=text, description=entry.help)
         p.add_argument("--state", help=existing)
         p.add_argument("--config", help=config_help)
         p.add_argument("--out", required=True, help="the image file to write (FILE.png)")

@@ -15,6 +15,7 @@ import json
 import math
 import os
 import sys
+import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
@@ -34,6 +35,7 @@ from ..learning.retention import (
     retention,
     stability_days,
 )
+from .options import known_namespace, number, whole_number
 
 if TYPE_CHECKING:
     from ..learning.tuning import TuneFit, TuneResult
@@ -51,7 +53,7 @@ def plot_links(links: Sequence[Link], out: str | os.PathLike[str], *, limit: int
                title: str = "Strongest learned links") -> None:
     """The ``limit`` strongest links (as :meth:`Reranker.links` orders them): P(useful) with its
     90% interval, one row each, labelled with the feature and its evidence ``n``."""
-    rows = list(links)[:limit]
+    rows = [r for r in links if r.n > 0][:limit]  # a link with no evidence is only the prior
     fig = _figure(8.0, 1.2 + 0.32 * max(len(rows), 1))
     ax = fig.subplots()
     if not rows:
@@ -122,12 +124,13 @@ def _tune_figure(result: TuneResult, max_namespaces: int) -> tuple[Any, list[str
             hl_ax.errorbar([j], [days], yerr=[[days - lo], [hi - days]], fmt="o", capsize=3,
                            color=line.lines[0].get_color(),
                            markerfacecolor=None if fit.moved else "white")
-    if not drawn:
-        ax.text(0.5, 0.6, result.fit.reason, ha="center", va="center", wrap=True,
-                transform=ax.transAxes)
     ax.set_xticks(range(len(names)), names)
     ax.set_ylabel("weight (exponent)")
-    ax.set_title("Fitted weights, 90% intervals")
+    if drawn:
+        ax.set_title("Fitted weights, 90% intervals")
+    else:  # the reason in the title, above the bars, never over them
+        ax.set_title("Current weights: nothing fitted\n" + textwrap.fill(result.fit.reason, 90),
+                     fontsize="medium")
     if hl_ax is not None:
         hl_ax.axhline(result.start.half_life_s / DAY_S, color="#999999", lw=1.0, ls="--")
         hl_ax.set_xticks([])
@@ -187,7 +190,9 @@ def _retention_figure(policies: PolicySet, namespaces: Sequence[str], importance
     ax = fig.subplots()
     rows = []
     for (label, policy), day in zip(groups, days):
-        r = retention(t, np.full_like(t, importance), np.full_like(t, use_count), policy)
+        # An exempt policy never forgets: its retention stays 1 whatever the idle time.
+        r = retention(t, np.full_like(t, importance), np.full_like(t, use_count), policy) \
+            if policy.enabled else np.ones_like(t)
         line, = ax.plot(t, r, "-" if policy.enabled else ":",
                         label=label + ("" if policy.enabled else " (exempt)"))
         if policy.enabled:  # an exempt policy has no threshold (it would hide another's)
@@ -267,19 +272,17 @@ class PlotCommand:
 
 
 def _count(text: str) -> int:
-    value = int(text)  # argparse reports a ValueError as an invalid value of the option
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
+    return whole_number(text, 1)
 
 
 def _links_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--namespace", default="*", help="a namespace, or * for the pooled layer")
     parser.add_argument("--limit", type=_count, default=20, help="links to draw")
-    parser.add_argument("--min-n", type=float, default=0.0, help="only links with this much evidence")
+    parser.add_argument("--min-n", type=number, default=0.0, help="only links with this much evidence")
 
 
 def _draw_links(args: argparse.Namespace, rr: Reranker) -> None:
+    known_namespace(rr, args.namespace)
     where = "all namespaces pooled" if args.namespace == "*" else args.namespace
     plot_links(rr.links(args.namespace, min_n=args.min_n), args.out, limit=args.limit,
                title=f"Strongest learned links ({where})")

@@ -102,5 +102,6 @@ def open_state(state: str | StateBackend | None) -> StateBackend:
             if isinstance(exc, ConfigError):
                 raise
             raise ConfigError(f"state: {exc}") from None
-    raise ConfigError(f"state: unknown backend URL {state!r}; expected memory://, "
+    hint = f" (for a SQLite file: 'sqlite:///{state}')" if not scheme and state.strip() else ""
+    raise ConfigError(f"state: unknown backend URL {state!r}{hint}; expected memory://, "
                       f"sqlite:///path, redis://host:port/db or redis+cluster://host:port")

@@ -67,3 +67,48 @@ def test_an_exempt_policy_draws_no_threshold(tmp_path):
                         if line.get_linestyle() == "--")
     assert thresholds == [0.3, 0.5]  # the global and scratch; pinned never forgets
     assert [r["label"] for r in rows] == ["global default (1 namespaces)", "pinned", "scratch"]
+
+
+def test_plot_links_leaves_out_links_with_no_evidence(tmp_path):
+    from heaprank.app import plots
+
+    drawn: list[list[str]] = []
+    real = plots._figure
+
+    def spy(width, height):  # the real figure, remembered to read its labels back
+        fig = real(width, height)
+        drawn.append(fig)
+        return fig
+
+    links = [Link("kind:fact", p=0.4, n=120.0, low=0.3, high=0.5, pos=48, neg=72),
+             Link("num:yes", p=0.5, n=0.0, low=0.01, high=0.99, pos=0, neg=0),
+             Link("date:yes", p=0.2, n=3.0, low=0.05, high=0.5, pos=1, neg=2)]
+    plots._figure = spy
+    try:
+        plot_links(links, tmp_path / "links.png")
+    finally:
+        plots._figure = real
+    labels = [t.get_text() for t in drawn[0].axes[0].get_yticklabels()]
+    assert labels == ["kind:fact  (n 120)", "date:yes  (n 3)"]  # num:yes (n 0) is only the prior
+    assert _is_png(tmp_path / "links.png")
+
+
+def test_plot_tune_with_nothing_fitted_says_so_above_the_bars():
+    refused = tune(synthetic_log(10, namespace="a"), Config(), namespace="*")
+    assert refused.pooled.fitted is None
+    fig, _ = _tune_figure(refused, 12)
+    ax = fig.axes[0]
+    assert ax.get_title().startswith("Current weights: nothing fitted\n")
+    assert refused.fit.reason.split()[0] in ax.get_title()
+    assert "Fitted weights" not in ax.get_title() and len(ax.texts) == 0  # no note over the bars
+
+
+def test_an_exempt_policy_is_drawn_as_never_forgetting():
+    policies = parse_policy({"threshold": 0.3, NAMESPACES_KEY: {"pinned": {"enabled": False}}},
+                            "test")
+    fig, rows = _retention_figure(policies, ["pinned"], 1.0, 0.0)
+    curves = {line.get_label(): line.get_ydata() for line in fig.axes[0].lines
+              if line.get_label().startswith(("global", "pinned"))}
+    assert set(curves["pinned (exempt)"]) == {1.0}
+    assert min(curves["global default (0 namespaces)"]) < 0.3  # the global one does decay
+    assert rows[1]["forgotten_after_days"] == float("inf")

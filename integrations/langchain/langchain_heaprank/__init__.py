@@ -6,11 +6,14 @@
 - :class:`HeapRankFeedbackHandler`: a callback handler that reports what each answer used.
 """
 
+from heaprank.adapters import StateMismatchError, StateMismatchWarning, distribution_version
 from heaprank.learning.attribution import Shown, cited, overlapping
 
 from .feedback import FeedbackReport, HeapRankFeedbackHandler
 from .reranker import HeapRankReranker
 from .retriever import HeapRankRetriever
+
+__version__ = distribution_version("langchain-heaprank")
 
 __all__ = [
     "FeedbackReport",
@@ -18,6 +21,9 @@ __all__ = [
     "HeapRankReranker",
     "HeapRankRetriever",
     "Shown",
+    "StateMismatchError",
+    "StateMismatchWarning",
+    "__version__",
     "cited",
     "overlapping",
 ]

@@ -1,4 +1,4 @@
-"""Documents in, heaprank candidates out: stable ids, mapped metadata, lenient or strict."""
+"""Documents in, heaprank candidates out: stable ids, mapped metadata, every score they carry."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from heaprank import InputError
-from heaprank.scoring.candidates import DEFAULT_FIELD_KEYS
 from langchain_core.documents import Document
 
 logger = logging.getLogger("langchain_heaprank")
@@ -25,11 +24,13 @@ DEFAULT_METADATA_KEYS: Mapping[str, str | None] = {
     "source": "source",
     "key": "key",
 }
-
-#: Candidate fields whose value must be a string (an int is read as its decimal string).
-LABEL_FIELDS = frozenset({"kind", "source", "key", "thread"})
-#: Every candidate field heaprank reads: the core's own list, never a copy of it.
-KNOWN_FIELDS = frozenset(DEFAULT_FIELD_KEYS)
+#: Where heaprank writes its raw product score; a document carrying it was ranked by heaprank,
+#: so its ``relevance_score`` is heaprank's, never read back as an upstream relevance.
+RAW_SCORE_KEY = "heaprank_score"
+#: Where the upstream relevance heaprank used is kept (and read from by a later heaprank).
+RETRIEVAL_SCORE_KEY = "retrieval_score"
+#: ``metadata.retriever_scores`` name of an upstream reranker's relevance (Cohere, FlashRank).
+UPSTREAM_SCORE = "upstream"
 
 
 def content_hash(text: str) -> str:
@@ -52,86 +53,85 @@ def stable_id(doc: Document) -> str:
     return content_hash(doc.page_content)
 
 
-@dataclass
-class Converted:
-    """The candidates for the core, and per candidate what the adapter neutralised."""
-
-    candidates: list[dict[str, Any]] = field(default_factory=list)
-    positions: list[int] = field(default_factory=list)  # index of each candidate in the input
-    flags: dict[str, list[str]] = field(default_factory=dict)
-
-
-def _fail(strict: bool, where: str, message: str) -> None:
-    if strict:
-        raise InputError(f"{where}: {message}")
-
-
-def _score(value: Any, where: str, strict: bool) -> float | None:
-    if value is None:
-        return None
-    # numbers.Real takes numpy scalars too (FAISS returns float32 scores).
+def finite(value: Any) -> float | None:
+    """``value`` as a float if it is a finite real number (numpy scalars too: FAISS gives
+    float32), else ``None``."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
-        _fail(strict, where, f"expected a finite number, got {value!r}")
         return None
     return float(value)
 
 
-def to_candidates(docs: Sequence[Document], scores: Sequence[float | None] | None, *,
-                  metadata_keys: Mapping[str, str], score_key: str | None,
-                  strict: bool) -> Converted:
+@dataclass
+class Converted:
+    """The candidates for the core, and per candidate what the adapter set aside."""
+
+    candidates: list[dict[str, Any]] = field(default_factory=list)
+    positions: list[int] = field(default_factory=list)  # index of each candidate in the input
+    upstream: list[float | None] = field(default_factory=list)  # the relevance each one came with
+    flags: dict[str, list[str]] = field(default_factory=dict)
+
+
+def upstream_score(doc: Document, relevance_key: str | None) -> Any:
+    """The relevance ``doc`` came with: ``retrieval_score`` (kept by heaprank or another
+    step), else ``metadata[relevance_key]`` unless heaprank itself wrote that key."""
+    meta = doc.metadata
+    if RETRIEVAL_SCORE_KEY in meta:
+        return meta[RETRIEVAL_SCORE_KEY]
+    if relevance_key is None or RAW_SCORE_KEY in meta:
+        return None
+    return meta.get(relevance_key)
+
+
+def to_candidates(docs: Sequence[Document], scores: Sequence[float] | None,
+                  extra: Sequence[Mapping[str, float]] | None, *, metadata_keys: Mapping[str, str],
+                  relevance_key: str | None, strict: bool) -> Converted:
     """Convert ``docs`` for :meth:`heaprank.Reranker.rerank`.
 
-    Relevance comes from ``scores`` (a vector store's), else ``metadata[score_key]``, else the
-    order. In lenient mode a value of the wrong type is dropped and flagged (the core flags the
-    values it checks itself: unparsable times, negative importance, NaN); in strict mode it
-    raises :class:`heaprank.InputError` naming the document and the metadata key.
+    Relevance comes from ``scores`` (a retriever's, one per document), else from the score the
+    document carries (:func:`upstream_score`), else from the order. ``extra`` (named scores per
+    document, e.g. ``{"bm25": 7.1}``) and the upstream score go to ``metadata.retriever_scores``
+    for ``Config(fusion_weights=...)``. The core checks the metadata values (flagged in EXPLAIN,
+    or raised with ``strict``); a duplicate id is dropped (strict: raised) here.
     """
     out = Converted()
     seen: set[str] = set()
-    raw_scores: list[float | None] = []
     for i, doc in enumerate(docs):
         doc_id = stable_id(doc)
         if doc_id in seen:
-            _fail(strict, f"documents[{i}].id", f"duplicate id {doc_id!r}")
+            if strict:
+                raise InputError(f"documents[{i}].id: duplicate id {doc_id!r}")
             logger.warning("heaprank: dropped documents[%d], a duplicate of id %r", i, doc_id)
             continue
         seen.add(doc_id)
-        flags: list[str] = []
-        meta: dict[str, Any] = {}
-        for name, key in metadata_keys.items():
-            value = doc.metadata.get(key)
-            if value is None:
-                continue
-            if name in LABEL_FIELDS and not isinstance(value, str):
-                if isinstance(value, int) and not isinstance(value, bool):
-                    value = str(value)
-                else:
-                    _fail(strict, f"documents[{i}].metadata[{key!r}]",
-                          f"expected a string, got {type(value).__name__}")
-                    flags.append(f"{key} not a string ({type(value).__name__}), ignored")
-                    continue
-            meta[name] = value
-        if scores is not None:
-            raw = scores[i]
-        else:
-            raw = doc.metadata.get(score_key) if score_key else None
-        score = _score(raw, f"documents[{i}].metadata[{score_key!r}]", strict)
-        if raw is not None and score is None:
-            flags.append(f"{score_key} not a finite number, ignored")
-        raw_scores.append(score)
+        meta = {name: doc.metadata[key] for name, key in metadata_keys.items() if key in doc.metadata}
+        named = {name: s for name, s in (extra[i] if extra is not None else {}).items()
+                 if finite(s) is not None}
+        given = scores[i] if scores is not None else upstream_score(doc, relevance_key)
+        score = finite(given)
+        if given is not None and score is None:
+            if strict:
+                raise InputError(f"documents[{i}] (id {doc_id!r}): score {given!r} is not a "
+                                 "finite number")
+            out.flags.setdefault(doc_id, []).append("score not a finite number, ignored")
+        if scores is None and score is not None:
+            named[UPSTREAM_SCORE] = score
+        if named:
+            meta["retriever_scores"] = named
         out.candidates.append({"id": doc_id, "text": doc.page_content, "metadata": meta})
         out.positions.append(i)
-        if flags:
-            out.flags[doc_id] = flags
-    given = [s is not None for s in raw_scores]
+        out.upstream.append(score)
+    _set_scores(out, strict)
+    return out
+
+
+def _set_scores(out: Converted, strict: bool) -> None:
+    # The core takes a score on every candidate or on none: rank by the order otherwise.
+    given = [s is not None for s in out.upstream]
     if all(given):
-        for cand, score in zip(out.candidates, raw_scores):
+        for cand, score in zip(out.candidates, out.upstream):
             cand["score"] = score
     elif any(given):
-        # The core needs every score or none: rank by the retriever's order instead.
-        _fail(strict, "documents", "some documents carry a score and others none")
+        if strict:
+            raise InputError("documents: some carry a score and others none")
         for cand in out.candidates:
-            if out.flags.get(cand["id"]) is None:
-                out.flags[cand["id"]] = []
-            out.flags[cand["id"]].append("scores missing on some documents: ranked by order")
-    return out
+            out.flags.setdefault(cand["id"], []).append("scores missing on some: ranked by order")

@@ -6,25 +6,30 @@ shown documents the answer used, and calls the core's ``feedback`` with that ran
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 from uuid import UUID
 
 from heaprank import FeedbackError, Reranker
-from heaprank.learning.attribution import Shown, UsageDetector, citations_or_overlap, cited, overlapping
+from heaprank.adapters import (
+    FeedbackWriter,
+    Usage,
+    open_engine,
+    state_key,
+    surely_different,
+    usage_detector,
+)
+from heaprank.learning.attribution import Shown, UsageDetector
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import BaseMessage
 from langchain_core.outputs import LLMResult
 
-from .reranker import RANKING_EVENT, HeapRankReranker
+from ._convert import logger
+from .reranker import RANKING_EVENT, HeapRankOptions
 
-logger = logging.getLogger("langchain_heaprank")
-
-Usage = Literal["citations", "overlap", "citations+overlap", "explicit"]
 #: Key of a root output dict in which the app names the ids it used, e.g. ``{"heaprank_used": [...]}``.
 USED_OUTPUT_KEY = "heaprank_used"
 
@@ -71,25 +76,36 @@ class HeapRankFeedbackHandler(BaseCallbackHandler):
     - a callable ``(answer, shown) -> used ids``.
 
     A root output dict with ``"heaprank_used": [ids]`` always wins: the app said what it used.
-    Callbacks may arrive on worker threads (parallel branches); shared state is locked.
+    In ``invoke`` the feedback is written before the call returns; in ``ainvoke`` with the core's
+    ``afeedback`` in a task on the event loop (``await handler.aflush()`` waits for it). A
+    feedback that cannot be recorded is logged at WARNING with its reason and counted in
+    :attr:`failed`; rankings of another state than the handler's are left to their own handler
+    (the reranker warns once, :class:`heaprank.adapters.StateMismatchWarning`, when there is none).
 
     Args:
-        reranker: The heaprank :class:`~heaprank.Reranker` (or :class:`HeapRankReranker`) whose
-            state records the feedback.
+        state: Where the feedback goes: the :class:`HeapRankRetriever` or
+            :class:`HeapRankReranker` whose rankings it reports (best: same state by
+            construction), a :class:`heaprank.Reranker`, or a state URL.
         usage: How "used" is decided (see above).
         overlap_threshold: Share of a document's content words the answer must contain.
         keep: How many finished traces to remember for later :meth:`feedback` by run id.
+
+    Raises:
+        TypeError: ``state`` is none of these.
     """
 
-    run_inline = True  # in ainvoke, keep callbacks in order on the event loop (the work is small)
+    run_inline = True  # in ainvoke, on the event loop, in order (the work is small)
 
-    def __init__(self, reranker: Reranker | HeapRankReranker, *,
+    def __init__(self, state: str | Reranker | HeapRankOptions, *,
                  usage: Usage | UsageDetector = "citations", overlap_threshold: float = 0.5,
                  keep: int = 1024) -> None:
-        self.reranker = reranker.reranker if isinstance(reranker, HeapRankReranker) else reranker
-        self.detector = self._detector(usage, overlap_threshold)
-        self.usage_name = usage if isinstance(usage, str) else getattr(usage, "__name__", "custom")
+        engine = state.engine if isinstance(state, HeapRankOptions) else \
+            open_engine(state, owner="HeapRankFeedbackHandler.state")
+        self.engine: Reranker = engine
+        self.heaprank_state_key = state_key(engine)
+        self.detector, self.usage_name = usage_detector(usage, overlap_threshold)
         self.keep = keep
+        self.writer = FeedbackWriter(engine, logger)
         self._lock = threading.Lock()
         self._root_of: dict[UUID, UUID] = {}
         self._members: dict[UUID, list[UUID]] = {}
@@ -97,19 +113,14 @@ class HeapRankFeedbackHandler(BaseCallbackHandler):
         self._done: OrderedDict[UUID, _Trace] = OrderedDict()
         self.reports: OrderedDict[UUID, list[FeedbackReport]] = OrderedDict()
 
-    @staticmethod
-    def _detector(usage: Usage | UsageDetector, threshold: float) -> UsageDetector | None:
-        if callable(usage):
-            return usage
-        named: dict[str, UsageDetector | None] = {
-            "citations": cited,
-            "overlap": lambda answer, shown: overlapping(answer, shown, threshold=threshold),
-            "citations+overlap": citations_or_overlap(threshold),
-            "explicit": None,
-        }
-        if usage not in named:
-            raise ValueError(f"usage: expected one of {sorted(named)} or a callable, got {usage!r}")
-        return named[usage]
+    @property
+    def failed(self) -> int:
+        """How many feedbacks could not be recorded (each logged at WARNING with its reason)."""
+        return self.writer.failed
+
+    async def aflush(self) -> None:
+        """Wait for the feedback written from this event loop (``ainvoke``) to be recorded."""
+        await self.writer.aflush()
 
     # ------------------------------------------------------------ run tree
 
@@ -148,8 +159,8 @@ class HeapRankFeedbackHandler(BaseCallbackHandler):
     # ------------------------------------------------------------ what the trace saw
 
     def on_custom_event(self, name: str, data: Any, *, run_id: UUID, **kwargs: Any) -> None:
-        if name != RANKING_EVENT:
-            return
+        if name != RANKING_EVENT or surely_different(str(data.get("state")), self.heaprank_state_key):
+            return  # another state's ranking belongs to its own handler
         with self._lock:
             trace = self._trace_of(run_id)
             if trace is not None:
@@ -200,34 +211,39 @@ class HeapRankFeedbackHandler(BaseCallbackHandler):
                 self._done.popitem(last=False)
         app_used = outputs.get(USED_OUTPUT_KEY) if isinstance(outputs, dict) else None
         if app_used is not None:
-            self._report(run_id, trace, [str(x) for x in app_used], "app")
+            try:
+                plan = self._plan(run_id, trace, [str(x) for x in app_used])
+            except FeedbackError as exc:
+                self.writer.fail(trace.rankings[0]["recall_id"], exc)
+                return
+            for ranking, used in plan:
+                self._write(run_id, ranking, used, "app")
         elif self.detector is not None and trace.answer is not None:
             for ranking in trace.rankings:
-                shown = [Shown(s["id"], tuple(s["aliases"]), s["text"]) for s in ranking["shown"]]
-                used = self.detector(trace.answer, shown)
-                self._apply(run_id, ranking, used, self.usage_name)
+                self._write(run_id, ranking, self.detector(trace.answer, _shown(ranking)),
+                            self.usage_name)
 
-    def _report(self, run_id: UUID, trace: _Trace, used: Iterable[str], source: str,
-                now: Any = None) -> None:
+    def _plan(self, run_id: UUID, trace: _Trace,
+              used: Iterable[str]) -> list[tuple[dict[str, Any], list[str]]]:
+        """Each ranking of ``trace`` with the ids of ``used`` it showed (names resolved).
+
+        Raises:
+            FeedbackError: an id that no ranking of the trace showed (before any write).
+        """
         wanted = list(used)
-        per_ranking = []
+        plan: list[tuple[Any, list[str]]] = []
         claimed: set[str] = set()
         for ranking in trace.rankings:
-            names = {}
-            for s in ranking["shown"]:
-                names[s["id"]] = s["id"]
-                names.update({alias: s["id"] for alias in s["aliases"]})
-            per_ranking.append((ranking, [names[u] for u in wanted if u in names]))
+            names = {name: s.id for s in _shown(ranking) for name in (s.id, *s.aliases)}
+            plan.append((ranking, [names[u] for u in wanted if u in names]))
             claimed.update(u for u in wanted if u in names)
         unknown = [u for u in wanted if u not in claimed]
-        if unknown:  # checked before any write: all of it applies, or none
+        if unknown:
             raise FeedbackError(f"used: {unknown} were not shown in run {run_id}")
-        for ranking, mine in per_ranking:
-            self._apply(run_id, ranking, mine, source, now)
+        return plan
 
-    def _apply(self, run_id: UUID, ranking: dict[str, Any], used: Sequence[str], source: str,
-               now: Any = None) -> None:
-        self.reranker.feedback(ranking["recall_id"], used=list(used), now=now)
+    def _report(self, run_id: UUID, ranking: dict[str, Any], used: Sequence[str],
+                source: str) -> FeedbackReport:
         report = FeedbackReport(run_id=run_id, recall_id=ranking["recall_id"],
                                 namespace=ranking["namespace"],
                                 shown=tuple(s["id"] for s in ranking["shown"]),
@@ -237,19 +253,50 @@ class HeapRankFeedbackHandler(BaseCallbackHandler):
             self.reports.setdefault(run_id, []).append(report)
             while len(self.reports) > self.keep:
                 self.reports.popitem(last=False)
+        return report
+
+    def _write(self, run_id: UUID, ranking: dict[str, Any], used: Sequence[str], source: str) -> None:
+        self.writer.write(ranking["recall_id"], used,
+                          done=lambda _: self._report(run_id, ranking, used, source))
+
+    def _finished(self, run_id: UUID | str) -> tuple[UUID, _Trace]:
+        try:
+            root = run_id if isinstance(run_id, UUID) else UUID(str(run_id))
+        except ValueError:
+            raise FeedbackError(f"run_id {run_id!r}: not a run id (the trace's root run id, a "
+                                "UUID; set it with config={'run_id': ...})") from None
+        with self._lock:
+            trace = self._done.get(root)
+        if trace is None:
+            raise FeedbackError(f"run_id {root}: no finished trace with a heaprank ranking "
+                                f"(unknown, still running, or older than the last {self.keep})")
+        return root, trace
 
     def feedback(self, run_id: UUID | str, used: Iterable[str], *, now: Any = None) -> list[FeedbackReport]:
         """Report what the answer of trace ``run_id`` (its root run id) used, e.g. with
         ``usage="explicit"``. Ids may be heaprank ids or ``Document.id`` values.
 
         Raises:
-            FeedbackError: unknown or forgotten run id, or an id that was not shown.
+            FeedbackError: unknown or forgotten run id, or an id that was not shown (nothing is
+                written then); the core's errors as they come (this is the app's own call).
         """
-        root = run_id if isinstance(run_id, UUID) else UUID(str(run_id))
-        with self._lock:
-            trace = self._done.get(root)
-        if trace is None:
-            raise FeedbackError(f"run_id {root}: no finished trace with a heaprank ranking "
-                                f"(unknown, still running, or older than the last {self.keep})")
-        self._report(root, trace, used, "explicit", now)
-        return self.reports.get(root, [])
+        root, trace = self._finished(run_id)
+        out = []
+        for ranking, mine in self._plan(root, trace, used):
+            self.engine.feedback(ranking["recall_id"], used=mine, now=now)
+            out.append(self._report(root, ranking, mine, "explicit"))
+        return out
+
+    async def afeedback(self, run_id: UUID | str, used: Iterable[str], *,
+                        now: Any = None) -> list[FeedbackReport]:
+        """Async :meth:`feedback` (the core's ``afeedback``)."""
+        root, trace = self._finished(run_id)
+        out = []
+        for ranking, mine in self._plan(root, trace, used):
+            await self.engine.afeedback(ranking["recall_id"], used=mine, now=now)
+            out.append(self._report(root, ranking, mine, "explicit"))
+        return out
+
+
+def _shown(ranking: dict[str, Any]) -> list[Shown]:
+    return [Shown(s["id"], tuple(s["aliases"]), s["text"]) for s in ranking["shown"]]

@@ -1,13 +1,21 @@
-"""Fixtures: an InMemoryVectorStore over a deterministic embedding, and a reranker at a fixed time."""
+"""Fixtures: an InMemoryVectorStore over a deterministic embedding, a reranker at a fixed time."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
-from heaprank import Reranker
 from langchain_core.vectorstores import InMemoryVectorStore
 
 from langchain_heaprank import HeapRankReranker
 from lc_support import MEMORIES, NOW, HashedBagOfWords
+
+
+@pytest.fixture(autouse=True)
+def _in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The default state is ./heaprank.db: never in the source tree, never from the caller's env.
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("HEAPRANK_STATE", raising=False)
 
 
 @pytest.fixture
@@ -19,4 +27,4 @@ def store() -> InMemoryVectorStore:
 
 @pytest.fixture
 def reranker() -> HeapRankReranker:
-    return HeapRankReranker(reranker=Reranker(), top_n=3, now=NOW)
+    return HeapRankReranker(state="memory://", top_n=3, now=NOW)

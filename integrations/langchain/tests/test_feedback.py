@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import uuid
+import warnings
+from pathlib import Path
 
 import pytest
 from heaprank import FeedbackError, Reranker
@@ -14,7 +17,12 @@ from langchain_core.prompts import ChatPromptTemplate
 from langchain_core.runnables import RunnableLambda, RunnableParallel, RunnablePassthrough
 from langchain_core.vectorstores import InMemoryVectorStore
 
-from langchain_heaprank import HeapRankFeedbackHandler, HeapRankReranker, HeapRankRetriever
+from langchain_heaprank import (
+    HeapRankFeedbackHandler,
+    HeapRankReranker,
+    HeapRankRetriever,
+    StateMismatchWarning,
+)
 from lc_support import MEMORIES, NOW
 
 QUERY = "When is my flight to Lisbon?"
@@ -25,9 +33,9 @@ def _format(docs: list) -> str:
     return "\n".join(f"[{d.metadata['heaprank_id']}] {d.page_content}" for d in docs)
 
 
-def _chain(store: InMemoryVectorStore, engine: Reranker, answers: list[str], *, k: int = 4):
-    hr = HeapRankRetriever(base_retriever=store.as_retriever(search_kwargs={"k": k}),
-                           reranker=HeapRankReranker(reranker=engine, top_n=3, now=NOW))
+def _chain(store: InMemoryVectorStore, engine: Reranker | str, answers: list[str], *, k: int = 4):
+    hr = HeapRankRetriever(base_retriever=store.as_retriever(search_kwargs={"k": k}), state=engine,
+                           k=3, now=NOW)
     llm = FakeListChatModel(responses=answers)
     return hr, {"context": hr | _format, "question": RunnablePassthrough()} | PROMPT | llm | \
         StrOutputParser()
@@ -63,12 +71,19 @@ def test_positional_citation(store: InMemoryVectorStore) -> None:
     assert report.used == (report.shown[1],)
 
 
-def test_ainvoke_reports(store: InMemoryVectorStore) -> None:
+def test_ainvoke_reports_through_afeedback(store: InMemoryVectorStore) -> None:
     engine = Reranker()
     _, chain = _chain(store, engine, ["[price] about 400 dollars"])
     handler = HeapRankFeedbackHandler(engine)
-    asyncio.run(chain.ainvoke(QUERY, config={"callbacks": [handler]}))
-    assert _only_report(handler).used == ("price",)
+
+    async def run() -> int:
+        await chain.ainvoke(QUERY, config={"callbacks": [handler]})
+        pending = len(handler.writer._tasks)  # written in a task on the loop, not inline
+        await handler.aflush()
+        return pending
+
+    assert asyncio.run(run()) == 1
+    assert _only_report(handler).used == ("price",) and engine.stats()["feedbacks"] == 1
 
 
 def test_stream_reports_after_the_stream_is_drained(store: InMemoryVectorStore) -> None:
@@ -91,8 +106,7 @@ def test_parallel_branches_on_worker_threads(store: InMemoryVectorStore) -> None
         threads.add(threading.current_thread().name)
         return _format(docs)
 
-    other = HeapRankRetriever(vectorstore=store, reranker=HeapRankReranker(reranker=engine, top_n=2,
-                                                                           now=NOW))
+    other = HeapRankRetriever(vectorstore=store, state=engine, k=2, now=NOW)
     chain = RunnableParallel(a=hr | note_thread, b=other | note_thread,
                              question=RunnablePassthrough()) \
         | (lambda x: f"{x['a']}\n{x['b']}\n{x['question']}") \
@@ -110,7 +124,7 @@ def test_two_retriever_runs_pick_the_reranked_one(store: InMemoryVectorStore) ->
     classic = pytest.importorskip("langchain_classic.retrievers")
     engine = Reranker()
     ccr = classic.ContextualCompressionRetriever(
-        base_compressor=HeapRankReranker(reranker=engine, top_n=2, now=NOW),
+        base_compressor=HeapRankReranker(state=engine, top_n=2, now=NOW),
         base_retriever=store.as_retriever(search_kwargs={"k": 4}))
     chain = {"context": ccr | _format, "question": RunnablePassthrough()} | PROMPT | \
         FakeListChatModel(responses=["[1]"]) | StrOutputParser()
@@ -135,6 +149,12 @@ def test_explicit_feedback_later_by_run_id(store: InMemoryVectorStore) -> None:
         handler.feedback(run_id, used=["nope"])
     with pytest.raises(FeedbackError, match="run_id"):
         handler.feedback(uuid.uuid4(), used=["wish"])
+    with pytest.raises(FeedbackError, match="not a run id"):  # not "badly formed hexadecimal"
+        handler.feedback("not-a-uuid", used=["wish"])
+    again = uuid.uuid4()
+    chain.invoke(QUERY, config={"callbacks": [handler], "run_id": again})
+    [report] = asyncio.run(handler.afeedback(again, used=["booked"]))  # the async twin
+    assert report.used == ("booked",) and engine.stats()["feedbacks"] == 2
 
 
 def test_app_output_names_the_used_ids(store: InMemoryVectorStore) -> None:
@@ -175,7 +195,7 @@ def test_handler_and_direct_feedback_give_identical_state(store: InMemoryVectorS
     _, chain = _chain(store, via_handler, ["[booked] [price]"] * 3)
     handler = HeapRankFeedbackHandler(via_handler)
     hr_direct = HeapRankRetriever(base_retriever=store.as_retriever(search_kwargs={"k": 4}),
-                                  reranker=HeapRankReranker(reranker=direct, top_n=3, now=NOW))
+                                  state=direct, k=3, now=NOW)
     for _ in range(3):
         chain.invoke(QUERY, config={"callbacks": [handler]})
         shown = hr_direct.invoke(QUERY)
@@ -192,3 +212,46 @@ def test_handler_and_direct_feedback_give_identical_state(store: InMemoryVectorS
 def test_unknown_usage_is_named() -> None:
     with pytest.raises(ValueError, match="usage"):
         HeapRankFeedbackHandler(Reranker(), usage="guess")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("state", ["url", "retriever"])
+def test_a_handler_from_a_url_or_the_retriever_learns(tmp_path: Path, store: InMemoryVectorStore,
+                                                      state: str) -> None:
+    url = f"sqlite:///{tmp_path / 'shared.db'}"
+    hr, chain = _chain(store, url, ["It departs March 14 [booked]."])
+    handler = HeapRankFeedbackHandler(url if state == "url" else hr)
+    chain.invoke(QUERY, config={"callbacks": [handler]})
+    assert _only_report(handler).used == ("booked",) and handler.failed == 0
+    assert Reranker(url).stats()["feedbacks"] == 1
+
+
+def test_a_handler_of_the_wrong_type_is_refused_at_construction() -> None:
+    with pytest.raises(TypeError, match="HeapRankFeedbackHandler.state"):
+        HeapRankFeedbackHandler({"state": "sqlite:///x.db"})  # type: ignore[arg-type]
+
+
+def test_a_handler_on_another_state_is_reported_once_loudly(store: InMemoryVectorStore,
+                                                             caplog: pytest.LogCaptureFixture) -> None:
+    engine = Reranker()
+    _, chain = _chain(store, engine, ["[booked]", "[booked]"])
+    handler = HeapRankFeedbackHandler(Reranker())  # another in-memory state
+    with warnings.catch_warnings(record=True) as seen, caplog.at_level(logging.WARNING):
+        warnings.simplefilter("always")
+        for _ in range(2):
+            chain.invoke(QUERY, config={"callbacks": [handler]})
+    mismatch = [w for w in seen if issubclass(w.category, StateMismatchWarning)]
+    assert len(mismatch) == 1 and "another state" in str(mismatch[0].message)
+    assert not handler.reports and not engine.links("default")
+    assert not [r for r in caplog.records if "Error in" in r.getMessage()]  # no swallowed lines
+
+
+def test_a_feedback_that_fails_is_logged_with_its_reason_and_counted(
+        tmp_path: Path, store: InMemoryVectorStore, caplog: pytest.LogCaptureFixture) -> None:
+    url = f"sqlite:///{tmp_path / 'state.db'}"
+    _, chain = _chain(store, url, ["[booked]"])
+    handler = HeapRankFeedbackHandler(url + "?mode=ro")  # same state, opened read-only
+    with caplog.at_level(logging.WARNING, logger="langchain_heaprank"):
+        assert chain.invoke(QUERY, config={"callbacks": [handler]}) == "[booked]"
+    assert handler.failed == 1 and not handler.reports
+    [record] = [r for r in caplog.records if "not recorded" in r.getMessage()]
+    assert record.levelno == logging.WARNING and "read" in record.getMessage().lower()

@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from llama_index.core import VectorStoreIndex
 
 from li_support import NOW, CitingLLM, HashedBagOfWords, memories
 from llama_index.postprocessor.heaprank import HeapRankFeedbackHandler, HeapRankPostprocessor
+
+
+@pytest.fixture(autouse=True)
+def _in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The default state is ./heaprank.db: never in the source tree, never from the caller's env.
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("HEAPRANK_STATE", raising=False)
 
 
 @pytest.fixture
@@ -23,7 +31,7 @@ def llm() -> CitingLLM:
 
 @pytest.fixture
 def postprocessor() -> HeapRankPostprocessor:
-    return HeapRankPostprocessor(top_n=3, now=NOW)
+    return HeapRankPostprocessor(state="memory://", top_n=3, now=NOW)
 
 
 @pytest.fixture

@@ -72,6 +72,31 @@ class CitingLLM(CustomLLM):
         return tokens()
 
 
+class NeedleCitingLLM(CustomLLM):
+    """Answers by citing the source that holds ``needle``, by the number the prompt shows before
+    it (``citation: [n]`` from heaprank, ``Source n:`` from CitationQueryEngine), if any."""
+
+    needle: str = "March 14"
+    prompts: list[str] = []
+
+    @property
+    def metadata(self) -> LLMMetadata:
+        return LLMMetadata(model_name="needle-citing-llm")
+
+    @llm_completion_callback()
+    def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
+        self.prompts.append(prompt)
+        at = prompt.find(self.needle)
+        numbers = re.findall(r"citation: \[(\d+)\]|Source (\d+):", prompt[:max(at, 0)])
+        cite = f" [{''.join(numbers[-1])}]" if at >= 0 and numbers else ""
+        return CompletionResponse(text=f"It departs {self.needle}{cite}.")
+
+    @llm_completion_callback()
+    def stream_complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponseGen:
+        text = self.complete(prompt).text
+        yield CompletionResponse(text=text, delta=text)
+
+
 def memories() -> list[Document]:
     return [
         Document(text="Booked the flight to Lisbon, departs March 14 at 9:40", doc_id="booked",

@@ -3,14 +3,21 @@
 from __future__ import annotations
 
 import asyncio
+import logging
+import warnings
+from pathlib import Path
 
 import pytest
-from heaprank import FeedbackError
+from heaprank import FeedbackError, Reranker
 from llama_index.core import VectorStoreIndex
 from llama_index.core.instrumentation import get_dispatcher
 
 from li_support import NOW, CitingLLM
-from llama_index.postprocessor.heaprank import HeapRankFeedbackHandler, HeapRankPostprocessor
+from llama_index.postprocessor.heaprank import (
+    HeapRankFeedbackHandler,
+    HeapRankPostprocessor,
+    StateMismatchWarning,
+)
 
 QUERY = "When is my flight to Lisbon?"
 
@@ -40,11 +47,19 @@ def test_citation_by_source_document_id(index, llm, postprocessor, handler) -> N
     assert report.used == tuple(i for i in _ids(response) if i.startswith("price#"))
 
 
-def test_async_query(index, llm, postprocessor, handler) -> None:
+def test_async_query_writes_through_afeedback(index, llm, postprocessor, handler) -> None:
     llm.answer = "[1]"
-    response = asyncio.run(_engine(index, llm, postprocessor).aquery(QUERY))
+
+    async def run():
+        response = await _engine(index, llm, postprocessor).aquery(QUERY)
+        pending = list(handler._writer._tasks)  # a task on the loop, not a blocking call
+        await handler.aflush()
+        return response, pending
+
+    response, pending = asyncio.run(run())
     [report] = handler.reports
-    assert report.used == (_ids(response)[0],)
+    assert len(pending) == 1 and report.used == (_ids(response)[0],)
+    assert postprocessor.engine.stats()["feedbacks"] == 1
 
 
 def test_streaming_is_reported_when_the_stream_is_drained(index, llm, postprocessor, handler) -> None:
@@ -100,7 +115,7 @@ def test_explicit_feedback(index, llm, postprocessor) -> None:
 def test_overlap_is_opt_in(index, llm) -> None:
     llm.answer = "You booked the flight to Lisbon; it departs March 14 at 9:40."
     for usage, expect_booked in (("citations", False), ("overlap", True)):
-        pp = HeapRankPostprocessor(top_n=3, now=NOW)
+        pp = HeapRankPostprocessor(state="memory://", top_n=3, now=NOW)
         handler = HeapRankFeedbackHandler(pp, usage=usage).install()
         try:
             _engine(index, llm, pp).query(QUERY)
@@ -144,3 +159,55 @@ def test_streaming_chat_is_reported_when_drained(index, llm, postprocessor, hand
     assert "March 14" in "".join(response.response_gen)
     [report] = handler.reports
     assert report.used == (_ids(response)[0],)
+
+
+@pytest.mark.parametrize("how", ["url", "postprocessor"])
+def test_a_handler_from_a_url_or_the_postprocessor_learns(tmp_path: Path, index, llm, how: str) -> None:
+    url = f"sqlite:///{tmp_path / 'shared.db'}"
+    pp = HeapRankPostprocessor(state=url, top_n=3, now=NOW)
+    handler = HeapRankFeedbackHandler(url if how == "url" else pp).install()
+    try:
+        llm.answer = "[1]"
+        _engine(index, llm, pp).query(QUERY)
+    finally:
+        handler.uninstall()
+    [report] = handler.reports
+    assert report.used and handler.failed == 0 and Reranker(url).stats()["feedbacks"] == 1
+
+
+def test_a_handler_of_the_wrong_type_is_refused_at_construction() -> None:
+    with pytest.raises(TypeError, match="HeapRankFeedbackHandler.state"):
+        HeapRankFeedbackHandler(42)  # type: ignore[arg-type]
+
+
+def test_another_state_is_reported_at_construction_and_at_the_first_response(index, llm) -> None:
+    handler = HeapRankFeedbackHandler(Reranker()).install()  # another in-memory state
+    try:
+        with pytest.warns(StateMismatchWarning, match="another state"):
+            pp = HeapRankPostprocessor(state="memory://", top_n=3, now=NOW)
+        llm.answer = "[1]"
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            for _ in range(2):
+                _engine(index, llm, pp).query(QUERY)
+    finally:
+        handler.uninstall()
+    assert len([w for w in seen if issubclass(w.category, StateMismatchWarning)]) == 1
+    assert handler.reports == [] and not pp.engine.links("default")
+
+
+def test_a_feedback_that_fails_is_logged_with_its_reason_and_counted(
+        tmp_path: Path, index, llm, caplog: pytest.LogCaptureFixture) -> None:
+    url = f"sqlite:///{tmp_path / 'state.db'}"
+    pp = HeapRankPostprocessor(state=url, top_n=3, now=NOW)
+    handler = HeapRankFeedbackHandler(url + "?mode=ro").install()  # same state, read-only
+    try:
+        llm.answer = "[1]"
+        with caplog.at_level(logging.WARNING, logger="llama_index.postprocessor.heaprank"):
+            assert str(_engine(index, llm, pp).query(QUERY)) == "[1]"
+    finally:
+        handler.uninstall()
+    assert handler.failed == 1 and handler.reports == []
+    [record] = [r for r in caplog.records if "not recorded" in r.getMessage()]
+    assert record.levelno == logging.WARNING and "Traceback" not in record.getMessage()
+    assert record.exc_info is None

@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from heaprank import InputError
-from heaprank.scoring.candidates import DEFAULT_FIELD_KEYS
 from llama_index.core.schema import MetadataMode, NodeWithScore
 
 logger = logging.getLogger("llama_index.postprocessor.heaprank")
@@ -26,10 +25,11 @@ DEFAULT_METADATA_KEYS: Mapping[str, str | None] = {
     "source": "source",
     "key": "key",
 }
-#: Candidate fields whose value must be a string (an int is read as its decimal string).
-LABEL_FIELDS = frozenset({"kind", "source", "key", "thread"})
-#: Every candidate field heaprank reads: the core's own list, never a copy of it.
-KNOWN_FIELDS = frozenset(DEFAULT_FIELD_KEYS)
+#: Where heaprank writes its raw product score; a node carrying it was ranked by heaprank, so its
+#: ``NodeWithScore.score`` is heaprank's, and its upstream relevance is under ``retrieval_score``.
+RAW_SCORE_KEY = "heaprank_score"
+#: Where the node's score before heaprank is kept (``SentenceTransformerRerank``'s key too).
+RETRIEVAL_SCORE_KEY = "retrieval_score"
 
 
 def stable_id(nws: NodeWithScore, id_key: str | None) -> str:
@@ -46,18 +46,45 @@ def stable_id(nws: NodeWithScore, id_key: str | None) -> str:
     return f"{node.ref_doc_id}#{digest}" if node.ref_doc_id else digest
 
 
+def finite(value: Any) -> float | None:
+    """``value`` as a float if it is a finite real number, else ``None``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def upstream_score(nws: NodeWithScore) -> Any:
+    """The relevance ``nws`` came with: its score, unless heaprank gave it (then the
+    ``retrieval_score`` heaprank kept)."""
+    meta = nws.node.metadata
+    return meta.get(RETRIEVAL_SCORE_KEY) if RAW_SCORE_KEY in meta else nws.score
+
+
 @dataclass
 class Converted:
     candidates: list[dict[str, Any]] = field(default_factory=list)
     positions: list[int] = field(default_factory=list)
+    upstream: list[float | None] = field(default_factory=list)
     flags: dict[str, list[str]] = field(default_factory=dict)
+
+
+def _scores(nws: NodeWithScore, score: float | None) -> dict[str, float]:
+    """The named scores of ``metadata.retriever_scores``: ``node`` (the score it came with) and
+    ``retrieval`` (a ``retrieval_score`` an earlier step kept, when it differs)."""
+    named = {} if score is None else {"node": score}
+    kept = finite(nws.node.metadata.get(RETRIEVAL_SCORE_KEY))
+    if kept is not None and RAW_SCORE_KEY not in nws.node.metadata:
+        named["retrieval"] = kept
+    return named
 
 
 def to_candidates(nodes: Sequence[NodeWithScore], *, metadata_keys: Mapping[str, str],
                   id_key: str | None, strict: bool) -> Converted:
-    """Convert ``nodes`` for :meth:`heaprank.Reranker.rerank` (relevance from ``NodeWithScore.score``,
-    else the order). Lenient mode drops and flags a value of the wrong type; strict mode raises
-    :class:`heaprank.InputError` naming the node and the metadata key."""
+    """Convert ``nodes`` for :meth:`heaprank.Reranker.rerank`: relevance from the score each
+    came with (:func:`upstream_score`), else the order; every score also goes to
+    ``metadata.retriever_scores`` for ``Config(fusion_weights=...)``. The core checks the
+    metadata values (flagged in EXPLAIN, or raised with ``strict``); a duplicate id is dropped
+    (strict: raised) here."""
     out = Converted()
     seen: set[str] = set()
     for i, nws in enumerate(nodes):
@@ -69,42 +96,28 @@ def to_candidates(nodes: Sequence[NodeWithScore], *, metadata_keys: Mapping[str,
             logger.warning("heaprank: dropped %s, a duplicate of id %r", where, doc_id)
             continue
         seen.add(doc_id)
-        flags: list[str] = []
-        meta: dict[str, Any] = {}
-        for name, key in metadata_keys.items():
-            value = nws.node.metadata.get(key)
-            if value is None:
-                continue
-            if name in LABEL_FIELDS and not isinstance(value, str):
-                if isinstance(value, int) and not isinstance(value, bool):
-                    value = str(value)
-                else:
-                    if strict:
-                        raise InputError(f"{where}.metadata[{key!r}]: expected a string, "
-                                         f"got {type(value).__name__}")
-                    flags.append(f"{key} not a string ({type(value).__name__}), ignored")
-                    continue
-            meta[name] = value
-        cand: dict[str, Any] = {"id": doc_id, "text": nws.node.get_content(MetadataMode.NONE),
-                                "metadata": meta}
-        score = nws.score
-        if score is not None:
-            if isinstance(score, bool) or not isinstance(score, numbers.Real) or not math.isfinite(score):
-                if strict:
-                    raise InputError(f"{where}.score: expected a finite number, got {score!r}")
-                flags.append("score not a finite number, ignored")
-            else:
-                cand["score"] = float(score)
-        out.candidates.append(cand)
+        meta: dict[str, Any] = {name: nws.node.metadata[key] for name, key in metadata_keys.items()
+                                if key in nws.node.metadata}
+        given = upstream_score(nws)
+        score = finite(given)
+        if given is not None and score is None:
+            if strict:
+                raise InputError(f"{where}.score: expected a finite number, got {given!r}")
+            out.flags.setdefault(doc_id, []).append("score not a finite number, ignored")
+        named = _scores(nws, score)
+        if named:
+            meta["retriever_scores"] = named
+        out.candidates.append({"id": doc_id, "text": nws.node.get_content(MetadataMode.NONE),
+                               "metadata": meta})
         out.positions.append(i)
-        if flags:
-            out.flags[doc_id] = flags
-    scored = ["score" in c for c in out.candidates]
-    if any(scored) and not all(scored):
-        # The core needs every score or none: rank by the retriever's order instead.
+        out.upstream.append(score)
+    given_all = [s is not None for s in out.upstream]
+    if all(given_all):
+        for cand, score in zip(out.candidates, out.upstream):
+            cand["score"] = score
+    elif any(given_all):  # the core takes a score on every candidate or on none
         if strict:
             raise InputError("nodes: some carry a score and others none")
         for cand in out.candidates:
-            cand.pop("score", None)
             out.flags.setdefault(cand["id"], []).append("scores missing on some nodes: ranked by order")
     return out

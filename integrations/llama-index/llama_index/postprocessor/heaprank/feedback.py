@@ -8,14 +8,25 @@ needed. A streaming response is reported when its token stream is drained.
 
 from __future__ import annotations
 
+import functools
 import threading
+import warnings
 from collections import OrderedDict
 from collections.abc import AsyncGenerator, Generator, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from heaprank import FeedbackError, Reranker
-from heaprank.learning.attribution import Shown, UsageDetector, citations_or_overlap, cited, overlapping
+from heaprank.adapters import (
+    FeedbackWriter,
+    StateMismatchWarning,
+    Usage,
+    open_engine,
+    state_key,
+    surely_different,
+    usage_detector,
+)
+from heaprank.learning.attribution import Shown, UsageDetector
 from llama_index.core.base.response.schema import AsyncStreamingResponse, StreamingResponse
 from llama_index.core.bridge.pydantic import PrivateAttr
 from llama_index.core.chat_engine.types import StreamingAgentChatResponse
@@ -25,9 +36,7 @@ from llama_index.core.instrumentation.span_handlers import BaseSpanHandler
 from llama_index.core.schema import MetadataMode, NodeWithScore
 
 from ._convert import logger
-from .base import ID_KEY, RECALL_ID_KEY, HeapRankPostprocessor
-
-Usage = Literal["citations", "overlap", "citations+overlap", "explicit"]
+from .base import ID_KEY, RECALL_ID_KEY, STATE_KEY, HeapRankPostprocessor
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,17 +49,24 @@ class FeedbackReport:
     source: str  # the usage mode, or "explicit"
 
 
-def _rankings(source_nodes: Sequence[NodeWithScore]) -> dict[str, list[Shown]]:
+@dataclass(frozen=True, slots=True)
+class _Ranking:
+    recall_id: str
+    state: str  # the state key of the postprocessor that ranked
+    shown: tuple[Shown, ...]
+
+
+def _rankings(source_nodes: Sequence[NodeWithScore]) -> list[_Ranking]:
     """Shown nodes grouped by recall id, in the order the LLM saw them."""
-    out: dict[str, list[Shown]] = {}
+    grouped: dict[str, tuple[str, list[Shown]]] = {}
     for nws in source_nodes:
         meta = nws.node.metadata
         recall_id, doc_id = meta.get(RECALL_ID_KEY), meta.get(ID_KEY)
         if isinstance(recall_id, str) and isinstance(doc_id, str):
             aliases = tuple(a for a in (nws.node.node_id, nws.node.ref_doc_id) if a and a != doc_id)
-            out.setdefault(recall_id, []).append(
-                Shown(doc_id, aliases, nws.node.get_content(MetadataMode.NONE)))
-    return out
+            shown = Shown(doc_id, aliases, nws.node.get_content(MetadataMode.NONE))
+            grouped.setdefault(recall_id, (str(meta.get(STATE_KEY)), []))[1].append(shown)
+    return [_Ranking(r, key, tuple(shown)) for r, (key, shown) in grouped.items()]
 
 
 class HeapRankFeedbackHandler(BaseSpanHandler[SimpleSpan]):
@@ -62,35 +78,40 @@ class HeapRankFeedbackHandler(BaseSpanHandler[SimpleSpan]):
     ``(answer, shown) -> ids``, or ``"explicit"``: nothing automatic, the app calls
     :meth:`feedback` with the response. Each ranking is reported once.
 
+    Synchronous queries write their feedback before returning; async ones (``aquery``,
+    ``achat``) with the core's ``afeedback`` in a task (``await handler.aflush()`` waits for
+    it). A feedback that cannot be recorded is logged at WARNING with its reason and counted
+    in :attr:`failed`. Rankings of a state no installed handler holds are reported once with a
+    :class:`heaprank.adapters.StateMismatchWarning`.
+
     Args:
-        reranker: The :class:`HeapRankPostprocessor` (or its :class:`heaprank.Reranker`).
+        state: The :class:`HeapRankPostprocessor` whose rankings it reports (same state by
+            construction), a :class:`heaprank.Reranker`, or a state URL.
+
+    Raises:
+        TypeError: ``state`` is none of these.
     """
 
-    _reranker: Reranker = PrivateAttr()
+    _engine: Reranker = PrivateAttr()
+    _key: str = PrivateAttr()
+    _writer: FeedbackWriter = PrivateAttr()
     _detector: UsageDetector | None = PrivateAttr(default=None)
     _usage_name: str = PrivateAttr(default="citations")
     _keep: int = PrivateAttr(default=4096)
     _seen: OrderedDict[str, None] = PrivateAttr(default_factory=OrderedDict)
+    _warned: set[str] = PrivateAttr(default_factory=set)
     _guard: threading.Lock = PrivateAttr(default_factory=threading.Lock)
     _reports: list[FeedbackReport] = PrivateAttr(default_factory=list)
 
-    def __init__(self, reranker: Reranker | HeapRankPostprocessor, *,
+    def __init__(self, state: str | Reranker | HeapRankPostprocessor, *,
                  usage: Usage | UsageDetector = "citations", overlap_threshold: float = 0.5,
                  keep: int = 4096) -> None:
         super().__init__()
-        self._reranker = reranker.engine if isinstance(reranker, HeapRankPostprocessor) else reranker
-        named: dict[str, UsageDetector | None] = {
-            "citations": cited,
-            "overlap": lambda a, s: overlapping(a, s, threshold=overlap_threshold),
-            "citations+overlap": citations_or_overlap(overlap_threshold),
-            "explicit": None,
-        }
-        if callable(usage):
-            self._detector, self._usage_name = usage, getattr(usage, "__name__", "custom")
-        elif usage in named:
-            self._detector, self._usage_name = named[usage], usage
-        else:
-            raise ValueError(f"usage: expected one of {sorted(named)} or a callable, got {usage!r}")
+        self._engine = state.engine if isinstance(state, HeapRankPostprocessor) else \
+            open_engine(state, owner="HeapRankFeedbackHandler.state")
+        self._key = state_key(self._engine)
+        self._writer = FeedbackWriter(self._engine, logger)
+        self._detector, self._usage_name = usage_detector(usage, overlap_threshold)
         self._keep = keep
 
     @classmethod
@@ -98,10 +119,28 @@ class HeapRankFeedbackHandler(BaseSpanHandler[SimpleSpan]):
         return "HeapRankFeedbackHandler"
 
     @property
+    def engine(self) -> Reranker:
+        return self._engine
+
+    @property
+    def heaprank_state_key(self) -> str:
+        """An opaque name of the state this handler writes to (see :func:`heaprank.adapters.state_key`)."""
+        return self._key
+
+    @property
     def reports(self) -> list[FeedbackReport]:
         """Every report made, oldest first."""
         with self._guard:
             return list(self._reports)
+
+    @property
+    def failed(self) -> int:
+        """How many feedbacks could not be recorded (each logged at WARNING with its reason)."""
+        return self._writer.failed
+
+    async def aflush(self) -> None:
+        """Wait for the feedback written from this event loop (``aquery``) to be recorded."""
+        await self._writer.aflush()
 
     def install(self) -> HeapRankFeedbackHandler:
         """Register on the root dispatcher (a second call does nothing)."""
@@ -127,8 +166,8 @@ class HeapRankFeedbackHandler(BaseSpanHandler[SimpleSpan]):
         if self._detector is not None and isinstance(getattr(result, "source_nodes", None), list):
             try:
                 self._on_response(result)
-            except Exception:  # instrumentation swallows errors silently: at least log them
-                logger.exception("heaprank: feedback from a response failed")
+            except Exception as exc:  # instrumentation swallows errors silently: count them
+                self._writer.fail("(response)", exc)
         return None
 
     def prepare_to_drop_span(self, id_: str, bound_args: Any, instance: Any = None,
@@ -137,12 +176,27 @@ class HeapRankFeedbackHandler(BaseSpanHandler[SimpleSpan]):
 
     # ------------------------------------------------------------ reporting
 
-    def _claim(self, rankings: dict[str, list[Shown]]) -> dict[str, list[Shown]]:
+    def _mine(self, rankings: list[_Ranking]) -> list[_Ranking]:
+        """The rankings of this handler's state; warns once per state that no installed
+        handler holds."""
+        mine = [r for r in rankings if not surely_different(r.state, self._key)]
+        others = {r.state for r in rankings} - {r.state for r in mine}
+        installed = {getattr(h, "heaprank_state_key", None) for h in get_dispatcher().span_handlers}
+        for key in others - installed - self._warned:
+            self._warned.add(key)
+            message = ("HeapRankFeedbackHandler: a response carries rankings of another state "
+                       "than any installed handler's; their feedback cannot be recorded. Build "
+                       "the handler with HeapRankFeedbackHandler(postprocessor)")
+            logger.warning("heaprank: %s", message)
+            warnings.warn(message, StateMismatchWarning, stacklevel=2)
+        return mine
+
+    def _claim(self, rankings: list[_Ranking]) -> list[_Ranking]:
         """The rankings not reported yet; marks them, so outer spans with the same response skip."""
         with self._guard:
-            fresh = {r: s for r, s in rankings.items() if r not in self._seen}
-            for recall_id in fresh:
-                self._seen[recall_id] = None
+            fresh = [r for r in rankings if r.recall_id not in self._seen]
+            for ranking in fresh:
+                self._seen[ranking.recall_id] = None
             while len(self._seen) > self._keep:
                 self._seen.popitem(last=False)
         return fresh
@@ -153,7 +207,7 @@ class HeapRankFeedbackHandler(BaseSpanHandler[SimpleSpan]):
             # engines stream through a synthesizer's StreamingResponse, which was wrapped when its
             # span exited; any other engine's stream is reported with feedback(response, used=...).
             return
-        rankings = self._claim(_rankings(response.source_nodes))
+        rankings = self._claim(self._mine(_rankings(response.source_nodes)))
         if not rankings:
             return
         if isinstance(response, StreamingResponse) and response.response_txt is None:
@@ -165,53 +219,73 @@ class HeapRankFeedbackHandler(BaseSpanHandler[SimpleSpan]):
             if isinstance(answer, str):
                 self._detect_and_report(answer, rankings)
 
-    def _drain(self, tokens: Iterable[str], rankings: dict[str, list[Shown]]) -> Generator[str, None, None]:
+    def _drain(self, tokens: Iterable[str], rankings: list[_Ranking]) -> Generator[str, None, None]:
         parts = []
         for token in tokens:
             parts.append(token)
             yield token
         self._detect_and_report("".join(parts), rankings)
 
-    async def _adrain(self, tokens: Any, rankings: dict[str, list[Shown]]) -> AsyncGenerator[str, None]:
+    async def _adrain(self, tokens: Any, rankings: list[_Ranking]) -> AsyncGenerator[str, None]:
         parts = []
         async for token in tokens:
             parts.append(token)
             yield token
         self._detect_and_report("".join(parts), rankings)
 
-    def _detect_and_report(self, answer: str, rankings: dict[str, list[Shown]]) -> None:
+    def _detect_and_report(self, answer: str, rankings: list[_Ranking]) -> None:
         assert self._detector is not None
-        for recall_id, shown in rankings.items():
-            self._apply(recall_id, shown, self._detector(answer, shown), self._usage_name)
+        for ranking in rankings:
+            used = self._detector(answer, ranking.shown)
+            self._writer.write(ranking.recall_id, used,
+                               done=functools.partial(self._reported, ranking, used))
 
-    def _apply(self, recall_id: str, shown: Sequence[Shown], used: Sequence[str], source: str) -> None:
-        self._reranker.feedback(recall_id, used=list(used))
-        report = FeedbackReport(recall_id, tuple(s.id for s in shown), tuple(used), source)
+    def _reported(self, ranking: _Ranking, used: Sequence[str], outcome: object) -> None:
+        self._report(ranking, used, self._usage_name)
+
+    def _report(self, ranking: _Ranking, used: Sequence[str], source: str) -> FeedbackReport:
+        report = FeedbackReport(ranking.recall_id, tuple(s.id for s in ranking.shown), tuple(used),
+                                source)
         with self._guard:
             self._reports.append(report)
             del self._reports[:-self._keep]
+        return report
+
+    def _plan(self, response: Any, used: Iterable[str]) -> list[tuple[_Ranking, list[str]]]:
+        rankings = self._mine(_rankings(getattr(response, "source_nodes", None) or []))
+        if not rankings:
+            raise FeedbackError("response: no source node carries a heaprank ranking of this "
+                                "handler's state")
+        wanted = list(used)
+        plan: list[tuple[Any, list[str]]] = []
+        claimed: set[str] = set()
+        for ranking in rankings:
+            names = {name: s.id for s in ranking.shown for name in (s.id, *s.aliases)}
+            plan.append((ranking, [names[u] for u in wanted if u in names]))
+            claimed.update(u for u in wanted if u in names)
+        unknown = [u for u in wanted if u not in claimed]
+        if unknown:
+            raise FeedbackError(f"used: {unknown} were not among the response's source nodes")
+        return plan
 
     def feedback(self, response: Any, used: Iterable[str]) -> list[FeedbackReport]:
         """Report what ``response`` (a Response, chat response or drained stream) used; ids may be
         heaprank ids, node ids or ``ref_doc_id`` values.
 
         Raises:
-            FeedbackError: the response has no heaprank nodes, or an id was not among them.
+            FeedbackError: the response has no heaprank nodes, or an id was not among them
+                (nothing is written then); the core's errors as they come (the app's own call).
         """
-        rankings = _rankings(getattr(response, "source_nodes", None) or [])
-        if not rankings:
-            raise FeedbackError("response: no source node carries a heaprank recall id")
-        wanted = list(used)
-        plan: list[tuple[str, list[Shown], list[str]]] = []
-        claimed: set[str] = set()
-        for recall_id, shown in rankings.items():
-            names = {name: s.id for s in shown for name in (s.id, *s.aliases)}
-            plan.append((recall_id, shown, [names[u] for u in wanted if u in names]))
-            claimed.update(u for u in wanted if u in names)
-        unknown = [u for u in wanted if u not in claimed]
-        if unknown:
-            raise FeedbackError(f"used: {unknown} were not among the response's source nodes")
-        start = len(self.reports)
-        for recall_id, shown, mine in plan:
-            self._apply(recall_id, shown, mine, "explicit")
-        return self.reports[start:]
+        out = []
+        for ranking, mine in self._plan(response, used):
+            self._engine.feedback(ranking.recall_id, used=mine)
+            out.append(self._report(ranking, mine, "explicit"))
+        return out
+
+    async def afeedback(self, response: Any, used: Iterable[str]) -> list[FeedbackReport]:
+        """Async :meth:`feedback` (the core's ``afeedback``)."""
+        out = []
+        for ranking, mine in self._plan(response, used):
+            await self._engine.afeedback(ranking.recall_id, used=mine)
+            out.append(self._report(ranking, mine, "explicit"))
+        return out

@@ -1,0 +1,52 @@
+"""What the command line and its plots share: option types with plain messages, and the legend
+of the feature names ``heaprank links`` prints."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ..errors import InputError
+
+
+def whole_number(text: str, low: int = 0) -> int:
+    """``text`` as an int >= ``low``; argparse prints the message after the option's name."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= {low}, got {text!r}") from None
+    if value < low:
+        raise argparse.ArgumentTypeError(f"must be >= {low}, got {value}")
+    return value
+
+
+def number(text: str, low: float = 0.0) -> float:
+    """``text`` as a float >= ``low`` (not nan), with a message argparse prints as is."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number >= {low:g}, got {text!r}") from None
+    if not value >= low:  # also refuses nan
+        raise argparse.ArgumentTypeError(f"must be >= {low:g}, got {text}")
+    return value
+
+
+def known_namespace(rr: Any, namespace: str | None) -> None:
+    """Refuse a namespace the state has never seen (a typo would print an empty answer); ``*``
+    and ``None`` (the pooled layer) always exist. The others are not listed: tenants stay apart."""
+    if namespace not in (None, "*") and namespace not in rr.state.namespaces():
+        raise InputError(f"--namespace: {namespace!r} has nothing in this state (heaprank stats "
+                         "--json lists the namespaces it holds)")
+
+
+#: What the feature names of ``heaprank links`` mean (docs/design.md has the full rules).
+FEATURES = """feature names: a shape of the memory or its relation to the question, never its words
+  kind:fact, source:user   the memory's kind and source (none when absent)
+  len:<=10                 its length in words, bucketed
+  date:, num:, ent:, q:    it has a date, a number, a name; it is itself a question (yes|no)
+  qsrc:yes                 the question names the memory's source or speaker
+  qent:yes                 a name from the question appears in the memory
+  prev:, next:             how high the retriever placed the turn before / after it
+  tag:<t>, person:<p>/<r>  a tag listed in Config.tag_slots; question person x speaker role
+  qt:when&date:yes         a slot crossed with the question type (when, who, howmany, ...)
+  doc:<id>                 this very document (Config.doc_features)"""

@@ -1,0 +1,103 @@
+"""The three distributions are ready to publish: a license in each, metadata for their package
+pages, the integrations bound to the core they were built against, READMEs that read on PyPI."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = {"langchain-heaprank": ROOT / "integrations" / "langchain",
+            "llama-index-postprocessor-heaprank": ROOT / "integrations" / "llama-index"}
+ALL = {"heaprank": ROOT, **PACKAGES}
+
+
+def _toml(path: Path) -> dict:
+    import tomllib  # Python 3.11+, as the tests of the packaging are
+
+    return tomllib.loads(path.read_text(encoding="utf-8"))
+
+
+def _project(folder: Path) -> dict:
+    return _toml(folder / "pyproject.toml")["project"]
+
+
+@pytest.mark.parametrize("name", sorted(ALL))
+def test_each_distribution_has_the_apache_license_and_its_metadata(name: str) -> None:
+    folder = ALL[name]
+    project = _project(folder)
+    assert project["name"] == name and project["license"] == "Apache-2.0"
+    assert project["license-files"] == ["LICENSE"]
+    text = (folder / "LICENSE").read_text(encoding="utf-8")
+    assert "Apache License" in text and "Version 2.0, January 2004" in text
+    assert "END OF TERMS AND CONDITIONS" in text
+    assert project["authors"] and project["urls"]["Homepage"].startswith("https://")
+    assert "Typing :: Typed" in project["classifiers"]
+
+
+@pytest.mark.parametrize("name", sorted(PACKAGES))
+def test_the_integrations_require_the_core_they_were_built_against(name: str) -> None:
+    from heaprank import __version__
+
+    deps = _project(PACKAGES[name])["dependencies"]
+    assert "heaprank>=0.2,<0.3" in deps
+    major, minor = (int(x) for x in __version__.split(".")[:2])
+    assert (major, minor) == (0, 2)
+
+
+@pytest.mark.parametrize("name", sorted(PACKAGES))
+def test_the_package_readme_reads_on_its_package_page(name: str) -> None:
+    text = (PACKAGES[name] / "README.md").read_text(encoding="utf-8")
+    links = re.findall(r"\]\(([^)]+)\)", text)
+    assert all(link.startswith("https://") for link in links), links  # no ../../README.md
+    assert "pip install -e" not in text and f"pip install {name}" in text
+
+
+def test_the_llamaindex_package_has_its_llamahub_table() -> None:
+    config = _toml(PACKAGES["llama-index-postprocessor-heaprank"] / "pyproject.toml")
+    hub = config["tool"]["llamahub"]
+    assert hub["import_path"] == "llama_index.postprocessor.heaprank"
+    assert set(hub["class_authors"]) == {"HeapRankPostprocessor", "HeapRankFeedbackHandler"}
+
+
+@pytest.mark.parametrize(("name", "module"), [("langchain-heaprank", "langchain_heaprank"),
+                                              ("llama-index-postprocessor-heaprank",
+                                               "llama_index.postprocessor.heaprank")])
+def test_each_package_says_its_version(name: str, module: str) -> None:
+    from importlib import import_module
+    from importlib.metadata import version
+
+    package = pytest.importorskip(module)
+    assert import_module(module).__version__ == version(name) == _project(PACKAGES[name])["version"]
+    assert package.__version__
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(ALL))
+def test_the_wheel_carries_the_license_and_the_metadata(name: str, tmp_path: Path) -> None:
+    source = tmp_path / "src"
+    shutil.copytree(ALL[name], source, ignore=shutil.ignore_patterns(
+        ".git", ".venv", "build", "*.egg-info", "__pycache__", ".*_cache", ".hypothesis",
+        "integrations", "benchmarks", "tests", "*.so"))
+    out = tmp_path / "dist"
+    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", str(source), "--no-deps", "-q",
+                           "-w", str(out)], capture_output=True, text=True, timeout=600, check=False)
+    if proc.returncode != 0 and "No matching distribution found for setuptools" in proc.stderr:
+        pytest.skip("no package index to fetch the build backend from")
+    assert proc.returncode == 0, proc.stderr
+    (wheel,) = out.glob("*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names), names
+    metadata = next(n for n in names if n.endswith(".dist-info/METADATA"))
+    text = zipfile.ZipFile(wheel).read(metadata).decode()
+    assert "License-Expression: Apache-2.0" in text and "Classifier: Typing :: Typed" in text
+    if name != "heaprank":
+        assert "Requires-Dist: heaprank<0.3,>=0.2" in text
+        assert all(n.split("/")[0] in {"langchain_heaprank", "llama_index"} or ".dist-info/" in n
+                   for n in names), names
