@@ -4,15 +4,17 @@ VENV := .venv
 BIN := $(VENV)/bin
 PIP := $(BIN)/python -m pip
 
-.PHONY: demo test typecheck-consumer test-fast bench-locomo bench-latency bench-langchain lint clean
+.PHONY: demo test typecheck-consumer test-fast kernels-strict kernels-stubs kernels-debug \
+	bench-locomo bench-latency bench-langchain lint clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
 
-# The core alone: numpy and scipy (and its optional C kernels, built by pip when a compiler is
-# at hand; the targets below rebuild them when their source changes).
-KERNELS := setup.py heaprank/_accel/_kernels.c
+# The core alone: numpy and scipy (and its optional C kernels, one module per stage, built by
+# pip when a compiler is at hand; the targets below rebuild them when their source changes).
+STAGES := candidates features signals rank feedback
+KERNELS := setup.py heaprank/_accel/_kernels.h $(foreach s,$(STAGES),heaprank/_accel/_$(s).c)
 $(VENV)/.core: $(BIN)/python pyproject.toml $(KERNELS)
 	$(PIP) install --quiet -e .
 	touch $@
@@ -36,14 +38,33 @@ $(VENV)/.integrations: $(VENV)/.test $(INTEGRATIONS)
 demo: $(VENV)/.core
 	$(BIN)/heaprank demo
 
+# The C kernels, checked: every module builds with warnings as errors (into a temporary folder:
+# the editable install's modules stay as they are; each module is optional, so a failed one
+# shows as a missing file), each stub matches its built module, and the unit and property tests
+# pass under the debug allocator (a read of freed memory crashes there) with the kernels on.
+kernels-strict: $(VENV)/.test
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	CFLAGS="-Wall -Wextra -Wno-unused-parameter -Werror" $(BIN)/python setup.py -q build_ext \
+		--build-temp "$$tmp/temp" --build-lib "$$tmp/lib" && \
+	for s in $(STAGES); do ls "$$tmp"/lib/heaprank/_accel/_$$s.*.so >/dev/null \
+		|| { echo "heaprank._accel._$$s did not build with -Werror"; exit 1; }; done
+
+kernels-stubs: $(VENV)/.test
+	$(BIN)/python -m mypy.stubtest $(foreach s,$(STAGES),heaprank._accel._$(s))
+
+kernels-debug: $(VENV)/.test
+	PYTHONMALLOC=debug $(BIN)/python -m pytest tests/unit tests/property -q -p no:cacheprovider \
+		-p no:asyncio
+
 # The core suite runs without pytest-asyncio (the integrations' test deps install it; its unset-loop
 # warning would be an error under the core's filterwarnings = error). Its unit and property tests
 # run a second time on the pure-Python passes alone (the C kernels' twins, and what an install
 # without a compiler runs). Each package runs its own suite from its folder, with its own config.
-test: $(VENV)/.test $(VENV)/.integrations
+test: $(VENV)/.test $(VENV)/.integrations kernels-strict kernels-stubs
 	$(BIN)/python -m pytest tests -q -p no:cacheprovider -p no:asyncio
 	HEAPRANK_PURE_PYTHON=1 $(BIN)/python -m pytest tests/unit tests/property -q -p no:cacheprovider \
 		-p no:asyncio
+	$(MAKE) --no-print-directory kernels-debug
 	cd integrations/langchain && ../../$(BIN)/python -m pytest tests -q
 	cd integrations/llama-index && ../../$(BIN)/python -m pytest tests -q
 	$(MAKE) typecheck-consumer
@@ -80,4 +101,5 @@ lint: $(VENV)/.test $(VENV)/.integrations
 	cd integrations/llama-index && ../../$(BIN)/mypy -p llama_index.postprocessor.heaprank
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis build *.egg-info integrations/*/*.egg-info heaprank/_accel/*.so
+	rm -rf $(VENV) .pytest_cache .hypothesis build *.egg-info integrations/*/*.egg-info \
+		heaprank/_accel/*.so

@@ -1,9 +1,16 @@
 """What pyproject.toml cannot say without setuptools' experimental tables: the C kernels.
 
-``heaprank._accel._kernels`` (see heaprank/_accel/__init__.py) is optional: without a C compiler the install
-still succeeds and every pass runs in pure Python.
+One optional extension module per pipeline stage, ``heaprank._accel._<stage>`` from
+``heaprank/_accel/_<stage>.c`` (see heaprank/_accel/__init__.py): without a C compiler the
+install still succeeds and every stage runs its Python passes.
 """
 
 from setuptools import Extension, setup
 
-setup(ext_modules=[Extension("heaprank._accel._kernels", ["heaprank/_accel/_kernels.c"], optional=True)])
+STAGES = ("candidates", "features", "signals", "rank", "feedback")
+
+setup(ext_modules=[
+    Extension(f"heaprank._accel._{stage}", [f"heaprank/_accel/_{stage}.c"],
+              depends=["heaprank/_accel/_kernels.h"], optional=True)
+    for stage in STAGES
+])

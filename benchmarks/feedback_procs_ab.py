@@ -77,8 +77,9 @@ def main(argv: list[str] | None = None) -> int:
         import heaprank
 
         origin = str(Path(heaprank.__file__).resolve())
-        accel = getattr(heaprank, "_accel", None)
-        kernels = accel is not None and getattr(accel, "speedups", None) is not None
+        accel = getattr(heaprank, "_accel", None)  # (older trees: one module, "speedups")
+        kernels = accel is not None and (any(accel.built().values()) if hasattr(accel, "built")
+                                         else getattr(accel, "speedups", None) is not None)
         print(json.dumps({"from": origin, "kernels": kernels,
                           "per_s": one_round(args.per_process)}))
         return 0

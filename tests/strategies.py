@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from heaprank import Candidate
 from heaprank.config import DEFAULT_KIND_IMPORTANCE
-from heaprank.scoring.candidates import DEFAULT_FIELD_KEYS
+from heaprank.scoring.candidates import DEFAULT_FIELD_KEYS, CandidateBatch, _absent
 
 #: The fixed "now" of every generated candidate set (2025-06-15T15:06:40Z).
 NOW = 1_750_000_000.0
@@ -296,3 +296,17 @@ def near_clean_candidate_lists(draw: st.DrawFn, target: str | None = None) -> li
         elif isinstance(item["metadata"], dict):
             item["metadata"][draw(st.sampled_from(DEFAULT_FIELD_KEYS[where]))] = value
     return [clean_candidate(item, as_objects) for item in items]
+
+
+def batch_of(ids: Any, texts: Any, kinds: Any = None, sources: Any = None,
+             tags: Any = None) -> CandidateBatch:
+    """A batch of these columns as coercion makes them (every other field absent): what
+    :meth:`FeatureSpace.rows` reads, built without coercing."""
+    n = len(ids)
+    fields = _absent(n).copy()
+    fields.update(items=tuple({"id": d, "text": t} for d, t in zip(ids, texts)),
+                  ids=tuple(ids), texts=tuple(texts), scores=np.full(n, math.nan))
+    for name, column in (("kinds", kinds), ("sources", sources), ("tags", tags)):
+        if column is not None:
+            fields[name] = tuple(column)
+    return CandidateBatch(**fields)

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from heaprank._accel import STAGES
+
 ROOT = Path(__file__).resolve().parent.parent
 #: What only the benchmarks need (matplotlib is not among them: the library's ``plot`` extra).
 BENCH_ONLY = ("torch", "heapdb-memory", "bm25s", "sentence-transformers", "tqdm")
@@ -71,7 +73,9 @@ def test_the_wheel_holds_only_heaprank(tmp_path):
     name, version = wheel.name.split("-")[:2]  # a platform wheel with the C kernels built
     assert tops == {"heaprank", f"{name}-{version}.dist-info"}, tops
     names = zipfile.ZipFile(wheel).namelist()
-    assert "heaprank/learning/evaluation.py" in names and "heaprank/_accel/_kernels.pyi" in names
-    if os.environ.get("HEAPRANK_REQUIRE_SPEEDUPS") == "1":  # .ci/run: the C kernels built
-        assert any(n.startswith("heaprank/_accel/_kernels.") and n.endswith((".so", ".pyd"))
-                   for n in names), names
+    assert "heaprank/learning/evaluation.py" in names
+    for stage in STAGES:  # each stage's stub, and its module where the C kernels built
+        assert f"heaprank/_accel/_{stage}.pyi" in names, names
+        if os.environ.get("HEAPRANK_REQUIRE_SPEEDUPS") == "1":  # .ci/run: they must build
+            assert any(n.startswith(f"heaprank/_accel/_{stage}.") and n.endswith((".so", ".pyd"))
+                       for n in names), names

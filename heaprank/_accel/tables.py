@@ -1,10 +1,14 @@
 """Compact open-addressing tables of int64 entries, the caches' form for the C kernels.
 
-The shape cache and the row cache of :class:`~heaprank.scoring.features.FeatureSpace` are dicts; their
-mirrors here are what ``_kernels.shape_rows`` reads: one small entry per key, in one
+The shape cache and the row cache of :class:`~heaprank.scoring.space.FeatureSpace` are dicts;
+their mirrors here are what ``_features.shape_rows`` reads: one small entry per key, in one
 ``bytearray``, where a dict lookup from C would cost several pointer hops (index, entry, key
 object, value object), on a request path mostly cache misses. Written from Python only (rarely:
 a new shape or row), read from C (every rerank).
+
+The buffers hold integers only, never an object's address: Python can write any bytes into a
+``bytearray``, so the kernel trusts nothing it reads there. A shape's word set is an index into
+:attr:`ShapeTable.words`, a list the kernel receives with the buffer and bounds-checks.
 """
 
 from __future__ import annotations
@@ -23,18 +27,6 @@ def word_bloom(words: frozenset[str]) -> int:
     return bloom
 
 
-class TableBuffer(bytearray):
-    """A table's bytes, and the objects its entries point to: ``held`` keeps each one alive as
-    long as the buffer is, so a kernel reading this buffer (even one a growth has replaced since
-    the call began, in another thread) never reads a freed object."""
-
-    __slots__ = ("held",)
-
-    def __init__(self, size: int) -> None:
-        super().__init__(size)
-        self.held: dict[int, object] = {}
-
-
 class OpenTable:
     """Entries of :attr:`WIDTH` int64 columns (the key, then a value stored + 1, so that 0 marks
     an empty entry, then any others), a power of two long and at most half full, with linear
@@ -47,7 +39,7 @@ class OpenTable:
         self._allot(self.MIN_SIZE)
 
     def _allot(self, size: int) -> None:
-        self.buffer = TableBuffer(8 * self.WIDTH * size)
+        self.buffer = bytearray(8 * self.WIDTH * size)
         self.entries = np.frombuffer(self.buffer, dtype=np.int64).reshape(size, self.WIDTH)
         self.mask = size - 1
         self.count = 0
@@ -69,9 +61,8 @@ class OpenTable:
     def _put(self, key: int, *stored: int) -> None:
         """Set ``key``'s entry to ``stored`` (its value + 1, then the other columns)."""
         if 2 * (self.count + 1) > len(self.entries):
-            live, held = self.entries[self.entries[:, 1] != 0].tolist(), self.buffer.held
+            live = self.entries[self.entries[:, 1] != 0].tolist()
             self._allot(2 * len(self.entries))
-            self.buffer.held.update(held)  # the old buffer keeps its own
             for entry in live:
                 self._put(*entry)
         at = self._find(key)
@@ -87,7 +78,7 @@ class OpenTable:
         if entries[hole, 1] == 0:
             return
         self.count -= 1
-        self.buffer.held.pop(key, None)
+        self._forget(entries[hole])
         at = hole
         while True:
             at = (at + 1) & mask
@@ -101,25 +92,53 @@ class OpenTable:
                 hole = at
         entries[hole] = 0
 
+    def _forget(self, entry: np.ndarray) -> None:
+        """What a subclass keeps beside an entry, dropped with it (nothing here)."""
+
 
 class ShapeTable(OpenTable):
-    """The cached shapes: ``(shape key, slot key + 1, word bloom, id of the word set)``.
+    """The cached shapes: ``(shape key, slot key + 1, word bloom, index of the word set)``.
 
     Kept in step with :attr:`FeatureSpace._shapes`, which stays the cache itself (its order is
-    the eviction order): an entry is inserted, discarded and cleared with its shape. The word set
-    the last column points to is held by the buffer (:class:`TableBuffer`), so it lives as
-    long as any buffer that points to it.
+    the eviction order): an entry is inserted, discarded and cleared with its shape. Its word
+    set is held in :attr:`words` at the index the entry stores (a discarded shape's place is
+    reused by the next one).
     """
 
     WIDTH = 4
-    #: Bytes per cached shape the table may hold (a quarter full, just grown, and the buffer's
-    #: reference to the word set), which the shape cache's byte bound counts.
+    #: Bytes per cached shape the table may hold (a quarter full, just grown, and its place in
+    #: the list of word sets), which the shape cache's byte bound counts.
     BYTES_PER_SHAPE = 4 * 32 + 100
+
+    def __init__(self) -> None:
+        #: The word set of each shape, at the index its entry holds (None: a free place)
+        self.words: list[frozenset[str] | None] = []
+        self._free: list[int] = []
+        super().__init__()
+
+    def clear(self) -> None:
+        super().clear()
+        self.words, self._free = [], []
 
     def insert(self, key: int, slot_key: int, words: frozenset[str]) -> None:
         """Hold a shape: its key, slot key and word set."""
-        self.buffer.held[key] = words
-        self._put(key, slot_key + 1, word_bloom(words), id(words))
+        held = self.entries[self._find(key)]
+        if held[1] != 0:  # the key again: its place is reused
+            self.words[int(held[3])] = words
+            self._put(key, slot_key + 1, word_bloom(words), int(held[3]))
+            return
+        if self._free:
+            index = self._free.pop()
+            self.words[index] = words
+        else:
+            index = len(self.words)
+            self.words.append(words)
+        self._put(key, slot_key + 1, word_bloom(words), index)
+
+    def _forget(self, entry: np.ndarray) -> None:
+        index = int(entry[3])
+        self.words[index] = None
+        self._free.append(index)
 
 
 class RowTable(OpenTable):

@@ -18,6 +18,10 @@ from .._accel import kernels
 from ..config import SIGNALS, Weights
 
 _KERNELS = kernels("rank")
+#: ``_rank.columns``, ``best_first`` and ``take`` (each the usual case of its twin below), or None
+columns_kernel = None if _KERNELS is None else _KERNELS.columns
+best_first_kernel = None if _KERNELS is None else _KERNELS.best_first
+take_kernel = None if _KERNELS is None else _KERNELS.take
 
 
 class WeightRow(NamedTuple):
@@ -66,10 +70,10 @@ def zero_mask(weights: WeightRow, values: tuple[np.ndarray | float, ...]) -> np.
 def matrix(n: int, values: tuple[np.ndarray | float, ...],
             at: np.ndarray | None = None) -> np.ndarray:
     """The matrix whose column ``j`` is ``values[j]`` (an array of ``n``, or a float for every
-    row), its rows ``at`` only when given, by ``_kernels.columns`` when built: one C pass for
+    row), its rows ``at`` only when given, by ``_rank.columns`` when built: one C pass for
     what takes numpy a call per column (each ~1 us with cold caches, as a rerank finds them)."""
-    if _KERNELS is not None:
-        made = _KERNELS.columns(n, values, at)
+    if columns_kernel is not None:
+        made = columns_kernel(n, values, at)
         if made is not None:
             return np.ndarray((n if at is None else len(at), len(values)), buffer=made)
     out = np.empty((n, len(values)))
@@ -80,19 +84,19 @@ def matrix(n: int, values: tuple[np.ndarray | float, ...],
 
 def best_first(log_score: np.ndarray, rel: np.ndarray) -> np.ndarray:
     """The candidates best first: by log score, ties by relevance, then by input position
-    (``np.lexsort`` is stable), by ``_kernels.best_first`` when built."""
-    if _KERNELS is not None:
-        made = _KERNELS.best_first(log_score, rel)
+    (``np.lexsort`` is stable), by ``_rank.best_first`` when built."""
+    if best_first_kernel is not None:
+        made = best_first_kernel(log_score, rel)
         if made is not None:
             return np.frombuffer(made, dtype=np.intp)
     return np.lexsort((-rel, -log_score))
 
 
 def take(at: np.ndarray, columns: tuple[np.ndarray, ...]) -> list[list[Any]]:
-    """``[column[at].tolist() for column in columns]``, by ``_kernels.take`` when built (one
+    """``[column[at].tolist() for column in columns]``, by ``_rank.take`` when built (one
     C pass for two numpy calls per column)."""
-    if _KERNELS is not None:
-        made: list[list[Any]] | None = _KERNELS.take(at, columns)
+    if take_kernel is not None:
+        made: list[list[Any]] | None = take_kernel(at, columns)
         if made is not None:
             return made
     return [column[at].tolist() for column in columns]

@@ -132,9 +132,8 @@ class Scorer:
                                         retriever_rank.tolist())
         else:  # no thread anywhere: nobody has a neighbour
             structure = None
-        return self.space.rows(query, batch.ids, batch.texts, batch.kinds, batch.sources,
-                               batch.tags, cfg.tag_slots, cfg.doc_features, structure,
-                               cfg.speaker_roles)
+        return self.space.rows(query, batch, structure=structure, tag_slots=cfg.tag_slots,
+                               doc_features=cfg.doc_features, speaker_roles=cfg.speaker_roles)
 
     def score(self, request: Request, seen: Seen, evidence: Evidence) -> Scored:
         """The signals, rules and order of a rerank, from what it saw and what the state said."""

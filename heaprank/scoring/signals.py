@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .._accel import speedups
+from .._accel import kernels
 from .._time import DAY_S
 from ..learning import retention as ret
 from .candidates import CandidateBatch
@@ -21,11 +21,12 @@ from .candidates import CandidateBatch
 if TYPE_CHECKING:
     from ..config import Config
 
-#: ``_kernels.relevance`` (the usual case of :func:`relevance` in one C pass), or None.
-relevance_kernel = None if speedups is None else speedups.relevance
-#: ``_kernels.halvings`` and ``recency_from``: :func:`recency` around numpy's exp2, or None.
-halvings_kernel = None if speedups is None else speedups.halvings
-recency_kernel = None if speedups is None else speedups.recency_from
+_KERNELS = kernels("signals")
+#: ``_signals.relevance`` (the usual case of :func:`relevance` in one C pass), or None.
+relevance_kernel = None if _KERNELS is None else _KERNELS.relevance
+#: ``_signals.halvings`` and ``recency_from``: :func:`recency` around numpy's exp2, or None.
+halvings_kernel = None if _KERNELS is None else _KERNELS.halvings
+recency_kernel = None if _KERNELS is None else _KERNELS.recency_from
 
 
 def relevance(scores: np.ndarray, *, kind: str, floor: float, rank_tau: float) -> np.ndarray:

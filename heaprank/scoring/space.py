@@ -16,6 +16,7 @@ import numpy as np
 
 from .._accel import kernels
 from .._accel.tables import RowTable, ShapeTable, word_bloom
+from .candidates import CandidateBatch
 from .features import (
     _NEIGHBOUR_CODE,
     NO_NEIGHBOURS,
@@ -187,15 +188,14 @@ class FeatureSpace:
                     table.discard(oldest)
         return entry
 
-    def rows(self, query: QueryInfo, ids: Sequence[str], texts: Sequence[str],
-             kinds: Sequence[str | None], sources: Sequence[str | None],
-             tags: Sequence[frozenset[str]], tag_slots: tuple[str, ...],
-             doc_features: bool, structure: Sequence[tuple[str, ...]] | None,
-             speaker_roles: bool = False) -> tuple[np.ndarray, np.ndarray]:
-        """``(distinct, of)``: the distinct feature rows of these candidates for this query
-        (rows of :meth:`matrix`), and for each candidate the position of its row among them.
-        ``structure`` holds each candidate's neighbour slots (:func:`neighbour_slots`); ``None``
-        means no candidate has a neighbour. ``speaker_roles`` adds the ``person:`` slot."""
+    def rows(self, query: QueryInfo, batch: CandidateBatch, *,
+             structure: Sequence[tuple[str, ...]] | None, tag_slots: tuple[str, ...],
+             doc_features: bool, speaker_roles: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """``(distinct, of)``: the distinct feature rows of the batch's candidates for this
+        query (rows of :meth:`matrix`), and for each candidate the position of its row among
+        them. ``structure`` holds each candidate's neighbour slots (:func:`neighbour_slots`);
+        ``None`` means no candidate has a neighbour. ``speaker_roles`` adds the ``person:``
+        slot."""
         if self._over_bounds():
             with self._lock:
                 if self._over_bounds():
@@ -203,30 +203,29 @@ class FeatureSpace:
         # 0: no person slot; else 1 + the question's person. The role comes with the source,
         # which the shape (and so its slot id) already fixes.
         person = 1 + PERSONS.index(query.person) if speaker_roles else 0
-        if self._table is not None and not doc_features and not tag_slots:
+        if shape_rows_kernel is not None and self._table is not None and not doc_features \
+                and not tag_slots:
             # reads only (one C call: atomic under the GIL), so no lock: the usual case
-            done = self._rows_kernel(query, texts, kinds, sources, structure, person)
+            done = self._rows_kernel(query, batch, structure, person)
             if done is not None:
                 return done
         with self._lock:  # featurises and caches: one thread at a time
-            return self._rows_python(query, ids, texts, kinds, sources, tags, tag_slots,
-                                     doc_features, structure, person)
+            return self._rows_python(query, batch, tag_slots, doc_features, structure, person)
 
     def _over_bounds(self) -> bool:
         return len(self.names) > self.max_features or len(self._rows) > self.max_rows \
             or len(self._slot_ids) > self.max_rows
 
-    def _rows_python(self, query: QueryInfo, ids: Sequence[str], texts: Sequence[str],
-                     kinds: Sequence[str | None], sources: Sequence[str | None],
-                     tags: Sequence[frozenset[str]], tag_slots: tuple[str, ...],
+    def _rows_python(self, query: QueryInfo, batch: CandidateBatch, tag_slots: tuple[str, ...],
                      doc_features: bool, structure: Sequence[tuple[str, ...]] | None,
                      person: int) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`rows` in Python (the caller holds the lock)."""
-        entries = self._entries(texts, kinds, sources, tags, tag_slots)
+        sources = batch.sources
+        entries = self._entries(batch.texts, batch.kinds, sources, batch.tags, tag_slots)
         if doc_features or (structure is not None and not all(
                 map(_NEIGHBOUR_CODE.__contains__, structure))):
-            return self._rows_one_by_one(query, ids, sources, entries, doc_features, structure,
-                                         person)
+            return self._rows_one_by_one(query, batch.ids, sources, entries, doc_features,
+                                         structure, person)
         # The row key of every candidate at once: one int per (shape, question type, relation,
         # neighbour and person slots). The per-candidate work is C-level maps; Python runs per
         # distinct row only. Whether the question names the source (qsrc) is added per
@@ -268,10 +267,10 @@ class FeatureSpace:
                            dtype=np.intp, count=len(distinct) + len(keys))
         return both[:len(distinct)], both[len(distinct):]
 
-    def _rows_kernel(self, query: QueryInfo, texts: Sequence[str], kinds: Sequence[str | None],
-                     sources: Sequence[str | None], structure: Sequence[tuple[str, ...]] | None,
+    def _rows_kernel(self, query: QueryInfo, batch: CandidateBatch,
+                     structure: Sequence[tuple[str, ...]] | None,
                      person: int) -> tuple[np.ndarray, np.ndarray] | None:
-        """:meth:`rows` by the C kernel (``_kernels.shape_rows``) when every candidate's shape
+        """:meth:`rows` by the C kernel (``_features.shape_rows``) when every candidate's shape
         is cached (no tag slots or document features), or None: the Python path then runs,
         and featurises the new shapes. The same row keys as that path, in one C pass."""
         assert shape_rows_kernel is not None and self._table is not None \
@@ -286,17 +285,15 @@ class FeatureSpace:
             base += 1
         if structure is None:
             base += 16 * _NEIGHBOUR_CODE[NO_NEIGHBOURS]
-        as_tuple = tuple  # the kernel reads tuples (a batch's columns are)
         blooms = query.blooms
         if blooms is None:
             blooms = (word_bloom(query.names), word_bloom(query.words))
-        done = shape_rows_kernel(
-            self._table.buffer, texts if type(texts) is tuple else as_tuple(texts),
-            kinds if type(kinds) is tuple else as_tuple(kinds),
-            sources if type(sources) is tuple else as_tuple(sources), self.prefix_chars,
-            query.names, blooms[0], codes, base, query.words, blooms[1], self._slot_words,
-            self._slot_blooms,
-            self._row_table.buffer, self._rows)
+        table = self._table
+        tables = (table.buffer, table.words, self._slot_words, self._slot_blooms,
+                  self._row_table.buffer, self._rows, self.prefix_chars)
+        sources = batch.sources
+        done = shape_rows_kernel(tables, batch.texts, batch.kinds, sources,
+                                 (query.names, blooms[0], query.words, blooms[1]), codes, base)
         if done is None:
             return None
         d, both, missing = done

@@ -23,16 +23,16 @@ import struct
 import sys
 from array import array
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 
-from .._accel import speedups
 from ..errors import StateError
 from ..records import IGNORED, OPEN, USED, Impression
 from ..scoring.features import FIXED_SLOTS
 from ..scoring.query import QUESTION_TYPES
 
-__all__ = ["IGNORED", "OPEN", "USED", "decode_impression", "encode_impression"]
+__all__ = ["IGNORED", "OPEN", "USED", "Head", "decode_impression", "encode_impression"]
 
 FORMAT_VERSION = 1
 VERDICT_OFFSET = 14
@@ -48,8 +48,6 @@ _SIGNAL_CODE = {s: i for i, s in enumerate(SIGNAL_CODES)}
 _TABLE_BASE = 128
 _NO_STRINGS = bytes(1)  # k = 0: no slot outside the codebook
 _BIG_ENDIAN = sys.byteorder == "big"  # the stored floats are little-endian
-#: The C kernel of the items and values (None: the Python loop below)
-encode_items = None if speedups is None else speedups.encode_items
 assert len(FIXED_SLOTS) < _TABLE_BASE
 
 
@@ -85,11 +83,18 @@ _SMALL = [bytes((n,)) for n in range(128)]  # one-byte lengths, prebuilt
 # Rows made of codebook slots only (no caller data), both ways: their bytes, and back.
 _FIXED_ROWS: dict[tuple[str, ...], bytes] = {}
 _DECODED_ROWS: dict[bytes, tuple[str, ...]] = {}
-# The same by the row tuple's identity: a reranker passes the same tuple for a feature row
-# every time, and hashing a tuple reads each of its strings (cache misses on a cold call).
-# The entry holds the tuple, so its id is not reused while the entry lives.
-_ROWS_BY_ID: dict[int, tuple[Sequence[str], bytes]] = {}
-_ROWS_BY_ID_MAX = 65_536
+
+
+class Head(NamedTuple):
+    """What an impression's header says besides its items: the question type, the rerank's
+    time (and whether the caller gave it), whether the rows end with ``doc:<id>``, and the
+    names of its signal columns."""
+
+    qtype: str
+    time: float
+    time_explicit: bool
+    doc_features: bool
+    signal_names: Sequence[str]
 
 
 def _row_codes(row: Sequence[str], table: dict[str, int]) -> bytes:
@@ -109,60 +114,23 @@ def _row_codes(row: Sequence[str], table: dict[str, int]) -> bytes:
     out = bytes(codes)
     if not free and isinstance(row, tuple) and len(_FIXED_ROWS) < 65_536:
         _FIXED_ROWS[row] = out
-        _remember(row, out)
     return out
 
 
-def _remember(row: Sequence[str], codes: bytes) -> None:
-    """Know a codebook row by its identity from now on (the C kernel finds rows so)."""
-    if len(_ROWS_BY_ID) >= _ROWS_BY_ID_MAX:
-        _ROWS_BY_ID.clear()
-    _ROWS_BY_ID[id(row)] = (row, codes)
-
-
-def _rows_of_this(slots: Sequence[Sequence[str]],
-                  table: dict[str, int]) -> dict[int, tuple[Sequence[str], bytes]]:
-    """The codes of each distinct row, by its identity (the kernel's ``more_rows``), worked out
-    in item order as the Python encoder works them out, so the free slots take the same codes
-    in ``table``. Codebook rows among them are known from now on."""
-    more: dict[int, tuple[Sequence[str], bytes]] = {}
-    for row in slots:
-        if id(row) not in more:
-            more[id(row)] = (row, _codes_of(row, table))
-    return more
-
-
 def _codes_of(row: Sequence[str], table: dict[str, int]) -> bytes:
-    """A row's codes: known by its identity, or by its value (codebook rows, known by identity
-    from then on), or worked out (free-form slots go to ``table``)."""
-    seen = _ROWS_BY_ID.get(id(row))
-    if seen is not None and seen[0] is row:
-        return seen[1]
+    """A row's codes: known by its value (codebook rows), or worked out (free-form slots go
+    to ``table``)."""
     known = _FIXED_ROWS.get(row) if isinstance(row, tuple) else None
-    if known is None:
-        return _row_codes(row, table)
-    _remember(row, known)
-    return known
+    return _row_codes(row, table) if known is None else known
 
 
-def encode(*, qtype: str, time: float, time_explicit: bool, doc_features: bool,
-           ids: Sequence[str], slots: Sequence[Sequence[str]], signal_names: Sequence[str],
+def encode(head: Head, ids: Sequence[str], slots: Sequence[Sequence[str]],
            signals: np.ndarray | Sequence[Sequence[float]] | None,
            verdicts: Sequence[int] | None = None) -> bytes:
-    """The stored form of one impression (see the module docstring)."""
-    n, m = len(ids), len(signal_names)
+    """The stored form of one impression (see the module docstring): per shown item its id,
+    its slots and its row of ``signals`` (None: zeros), and its verdict (None: open)."""
+    n, m = len(ids), len(head.signal_names)
     table: dict[str, int] = {}
-    if encode_items is not None and (signals is None or (
-            isinstance(signals, np.ndarray) and signals.dtype == np.float64
-            and signals.shape == (n, m))):  # rows seen before, by identity: one C pass
-        done = encode_items(ids, slots, _ROWS_BY_ID, signals)
-        if done is None and n:  # rows with free-form slots (a caller's sources, tags): coded here
-            done = encode_items(ids, slots, _ROWS_BY_ID, signals, _rows_of_this(slots, table))
-        if done is not None:
-            if signals is None:
-                done += bytes(4 * n * m)  # float32 zeros
-            return _head(qtype, time, time_explicit, doc_features, n, m, signal_names,
-                         verdicts, table, done)
     body = bytearray()  # the items, then the signal values
     small = _SMALL
     for doc_id, row in zip(ids, slots):
@@ -183,31 +151,30 @@ def encode(*, qtype: str, time: float, time_explicit: bool, doc_features: bool,
         if _BIG_ENDIAN:
             values.byteswap()
         body += values
-    return _head(qtype, time, time_explicit, doc_features, n, m, signal_names, verdicts, table,
-                 body)
+    return _head(head, n, verdicts, table, body)
 
 
-def _head(qtype: str, time: float, time_explicit: bool, doc_features: bool, n: int, m: int,
-          signal_names: Sequence[str], verdicts: Sequence[int] | None, table: dict[str, int],
+def _head(head: Head, n: int, verdicts: Sequence[int] | None, table: dict[str, int],
           body: bytearray) -> bytes:
     """The stored impression: its header, verdicts, signal codes and free-form slots, then
     ``body`` (the items and signal values)."""
-    flags = (1 if time_explicit else 0) | (2 if doc_features else 0)
+    flags = (1 if head.time_explicit else 0) | (2 if head.doc_features else 0)
     return b"".join((
-        _HEADER.pack(FORMAT_VERSION, flags, _QTYPE_CODE[qtype], n, m, time),
+        _HEADER.pack(FORMAT_VERSION, flags, _QTYPE_CODE[head.qtype], n, len(head.signal_names),
+                     head.time),
         bytes(n) if verdicts is None else bytes(verdicts),
-        bytes(map(_SIGNAL_CODE.__getitem__, signal_names)),
+        bytes(map(_SIGNAL_CODE.__getitem__, head.signal_names)),
         bytes((len(table),)) + b"".join(map(_utf8, table)) if table else _NO_STRINGS,
         body))
 
 
 def encode_impression(impression: Impression) -> bytes:
     """The stored form of ``impression``."""
-    return encode(qtype=impression.qtype, time=impression.time,
-                  time_explicit=impression.time_explicit, doc_features=impression.doc_features,
-                  ids=impression.ids, slots=impression.slots, signal_names=impression.signal_names,
-                  signals=impression.signals if len(impression.signals) else None,
-                  verdicts=impression.verdicts or None)
+    head = Head(impression.qtype, impression.time, impression.time_explicit,
+                impression.doc_features, impression.signal_names)
+    return encode(head, impression.ids, impression.slots,
+                  impression.signals if len(impression.signals) else None,
+                  impression.verdicts or None)
 
 
 def decode_impression(recall_id: str, namespace: str, body: bytes) -> Impression:

@@ -45,7 +45,7 @@ def test_the_bounds_hold_and_pruned_edges_are_gone(steps, gap_s):
             degree[b] = degree.get(b, 0) + 1
         assert max(degree.values(), default=0) <= TIGHT.max_per_doc
         # A namespace's count is exact: what the next eviction is decided on.
-        ns = rr.state._ns.get(namespace)
+        ns = rr.state._links.ns.get(namespace)
         assert (ns.edge_count if ns else 0) == len(edges)
 
 

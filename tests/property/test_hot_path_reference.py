@@ -24,7 +24,7 @@ from heaprank.scoring.candidates import coerce_candidates
 from heaprank.scoring.features import NO_NEIGHBOURS, retrieval_features, shape_of
 from heaprank.scoring.query import analyze_query
 from heaprank.scoring.space import FeatureSpace
-from tests.strategies import NOW, candidate_lists, queries
+from tests.strategies import NOW, batch_of, candidate_lists, queries
 
 DAY_S = 86_400.0
 _LABEL = {"relevance": "rel", "recency": "recency", "importance": "importance",
@@ -183,8 +183,8 @@ def test_feature_rows_name_the_reference_features(cands, questions, doc_features
     space = FeatureSpace(max_bytes=2_000)  # evicts: misses and hits both run
     for query in questions * 2:  # several questions share the space's rows
         info = analyze_query(query)
-        distinct, of = space.rows(info, batch.ids, batch.texts, batch.kinds, batch.sources,
-                                  batch.tags, tag_slots, doc_features, structure, speaker_roles)
+        distinct, of = space.rows(info, batch, structure=structure, tag_slots=tag_slots,
+                                  doc_features=doc_features, speaker_roles=speaker_roles)
         for i, row in enumerate(distinct[of].tolist()):
             shape = shape_of(batch.texts[i], batch.kinds[i], batch.sources[i], batch.tags[i],
                              tag_slots)
@@ -212,8 +212,8 @@ def test_grouped_rows_name_the_reference_features_whatever_the_sources(cands, qu
     space = FeatureSpace()
     for query in questions * 2:  # built, then served from the caches
         info = analyze_query(query)
-        distinct, of = space.rows(info, ids, texts, [None] * len(ids), sources,
-                                  [frozenset()] * len(ids), (), False, None, speaker_roles)
+        distinct, of = space.rows(info, batch_of(ids, texts, None, sources), structure=None,
+                                  tag_slots=(), doc_features=False, speaker_roles=speaker_roles)
         for i, row in enumerate(distinct[of].tolist()):
             shape = shape_of(texts[i], None, sources[i], frozenset(), ())
             assert space.names_of(row) == retrieval_features(info, shape, sources[i], None,

@@ -1,4 +1,4 @@
-"""The memory backend's lean feedback arithmetic (``MemoryState._learn``: scratch arrays, one
+"""The memory backend's lean feedback arithmetic (``LeanLearner.learn``: scratch arrays, one
 fancy add per row) gives the counts of the general arithmetic (``links.credit_rows`` then
 ``MemoryState._add``) to the last bit; ``check_ids``' shortcut for plain ids gives what checking
 each id gives; and two rerankers crossing their feedbacks on one state learn on the lean path
@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from heaprank import MemoryState, Prior, Reranker
 from heaprank._checks import check_id, check_ids
 from heaprank.learning import links as linkmath
-from heaprank.state.memory import _Row
+from heaprank.state.memory_learning import Row
 from tests.strategies import NOW, POOL
 
 FEATURES = [f"f{i}" for i in range(12)]
@@ -36,13 +36,14 @@ evidence = st.lists(st.tuples(st.sampled_from(FEATURES), st.floats(0.0, 50.0),
 
 def _state(before: list[tuple[str, float, float]]) -> MemoryState:
     state = MemoryState()
-    state._intern(FEATURES)  # the same ids in both states
+    links = state._links
+    links.intern(FEATURES)  # the same ids in both states
     if before:
-        ns = state._namespace("ns")
-        idx = state._intern([f for f, _, _ in before])
-        state._add(ns, idx, np.array([p for _, p, _ in before]),
-                   np.array([n for _, _, n in before]))
-    state._add(state._namespace("other"), state._intern(FEATURES[:3]), np.ones(3), np.ones(3))
+        ns = links.namespace("ns")
+        idx = links.intern([f for f, _, _ in before])
+        links.add(ns, idx, np.array([p for _, p, _ in before]),
+                  np.array([n for _, _, n in before]))
+    links.add(links.namespace("other"), links.intern(FEATURES[:3]), np.ones(3), np.ones(3))
     return state
 
 
@@ -59,33 +60,33 @@ def test_lean_arithmetic_is_credit_rows_to_the_last_bit(ignored, used, data, bef
     prior = Prior()
     # One row object per distinct row, as the slot cache gives: the same row again sums its
     # weights first, in item order, as apply_used and the batch do.
-    row_of: dict[tuple[str, ...], _Row] = {}
+    row_of: dict[tuple[str, ...], Row] = {}
 
-    def row(features: Sequence[str]) -> _Row:
+    def row(features: Sequence[str]) -> Row:
         key = tuple(features)
         if key not in row_of:
-            row_of[key] = _Row(tuple(lean._intern(features).tolist()))
+            row_of[key] = Row(tuple(lean._links.intern(features).tolist()))
         return row_of[key]
 
-    rejected: dict[_Row, float] = {}
+    rejected: dict[Row, float] = {}
     for features, weight in ignored:
         rejected[row(features)] = rejected.get(row(features), 0.0) + weight
-    used_rows: list[tuple[_Row, np.ndarray | None]] = []
+    used_rows: list[tuple[Row, np.ndarray | None]] = []
     for features in used:
         read = np.array(data.draw(st.lists(means, min_size=len(features),
                                            max_size=len(features)))) if kept else None
         used_rows.append((row(features), read))
 
     def p_of(read: np.ndarray | None, ids: Sequence[int]) -> np.ndarray:
-        return read if read is not None else general._posterior_mean(
-            general._namespace("ns"), ids, prior)
+        return read if read is not None else general._links.posterior_mean(
+            general._links.namespace("ns"), ids, prior)
 
     idx, dpos, dneg = linkmath.credit_rows([(r.ids, w) for r, w in rejected.items()],
                                            [(r.ids, read) for r, read in used_rows], p_of, em=em)
-    general._add(general._namespace("ns"), idx, dpos, dneg)
-    lean._learn(lean._namespace("ns"), rejected, used_rows, em, prior)
+    general._links.add(general._links.namespace("ns"), idx, dpos, dneg)
+    lean._learner.learn(lean._links.namespace("ns"), rejected, used_rows, em, prior)
     assert _snapshot(lean) == _snapshot(general)
-    assert not lean._dpos.any() and not lean._dneg.any()  # the scratch is zeroed again
+    assert not lean._links.dpos.any() and not lean._links.dneg.any()  # the scratch is zeroed
 
 
 ids = st.one_of(st.sampled_from(["a", "doc-1", "Zoë", "", " ", "\t", "\u3000", "x\ud800",

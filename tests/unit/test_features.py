@@ -20,6 +20,7 @@ from heaprank.scoring.features import (
 from heaprank.scoring.query import QUESTION_TYPES, analyze_query, english_question_type
 from heaprank.scoring.space import FeatureSpace
 from heaprank.scoring.text import names, tokens
+from tests.strategies import batch_of
 
 
 def slots(text: str, kind=None, source=None, tags=frozenset(), tag_slots=()) -> dict[str, str]:
@@ -291,7 +292,8 @@ def test_feature_space_rows_name_exactly_the_reference_features():
     tags = [frozenset()] * 3
     structure = [("prev:none", "next:top1"), ("prev:top1", "next:none"), ("prev:none", "next:none")]
     for _ in range(2):  # the second pass is served from the caches (evicting: 1000 B hold ~2)
-        distinct, of = space.rows(query, ids, texts, kinds, sources, tags, (), True, structure)
+        distinct, of = space.rows(query, batch_of(ids, texts, kinds, sources, tags),
+                                  structure=structure, tag_slots=(), doc_features=True)
         rows = distinct[of]
         for i, row in enumerate(rows):
             shape = shape_of(texts[i], kinds[i], sources[i], tags[i], ())
@@ -306,8 +308,8 @@ def test_a_source_named_none_is_named_by_the_question_and_no_source_is_not():
     query = analyze_query("Is there none left?")
     sources = [None, "none", None]
     for _ in range(2):  # built, then served from the caches
-        distinct, of = space.rows(query, ["a", "b", "c"], ["hi"] * 3, [None] * 3, sources,
-                                  [frozenset()] * 3, (), False, None)
+        distinct, of = space.rows(query, batch_of(["a", "b", "c"], ["hi"] * 3, None, sources),
+                                  structure=None, tag_slots=(), doc_features=False)
         names = [space.names_of(r) for r in distinct[of]]
         assert [n[1] for n in names] == ["source:none"] * 3
         assert ["qsrc:yes" in n for n in names] == [False, True, False]
@@ -326,8 +328,9 @@ def test_only_a_bounded_prefix_of_a_text_is_featurised():
     query = analyze_query("When is it?")
     filler = "word " * 100  # 500 characters without a date
     texts = [filler + "on Monday", filler + "on March 3", "on Monday"]
-    distinct, of = space.rows(query, ["a", "b", "c"], texts, [None] * 3, [None] * 3,
-                              [frozenset()] * 3, (), False, [("prev:none", "next:none")] * 3)
+    distinct, of = space.rows(query, batch_of(["a", "b", "c"], texts),
+                              structure=[("prev:none", "next:none")] * 3, tag_slots=(),
+                              doc_features=False)
     names = [space.names_of(r) for r in distinct[of]]
     assert "date:no" in names[0] and "date:no" in names[1]  # the dates lie past the prefix
     assert "date:yes" in names[2]
@@ -340,8 +343,8 @@ def test_the_shape_cache_is_bounded_by_bytes_and_holds_no_text():
     query = analyze_query("When is it?")
     for i in range(300):
         text = f"{i} " + "Lisbon flight on Monday at 9:40 " * 200
-        space.rows(query, [f"t{i}"], [text], [None], [None], [frozenset()], (), False,
-                   [("prev:none", "next:none")])
+        space.rows(query, batch_of([f"t{i}"], [text]), structure=[("prev:none", "next:none")],
+                   tag_slots=(), doc_features=False)
         assert space.cached_bytes <= 20_000
     assert 0 < len(space._shapes) < 300
     # keyed by a hash of the prefix and the shape fields, never by the text itself

@@ -24,7 +24,7 @@ from heaprank.scoring.query import (
     speaker_role,
     temporal_intent,
 )
-from heaprank.state.codec import Decoded, encode
+from heaprank.state.codec import Decoded, Head, encode
 
 NOW = 1_750_000_000.0
 DAY = 86_400.0
@@ -113,8 +113,7 @@ def test_person_slots_are_appended_to_the_codebook() -> None:
     assert FIXED_SLOTS[-len(person) - 4:-len(person)] == (
         "source:user", "source:assistant", "source:system", "source:tool")
     slots = (("kind:none", "person:second/assistant"),)
-    body = encode(qtype="what", time=NOW, time_explicit=True, doc_features=False, ids=("a",),
-                  slots=slots, signal_names=(), signals=None)
+    body = encode(Head("what", NOW, True, False, ()), ("a",), slots, None)
     assert b"person" not in body  # a fixed one-byte code, not a table string
     assert Decoded(body).slots == slots
 

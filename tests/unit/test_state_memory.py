@@ -79,9 +79,9 @@ def test_one_slots_object_under_two_question_types_learns_two_rows():
         request = UsedFeedback(rid, "n", ["a"], None, prior.a0, prior.b0, prior.kappa, True,
                                [1.0] * 4, lambda rank: 1.0)
         assert lean.apply_used(request) is not None
-        general._rows_by_slots.clear()  # the rows by value only
+        general._learner.rows_by_slots.clear()  # the rows by value only
         general.apply_used(request)
-        general._rows_by_slots.clear()
+        general._learner.rows_by_slots.clear()
     assert lean.list_links("n")[0] == general.list_links("n")[0]
     assert {"qt:when&kind:none", "qt:who&kind:none"} <= set(lean.list_links("n")[0])
     assert lean.list_links("n")[1].tolist() == general.list_links("n")[1].tolist()

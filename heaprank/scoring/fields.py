@@ -1,0 +1,167 @@
+"""How one candidate's fields are read: the rule each value must keep, and what a bad one
+raises or, with lenient handling, how it is neutralised and flagged.
+
+The rules themselves are listed in the :mod:`heaprank.scoring.candidates` docstring;
+:func:`~heaprank.scoring.candidates.coerce_checked` applies them candidate by candidate.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Mapping
+from typing import Any, Literal
+
+import numpy as np
+
+from .._checks import preview
+from .._time import NUMBER_TYPES, check_epoch, parse_time
+from ..errors import InputError, InputTypeError
+
+OnInvalid = Literal["raise", "neutral"]
+
+#: Largest explicit importance dose accepted. The kind priors span 0.6-1.5 and aggregated
+#: memories are clamped to 3, so a dose beyond 10 is a unit mistake, not a preference.
+MAX_IMPORTANCE = 10.0
+
+_FLOAT_MAX = sys.float_info.max
+#: Numeric shape fields: (lowest, highest, lowest excluded, the rule as the error states it).
+#: Times are checked separately; every number must also be finite.
+_RANGES: dict[str, tuple[float, float, bool, str]] = {
+    "importance": (0.0, MAX_IMPORTANCE, True, f"must be in (0, {MAX_IMPORTANCE:g}]"),
+    "source_count": (0.0, _FLOAT_MAX, False, "must be >= 0"),
+    "confidence": (0.0, 1.0, False, "must be in [0, 1]"),
+    "version": (-_FLOAT_MAX, _FLOAT_MAX, False, "must be finite"),
+    "position": (-_FLOAT_MAX, _FLOAT_MAX, False, "must be finite"),
+}
+
+
+class FieldChecker:
+    """Reads one candidate's fields, raising or flagging bad values by ``on_invalid``."""
+
+    def __init__(self, where: str, on_invalid: OnInvalid, keys: Mapping[str, str]) -> None:
+        self.where = where
+        self.strict = on_invalid == "raise"
+        self.keys = keys  # field -> where its value came from, e.g. "metadata.timestamp"
+        self.flags: list[str] = []
+
+    def locate(self, name: str) -> str:
+        """``candidates[i] (id ...).metadata.<key>`` for field ``name`` (``tags[2]`` too); the
+        field is added when the key is one of its aliases, so the message says both."""
+        base, _, index = name.partition("[")
+        key = self.keys.get(base)
+        if key is None:
+            return f"{self.where}.{name}"
+        alias = "" if key.endswith("." + base) or key == base else f" ({base})"
+        return f"{self.where}.{key}{'[' + index if index else ''}{alias}"
+
+    def bad(self, name: str, message: str) -> None:
+        if self.strict:
+            raise InputError(f"{self.locate(name)}: {message}")
+        self.flags.append(f"{name} {message}")
+
+    def wrong_type(self, name: str, expected: str, value: object) -> None:
+        if self.strict:
+            raise InputTypeError(f"{self.locate(name)}: expected {expected}, got "
+                                 f"{type(value).__name__}")
+        self.flags.append(f"{name} not {expected} ({type(value).__name__})")
+
+    def number(self, name: str, value: Any) -> float:
+        if value is None:
+            return math.nan
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, NUMBER_TYPES):
+            self.wrong_type(name, "a number", value)
+            return math.nan
+        try:
+            out = float(value)
+        except OverflowError:  # an int beyond the float range
+            self.bad(name, "must be finite, got an integer too large for a float")
+            return math.nan
+        if not math.isfinite(out):
+            self.bad(name, f"must be finite, got {out!r}")
+            return math.nan
+        return out
+
+    def ranged(self, name: str, value: Any) -> float:
+        out = self.number(name, value)
+        low, high, open_low, rule = _RANGES[name]
+        if math.isnan(out) or (low < out <= high if open_low else low <= out <= high):
+            return out
+        self.bad(name, f"{rule}, got {out!r}")
+        return math.nan
+
+    def time(self, name: str, value: Any, now: float, tolerance_s: float) -> float:
+        if value is None:
+            return math.nan
+        where = self.locate(name)
+        try:
+            out = parse_time(value, where)
+        except (InputError, InputTypeError):
+            if self.strict:
+                raise
+            self.flags.append(f"{name} unparsable")
+            return math.nan
+        try:
+            check_epoch(out, where)
+        except InputError:
+            if self.strict:
+                raise
+            self.flags.append(f"{name} not a plausible time ({out!r})")
+            return math.nan
+        if out > now + tolerance_s:
+            if self.strict:
+                raise InputError(f"{where}: {preview(value)} is in the future (now={now:.0f}); "
+                                 f"pass now= or on_invalid='neutral'")
+            self.flags.append(f"{name} in the future, clamped")
+            return now
+        return min(out, now)
+
+    def label(self, name: str, value: Any, *, ints: bool = False) -> str | None:
+        if value is None:
+            return None
+        if ints and isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
+            return str(int(value))
+        if not isinstance(value, str):
+            self.wrong_type(name, "str or int" if ints else "str", value)
+            return None
+        if not encodable(value):
+            self.bad(name, "contains a lone surrogate (not encodable as UTF-8)")
+            return None
+        return value or None
+
+    def tags(self, value: Any) -> frozenset[str]:
+        if value is None:
+            return frozenset()
+        if isinstance(value, str):
+            value = (value,)
+        elif not isinstance(value, (list, tuple, set, frozenset)):
+            self.wrong_type("tags", "a str or a list of str", value)
+            return frozenset()
+        out = []
+        for j, tag in enumerate(value):
+            if not isinstance(tag, str):
+                self.wrong_type(f"tags[{j}]", "str", tag)
+                return frozenset()  # lenient: a bad tag voids the set, never a partial one
+            if not encodable(tag):
+                self.bad(f"tags[{j}]", "contains a lone surrogate (not encodable as UTF-8)")
+                return frozenset()
+            if tag:
+                out.append(tag)
+        return frozenset(out)
+
+    def flag(self, name: str, value: Any) -> bool:
+        if value is None:
+            return False
+        if not isinstance(value, (bool, np.bool_)):
+            self.wrong_type(name, "bool", value)
+            return False
+        return bool(value)
+
+
+def encodable(text: str) -> bool:
+    """Whether ``text`` encodes as UTF-8 (no lone surrogate)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
