@@ -13,7 +13,7 @@ import math
 import os
 import sqlite3
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 from urllib.parse import parse_qsl
@@ -349,6 +349,11 @@ def _cmd_plot(args: argparse.Namespace) -> int:
     return 0
 
 
+_EXISTING = f"URL of an existing state (default $HEAPRANK_STATE or {DEFAULT_STATE})"
+_CONFIG_HELP = "config file (JSON, or TOML on Python 3.11+); default: the built-in defaults"
+_Command = Callable[[str, str, Any, str], argparse.ArgumentParser]
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="heaprank", description=(
         "Re-rank retrieved candidates by relevance, recency, importance and learned usefulness."))
@@ -362,13 +367,20 @@ def _parser() -> argparse.ArgumentParser:
         p.set_defaults(func=func)
         return p
 
-    existing = f"URL of an existing state (default $HEAPRANK_STATE or {DEFAULT_STATE})"
     demo = sub.add_parser("demo", help="the Lisbon example: search vs heaprank, before and after "
                           "feedback")
     demo.add_argument("--state", help="state URL (default: a temporary SQLite file)")
     demo.set_defaults(func=_cmd_demo)
+    _reading_commands(command)
+    _fitting_commands(command)
+    _plot_commands(sub)
+    _state_commands(sub)
+    return parser
 
-    links = command("links", "list learned links, strongest first", _cmd_links, existing)
+
+def _reading_commands(command: _Command) -> None:
+    """``links``, ``explain``, ``stats`` and ``forget``: what the state holds and implies."""
+    links = command("links", "list learned links, strongest first", _cmd_links, _EXISTING)
     links.epilog, links.formatter_class = FEATURES, argparse.RawDescriptionHelpFormatter
     links.add_argument("--namespace", default="*", help="a namespace, or * for the pooled layer")
     links.add_argument("--min-n", type=number, default=0.0,
@@ -387,10 +399,10 @@ def _parser() -> argparse.ArgumentParser:
     explain.add_argument("-k", type=int, default=10)
     explain.add_argument("--now", help="current time (epoch seconds or ISO 8601)")
 
-    command("stats", "counts of what the state holds", _cmd_stats, existing)
+    command("stats", "counts of what the state holds", _cmd_stats, _EXISTING)
 
     forget = command("forget", "report the documents a retention policy counts as forgotten "
-                     "(nothing is deleted)", _cmd_forget, existing)
+                     "(nothing is deleted)", _cmd_forget, _EXISTING)
     forget.add_argument("--policy", help="TOML or JSON retention policy file (default: the "
                         "built-in policy)")
     forget.add_argument("--namespace", required=True, help="the namespace to examine")
@@ -399,12 +411,14 @@ def _parser() -> argparse.ArgumentParser:
     forget.add_argument("--now", help="current time (epoch seconds or ISO 8601)")
     forget.add_argument("--limit", type=whole_number, default=50, help="ids to list (0: all)")
 
-    config_help = "config file (JSON, or TOML on Python 3.11+); default: the built-in defaults"
+
+def _fitting_commands(command: _Command) -> None:
+    """``tune`` and ``replay``: the weights against the impression log."""
     tune = command("tune", "fit the weights to the impression log (reads the state, never "
-                   "writes it; --apply writes a config file)", _cmd_tune, existing)
+                   "writes it; --apply writes a config file)", _cmd_tune, _EXISTING)
     tune.add_argument("--namespace", help="also fit this namespace (shrunk toward the pooled "
                       "fit; its fit is the one applied), or * for every namespace")
-    tune.add_argument("--config", help=config_help + " (the weights tuning starts from)")
+    tune.add_argument("--config", help=_CONFIG_HELP + " (the weights tuning starts from)")
     tune.add_argument("--apply", action="store_true", help="write the tuned config if it moved")
     tune.add_argument("--out", help=f"the file --apply writes (default: --config, else "
                       f"{DEFAULT_CONFIG})")
@@ -413,10 +427,12 @@ def _parser() -> argparse.ArgumentParser:
                       help="a fit needs this many usable impressions (default 50)")
 
     replay = command("replay", "re-order the logged impressions under a config: MRR and used@k "
-                     "(reads the state, never writes it)", _cmd_replay, existing)
-    replay.add_argument("--config", help=config_help)
+                     "(reads the state, never writes it)", _cmd_replay, _EXISTING)
+    replay.add_argument("--config", help=_CONFIG_HELP)
     replay.add_argument("--namespace", default="*", help="a namespace, or * for all")
 
+
+def _plot_commands(sub: Any) -> None:
     from .plots import PLOTS
 
     plot = sub.add_parser("plot", help="draw a PNG (needs heaprank[plot])",
@@ -425,12 +441,14 @@ def _parser() -> argparse.ArgumentParser:
     for name, entry in PLOTS.items():
         text = entry.help.replace("%", "%%")  # argparse %-formats help strings
         p = plot_sub.add_parser(name, help=text, description=entry.help)
-        p.add_argument("--state", help=existing)
-        p.add_argument("--config", help=config_help)
+        p.add_argument("--state", help=_EXISTING)
+        p.add_argument("--config", help=_CONFIG_HELP)
         p.add_argument("--out", required=True, help="the image file to write (FILE.png)")
         entry.add_arguments(p)
         p.set_defaults(func=_cmd_plot)
 
+
+def _state_commands(sub: Any) -> None:
     state = sub.add_parser("state", help="manage states", description="manage states")
     state_sub = state.add_subparsers(dest="state_command", required=True)
     copy_help = ("copy a whole state (links, global layer, documents, impressions) into an empty "
@@ -441,7 +459,6 @@ def _parser() -> argparse.ArgumentParser:
     copy.add_argument("dst", help="URL of the empty state to write (a SQLite file is created)")
     copy.add_argument("--json", action="store_true", help="print the target's stats as JSON")
     copy.set_defaults(func=_cmd_state_copy)
-    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:

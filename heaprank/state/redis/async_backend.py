@@ -18,18 +18,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..._flow import adrive
-from ..._time import DAY_S
-from ...errors import ConfigError, FeedbackError
+from ...errors import FeedbackError
 from ...records import DocStats, FeedbackBatch, FeedbackOutcome, Impression, LinkCounts, recall_key
 from ..base import CreditFn
 from ..edges import EdgeRows
 from . import ops as redis_ops
-from .connect import RedisClientBase, connect_async
+from .connect import PRUNE_EVERY, RedisClientBase, RedisOptions, connect_async
 from .layout import redis_options
 from .ops import GlobalCache, Request
 
 if TYPE_CHECKING:
-    from .backend import RedisState
+    from typing_extensions import Unpack
 
 _ASYNC_CONNECTION = ("redis", "asyncio", "connection.py")
 
@@ -64,16 +63,9 @@ class AsyncRedisState(RedisClientBase):
         impression_ttl_s: As for ``RedisState``; a state's clients must agree on them.
     """
 
-    def __init__(self, url: str | None = None, *, client: Any = None, prefix: str = "heaprank",
-                 global_shards: int = 8, timeout_s: float = 2.0, retries: int = 2,
-                 global_cache_ttl_s: float = 0.0, max_impressions: int = 100_000,
-                 impression_ttl_s: float = DAY_S, _cache: GlobalCache | None = None) -> None:
-        from .backend import PRUNE_EVERY
-
-        self._setup(url, client, connect_async, prefix=prefix, global_shards=global_shards,
-                    timeout_s=timeout_s, retries=retries,
-                    cache=_cache if _cache is not None else GlobalCache(global_cache_ttl_s),
-                    max_impressions=max_impressions, impression_ttl_s=impression_ttl_s)
+    def __init__(self, url: str | None = None, *, client: Any = None,
+                 _cache: GlobalCache | None = None, **options: Unpack[RedisOptions]) -> None:
+        self._setup(url, client, connect_async, options, _cache)
         self._prune_every = PRUNE_EVERY
         self._checked = _cache is not None  # a twin's layout was checked by its sync state
 
@@ -82,17 +74,6 @@ class AsyncRedisState(RedisClientBase):
         """Open from a URL whose query string may carry this class's options (as ``RedisState``)."""
         base, ours = redis_options(url)
         return cls(base, **{**ours, **options})
-
-    @classmethod
-    def twin_of(cls, state: RedisState) -> AsyncRedisState:
-        """An async client of the same state as ``state`` (built from a URL), sharing its
-        pooled-count cache."""
-        if state.url is None:
-            raise ConfigError("AsyncRedisState.twin_of: the state was given a client, not a URL")
-        return cls(state.url, prefix=state.prefix, global_shards=state.n_shards,
-                   timeout_s=state.timeout_s, retries=state.retries,
-                   max_impressions=state.max_impressions, impression_ttl_s=state.impression_ttl_s,
-                   _cache=state.cache)
 
     # ------------------------------------------------------------ connection
 

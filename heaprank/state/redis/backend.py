@@ -35,7 +35,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 
 from ..._flow import drive
-from ..._time import DAY_S
 from ...errors import FeedbackError
 from ...records import (
     DocStats,
@@ -51,18 +50,18 @@ from ..base import CreditFn
 from ..edges import EdgeRows
 from . import edges as redis_assoc
 from . import ops as redis_ops
-from .connect import RedisClientBase, connect
+from .async_backend import AsyncRedisState
+from .connect import PRUNE_EVERY, RedisClientBase, RedisOptions, connect
 from .layout import URL_OPTIONS, KeyLayout, key_slot, redis_options, shard_tags, unpack
-from .ops import SCRIPTS, GlobalCache, Request
+from .ops import SCRIPTS, Request
 
 if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
     from ..copy import StateDump
-    from .async_backend import AsyncRedisState
 
 __all__ = ["URL_OPTIONS", "RedisState", "key_slot", "redis_options", "shard_tags"]
 
-#: A prune of the fed impressions runs after every this many applied feedbacks of a client.
-PRUNE_EVERY = 256
 #: Impressions the feedback log reads per round trip.
 _LOG_PAGE = 512
 T = TypeVar("T")
@@ -87,13 +86,9 @@ class RedisState(RedisClientBase):
         impression_ttl_s: Impressions without feedback expire after this long.
     """
 
-    def __init__(self, url: str | None = None, *, client: Any = None, prefix: str = "heaprank",
-                 global_shards: int = 8, timeout_s: float = 2.0, retries: int = 2,
-                 global_cache_ttl_s: float = 0.0, max_impressions: int = 100_000,
-                 impression_ttl_s: float = DAY_S) -> None:
-        self._setup(url, client, connect, prefix=prefix, global_shards=global_shards,
-                    timeout_s=timeout_s, retries=retries, cache=GlobalCache(global_cache_ttl_s),
-                    max_impressions=max_impressions, impression_ttl_s=impression_ttl_s)
+    def __init__(self, url: str | None = None, *, client: Any = None,
+                 **options: Unpack[RedisOptions]) -> None:
+        self._setup(url, client, connect, options)
         self._async: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncRedisState] = \
             weakref.WeakKeyDictionary()
         self._async_lock = threading.Lock()  # loops on several threads may ask at once
@@ -132,13 +127,11 @@ class RedisState(RedisClientBase):
         this state was given a client instead of a URL."""
         if self.url is None:
             return None
-        from .async_backend import AsyncRedisState
-
         loop = asyncio.get_running_loop()
         with self._async_lock:
             twin = self._async.get(loop)
             if twin is None:
-                twin = AsyncRedisState.twin_of(self)
+                twin = AsyncRedisState(self.url, _cache=self.cache, **self.settings.options())
                 self._async[loop] = twin
         return twin
 

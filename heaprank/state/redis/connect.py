@@ -12,16 +12,67 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
+from dataclasses import dataclass, fields
 from types import ModuleType
-from typing import Any
+from typing import Any, TypedDict
 
 from ..._optional import require
+from ..._time import DAY_S
 from ...errors import ConfigError, StateUnavailableError
 from .layout import CLUSTER_SCHEME, KeyLayout
 from .ops import GlobalCache
 
 #: First wait before a retry, doubled at each further attempt.
 FIRST_BACKOFF_S = 0.05
+#: A prune of the fed impressions runs after every this many applied feedbacks of a client.
+PRUNE_EVERY = 256
+
+
+class RedisOptions(TypedDict, total=False):
+    """The keyword options of ``RedisState`` and ``AsyncRedisState`` (see ``RedisState``)."""
+
+    prefix: str
+    global_shards: int
+    timeout_s: float
+    retries: int
+    global_cache_ttl_s: float
+    max_impressions: int
+    impression_ttl_s: float
+
+
+@dataclass(frozen=True)
+class Settings:
+    """:class:`RedisOptions` with their defaults filled in and checked."""
+
+    prefix: str = "heaprank"
+    global_shards: int = 8
+    timeout_s: float = 2.0
+    retries: int = 2
+    global_cache_ttl_s: float = 0.0
+    max_impressions: int = 100_000
+    impression_ttl_s: float = DAY_S
+
+    @classmethod
+    def of(cls, name: str, options: RedisOptions) -> Settings:
+        unknown = sorted(set(options) - {f.name for f in fields(cls)})
+        if unknown:
+            raise TypeError(f"{name}: unknown option {unknown[0]!r}")
+        settings = cls(**options)
+        if isinstance(settings.max_impressions, bool) \
+                or not isinstance(settings.max_impressions, int) or settings.max_impressions < 1:
+            raise ValueError("max_impressions: must be an int >= 1")
+        if not (isinstance(settings.impression_ttl_s, (int, float))
+                and settings.impression_ttl_s > 0):
+            raise ValueError("impression_ttl_s: must be > 0")
+        return settings
+
+    def options(self) -> RedisOptions:
+        """These settings as keyword options (what a twin client is opened with)."""
+        return RedisOptions(prefix=self.prefix, global_shards=self.global_shards,
+                            timeout_s=self.timeout_s, retries=self.retries,
+                            global_cache_ttl_s=self.global_cache_ttl_s,
+                            max_impressions=self.max_impressions,
+                            impression_ttl_s=self.impression_ttl_s)
 
 
 def redis_module(feature: str) -> ModuleType:
@@ -95,24 +146,19 @@ class RedisClientBase:
     """What the sync and the async client hold alike: the key layout, the options, the
     failure policy and the redis-py client (made from ``url`` by ``connect_fn``, or given)."""
 
-    def _setup(self, url: str | None, client: Any, connect_fn: Callable[[str, float], Any], *,
-               prefix: str, global_shards: int, timeout_s: float, retries: int,
-               cache: GlobalCache, max_impressions: int, impression_ttl_s: float) -> None:
+    def _setup(self, url: str | None, client: Any, connect_fn: Callable[[str, float], Any],
+               options: RedisOptions, cache: GlobalCache | None = None) -> None:
         name = type(self).__name__
         if (url is None) == (client is None):
             raise ConfigError(f"{name}: pass exactly one of url or client")
-        self.layout = KeyLayout(prefix, global_shards)
-        if isinstance(max_impressions, bool) or not isinstance(max_impressions, int) \
-                or max_impressions < 1:
-            raise ValueError("max_impressions: must be an int >= 1")
-        if not (isinstance(impression_ttl_s, (int, float)) and impression_ttl_s > 0):
-            raise ValueError("impression_ttl_s: must be > 0")
+        self.settings = settings = Settings.of(name, options)
+        self.layout = KeyLayout(settings.prefix, settings.global_shards)
         self.url = url
-        self.timeout_s = float(timeout_s)
-        self.failures = FailurePolicy(retries, self.timeout_s)
-        self.cache = cache
-        self.max_impressions = max_impressions
-        self.impression_ttl_s = float(impression_ttl_s)
+        self.timeout_s = float(settings.timeout_s)
+        self.failures = FailurePolicy(settings.retries, self.timeout_s)
+        self.cache = cache if cache is not None else GlobalCache(settings.global_cache_ttl_s)
+        self.max_impressions = settings.max_impressions
+        self.impression_ttl_s = float(settings.impression_ttl_s)
         self.client = client if client is not None else connect_fn(url or "", self.timeout_s)
         self.cluster = is_cluster(self.client)
         if self.client.get_encoder().decode_responses:
