@@ -1,5 +1,5 @@
 """Co-use edges in a state: which pairs a feedback forms, and the one update rule every backend
-applies (memory and SQLite here; Redis runs the same rule in Lua, ``redis_assoc.py``).
+applies (memory and SQLite here; Redis runs the same rule in Lua, ``state/redis/edges.py``).
 
 A namespace's edges are an adjacency map ``doc -> {neighbour: [strength, count, last]}``, each
 edge present under both of its documents (memory shares one list between the two). The update of

@@ -1,8 +1,8 @@
 """The async Redis client: the hot path of :class:`~heaprank.state.redis.backend.RedisState` on
 ``redis.asyncio``, for ``Reranker.arerank`` and ``afeedback``.
 
-It runs the same operations (:mod:`.redis_ops`: keys, scripts, Cluster routing, reply parsing)
-under the same failure policy (:mod:`.redis_connect`: retries with backoff for idempotent calls
+It runs the same operations (:mod:`.ops`: keys, scripts, Cluster routing, reply parsing)
+under the same failure policy (:mod:`.connect`: retries with backoff for idempotent calls
 only, every Redis error a ``StateUnavailableError``), awaiting each round trip instead of
 blocking a thread. It does what a rerank and a feedback need (read, with the co-use edges when
 asked, impressions, feedback, with the co-use update when the batch carries one, the periodic
@@ -89,7 +89,7 @@ class AsyncRedisState(RedisClientBase):
             raise self.failures.connection_error("connection closed during a write") from exc
 
     async def _run(self, what: str, flow: Callable[[], redis_ops.Op], *, idempotent: bool) -> Any:
-        """Run an operation of :mod:`.redis_ops` (a fresh flow for every attempt)."""
+        """Run an operation of :mod:`.ops` (a fresh flow for every attempt)."""
         if not self._checked:
             await self._check_meta()
         for attempt in itertools.count():

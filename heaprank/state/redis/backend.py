@@ -1,10 +1,10 @@
 """Redis state: one learned state shared by many workers and hosts, on one server or a Cluster.
 
-The modules of the backend: :mod:`.redis_layout` (key names, hash tags, slots, URL options),
-:mod:`.redis_lua` (the scripts), :mod:`.redis_assoc` (co-use edges: their key and the scripts
-wrapping READ_LOCAL and FEEDBACK), :mod:`.redis_ops` (the hot-path operations, written once for
-both clients), :mod:`.redis_connect` (clients and the failure policy), this module (the sync
-client, with the audit, forget and copy operations) and :mod:`.redis_async` (the async client
+The modules of the backend: :mod:`.layout` (key names, hash tags, slots, URL options),
+:mod:`.lua` (the scripts), :mod:`.edges` (co-use edges: their key and the scripts
+wrapping READ_LOCAL and FEEDBACK), :mod:`.ops` (the hot-path operations, written once for
+both clients), :mod:`.connect` (clients and the failure policy), this module (the sync
+client, with the audit, forget and copy operations) and :mod:`.async_backend` (the async client
 ``Reranker.arerank``/``afeedback`` use).
 
 Consistency: on one server a feedback script also reads the other global shards, so every
@@ -118,7 +118,7 @@ class RedisState(RedisClientBase):
             return request.send(self.client)
 
     def _run(self, what: str, flow: Callable[[], redis_ops.Op], *, idempotent: bool) -> Any:
-        """Run an operation of :mod:`.redis_ops` (a fresh flow for every attempt)."""
+        """Run an operation of :mod:`.ops` (a fresh flow for every attempt)."""
         return self._call(what, lambda: drive(flow(), self._send), idempotent=idempotent)
 
     def async_backend(self) -> AsyncRedisState | None:

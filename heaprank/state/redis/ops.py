@@ -42,7 +42,7 @@ from . import lua as redis_lua
 from .layout import KeyLayout, unpack
 
 #: Every script the backend runs, by name, with the SHA1 that EVALSHA names it by (the co-use
-#: ones wrap READ_LOCAL and FEEDBACK: see :mod:`.redis_assoc`).
+#: ones wrap READ_LOCAL and FEEDBACK: see :mod:`.edges`).
 SCRIPTS = {**{name: getattr(redis_lua, name) for name in
               ("READ_LOCAL", "PUT", "GET_LOCAL", "FEEDBACK", "FORGET", "DROP_UNHELD", "DROP_FED")},
            **{name: getattr(redis_assoc, name) for name in ("READ_WITH_EDGES", "FEEDBACK_WITH_CO_USE")}}
@@ -252,7 +252,7 @@ def feedback(layout: KeyLayout, cluster: bool, batch: FeedbackBatch) -> Op:
         tail += [item.rank, "1" if item.used else "0", repr(float(item.reject_weight)),
                  item.id, len(item.features), *(index[f] for f in item.features)]
     script = "FEEDBACK"
-    if batch.co_use is not None:  # the same script, then the co-use edges (redis_assoc)
+    if batch.co_use is not None:  # the same script, then the co-use edges (.edges)
         script = "FEEDBACK_WITH_CO_USE"
         keys.append(redis_assoc.key(layout, ns))
         tail += redis_assoc.feedback_extra(batch)
