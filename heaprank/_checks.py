@@ -9,11 +9,21 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
+
 from .errors import InputError, InputTypeError
 
 #: Longest namespace accepted, in characters. Namespaces are keys in every backend (and in
 #: Redis key names), so they are short identifiers, not payloads.
 MAX_NAMESPACE_CHARS = 256
+
+#: Longest query accepted, in characters: featurising a query costs time in proportion to its
+#: length (about 0.75 s of CPU per MB), and a question is a sentence or a paragraph, not a
+#: document (candidate texts are read up to 2,000 characters).
+MAX_QUERY_CHARS = 8_000
+
+#: Most results one rerank may return: an impression stores its shown items' count in 16 bits.
+MAX_K = 65_535
 
 #: C0 and C1 control characters (including NUL, newline, tab and DEL): invisible in logs and CLI
 #: output, so a namespace holding one could pass for another.
@@ -54,6 +64,10 @@ def check_id(value: object, field: str) -> str:
     """
     if not isinstance(value, str):
         raise InputTypeError(f"{field}: expected str, got {type(value).__name__}")
+    if type(value) is not str:
+        # A str subclass may override __eq__ and __hash__ (so that an id fails to match
+        # itself, or runs code mid-feedback): its plain string value is what is stored.
+        value = str.__str__(value)
     if not value:
         raise InputError(f"{field}: empty")
     if value.isspace():
@@ -109,12 +123,31 @@ def check_namespace(value: object) -> str:
 
 
 def check_query(value: object) -> str:
-    """A query: any ``str`` that encodes as UTF-8 (the empty query is valid: no question type).
+    """A query: any ``str`` of at most :data:`MAX_QUERY_CHARS` characters that encodes as UTF-8
+    (the empty query is valid: no question type).
 
     Raises:
         InputTypeError: not a ``str``.
-        InputError: a lone surrogate.
+        InputError: too long, or a lone surrogate.
     """
     if not isinstance(value, str):
         raise InputTypeError(f"query: expected str, got {type(value).__name__}")
+    if type(value) is not str:
+        value = str.__str__(value)  # as for ids: its plain string value
+    if len(value) > MAX_QUERY_CHARS:
+        raise InputError(f"query: {len(value)} characters, at most {MAX_QUERY_CHARS} allowed")
     return check_encodable(value, "query")
+
+
+def check_k(k: object) -> int:
+    """The number of results to return: an int from 1 to :data:`MAX_K`.
+
+    Raises:
+        InputTypeError: not an int (``bool`` included).
+        InputError: below 1 or above :data:`MAX_K`.
+    """
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
+        raise InputTypeError(f"k: expected int, got {type(k).__name__}")
+    if not 1 <= k <= MAX_K:
+        raise InputError(f"k: must be from 1 to {MAX_K}, got {k}")
+    return int(k)

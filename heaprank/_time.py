@@ -1,11 +1,15 @@
 """Time values: epoch seconds, ``datetime`` (naive means UTC) or ISO 8601 strings.
 
-One rule for every time heaprank reads (``now``, a candidate's ``created_at`` and
+Two rules for every time heaprank reads. First (``now``, a candidate's ``created_at`` and
 ``last_used``): it must be a plausible epoch in seconds, between :data:`EARLIEST_S`
 (1900-01-01T00:00:00Z) and :data:`LATEST_S` (2200-01-01T00:00:00Z). Anything outside is an
 error naming the field, with a hint when the value is plausible in milliseconds or
 microseconds. A single implausible time (``now=4e12``) would otherwise be stored as a
 document's last use and pin its recency forever.
+
+Second, where a stored time meets ``now``: a stored time after ``now`` counts as ``now`` (an age
+is never negative), and a feedback's time must lie near its impression's
+(:func:`feedback_time_ok`), so one skewed clock cannot date a document's last use years ahead.
 """
 
 from __future__ import annotations
@@ -28,6 +32,12 @@ DAY_S = 86_400.0
 EARLIEST_S = -2_208_988_800.0
 #: Latest plausible time, 2200-01-01T00:00:00Z, in epoch seconds.
 LATEST_S = 7_258_118_400.0
+
+#: How long after its rerank a feedback may come (its impression expires well before that).
+FEEDBACK_LATE_S = 366 * DAY_S
+#: How long before its rerank a feedback's time may lie: the clock skew tolerated between
+#: the process that ranked and the one that reports (as for candidates' times).
+FEEDBACK_EARLY_S = 300.0
 
 #: The number types read as epoch seconds (``bool`` is excluded explicitly).
 NUMBER_TYPES = (int, float, np.integer, np.floating)
@@ -102,3 +112,9 @@ def resolve_now(now: object | None) -> tuple[float, bool]:
     if now is None:
         return time.time(), False
     return to_epoch(now, "now"), True
+
+
+def feedback_time_ok(when: float, shown_at: float) -> bool:
+    """Whether a feedback at ``when`` may apply to an impression shown at ``shown_at``: from
+    :data:`FEEDBACK_EARLY_S` before it to :data:`FEEDBACK_LATE_S` after it."""
+    return shown_at - FEEDBACK_EARLY_S <= when <= shown_at + FEEDBACK_LATE_S

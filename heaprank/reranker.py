@@ -16,9 +16,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from ._checks import check_namespace, check_query
+from ._checks import check_k, check_namespace, check_query
 from ._flow import Flow, adrive, drive
 from ._time import resolve_now
 from .config import Config
@@ -27,7 +25,7 @@ from .learning import retention as ret
 from .learning.audit import Link, forget_preview, links_of
 from .learning.evidence import EvidenceReader
 from .learning.exploration import Explorer
-from .learning.feedback import FeedbackStage, Used, used_ids
+from .learning.feedback import FeedbackStage, Used, named_only, used_ids
 from .learning.impressions import ImpressionLog
 from .records import FeedbackBatch, FeedbackOutcome, new_recall_id
 from .scoring import explain
@@ -50,14 +48,6 @@ __all__ = ["LEARNING_FIELDS", "Link", "Reranker"]
 #: feedback for that recall would otherwise learn under other settings than the ranking used).
 LEARNING_FIELDS = ("prior", "em_credit", "reject_discount", "doc_features", "tag_slots", "co_use",
                    "speaker_roles")
-
-
-def _check_k(k: object) -> int:
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
-        raise InputTypeError(f"k: expected int, got {type(k).__name__}")
-    if k < 1:
-        raise InputError(f"k: must be >= 1, got {k}")
-    return int(k)
 
 
 class Reranker:
@@ -164,7 +154,7 @@ class Reranker:
 
     def _request(self, query: str, namespace: str, k: int, now: Any, track: bool,
                  config: Config | None) -> Request:
-        query, namespace, k = check_query(query), check_namespace(namespace), _check_k(k)
+        query, namespace, k = check_query(query), check_namespace(namespace), check_k(k)
         cfg = self._call_config(config)
         when, explicit = resolve_now(now)
         return Request(query, namespace, k, when, explicit, track, cfg)
@@ -252,27 +242,40 @@ class Reranker:
         return await adrive(self._feedback.flow(recall_id, used, now, namespace,
                                                 (query, shown, feedback_id)), target.send)
 
-    def feedback_many(self, requests: Iterable[tuple[str, Used]], *,
-                      now: Any = None) -> list[FeedbackOutcome | FeedbackError]:
+    def feedback_many(self, requests: Iterable[tuple[str, Used]], *, now: Any = None,
+                      namespace: str | None = None) -> list[FeedbackOutcome | FeedbackError]:
         """Several ``feedback(recall_id, used)`` calls applied together: on SQLite in one
         transaction (one commit: a group commit), elsewhere one after the other.
 
         Each feedback is still atomic and idempotent on its own. Returns one entry per request,
         in order: its :class:`FeedbackOutcome`, or the :class:`FeedbackError` that kept it from
-        being applied (the others are applied all the same).
+        being applied (the others are applied all the same). With ``namespace=`` every recall
+        must be one of that namespace (as for :meth:`feedback`).
         """
         batches: list[FeedbackBatch | FeedbackError] = []
+        named: list[tuple[str, ...]] = []
         for recall_id, used in requests:
             try:
-                imp = drive(self._feedback.impression(recall_id, None), self._send)
-                verdicts = {d: False for d in imp.ids}
-                verdicts.update({d: True for d in used_ids(used, "used")})
+                ids = used_ids(used, "used")
+                imp = drive(self._feedback.impression(recall_id, namespace), self._send)
+                verdicts = dict.fromkeys(imp.ids, False)
+                verdicts.update(dict.fromkeys(ids, True))
                 batches.append(self._feedback.batch(imp, verdicts, now))
+                named.append(ids)
             except FeedbackError as exc:
                 batches.append(exc)
         done = iter(self._feedback.apply_many([b for b in batches
                                                if isinstance(b, FeedbackBatch)]))
-        return [b if isinstance(b, FeedbackError) else next(done) for b in batches]
+        ids_of = iter(named)
+        out: list[FeedbackOutcome | FeedbackError] = []
+        for b in batches:
+            if isinstance(b, FeedbackError):
+                out.append(b)
+                continue
+            applied, ids = next(done), next(ids_of)
+            out.append(applied if isinstance(applied, FeedbackError)
+                       else named_only(applied, namespace, ids))
+        return out
 
     def mark_used(self, recall_id: str, ids: Used, *, now: Any = None,
                   namespace: str | None = None) -> FeedbackOutcome:

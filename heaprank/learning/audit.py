@@ -74,4 +74,5 @@ def forget_preview(state: StateBackend, docs: DocLister | None, namespace: str,
         ids, uses = batch.ids, stats.use_count
         last = np.fmax(np.fmax(stats.last_used, batch.last_used), batch.created_at)
         importance = sig.importance(batch, cfg.kind_importance)
-    return ret.forget_report(namespace, ids, (when - last) / DAY_S, importance, uses, policy)
+    age_days = (when - np.minimum(last, when)) / DAY_S  # a stored time after now counts as now
+    return ret.forget_report(namespace, ids, age_days, importance, uses, policy)

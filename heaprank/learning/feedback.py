@@ -20,7 +20,7 @@ import numpy as np
 
 from .._checks import MAX_NAMESPACE_CHARS, check_id, check_ids, check_namespace, check_query
 from .._flow import Flow
-from .._time import resolve_now, to_epoch
+from .._time import DAY_S, FEEDBACK_EARLY_S, feedback_time_ok, resolve_now, to_epoch
 from ..config import Config
 from ..errors import FeedbackError, InputError, InputTypeError
 from ..records import (
@@ -55,6 +55,17 @@ def used_ids(ids: object, field: str) -> tuple[str, ...]:
     return check_ids(ids, field)
 
 
+def named_only(outcome: FeedbackOutcome, namespace: str | None,
+               named: Sequence[str]) -> FeedbackOutcome:
+    """``outcome`` as a caller who did not name the recall's namespace sees it: only the ids
+    it named itself (the recall's other shown ids are its namespace's to know)."""
+    if namespace is not None:
+        return outcome
+    names = set(named)
+    return FeedbackOutcome(outcome.recall_id, tuple(d for d in outcome.applied if d in names),
+                           tuple(d for d in outcome.already_recorded if d in names))
+
+
 class FeedbackStage:
     """The feedback paths of one reranker. It reads the reranker's learning settings only
     (prior, credit, rejects, document features, co-use), which are fixed for its life."""
@@ -87,7 +98,8 @@ class FeedbackStage:
         elif feedback_id is not None:
             raise InputError("feedback_id: only with the explicit form (namespace=, query=, "
                              "shown=), not with a recall_id")
-        return (yield from self.resolve(recall_id, namespace, None, ids, now))
+        outcome = yield from self.resolve(recall_id, namespace, None, ids, now)
+        return named_only(outcome, namespace, ids)
 
     def resolve(self, recall_id: str, namespace: str | None, verdicts: dict[str, bool] | None,
                 used: Sequence[str], now: Any) -> Flow[StateRequest, FeedbackOutcome]:
@@ -106,13 +118,14 @@ class FeedbackStage:
         imp = self._log.kept(recall_id)
         if imp is None:
             imp = yield GetImpression(recall_id)
+        if imp is not None and namespace is not None \
+                and imp.namespace != check_namespace(namespace):
+            # The same words as for an unknown id: that the recall exists elsewhere is another
+            # namespace's business.
+            imp = None
         if imp is None:
             raise FeedbackError(f"recall_id {recall_id!r}: unknown (never recorded, expired or "
                                 f"pruned)")
-        if namespace is not None and imp.namespace != check_namespace(namespace):
-            # Says nothing of the namespace that does own it.
-            raise FeedbackError(f"recall_id {recall_id!r} is not a recall of namespace "
-                                f"{namespace!r}")
         return imp
 
     def batch(self, imp: Impression, verdicts: dict[str, bool], now: Any) -> FeedbackBatch:
@@ -126,6 +139,10 @@ class FeedbackStage:
             when = imp.time if imp.time_explicit else resolve_now(None)[0]
         else:
             when = to_epoch(now, "now")
+        if not feedback_time_ok(when, imp.time):
+            raise FeedbackError(f"now: {when:.0f} is {(when - imp.time) / DAY_S:+.1f} days from "
+                                f"its recall's rerank (feedback is accepted from "
+                                f"{FEEDBACK_EARLY_S:.0f} s before it to 366 days after)")
         cfg = self._config
         expand, qtype, slots, docs = (self._scorer.space.expand, imp.qtype, imp.slots,
                                       imp.doc_features)
@@ -170,8 +187,8 @@ class FeedbackStage:
 
         ``used`` is not checked id by id here: the lean path takes it only when every entry is
         one of the shown ids, which were checked when they were shown, and it is a list of
-        strings (a join of anything else raises); any other ``used`` goes the general way,
-        whose checks raise the errors."""
+        plain strings; any other ``used`` goes the general way, whose checks raise the
+        errors."""
         lean = self._caps.lean
         if lean is None:
             return None, used
@@ -180,8 +197,10 @@ class FeedbackStage:
         if self._config.co_use is not None or not isinstance(recall_id, str):
             return None, used
         ids: Sequence[str] = (used,) if isinstance(used, str) else used  # type: ignore[assignment]
+        for d in ids:
+            if type(d) is not str:  # a str subclass included: check_id takes its plain value
+                return None, used
         try:
-            "".join(ids)
             when = None if now is None else to_epoch(now, "now")
         except (ValueError, TypeError):  # raised by the general path, after its own checks
             return None, used
@@ -190,9 +209,10 @@ class FeedbackStage:
         a0, b0, kappa, weights = self._lean_settings
         out = lean.apply_used(UsedFeedback(recall_id, namespace, ids, when, a0, b0, kappa, em,
                                            weights, self.reject_weight, read))
-        if out is not None:
-            self._log.means.pop(recall_id, None)
-        return out, used
+        if out is None:
+            return None, used
+        self._log.means.pop(recall_id, None)
+        return named_only(out, namespace, ids), used
 
     # ------------------------------------------------------------ several at once
 

@@ -175,16 +175,18 @@ def coerce_candidates(
             ``on_invalid="neutral"``), a ``now`` that is not a plausible time.
         InputTypeError: a value of the wrong type (non-string id or text, say).
     """
-    if type(items) is not list and type(items) is not tuple:  # the usual case skips the ABC test
+    # A snapshot (one C-level copy): another thread may change the caller's list meanwhile.
+    if type(items) is list:
+        items = tuple(items)
+    elif type(items) is not tuple:  # the usual case skips the ABC test
         if isinstance(items, (str, bytes, Mapping)):
             raise InputTypeError(f"candidates: expected a sequence of candidates, got "
                                  f"{type(items).__name__}")
-        if not isinstance(items, (list, tuple)):
-            try:
-                items = list(items)
-            except TypeError:
-                raise InputTypeError(f"candidates: expected a sequence of candidates, got "
-                                     f"{type(items).__name__}") from None
+        try:
+            items = tuple(items)
+        except TypeError:
+            raise InputTypeError(f"candidates: expected a sequence of candidates, got "
+                                 f"{type(items).__name__}") from None
     if len(items) == 0:
         raise InputError("candidates: empty; pass at least one candidate")
     now = to_epoch(now, "now")
@@ -225,21 +227,29 @@ def _located_fields(meta: Mapping[str, Any],
     return {name: (key, value) for name, (_, key, value) in found.items()}
 
 
+def _copy(value: Any) -> Any:
+    """A mapping's shallow copy (anything else as it is: the checks name it)."""
+    return dict(value) if isinstance(value, Mapping) else value
+
+
 def _parts(item: object, where: str) -> tuple[Candidate | Mapping[str, Any], Any, Any, Any, Any,
                                               dict[str, Any]]:
     """``(stored item, id, text, score, metadata, top-level shape fields)`` of one input."""
+    # Read from snapshots, as the list itself: another thread may change a dict meanwhile.
     if isinstance(item, Candidate):
-        return item, item.id, item.text, item.score, item.metadata, {}
+        return item, item.id, item.text, item.score, _copy(item.metadata), {}
     if isinstance(item, Mapping):
-        unknown = set(item) - _ALLOWED_TOP_LEVEL
+        fields = dict(item)
+        unknown = set(fields) - _ALLOWED_TOP_LEVEL
         if unknown:
             raise InputError(f"{where}: unknown field(s) {sorted(map(str, unknown))}; "
                              f"expected id, text, score, metadata or a shape field")
         for required in ("id", "text"):
-            if required not in item:
+            if required not in fields:
                 raise InputError(f"{where}.{required}: missing")
-        top = {k: v for k, v in item.items() if k in DEFAULT_FIELD_KEYS and v is not None}
-        return item, item["id"], item["text"], item.get("score"), item.get("metadata"), top
+        top = {k: v for k, v in fields.items() if k in DEFAULT_FIELD_KEYS and v is not None}
+        return item, fields["id"], fields["text"], fields.get("score"), \
+            _copy(fields.get("metadata")), top
     if isinstance(item, SupportsCandidate):
         out = item.to_candidate()
         if not isinstance(out, Candidate):

@@ -173,7 +173,8 @@ class Scorer:
         # fmax(x, NaN) is x: a last_used no candidate gave is skipped, bit for bit
         last = docs.last_used if batch.absent("last_used") else np.fmax(docs.last_used,
                                                                          batch.last_used)
-        age = request.when - np.fmax(last, batch.created_at)
+        # a stored time after now counts as now (NaN, an unknown time, stays NaN)
+        age = request.when - np.minimum(np.fmax(last, batch.created_at), request.when)
         imp = sig.importance(batch, cfg.kind_importance)
         usage = sig.usage_signals(cfg, request.namespace, age, imp, docs.use_count)
         sampled = self.explorer.sample(cfg.exploration_rate, links.alpha, links.beta)

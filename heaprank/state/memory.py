@@ -16,7 +16,7 @@ from typing import Literal
 
 import numpy as np
 
-from .._time import DAY_S
+from .._time import DAY_S, feedback_time_ok
 from ..errors import FeedbackError
 from ..learning import links as linkmath
 from ..records import (
@@ -267,6 +267,8 @@ class MemoryState:
             when = request.time
             if when is None:
                 when = t if explicit else time.time()
+            if not feedback_time_ok(when, t):
+                return None  # refused by the general path
             used_at = set(used)
             kept = read[1:] if read is not None and read[0] == self._links.version else None
             self._learner.make_room(len(ids))

@@ -33,7 +33,7 @@ def feedback_loop(path: str, worker: int, n: int, k: int, namespace: str) -> Non
         for i in range(n):
             ranking = rr.rerank(QUERY, cands, namespace=namespace, k=k,
                                 now=NOW + worker * 100_000 + i)
-            out = rr.feedback(ranking.recall_id, used=[ranking.ids[i % k]])
+            out = rr.feedback(ranking.recall_id, used=[ranking.ids[i % k]], namespace=namespace)
             if len(out.applied) != k:
                 raise SystemExit(f"worker {worker}: feedback {i} applied {out.applied}")
 

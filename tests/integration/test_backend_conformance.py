@@ -411,7 +411,7 @@ def test_an_impression_survives_500_later_recalls_by_default(make_backend):
     first = rr.rerank("When was it?", cands, namespace="ns", k=3, now=NOW)
     for t in range(500):
         rr.rerank("When was it?", cands, namespace="ns", k=3, now=NOW + t)
-    out = rr.feedback(first.recall_id, used=[first.ids[0]])
+    out = rr.feedback(first.recall_id, used=[first.ids[0]], namespace="ns")
     assert out.applied == tuple(first.ids)
     assert rr.stats()["impressions"] == 501
 
@@ -512,7 +512,8 @@ def test_feedback_many_equals_one_by_one_and_keeps_each_feedback_atomic(make_bac
                               ("0000000000000000", ["x"]), (shown[2][1], shown[2][2])])
     assert [type(o).__name__ for o in out] == ["FeedbackOutcome", "FeedbackError",
                                                "FeedbackError", "FeedbackOutcome"]
-    assert len(out[0].applied) == 3 and len(out[3].applied) == 3
+    # without namespace=, each outcome lists only the ids its request named
+    assert out[0].applied == tuple(shown[0][2]) and out[3].applied == tuple(shown[2][2])
     assert snapshot(many.state) == snapshot(one.state)  # the refused one changed nothing
     assert many.stats() == one.stats()
     # replaying the group changes nothing: each feedback stays idempotent

@@ -73,9 +73,10 @@ def test_async_reranks_and_learns_exactly_as_the_sync_client(url, no_threads):
             for ns, query, used in _session(12):
                 ranking = await aio.arerank(query, CANDIDATES, namespace=ns, k=3, now=NOW)
                 out.append(ranking.ids)
-                outcome = await aio.afeedback(ranking.recall_id, used=[ranking.ids[used]])
+                outcome = await aio.afeedback(ranking.recall_id, used=[ranking.ids[used]], namespace=ns)
                 assert set(outcome.applied) == set(ranking.ids)
-                again = await aio.afeedback(ranking.recall_id, used=[ranking.ids[used]])  # a no-op
+                again = await aio.afeedback(ranking.recall_id, used=[ranking.ids[used]],  # a no-op
+                                             namespace=ns)
                 assert again.applied == () and set(again.already_recorded) == set(ranking.ids)
             explicit = await aio.afeedback(namespace="user0", query=QUERIES[0],
                                            shown=CANDIDATES[:2], used=["lisbon"], now=NOW,
@@ -252,7 +253,8 @@ def test_concurrent_areranks_and_afeedbacks_through_the_reranker(url, no_threads
         rankings = await asyncio.gather(*(
             rr.arerank(query, CANDIDATES, namespace=ns, k=3, now=NOW) for ns, query, _ in _session(60)))
         outcomes = await asyncio.gather(*(
-            rr.afeedback(r.recall_id, used=[r.ids[used]]) for r, (_, _, used) in zip(rankings, _session(60))))
+            rr.afeedback(r.recall_id, used=[r.ids[used]], namespace=ns)
+            for r, (ns, _, used) in zip(rankings, _session(60))))
         assert all(len(o.applied) == 3 for o in outcomes)
 
     try:

@@ -45,7 +45,7 @@ def test_the_same_feedback_twice_counts_once(rr):
     rr.feedback(ranking.recall_id, used=["lisbon"])
     links, stats, report = _evidence(rr), rr.stats(), rr.links("*")
     docs = rr.state.read_docs("maya", ranking.ids)
-    out = rr.feedback(ranking.recall_id, used=["lisbon"])
+    out = rr.feedback(ranking.recall_id, used=["lisbon"], namespace="maya")
     assert out.applied == () and set(out.already_recorded) == set(ranking.ids)
     assert _evidence(rr) == links and rr.stats() == stats
     again = rr.state.read_docs("maya", ranking.ids)
@@ -77,7 +77,7 @@ def test_an_impression_does_not_expire_after_a_few_later_recalls(rr):
     first = rr.rerank(QUERY, CANDS, namespace="maya", k=3, now=NOW)
     for t in range(1, 301):
         rr.rerank(QUERY, CANDS, namespace="maya" if t % 2 else "ben", k=3, now=NOW + t)
-    out = rr.feedback(first.recall_id, used=["lisbon"])
+    out = rr.feedback(first.recall_id, used=["lisbon"], namespace="maya")
     assert out.applied == tuple(first.ids)
     assert rr.state.read_docs("maya", ["lisbon"]).last_used[0] == NOW
 
@@ -140,7 +140,7 @@ def test_feedback_after_a_restart(tmp_path):
     with Reranker(f"sqlite:///{path}") as first:
         ranking = first.rerank(QUERY, CANDS, namespace="maya", k=3, now=NOW)
     with Reranker(f"sqlite:///{path}") as second:
-        out = second.feedback(ranking.recall_id, used=["lisbon"])
+        out = second.feedback(ranking.recall_id, used=["lisbon"], namespace="maya")
         assert out.applied == tuple(ranking.ids)
         assert second.state.read_docs("maya", ["lisbon"]).last_used[0] == NOW
         assert second.links("maya")
@@ -152,7 +152,7 @@ def test_feedback_from_another_process(tmp_path):
         ranking = rr.rerank(QUERY, CANDS, namespace="maya", k=3, now=NOW)
         code = ("import sys; from heaprank import Reranker, SQLiteState\n"
                 "with Reranker(SQLiteState(sys.argv[1])) as rr:\n"
-                "    print(len(rr.feedback(sys.argv[2], used=['lisbon']).applied))\n")
+                "    print(len(rr.feedback(sys.argv[2], used=['lisbon'], namespace='maya').applied))\n")
         done = subprocess.run([sys.executable, "-c", code, str(path), ranking.recall_id],
                               capture_output=True, text=True, timeout=60)
         assert done.returncode == 0, done.stderr

@@ -166,7 +166,7 @@ def test_feedback_updates_links_and_doc_stats(cands):
     rr = Reranker(config=Config(reject_discount="none"))
     ranking = rr.rerank(QUERY, cands, namespace="maya", k=3, now=NOW)
     assert "lisbon" in ranking.ids and "chat" not in ranking.ids
-    out = rr.feedback(ranking.recall_id, used=["lisbon"])
+    out = rr.feedback(ranking.recall_id, used=["lisbon"], namespace="maya")
     assert out.applied == tuple(ranking.ids) and out.already_recorded == ()
     ignored = [i for i in ranking.ids if i != "lisbon"]
     docs = rr.state.read_docs("maya", ["lisbon", *ignored, "chat"])
@@ -185,9 +185,10 @@ def test_feedback_updates_links_and_doc_stats(cands):
 
 def test_feedback_accepts_a_single_id_and_no_id(rr, cands):
     ranking = rr.rerank(QUERY, cands, k=2, now=NOW)
-    assert rr.feedback(ranking.recall_id, used=ranking.ids[0]).applied == tuple(ranking.ids)
+    assert rr.feedback(ranking.recall_id, used=ranking.ids[0],
+                       namespace="default").applied == tuple(ranking.ids)
     ranking = rr.rerank(QUERY, cands, k=2, now=NOW)
-    out = rr.feedback(ranking.recall_id)  # nothing used: every shown item is ignored
+    out = rr.feedback(ranking.recall_id, namespace="default")  # nothing used: all ignored
     assert out.applied == tuple(ranking.ids)
     assert rr.state.get_impression(ranking.recall_id).resolved == {i: False for i in ranking.ids}
 
@@ -209,9 +210,11 @@ def test_used_ids_from_a_generator_or_a_set_are_read_once(state, cands, tmp_path
     exhausted generator, and so changes nothing."""
     rr = Reranker(None if state == "memory" else f"sqlite:///{tmp_path}/s.db")
     ranking = rr.rerank(QUERY, cands, k=3, now=NOW)
-    first = rr.feedback(ranking.recall_id, used=(d for d in ranking.ids[:1]), now=NOW)
+    first = rr.feedback(ranking.recall_id, used=(d for d in ranking.ids[:1]), now=NOW,
+                        namespace="default")
     assert first.applied == tuple(ranking.ids)
-    again = rr.feedback(ranking.recall_id, used=(d for d in ranking.ids[:1]), now=NOW)
+    again = rr.feedback(ranking.recall_id, used=(d for d in ranking.ids[:1]), now=NOW,
+                        namespace="default")
     assert again.applied == () and again.already_recorded == tuple(ranking.ids)
     again = rr.feedback(ranking.recall_id, used={ranking.ids[0]}, now=NOW)
     assert again.applied == ()
@@ -226,7 +229,8 @@ def test_bad_used_ids_are_refused_on_the_lean_path_too(rr, cands):
                                  ("  ", InputError, "used: whitespace only")):
         with pytest.raises(error, match=message):
             rr.feedback(ranking.recall_id, used=used)  # type: ignore[arg-type]
-    assert rr.feedback(ranking.recall_id, used=ranking.ids[0]).applied == tuple(ranking.ids)
+    assert rr.feedback(ranking.recall_id, used=ranking.ids[0],
+                       namespace="default").applied == tuple(ranking.ids)
 
 
 def test_mark_used_and_mark_ignored(rr, cands):
@@ -237,7 +241,7 @@ def test_mark_used_and_mark_ignored(rr, cands):
     imp = rr.state.get_impression(ranking.recall_id)
     assert imp.resolved == {first: True, second: False}
     # The rest stays open; feedback later fills it in without double counting.
-    out = rr.feedback(ranking.recall_id, used=[first])
+    out = rr.feedback(ranking.recall_id, used=[first], namespace="maya")
     assert out.applied == (third,) and set(out.already_recorded) == {first, second}
     assert rr.state.read_docs("maya", [first]).use_count[0] == 1.0
     with pytest.raises(FeedbackError, match="already recorded as ignored"):
@@ -418,7 +422,7 @@ def test_arerank_and_afeedback(cands):
 
     async def flow():
         ranking = await rr.arerank(QUERY, cands, namespace="maya", k=2, now=NOW)
-        out = await rr.afeedback(ranking.recall_id, used=[ranking.ids[0]])
+        out = await rr.afeedback(ranking.recall_id, used=[ranking.ids[0]], namespace="maya")
         explicit = await rr.afeedback(namespace="maya", query=QUERY, shown=cands[:2],
                                       used=["seat"], now=NOW, feedback_id="f1")
         return ranking, out, explicit
@@ -438,7 +442,7 @@ def test_async_errors_propagate(cands):
 
     with pytest.raises(FeedbackError, match="unknown"):
         asyncio.run(bad())
-    with pytest.raises(InputError, match="k: must be >= 1"):
+    with pytest.raises(InputError, match="k: must be from 1 to 65535, got 0"):
         asyncio.run(rr.arerank(QUERY, cands, k=0))
 
 
@@ -492,7 +496,7 @@ def test_an_implausible_now_is_refused_by_every_entry_point(cands, bad):
         with pytest.raises(InputError, match="now"):
             call()
     assert rr.stats()["feedbacks"] == 0 and rr.stats()["impressions"] == 1
-    out = rr.feedback(ranking.recall_id, used=[ranking.ids[0]])  # still open, still usable
+    out = rr.feedback(ranking.recall_id, used=[ranking.ids[0]], namespace="maya")  # still open
     assert out.applied == tuple(ranking.ids)
 
 
@@ -529,7 +533,7 @@ def test_feedback_on_a_recall_of_this_reranker_reads_no_impression_back(tmp_path
 def test_a_kept_impression_never_outlives_its_recall_or_crosses_namespaces(tmp_path, cands):
     rr = Reranker(SQLiteState(tmp_path / "s.db"))
     ranking = rr.rerank(QUERY, cands, namespace="maya", k=3, now=NOW)
-    with pytest.raises(FeedbackError, match="is not a recall of namespace 'ben'$"):
+    with pytest.raises(FeedbackError, match="unknown"):
         rr.feedback(ranking.recall_id, used=[ranking.ids[0]], namespace="ben", now=NOW)
     rr.state.forget_namespace("maya")  # behind the reranker's back: the state is the judge
     with pytest.raises(FeedbackError, match="unknown"):

@@ -83,7 +83,8 @@ def test_close_is_idempotent_and_the_state_reconnects(tmp_path):
 def test_in_memory_database(tmp_path):
     with Reranker(SQLiteState(":memory:")) as rr:
         ranking = rr.rerank("When is the flight?", CANDS, k=2, now=NOW)
-        assert rr.feedback(ranking.recall_id, used=["a"]).applied == ("a", "b")
+        assert rr.feedback(ranking.recall_id, used=["a"], namespace="default").applied == \
+            ("a", "b")
 
 
 @pytest.mark.parametrize("kwargs, match", [
