@@ -1,8 +1,11 @@
 """The values learning and storage share: link counts, document stats, impressions and
 feedback.
 
-Both :mod:`heaprank.learning` and :mod:`heaprank.state` import these records and nothing else
-of each other's, so neither layer depends on the other's modules.
+Both :mod:`heaprank.learning` and :mod:`heaprank.state` import these records, so no module of
+either needs the other's for its values: learning's stages reach the state through its
+interface (:mod:`heaprank.state.capabilities`, :mod:`heaprank.state.requests`), and the
+in-process backends borrow only the Beta link math (:mod:`heaprank.learning.links`), which
+imports nothing of the state.
 """
 
 from __future__ import annotations

@@ -61,9 +61,9 @@ def named_only(outcome: FeedbackOutcome, namespace: str | None,
     it named itself (the recall's other shown ids are its namespace's to know)."""
     if namespace is not None:
         return outcome
-    names = set(named)
-    return FeedbackOutcome(outcome.recall_id, tuple(d for d in outcome.applied if d in names),
-                           tuple(d for d in outcome.already_recorded if d in names))
+    keep = set(named).__contains__
+    return FeedbackOutcome(outcome.recall_id, tuple(filter(keep, outcome.applied)),
+                           tuple(filter(keep, outcome.already_recorded)))
 
 
 class FeedbackStage:
