@@ -71,7 +71,7 @@ class MemoryState:
         self._fed: dict[str, tuple[Namespace, bytes]] = {}  # in order of first feedback
         self._explicit: dict[tuple[str, str], str] = {}  # (namespace, feedback id) -> recall id
         self._puts = 0
-        self._feedbacks = 0
+        self._feedbacks: dict[str, int] = {}  # feedbacks applied, by namespace
         # What the latest impressions showed, as written: feedback follows a rerank closely,
         # and reads them without decoding (bounded; dropped at feedback and when forgotten).
         self._shown: dict[str, _Shown] = {}
@@ -241,7 +241,7 @@ class MemoryState:
                 self._open.pop(batch.recall_id, None)
                 self._shown.pop(batch.recall_id, None)
                 self._fed[batch.recall_id] = (ns, body)
-                self._feedbacks += 1
+                self._feedbacks[ns.name] = self._feedbacks.get(ns.name, 0) + 1
         return FeedbackOutcome(batch.recall_id, tuple(i.id for i in todo), tuple(done))
 
     def apply_used(self, request: UsedFeedback) -> FeedbackOutcome | None:
@@ -280,7 +280,7 @@ class MemoryState:
             del self._open[recall_id]
             del self._shown[recall_id]
             self._fed[recall_id] = (ns, codec.with_verdicts(body, verdicts))
-            self._feedbacks += 1
+            self._feedbacks[ns.name] = self._feedbacks.get(ns.name, 0) + 1
         return FeedbackOutcome(recall_id, ids, ())
 
     # ------------------------------------------------------------------ audit
@@ -302,6 +302,7 @@ class MemoryState:
                     del table[rid]
                     self._shown.pop(rid, None)
             self._explicit = {k: r for k, r in self._explicit.items() if k[0] != namespace}
+            self._feedbacks.pop(namespace, None)
 
     def stats(self) -> dict[str, int]:
         with self._lock:
@@ -311,7 +312,7 @@ class MemoryState:
                 "global_links": int((self._links.gns > 0).sum()),
                 "documents": sum(len(ns.docs) for ns in self._links.ns.values()),
                 "impressions": len(self._open) + len(self._fed),
-                "feedbacks": self._feedbacks,
+                "feedbacks": sum(self._feedbacks.values()),
             }
 
     def close(self) -> None:

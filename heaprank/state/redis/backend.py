@@ -286,7 +286,8 @@ class RedisState(RedisClientBase):
             bodies = self._scan(pattern)
             self.client.delete(redis_assoc.key(self.layout, namespace))  # co-use edges, first
             keys: list[str | bytes] = [self.layout.key(tag, k, namespace) for k in ("l", "d", "x")]
-            keys += [self.layout.key(tag, "g"), self.layout.key(tag, "n"), self.layout.key(tag, "f"), *bodies]
+            keys += [self.layout.key(tag, kind) for kind in ("g", "n", "f", "c", "cn")]
+            keys += bodies
             gone = self._send(redis_ops.Script("FORGET", keys, [namespace, "1" if scrub_global else "0"]))
             if bodies:
                 pipe = self.client.pipeline(transaction=False)

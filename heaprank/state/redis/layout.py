@@ -12,6 +12,7 @@ Key layout (``P`` the prefix, ``t`` the hash tag of global shard ``s = crc32(ns)
     P:{t}:n               set   the namespaces of shard s with evidence
     P:{t}:f               zset  impressions of shard s that received feedback, by age
     P:{t}:c               string  feedbacks applied in shard s
+    P:{t}:cn              hash  namespace -> its feedbacks in c (taken off c when forgotten)
     P:r:{<rid>}           string  "<t>:<ns>": which namespace holds a recall id (TTL as its body)
     P:meta                string  N, so processes with another N are refused
 

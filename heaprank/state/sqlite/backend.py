@@ -17,6 +17,7 @@ import os
 import sqlite3
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
@@ -43,6 +44,8 @@ _PRUNE_EVERY = 256
 logger = logging.getLogger("heaprank")
 _LOG_PAGE = 512
 _SYNC_LEVELS = ("OFF", "NORMAL", "FULL", "EXTRA")
+_COUNT_NAMESPACE_FEEDBACKS = ("INSERT INTO meta VALUES (?1, CAST(?2 AS TEXT)) ON CONFLICT (key) "
+                              "DO UPDATE SET value = CAST(value AS INTEGER) + ?2")
 
 class SQLiteState:
     """Learned state in one SQLite file (``":memory:"`` for a private in-memory database).
@@ -321,11 +324,11 @@ class SQLiteState:
     def apply_feedback(self, batch: FeedbackBatch, credit: CreditFn) -> FeedbackOutcome:
         with self._write() as conn:
             self._link_writes += 1
-            writes = TransactionWrites(conn)
-            outcome = self._feedback(conn, batch, credit, writes)
+            writes, applied = TransactionWrites(conn), Counter[int]()
+            outcome = self._feedback(conn, batch, credit, writes, applied)
             writes.commit_feedback()
             writes.write()
-            self._count_feedbacks(conn, 1 if outcome.applied else 0)
+            self._count_feedbacks(conn, applied)
             return outcome
 
     def apply_feedback_many(self, batches: Sequence[FeedbackBatch],
@@ -340,11 +343,11 @@ class SQLiteState:
         out: list[FeedbackOutcome | FeedbackError] = []
         with self._write() as conn:
             self._link_writes += 1
-            writes = TransactionWrites(conn)
+            writes, applied = TransactionWrites(conn), Counter[int]()
             for batch in batches:
                 conn.execute("SAVEPOINT one_feedback")
                 try:
-                    out.append(self._feedback(conn, batch, credit, writes))
+                    out.append(self._feedback(conn, batch, credit, writes, applied))
                 except FeedbackError as exc:
                     conn.execute("ROLLBACK TO one_feedback")
                     writes.drop_feedback()
@@ -353,20 +356,23 @@ class SQLiteState:
                     writes.commit_feedback()
                 conn.execute("RELEASE one_feedback")
             writes.write()
-            self._count_feedbacks(conn, sum(1 for o in out
-                                            if isinstance(o, FeedbackOutcome) and o.applied))
+            self._count_feedbacks(conn, applied)
         return out
 
     @staticmethod
-    def _count_feedbacks(conn: sqlite3.Connection, applied: int) -> None:
-        """Count the feedbacks a transaction applied, once at its end (one row rewritten per
-        transaction, not per feedback)."""
+    def _count_feedbacks(conn: sqlite3.Connection, applied: Counter[int]) -> None:
+        """Count the feedbacks a transaction applied, once at its end: the total
+        (``meta.feedbacks``) and each namespace's own (``meta.feedbacks:<namespace id>``, taken
+        off the total when the namespace is forgotten); one row per namespace rewritten per
+        transaction, not per feedback."""
         if applied:
             conn.execute("UPDATE meta SET value = CAST(value AS INTEGER) + ? "
-                         "WHERE key = 'feedbacks'", (applied,))
+                         "WHERE key = 'feedbacks'", (sum(applied.values()),))
+            conn.executemany(_COUNT_NAMESPACE_FEEDBACKS,
+                             [(f"feedbacks:{ns}", n) for ns, n in applied.items()])
 
     def _feedback(self, conn: sqlite3.Connection, batch: FeedbackBatch, credit: CreditFn,
-                  writes: TransactionWrites) -> FeedbackOutcome:
+                  writes: TransactionWrites, applied: Counter[int]) -> FeedbackOutcome:
         key = recall_key(batch.recall_id)
         row = None if key is None else conn.execute(
             "SELECT i.ns, i.body FROM impressions i JOIN namespaces n ON n.id = i.ns "
@@ -384,6 +390,7 @@ class SQLiteState:
                 co_use(conn, ns, batch, verdicts, todo)
             body = codec.with_verdicts(body, new_verdicts(verdicts, len(verdicts), todo))
             conn.execute("UPDATE impressions SET fed = 1, body = ? WHERE key = ?", (body, key))
+            applied[ns] += 1
         return FeedbackOutcome(batch.recall_id, tuple(i.id for i in todo), tuple(done))
 
     # ------------------------------------------------------------------ audit
@@ -418,6 +425,12 @@ class SQLiteState:
                          f"(SELECT fid, pos, neg FROM links WHERE ns = ?) AS l "
                          f"WHERE features.id = l.fid", (ns,))
             conn.execute("DELETE FROM features WHERE nscount <= 0")
+            # its feedbacks leave the total (a file written before they were counted per
+            # namespace has no row of them: nothing to take off)
+            conn.execute("UPDATE meta SET value = MAX(CAST(value AS INTEGER) - IFNULL((SELECT "
+                         "CAST(value AS INTEGER) FROM meta WHERE key = ?1), 0), 0) "
+                         "WHERE key = 'feedbacks'", (f"feedbacks:{ns}",))
+            conn.execute("DELETE FROM meta WHERE key = ?", (f"feedbacks:{ns}",))
             for table in ("links", "docs", "impressions", "feedback_ids", "edges"):
                 conn.execute(f"DELETE FROM {table} WHERE ns = ?", (ns,))
             conn.execute("DELETE FROM namespaces WHERE id = ?", (ns,))
