@@ -316,8 +316,11 @@ class RedisState(RedisClientBase):
                 pipe.hlen(self.layout.key(tag, "d", ns))
             for t in self.layout.tags:
                 pipe.get(self.layout.key(t, "c"))
+            for t in self.layout.tags:
+                pipe.zcard(self.layout.key(t, "f"))
             replies = pipe.execute()
             counts = replies[:2 * len(names)]
+            fed = sum(replies[2 * len(names) + len(self.layout.tags):])
             impressions = len(self._scan(self.layout.every_body()))
             return {
                 "namespaces": len(names),
@@ -325,7 +328,10 @@ class RedisState(RedisClientBase):
                 "global_links": len(self.list_links(None)[0]),
                 "documents": sum(counts[1::2]),
                 "impressions": impressions,
-                "feedbacks": sum(int(c or 0) for c in replies[2 * len(names):]),
+                "feedbacks": sum(int(c or 0) for c in
+                                 replies[2 * len(names):2 * len(names) + len(self.layout.tags)]),
+                # (no cap: each expires on its own after impression_ttl_s)
+                "open_impressions": max(impressions - fed, 0),
             }
         return self._call("stats", run, idempotent=True)
 

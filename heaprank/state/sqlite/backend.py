@@ -57,6 +57,10 @@ class SQLiteState:
         busy_timeout_s: How long a writer waits for another process's transaction.
         max_impressions: How many impressions with feedback to keep (oldest pruned first).
         impression_ttl_s: Impressions without feedback expire after this long (wall clock).
+        max_open_impressions: How many impressions without feedback to keep (oldest pruned
+            first), so tracked reranks that never get feedback cannot fill the disk within
+            one ``impression_ttl_s``. Both bounds are applied every few hundred writes
+            (:meth:`prune`); ``stats()`` shows ``open_impressions`` and this cap.
         synchronous: ``PRAGMA synchronous`` of feedback commits; ``FULL`` survives power loss.
 
     Raises:
@@ -66,10 +70,12 @@ class SQLiteState:
 
     def __init__(self, path: str | os.PathLike[str], *, read_only: bool = False,
                  busy_timeout_s: float = 30.0, max_impressions: int = 100_000,
-                 impression_ttl_s: float = DAY_S, synchronous: str = "FULL") -> None:
-        if isinstance(max_impressions, bool) or not isinstance(max_impressions, int) \
-                or max_impressions < 1:
-            raise ValueError("max_impressions: must be an int >= 1")
+                 impression_ttl_s: float = DAY_S, synchronous: str = "FULL",
+                 max_open_impressions: int = 100_000) -> None:
+        for name, value in (("max_impressions", max_impressions),
+                            ("max_open_impressions", max_open_impressions)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name}: must be an int >= 1")
         if not (isinstance(impression_ttl_s, (int, float)) and impression_ttl_s > 0):
             raise ValueError("impression_ttl_s: must be > 0")
         if not isinstance(synchronous, str) or synchronous.upper() not in _SYNC_LEVELS:
@@ -79,6 +85,7 @@ class SQLiteState:
         self.read_only = read_only
         self.busy_timeout_s = busy_timeout_s
         self.max_impressions = max_impressions
+        self.max_open_impressions = max_open_impressions
         self.impression_ttl_s = float(impression_ttl_s)
         self.synchronous = synchronous.upper()
         self._lock = threading.RLock()
@@ -278,10 +285,11 @@ class SQLiteState:
     def _prune(self, conn: sqlite3.Connection) -> None:
         cutoff = int((time.time() - self.impression_ttl_s) * 1000) << 20
         conn.execute("DELETE FROM impressions WHERE key < ? AND fed = 0", (cutoff,))
-        row = conn.execute("SELECT key FROM impressions WHERE fed = 1 ORDER BY key DESC "
-                           "LIMIT 1 OFFSET ?", (self.max_impressions,)).fetchone()
-        if row is not None:
-            conn.execute("DELETE FROM impressions WHERE fed = 1 AND key <= ?", (row[0],))
+        for fed, cap in ((1, self.max_impressions), (0, self.max_open_impressions)):
+            row = conn.execute("SELECT key FROM impressions WHERE fed = ? ORDER BY key DESC "
+                               "LIMIT 1 OFFSET ?", (fed, cap)).fetchone()
+            if row is not None:
+                conn.execute("DELETE FROM impressions WHERE fed = ? AND key <= ?", (fed, row[0]))
         conn.execute("DELETE FROM feedback_ids WHERE key NOT IN (SELECT key FROM impressions)")
 
     def prune(self) -> None:
@@ -448,7 +456,7 @@ class SQLiteState:
 
     def stats(self) -> dict[str, int]:
         with self._read() as conn:
-            return counts_of(conn)
+            return {**counts_of(conn), "max_open_impressions": self.max_open_impressions}
 
     def integrity_check(self) -> str:
         """SQLite's ``PRAGMA integrity_check`` answer (``"ok"`` when the file is sound)."""

@@ -51,7 +51,7 @@ def doc_stats(conn: sqlite3.Connection, namespace: str, ids: Sequence[str]) -> D
 
 def counts_of(conn: sqlite3.Connection) -> dict[str, int]:
     """What ``stats()`` reports: namespaces, links, pooled links, documents, impressions,
-    feedbacks."""
+    feedbacks, impressions without feedback."""
     def one(sql: str) -> int:
         value = conn.execute(sql).fetchone()[0]
         try:
@@ -66,4 +66,5 @@ def counts_of(conn: sqlite3.Connection) -> dict[str, int]:
         "documents": one("SELECT COUNT(*) FROM docs"),
         "impressions": one("SELECT COUNT(*) FROM impressions"),
         "feedbacks": one("SELECT value FROM meta WHERE key = 'feedbacks'"),
+        "open_impressions": one("SELECT COUNT(*) FROM impressions WHERE fed = 0"),
     }
