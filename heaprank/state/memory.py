@@ -339,7 +339,7 @@ class MemoryState:
                 # every namespace object held: with links or documents, or only impressions
                 "namespaces": len(self._links.ns),
                 "links": sum(len(ns.fids) for ns in self._links.ns.values()),
-                "global_links": int((self._links.gns > 0).sum()),
+                "global_links": int(((self._links.gns > 0) & ~self._links.own).sum()),
                 "documents": sum(len(ns.docs) for ns in self._links.ns.values()),
                 "impressions": len(self._open) + len(self._fed),
                 "feedbacks": sum(self._feedbacks.values()),

@@ -46,7 +46,7 @@ from ...records import (
     recall_key,
 )
 from .. import codec
-from ..base import CreditFn
+from ..base import OWN_PREFIX, CreditFn
 from ..edges import EdgeRows
 from . import edges as redis_assoc
 from . import ops as redis_ops
@@ -286,7 +286,7 @@ class RedisState(RedisClientBase):
             bodies = self._scan(pattern)
             self.client.delete(redis_assoc.key(self.layout, namespace))  # co-use edges, first
             keys: list[str | bytes] = [self.layout.key(tag, k, namespace) for k in ("l", "d", "x")]
-            keys += [self.layout.key(tag, kind) for kind in ("g", "n", "f", "c", "cn")]
+            keys += [self.layout.key(tag, kind) for kind in ("g", "n", "f", "c")]
             keys += bodies
             gone = self._send(redis_ops.Script("FORGET", keys, [namespace, "1" if scrub_global else "0"]))
             if bodies:
@@ -314,22 +314,22 @@ class RedisState(RedisClientBase):
                 tag = self.layout.tag(ns)
                 pipe.hlen(self.layout.key(tag, "l", ns))
                 pipe.hlen(self.layout.key(tag, "d", ns))
+                pipe.hexists(self.layout.key(tag, "d", ns), "")  # its feedback count
             for t in self.layout.tags:
                 pipe.get(self.layout.key(t, "c"))
             for t in self.layout.tags:
                 pipe.zcard(self.layout.key(t, "f"))
             replies = pipe.execute()
-            counts = replies[:2 * len(names)]
-            fed = sum(replies[2 * len(names) + len(self.layout.tags):])
+            counts, at = replies[:3 * len(names)], 3 * len(names)
+            fed = sum(replies[at + len(self.layout.tags):])
             impressions = len(self._scan(self.layout.every_body()))
             return {
                 "namespaces": len(names),
-                "links": sum(counts[0::2]),
+                "links": sum(counts[0::3]),
                 "global_links": len(self.list_links(None)[0]),
-                "documents": sum(counts[1::2]),
+                "documents": sum(counts[1::3]) - sum(map(bool, counts[2::3])),
                 "impressions": impressions,
-                "feedbacks": sum(int(c or 0) for c in
-                                 replies[2 * len(names):2 * len(names) + len(self.layout.tags)]),
+                "feedbacks": sum(int(c or 0) for c in replies[at:at + len(self.layout.tags)]),
                 # (no cap: each expires on its own after impression_ttl_s)
                 "open_impressions": max(impressions - fed, 0),
             }
@@ -346,7 +346,8 @@ class RedisState(RedisClientBase):
                 encoding = self.client.object("encoding", key) or b""
                 label = "" if name == "links" else "doc_"
                 out[f"{label}bytes"] = int(self.client.memory_usage(key, samples=0) or 0)
-                out[name] = int(self.client.hlen(key))
+                out[name] = int(self.client.hlen(key)) - (
+                    name == "documents" and bool(self.client.hexists(key, "")))
                 out[f"{label}encoding"] = encoding.decode() if isinstance(encoding, bytes) \
                     else str(encoding)
             return out
@@ -367,7 +368,8 @@ class RedisState(RedisClientBase):
         """``(id, last_used, use_count)`` of each used document of ``namespace``."""
         rows = self._call("iter_docs", lambda: self.client.hgetall(
             self.layout.ns_key("d", namespace)), idempotent=True)
-        return [(i.decode("utf-8"), *map(float, unpack([v], 2)[0])) for i, v in sorted(rows.items())]
+        return [(i.decode("utf-8"), *map(float, unpack([v], 2)[0])) for i, v in sorted(rows.items())
+                if i]  # (the field "" counts the namespace's feedbacks)
 
     def iter_impressions(self) -> list[tuple[str, str, bytes]]:
         """``(recall_id, namespace, codec bytes)`` of every live impression."""
@@ -395,6 +397,8 @@ class RedisState(RedisClientBase):
         for ns, (features, pos, neg) in sorted(dump.links.items()):
             sums = shard_sums[self.layout.tag(ns)]
             for f, p, n in zip(features, pos.tolist(), neg.tolist()):
+                if f.startswith(OWN_PREFIX):  # a document's feature stays its namespace's
+                    continue
                 row = sums.setdefault(f, [0.0, 0.0, 0.0])
                 row[0] += p
                 row[1] += n

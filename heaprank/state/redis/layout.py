@@ -4,7 +4,8 @@ the options a Redis URL may carry. Shared by the sync and the async client; no I
 Key layout (``P`` the prefix, ``t`` the hash tag of global shard ``s = crc32(ns) mod N``)::
 
     P:{t}:l:<ns>          hash  feature -> <dd> pos, neg          (a namespace's links)
-    P:{t}:d:<ns>          hash  doc id -> <dd> last used, uses    (used documents only)
+    P:{t}:d:<ns>          hash  doc id -> <dd> last used, uses    (used documents only;
+                                "" -> the namespace's feedbacks, counted in c)
     P:{t}:x:<ns>          hash  explicit feedback id -> recall id (expires with its newest)
     P:{t}:i:<ns>:<rid>    string  the codec bytes of an impression (TTL until its first feedback)
     P:{t}:a:<ns>          hash  doc id -> its co-use edges ("" -> their count; redis_assoc.py)
@@ -12,7 +13,6 @@ Key layout (``P`` the prefix, ``t`` the hash tag of global shard ``s = crc32(ns)
     P:{t}:n               set   the namespaces of shard s with evidence
     P:{t}:f               zset  impressions of shard s that received feedback, by age
     P:{t}:c               string  feedbacks applied in shard s
-    P:{t}:cn              hash  namespace -> its feedbacks in c (taken off c when forgotten)
     P:r:{<rid>}           string  "<t>:<ns>": which namespace holds a recall id (TTL as its body)
     P:meta                string  N, so processes with another N are refused
 

@@ -239,7 +239,7 @@ def feedback(layout: KeyLayout, cluster: bool, batch: FeedbackBatch) -> Op:
     features = sorted({f for item in batch.items for f in item.features})
     index = {f: j for j, f in enumerate(features, start=1)}
     keys = [layout.body_key(ns, rid), layout.key(tag, "l", ns), layout.key(tag, "d", ns),
-            *(layout.key(tag, kind) for kind in ("g", "n", "f", "c", "cn"))]
+            *(layout.key(tag, kind) for kind in ("g", "n", "f", "c"))]
     others = [k for t, k in zip(layout.tags, layout.shard_keys("g")) if t != tag]
     if not cluster:
         keys += [layout.pointer_key(rid), *others]

@@ -33,7 +33,7 @@ from .connection import open_connection
 from .doc_cache import DocCache
 from .edges import READ_EDGES, adjacency, co_use
 from .failures import state_error
-from .reads import LIVE, NS_ID, counts_of, doc_stats, link_counts
+from .reads import LIVE, NS_ID, POOLED, counts_of, doc_stats, link_counts
 from .transfer import import_dump
 from .writes import TransactionWrites, json_array
 
@@ -406,8 +406,8 @@ class SQLiteState:
     def list_links(self, namespace: str | None) -> tuple[list[str], np.ndarray, np.ndarray]:
         with self._read() as conn:
             if namespace is None:
-                data = conn.execute("SELECT name, pos, neg FROM features WHERE nscount > 0 "
-                                    "ORDER BY name").fetchall()
+                data = conn.execute(f"SELECT name, pos, neg FROM features WHERE {POOLED} "
+                                    f"ORDER BY name").fetchall()
             else:
                 data = conn.execute(f"SELECT f.name, l.pos, l.neg FROM links l JOIN features f "
                                     f"ON f.id = l.fid WHERE l.ns = {NS_ID} ORDER BY f.name",
