@@ -84,8 +84,10 @@ def memory_options(url: str) -> dict[str, Any]:
     return _url_options(url, _MEMORY_OPTIONS)
 
 
-def open_state(state: str | StateBackend | None) -> StateBackend:
-    """A backend from a URL, an existing backend, or ``None`` (in memory)."""
+def open_state(state: str | StateBackend | None, *, strict: bool = False) -> StateBackend:
+    """A backend from a URL, an existing backend, or ``None`` (in memory). With ``strict`` a
+    Redis server that cannot be reached raises StateUnavailableError here; without it the
+    state opens anyway and its first call checks again (see ``RedisState``)."""
     if state is None:
         return MemoryState()
     if not isinstance(state, str):
@@ -112,7 +114,7 @@ def open_state(state: str | StateBackend | None) -> StateBackend:
 
         url, options = redis_options(state)
         try:
-            return RedisState(url, **options)
+            return RedisState(url, strict=strict, **options)
         except ValueError as exc:
             if isinstance(exc, ConfigError):
                 raise

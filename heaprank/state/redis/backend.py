@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
+import logging
 import threading
 import time
 import weakref
@@ -35,7 +36,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 
 from ..._flow import drive
-from ...errors import FeedbackError
+from ...errors import FeedbackError, StateUnavailableError
 from ...records import (
     DocStats,
     FeedbackBatch,
@@ -65,6 +66,7 @@ __all__ = ["URL_OPTIONS", "RedisState", "key_slot", "redis_options", "shard_tags
 #: Impressions the feedback log reads per round trip.
 _LOG_PAGE = 512
 T = TypeVar("T")
+logger = logging.getLogger("heaprank")
 
 
 class RedisState(RedisClientBase):
@@ -84,25 +86,56 @@ class RedisState(RedisClientBase):
         global_cache_ttl_s: Keep pooled counts read by a rerank this long in this process (0: off).
         max_impressions: Impressions that received feedback to keep (oldest dropped by prune).
         impression_ttl_s: Impressions without feedback expire after this long.
+        read_only: Open without writing (``?mode=ro``; the CLI's reading commands): a prefix
+            without a state is then a StateError ("no heaprank state at ..."), never created,
+            and every write raises StateReadOnlyError.
+        strict: Raise StateUnavailableError here when the server cannot be reached. Without
+            it (the default, as ``Reranker(strict=False)`` opens it) a worker can start
+            during an outage: the layout check and the scripts wait for the first call,
+            which fails like any call during an outage while the server is down (a rerank
+            then ranks untracked, flagged in EXPLAIN). A Cluster client needs a node at
+            construction either way.
     """
 
-    def __init__(self, url: str | None = None, *, client: Any = None,
+    def __init__(self, url: str | None = None, *, client: Any = None, strict: bool = False,
                  **options: Unpack[RedisOptions]) -> None:
         self._setup(url, client, connect, options)
         self._async: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncRedisState] = \
             weakref.WeakKeyDictionary()
         self._async_lock = threading.Lock()  # loops on several threads may ask at once
-        self._run("open", lambda: redis_ops.check_layout(self.layout, "RedisState"), idempotent=True)
-        # Loaded up front on every primary: redis-py leaks a connection when a cluster answers
-        # NOSCRIPT, so that answer is kept for a server that restarted since.
-        self._call("load scripts", lambda: [self.client.script_load(s) for s in SCRIPTS.values()],
-                   idempotent=True)
+        self._ready = False
+        try:
+            self._open()
+        except StateUnavailableError as exc:
+            if strict:
+                raise
+            logger.warning("heaprank: Redis state %s unreachable at start-up, opened without "
+                           "it (the first call checks again): %s", self.where(), exc)
 
     # ------------------------------------------------------------ connection
 
+    def _open(self) -> None:
+        """Check the key layout (read-only: that a state is there) and load the scripts."""
+        check = redis_ops.check_layout(self.layout, "RedisState",
+                                       self.where() if self.read_only else None)
+        self._attempt("open", lambda: drive(check, self._send), idempotent=True)
+        # Loaded up front on every primary: redis-py leaks a connection when a cluster answers
+        # NOSCRIPT, so that answer is kept for a server that restarted since.
+        self._attempt("load scripts", lambda: [self.client.script_load(s) for s in SCRIPTS.values()],
+                      idempotent=True)
+        self._ready = True
+
     def _call(self, what: str, fn: Callable[[], T], *, idempotent: bool) -> T:
-        """Run ``fn``; map every Redis error to StateUnavailableError, retrying idempotent
-        calls after connection errors and timeouts with exponential backoff."""
+        """Run ``fn`` (opened first when the server was down at start-up, so an outage then
+        fails this call like any later outage); map every Redis error to
+        StateUnavailableError, retrying idempotent calls after connection errors and timeouts
+        with exponential backoff."""
+        self.refuse_writes(what)
+        if not self._ready:
+            self._open()
+        return self._attempt(what, fn, idempotent=idempotent)
+
+    def _attempt(self, what: str, fn: Callable[[], T], *, idempotent: bool) -> T:
         for attempt in itertools.count():
             try:
                 return fn()
@@ -132,6 +165,7 @@ class RedisState(RedisClientBase):
             twin = self._async.get(loop)
             if twin is None:
                 twin = AsyncRedisState(self.url, _cache=self.cache, **self.settings.options())
+                twin.checked = self._ready  # (else it checks the layout itself, first)
                 self._async[loop] = twin
         return twin
 
