@@ -8,6 +8,7 @@ Each returns the value it checked (so callers write ``ns = check_namespace(ns)``
 from __future__ import annotations
 
 import re
+import unicodedata
 
 import numpy as np
 
@@ -28,6 +29,13 @@ MAX_K = 65_535
 #: C0 and C1 control characters (including NUL, newline, tab and DEL): invisible in logs and CLI
 #: output, so a namespace holding one could pass for another.
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+
+#: Unicode categories a namespace may not hold besides those: other control (Cc), format
+#: (Cf: zero-width spaces and joiners, direction overrides, the byte order mark, tags),
+#: surrogate (Cs), private use (Co), unassigned (Cn), line and paragraph separators (Zl, Zp).
+#: Each is invisible or unreliable in a log or a terminal, so ``"a\u200b"`` could pass for
+#: ``"a"``.
+_INVISIBLE = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
 
 _PREVIEW_CHARS = 60
 
@@ -101,7 +109,8 @@ def check_namespace(value: object) -> str:
     Raises:
         InputTypeError: not a ``str``.
         InputError: empty, whitespace only, ``"*"`` (reserved for "every namespace"), too long,
-            a lone surrogate, or a control character.
+            a lone surrogate, a control character, or any character of the categories of
+            :data:`_INVISIBLE` (a zero-width space, a private-use or unassigned code point...).
     """
     if not isinstance(value, str):
         raise InputTypeError(f"namespace: expected str, got {type(value).__name__}")
@@ -119,6 +128,12 @@ def check_namespace(value: object) -> str:
     if control is not None:
         raise InputError(f"namespace: control character {control.group()!r} at index "
                          f"{control.start()}")
+    if not value.isascii():  # (ASCII holds no such character but the controls checked above)
+        for at, char in enumerate(value):
+            category = unicodedata.category(char)
+            if category in _INVISIBLE:
+                raise InputError(f"namespace: invisible or unassigned character {char!r} "
+                                 f"(U+{ord(char):04X}, category {category}) at index {at}")
     return value
 
 

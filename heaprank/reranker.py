@@ -89,7 +89,7 @@ class Reranker:
         if config.recency_kernel == "ebbinghaus" or config.drop_forgotten:
             ret.resolve_policy(config.retention_policy)  # a bad policy file fails here
         self._config = config
-        self.state: StateBackend = open_state(state)
+        self.state: StateBackend = open_state(state, strict=self.strict)
         self._assemble(FeatureSpace(max_bytes=feature_cache_bytes,
                                     prefix_chars=config.feature_prefix_chars))
 
@@ -396,7 +396,7 @@ class Reranker:
     def with_state(self, state: str | StateBackend) -> Reranker:
         """The same reranker (config, rules, classifier, feature cache) on another state: for
         example a read-only or leave-one-namespace-out view of this one's, for evaluation."""
-        return self._clone(open_state(state), self._config)
+        return self._clone(open_state(state, strict=self.strict), self._config)
 
     def _clone(self, state: StateBackend, config: Config) -> Reranker:
         clone = Reranker(state, config=config, rules=self.rules, question_classifier=self.classify,

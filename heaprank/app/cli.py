@@ -16,7 +16,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
-from urllib.parse import parse_qsl
+from urllib.parse import parse_qsl, urlsplit
 
 from .._time import DAY_S
 from .._version import __version__
@@ -27,6 +27,7 @@ from .options import FEATURES, known_namespace, number, whole_number
 DEFAULT_STATE = "sqlite:///heaprank.db"
 DEFAULT_CONFIG = "heaprank-config.json"
 MEMORY_STATE = "memory://"
+_REDIS_SCHEMES = ("redis", "rediss", "unix", "redis+cluster")
 
 
 class UsageError(Exception):
@@ -73,6 +74,13 @@ def _existing_state(url: str) -> str:
                              "the state and opens it read-only; drop mode= (or use mode=ro)")
         if not mode:
             url += ("&" if "?" in url else "?") + "mode=ro"
+    elif url.split(":", 1)[0] in _REDIS_SCHEMES:  # read-only: a missing state is not created
+        mode = [v for k, v in parse_qsl(urlsplit(url).query) if k == "mode"]
+        if mode and mode != ["ro"]:
+            raise UsageError(f"--state: mode={mode[-1]} in {url!r}, but this command only reads "
+                             "the state and opens it read-only; drop mode= (or use mode=ro)")
+        if not mode:
+            url += ("&" if urlsplit(url).query else ("" if url.endswith("?") else "?")) + "mode=ro"
     return url
 
 

@@ -3,6 +3,7 @@ what a retention policy would forget (a preview: nothing is deleted)."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -13,10 +14,40 @@ from ..config import Config
 from ..errors import StateError
 from ..scoring import signals as sig
 from ..scoring.candidates import CandidateLike, coerce_candidates
+from ..scoring.features import FIXED_SLOTS
+from ..scoring.query import QUESTION_TYPES
 from ..state.base import StateBackend
 from ..state.capabilities import DocLister
 from . import links as linkmath
 from . import retention as ret
+
+#: The feature names that hold no caller data: the slot codebook and its crossings with every
+#: question type. The pooled listing shows these as they are, every other name as a digest.
+CODEBOOK = frozenset(FIXED_SLOTS + tuple(f"qt:{q}&{slot}" for q in QUESTION_TYPES
+                                         for slot in FIXED_SLOTS))
+#: The slot names heaprank itself writes before a slot's value (``kind:``, ``tag:``...): kept
+#: in a digest, so a withheld name still says what kind of slot it is.
+_SLOT_HEADS = frozenset({"kind", "source", "len", "date", "num", "ent", "q", "qsrc", "qent",
+                         "prev", "next", "person", "tag", "doc"})
+_QT_HEADS = frozenset(f"qt:{q}&" for q in QUESTION_TYPES)
+DIGEST_CHARS = 16
+
+
+def pooled_name(feature: str) -> str:
+    """How the pooled listing shows ``feature``: a codebook name as it is; any other (it holds
+    a caller's value: a kind, source or tag outside the codebook, a document id) as its slot
+    and the first :data:`DIGEST_CHARS` hex digits of the SHA-256 of the whole name, e.g.
+    ``source:#3f2a...``: the same name always maps to the same digest, unreadable."""
+    if feature in CODEBOOK:
+        return feature
+    digest = hashlib.sha256(feature.encode("utf-8", "surrogatepass")).hexdigest()[:DIGEST_CHARS]
+    rest, head = feature, ""
+    amp = feature.find("&")
+    if amp > 0 and feature[:amp + 1] in _QT_HEADS:
+        head, rest = feature[:amp + 1], feature[amp + 1:]
+    slot = rest.split(":", 1)[0]
+    return f"{head}{slot}:#{digest}" if slot in _SLOT_HEADS and ":" in rest \
+        else f"{head}#{digest}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,9 +66,12 @@ class Link:
 def links_of(state: StateBackend, namespace: str | None, prior: linkmath.Prior, *,
              min_n: float, level: float) -> list[Link]:
     """Every link of ``namespace`` (None: the pooled layer) with at least ``min_n`` evidence,
-    strongest first; a namespace's links borrow the pooled prior as its reranks do."""
+    strongest first; a namespace's links borrow the pooled prior as its reranks do. The pooled
+    layer shows each name that holds a caller's value as a digest (:func:`pooled_name`): it is
+    every tenant's view, so no tenant's strings are in it."""
     features, pos, neg = state.list_links(namespace)
     if namespace is None:
+        features = [pooled_name(f) for f in features]
         alpha, beta = linkmath.global_posterior(pos, neg, prior)
     else:
         alpha, beta = linkmath.posterior(state.read_links(namespace, features), prior)

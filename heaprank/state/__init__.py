@@ -2,7 +2,9 @@
 ``redis://host:port/db`` (``rediss://``, ``unix://``) and ``redis+cluster://host:port``.
 
 SQLite URLs take options as a query string: ``?mode=ro`` (read only), ``synchronous=NORMAL``,
-``busy_timeout=5`` (seconds), ``max_impressions=100000``, ``impression_ttl=86400`` (seconds).
+``busy_timeout=5`` (seconds), ``max_impressions=100000``, ``impression_ttl=86400`` (seconds),
+``max_open_impressions=100000``. ``memory://`` takes ``max_impressions``, ``impression_ttl`` and
+``max_open_impressions`` the same way.
 Redis URLs take ``prefix``, ``global_shards``, ``timeout``, ``global_cache_ttl``,
 ``max_impressions`` and ``impression_ttl`` the same way (see
 :class:`~heaprank.state.redis.RedisState`);
@@ -35,7 +37,9 @@ __all__ = ["AsyncStateBackend", "DocStats", "FeedbackBatch", "FeedbackItem", "Fe
            "open_state", "sqlite_path", "sqlite_options"]
 
 _SQLITE_OPTIONS = {"mode": str, "synchronous": str, "busy_timeout": float,
-                   "max_impressions": int, "impression_ttl": float}
+                   "max_impressions": int, "impression_ttl": float, "max_open_impressions": int}
+_MEMORY_OPTIONS = {"max_impressions": int, "impression_ttl": float, "max_open_impressions": int}
+_OPTION_ARGS = {"busy_timeout": "busy_timeout_s", "impression_ttl": "impression_ttl_s"}
 
 
 def sqlite_path(url: str) -> str:
@@ -48,14 +52,14 @@ def sqlite_path(url: str) -> str:
     return path
 
 
-def sqlite_options(url: str) -> dict[str, Any]:
-    """The keyword options of :class:`SQLiteState` given in a URL's query string."""
+def _url_options(url: str, known: dict[str, type]) -> dict[str, Any]:
+    """The keyword options given in a URL's query string, of the ``known`` names and types."""
     out: dict[str, Any] = {}
     for name, value in parse_qsl(urlsplit(url).query, keep_blank_values=True):
-        kind = _SQLITE_OPTIONS.get(name)
+        kind = known.get(name)
         if kind is None:
             raise ConfigError(f"state: unknown option {name!r} in {url!r}; expected one of "
-                              f"{', '.join(_SQLITE_OPTIONS)}")
+                              f"{', '.join(known)}")
         try:
             parsed = kind(value)
         except ValueError:
@@ -65,17 +69,25 @@ def sqlite_options(url: str) -> dict[str, Any]:
             if parsed not in ("ro", "rw", "rwc"):
                 raise ConfigError(f"state: mode={value!r}; expected ro, rw or rwc")
             out["read_only"] = parsed == "ro"
-        elif name == "busy_timeout":
-            out["busy_timeout_s"] = parsed
-        elif name == "impression_ttl":
-            out["impression_ttl_s"] = parsed
         else:
-            out[name] = parsed
+            out[_OPTION_ARGS.get(name, name)] = parsed
     return out
 
 
-def open_state(state: str | StateBackend | None) -> StateBackend:
-    """A backend from a URL, an existing backend, or ``None`` (in memory)."""
+def sqlite_options(url: str) -> dict[str, Any]:
+    """The keyword options of :class:`SQLiteState` given in a URL's query string."""
+    return _url_options(url, _SQLITE_OPTIONS)
+
+
+def memory_options(url: str) -> dict[str, Any]:
+    """The keyword options of :class:`MemoryState` given in a ``memory://`` URL."""
+    return _url_options(url, _MEMORY_OPTIONS)
+
+
+def open_state(state: str | StateBackend | None, *, strict: bool = False) -> StateBackend:
+    """A backend from a URL, an existing backend, or ``None`` (in memory). With ``strict`` a
+    Redis server that cannot be reached raises StateUnavailableError here; without it the
+    state opens anyway and its first call checks again (see ``RedisState``)."""
     if state is None:
         return MemoryState()
     if not isinstance(state, str):
@@ -84,7 +96,12 @@ def open_state(state: str | StateBackend | None) -> StateBackend:
         raise TypeError(f"state: expected a URL or a StateBackend, got {type(state).__name__}")
     scheme = state.split(":", 1)[0] if ":" in state else ""
     if scheme == "memory":
-        return MemoryState()
+        try:
+            return MemoryState(**memory_options(state))
+        except ValueError as exc:
+            if isinstance(exc, ConfigError):
+                raise
+            raise ConfigError(f"state: {exc}") from None
     if scheme == "sqlite":
         try:
             return SQLiteState(sqlite_path(state), **sqlite_options(state))
@@ -97,7 +114,7 @@ def open_state(state: str | StateBackend | None) -> StateBackend:
 
         url, options = redis_options(state)
         try:
-            return RedisState(url, **options)
+            return RedisState(url, strict=strict, **options)
         except ValueError as exc:
             if isinstance(exc, ConfigError):
                 raise

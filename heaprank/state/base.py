@@ -30,6 +30,11 @@ from ..records import (
 #: later than this is taken as a bad clock and replaced, so no single call pins recency forever.
 LAST_USED_SKEW_S = 300.0
 
+#: Features with this prefix (``doc:<id>``, a caller's document ids) never enter the pooled
+#: layer, on every backend: they stay in their namespace, their pooled counts zero, and the
+#: pooled listing leaves them out.
+OWN_PREFIX = "doc:"
+
 ReadLinks = Callable[[Sequence[str]], LinkCounts]
 CreditFn = Callable[[ReadLinks, Sequence[FeedbackItem]], tuple[list[str], np.ndarray, np.ndarray]]
 

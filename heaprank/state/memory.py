@@ -51,18 +51,29 @@ class MemoryState:
             first): they are what tuning and replay read.
         impression_ttl_s: Impressions that never received feedback expire after this long
             (wall clock), one day by default.
+        max_open_impressions: How many impressions still waiting for feedback to keep, 100,000
+            by default (each costs about a kilobyte): past it the oldest is dropped at once, and
+            feedback for it then reports an unknown recall. Without it, tracked reranks that
+            never get feedback would hold memory for a whole ``impression_ttl_s``. A namespace
+            that only dropped impressions held (none of its links or documents) goes with
+            them. ``stats()`` shows ``open_impressions`` and ``max_open_impressions``; the
+            ``memory://`` URL takes ``?max_open_impressions=``, ``max_impressions=`` and
+            ``impression_ttl=`` (seconds).
     """
 
     #: Its impressions live in this process (see :class:`~heaprank.state.capabilities.LocalImpressions`).
     impressions_in_process: Literal[True] = True
 
-    def __init__(self, *, max_impressions: int = 100_000, impression_ttl_s: float = DAY_S) -> None:
-        if isinstance(max_impressions, bool) or not isinstance(max_impressions, int) \
-                or max_impressions < 1:
-            raise ValueError("max_impressions: must be an int >= 1")
+    def __init__(self, *, max_impressions: int = 100_000, impression_ttl_s: float = DAY_S,
+                 max_open_impressions: int = 100_000) -> None:
+        for name, value in (("max_impressions", max_impressions),
+                            ("max_open_impressions", max_open_impressions)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name}: must be an int >= 1")
         if not (isinstance(impression_ttl_s, (int, float)) and impression_ttl_s > 0):
             raise ValueError("impression_ttl_s: must be > 0")
         self.max_impressions = max_impressions
+        self.max_open_impressions = max_open_impressions
         self.impression_ttl_s = float(impression_ttl_s)
         self._lock = threading.RLock()
         self._links = LinkTable()
@@ -70,8 +81,9 @@ class MemoryState:
         self._open: dict[str, tuple[Namespace, bytes]] = {}  # no feedback yet, oldest first
         self._fed: dict[str, tuple[Namespace, bytes]] = {}  # in order of first feedback
         self._explicit: dict[tuple[str, str], str] = {}  # (namespace, feedback id) -> recall id
+        self._held: dict[str, int] = {}  # impressions (open or fed) each namespace holds
         self._puts = 0
-        self._feedbacks = 0
+        self._feedbacks: dict[str, int] = {}  # feedbacks applied, by namespace
         # What the latest impressions showed, as written: feedback follows a rerank closely,
         # and reads them without decoding (bounded; dropped at feedback and when forgotten).
         self._shown: dict[str, _Shown] = {}
@@ -140,9 +152,12 @@ class MemoryState:
             if rid in self._open or rid in self._fed:
                 return None
             self._open[rid] = (self._links.namespace(impression.namespace), body)
+            self._held[impression.namespace] = self._held.get(impression.namespace, 0) + 1
             self._shown[rid] = shown
             if len(self._shown) > _SHOWN_CACHE:
                 del self._shown[next(iter(self._shown))]
+            if len(self._open) > self.max_open_impressions:
+                self._drop(self._open, next(iter(self._open)))
             if feedback_id is not None:
                 self._explicit[(impression.namespace, feedback_id)] = rid
             self._puts += 1
@@ -150,16 +165,29 @@ class MemoryState:
                 self._prune()
             return rid
 
+    def _drop(self, table: dict[str, tuple[Namespace, bytes]], rid: str) -> None:
+        """Drop one impression (expired, or past a cap), and its namespace with it when that
+        held nothing else: no other impression, no link, no document, no edge."""
+        ns = table.pop(rid)[0]
+        self._shown.pop(rid, None)
+        left = self._held.get(ns.name, 1) - 1
+        if left > 0:
+            self._held[ns.name] = left
+            return
+        self._held.pop(ns.name, None)
+        if not len(ns.fids) and not ns.docs and not ns.edges \
+                and self._links.ns.get(ns.name) is ns:
+            del self._links.ns[ns.name]
+
     def _prune(self) -> None:
         cutoff = time.time() - self.impression_ttl_s
         while self._open:
             rid = next(iter(self._open))
             if recall_born_s(rid) >= cutoff:
                 break
-            del self._open[rid]
-            self._shown.pop(rid, None)
+            self._drop(self._open, rid)
         while len(self._fed) > self.max_impressions:
-            del self._fed[next(iter(self._fed))]
+            self._drop(self._fed, next(iter(self._fed)))
         if len(self._explicit) > 2 * (len(self._open) + len(self._fed)) + 64:
             self._explicit = {k: r for k, r in self._explicit.items()
                               if r in self._open or r in self._fed}
@@ -241,7 +269,7 @@ class MemoryState:
                 self._open.pop(batch.recall_id, None)
                 self._shown.pop(batch.recall_id, None)
                 self._fed[batch.recall_id] = (ns, body)
-                self._feedbacks += 1
+                self._feedbacks[ns.name] = self._feedbacks.get(ns.name, 0) + 1
         return FeedbackOutcome(batch.recall_id, tuple(i.id for i in todo), tuple(done))
 
     def apply_used(self, request: UsedFeedback) -> FeedbackOutcome | None:
@@ -282,7 +310,7 @@ class MemoryState:
             del self._open[recall_id]
             del self._shown[recall_id]
             self._fed[recall_id] = (ns, codec.with_verdicts(body, verdicts))
-            self._feedbacks += 1
+            self._feedbacks[ns.name] = self._feedbacks.get(ns.name, 0) + 1
         return FeedbackOutcome(recall_id, ids, ())
 
     # ------------------------------------------------------------------ audit
@@ -304,16 +332,21 @@ class MemoryState:
                     del table[rid]
                     self._shown.pop(rid, None)
             self._explicit = {k: r for k, r in self._explicit.items() if k[0] != namespace}
+            self._feedbacks.pop(namespace, None)
+            self._held.pop(namespace, None)
 
     def stats(self) -> dict[str, int]:
         with self._lock:
             return {
-                "namespaces": len(self.namespaces()),
+                # every namespace object held: with links or documents, or only impressions
+                "namespaces": len(self._links.ns),
                 "links": sum(len(ns.fids) for ns in self._links.ns.values()),
-                "global_links": int((self._links.gns > 0).sum()),
+                "global_links": int(((self._links.gns > 0) & ~self._links.own).sum()),
                 "documents": sum(len(ns.docs) for ns in self._links.ns.values()),
                 "impressions": len(self._open) + len(self._fed),
-                "feedbacks": self._feedbacks,
+                "feedbacks": sum(self._feedbacks.values()),
+                "open_impressions": len(self._open),
+                "max_open_impressions": self.max_open_impressions,
             }
 
     def close(self) -> None:

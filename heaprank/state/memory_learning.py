@@ -114,7 +114,10 @@ class LeanLearner:
             verdicts = self.credit_known_rows(fresh)
             if verdicts is not None:
                 return verdicts
-        return self.credit_shown(fresh)
+        shown = self.credit_shown(fresh)
+        if fresh.doc_features:  # the document features stay the namespace's: pooled at zero
+            self.links.unpool(self.links.index([f"doc:{d}" for d in fresh.ids]))
+        return shown
 
     def credit_known_rows(self, fresh: Fresh) -> bytes | None:
         """:meth:`credit_shown` in two C passes (``_feedback.shown_rows`` then

@@ -15,6 +15,7 @@ import numpy as np
 from ..learning import links as linkmath
 from ..records import LinkCounts
 from . import edges
+from .base import OWN_PREFIX
 
 
 class Namespace:
@@ -50,6 +51,9 @@ class LinkTable:
         self.gpos = np.zeros(64)
         self.gneg = np.zeros(64)
         self.gns = np.zeros(64, dtype=np.int64)  # namespaces holding a link of the feature
+        #: Features kept per namespace only (``doc:`` names, a caller's document ids): their
+        #: pooled counts stay zero, and the pooled listing leaves them out.
+        self.own = np.zeros(64, dtype=bool)
         # A feedback's increments by feature id, zero outside a lean feedback: it sums the rows
         # into them in place, then zeroes the ids it touched
         # (see heaprank.state.memory_learning)
@@ -99,6 +103,7 @@ class LinkTable:
                     if i >= len(self.gpos):
                         self._grow()
                 self.fid[f] = i
+                self.own[i] = f.startswith(OWN_PREFIX)
             out[j] = i
         return out
 
@@ -107,6 +112,7 @@ class LinkTable:
         self.gpos = np.concatenate([self.gpos, np.zeros(grow)])
         self.gneg = np.concatenate([self.gneg, np.zeros(grow)])
         self.gns = np.concatenate([self.gns, np.zeros(grow, dtype=np.int64)])
+        self.own = np.concatenate([self.own, np.zeros(grow, dtype=bool)])
         self.dpos = np.zeros(len(self.gpos))
         self.dneg = np.zeros(len(self.gpos))
 
@@ -115,6 +121,7 @@ class LinkTable:
         self.version += 1
         self.gpos[idx] += dpos
         self.gneg[idx] += dneg
+        self.unpool(idx)
         at = ns.fids.searchsorted(idx)
         if len(ns.fids) and (ns.fids.take(at, mode="clip") == idx).all():
             ns.pos[at] += dpos  # every link known to the namespace already: the usual case
@@ -134,6 +141,15 @@ class LinkTable:
             ns.pos = np.concatenate([ns.pos, dpos[new]])[order]
             ns.neg = np.concatenate([ns.neg, dneg[new]])[order]
 
+    def unpool(self, idx: np.ndarray) -> None:
+        """Zero the pooled counts of the features of ``idx`` kept per namespace only (-1: none),
+        right after a write added to them (within the same call, under the state's lock)."""
+        idx = idx[idx >= 0]
+        own = idx[self.own[idx]]
+        if len(own):
+            self.gpos[own] = 0.0
+            self.gneg[own] = 0.0
+
     def posterior_mean(self, ns: Namespace, ids: Sequence[int] | np.ndarray,
                        learning: linkmath.Learning) -> np.ndarray:
         """The posterior means of a namespace's links of ``ids``, under ``learning``."""
@@ -147,7 +163,7 @@ class LinkTable:
         """Every link of ``namespace`` (None: the pool) by feature name, sorted."""
         if namespace is None:
             live = [(name, i) for i, name in enumerate(self.fname)
-                    if name is not None and self.gns[i] > 0]
+                    if name is not None and self.gns[i] > 0 and not self.own[i]]
             live.sort()
             idx = np.array([i for _, i in live], dtype=np.int64)
             return [n for n, _ in live], self.gpos[idx].copy(), self.gneg[idx].copy()

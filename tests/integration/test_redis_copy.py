@@ -29,6 +29,11 @@ PLAN = [("maya", "When is my flight to Lisbon?", ["lisbon"]),
         ("zoe", "When do I leave?", ["lisbon"])]
 
 
+def _counts(stats: dict[str, int]) -> dict[str, int]:
+    """The counts of a ``stats()``, not the caps (Redis has no count cap on open impressions)."""
+    return {k: v for k, v in stats.items() if not k.startswith("max_")}
+
+
 def _teach(rr: Reranker) -> str:
     """Feedback in three namespaces, one forgotten without scrub (its evidence stays pooled);
     returns the recall id of a ranking still waiting for feedback."""
@@ -69,7 +74,7 @@ def test_copy_sqlite_to_redis_and_back_ranks_identically(kind, request, tmp_path
         assert "copied" in capsys.readouterr().out
         src, red, back = (Reranker(u) for u in (source_url, redis_url, back_url))
         assert isinstance(red.state, RedisState)
-        assert src.stats() == red.stats() == back.stats()
+        assert _counts(src.stats()) == _counts(red.stats()) == _counts(back.stats())
         _same_ranking(src, red)
         _same_ranking(src, back)
         # The impression waiting for feedback came along: feedback applies on the copy.
@@ -91,7 +96,7 @@ def test_copy_memory_to_redis(redis_url):
     _teach(memory)
     target = RedisState(redis_url, prefix=unique_prefix())
     try:
-        assert copy_state(memory.state, target) == memory.stats()
+        assert _counts(copy_state(memory.state, target)) == _counts(memory.stats())
         _same_ranking(memory, Reranker(target))
         with pytest.raises(StateError, match="not empty"):
             copy_state(memory.state, target)

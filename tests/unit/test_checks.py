@@ -86,3 +86,25 @@ def test_bad_id_lists_name_the_field_and_index(value, exc, match):
 @pytest.mark.parametrize("value", [[], ["a", "b"], ("a",), ["Zoë", "doc 1"]])
 def test_id_lists_come_back_as_tuples(value):
     assert check_ids(value, "shown") == tuple(value)
+
+
+@pytest.mark.parametrize("value, index, category", [
+    ("a\u200b", 1, "Cf"),          # zero-width space
+    ("\u200dab", 0, "Cf"),         # zero-width joiner
+    ("ab\u2060c", 2, "Cf"),        # word joiner
+    ("ten\ufeffant", 3, "Cf"),     # byte order mark
+    ("abc\u202e", 3, "Cf"),        # right-to-left override
+    ("Zoë\u00ad", 3, "Cf"),        # soft hyphen
+    ("a\u2028b", 1, "Zl"),         # line separator
+    ("a\u2029b", 1, "Zp"),         # paragraph separator
+    ("x\ue000", 1, "Co"),          # private use
+    ("x\U000f0000", 1, "Co"),      # supplementary private use
+    ("x\u0378", 1, "Cn"),          # unassigned
+    ("Москва\U000e0001", 6, "Cf"), # language tag
+])
+def test_namespaces_with_invisible_or_unassigned_characters_are_rejected(value, index, category):
+    """A namespace that looks like another (an invisible character in it) is refused, naming
+    the field, the character's index and its Unicode category."""
+    with pytest.raises(InputError, match=rf"^namespace: .*\(U\+[0-9A-F]{{4,6}}, category "
+                                         rf"{category}\) at index {index}$"):
+        check_namespace(value)

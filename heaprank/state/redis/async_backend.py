@@ -67,7 +67,7 @@ class AsyncRedisState(RedisClientBase):
                  _cache: GlobalCache | None = None, **options: Unpack[RedisOptions]) -> None:
         self._setup(url, client, connect_async, options, _cache)
         self._prune_every = PRUNE_EVERY
-        self._checked = _cache is not None  # a twin's layout was checked by its sync state
+        self.checked = _cache is not None  # a twin's layout was checked by its sync state
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> AsyncRedisState:
@@ -90,7 +90,8 @@ class AsyncRedisState(RedisClientBase):
 
     async def _run(self, what: str, flow: Callable[[], redis_ops.Op], *, idempotent: bool) -> Any:
         """Run an operation of :mod:`.ops` (a fresh flow for every attempt)."""
-        if not self._checked:
+        self.refuse_writes(what)
+        if not self.checked:
             await self._check_meta()
         for attempt in itertools.count():
             try:
@@ -100,12 +101,13 @@ class AsyncRedisState(RedisClientBase):
         raise AssertionError("unreachable")
 
     async def _check_meta(self) -> None:
-        self._checked = True  # before the call: _run would check again
+        self.checked = True  # before the call: _run would check again
         try:
-            await self._run("open", lambda: redis_ops.check_layout(self.layout, "AsyncRedisState"),
-                            idempotent=True)
+            await self._run("open", lambda: redis_ops.check_layout(
+                self.layout, "AsyncRedisState", self.where() if self.read_only else None),
+                idempotent=True)
         except BaseException:
-            self._checked = False
+            self.checked = False
             raise
 
     # ------------------------------------------------------------ the hot path

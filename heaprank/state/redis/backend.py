@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
+import logging
 import threading
 import time
 import weakref
@@ -35,7 +36,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 
 from ..._flow import drive
-from ...errors import FeedbackError
+from ...errors import FeedbackError, StateUnavailableError
 from ...records import (
     DocStats,
     FeedbackBatch,
@@ -46,7 +47,7 @@ from ...records import (
     recall_key,
 )
 from .. import codec
-from ..base import CreditFn
+from ..base import OWN_PREFIX, CreditFn
 from ..edges import EdgeRows
 from . import edges as redis_assoc
 from . import ops as redis_ops
@@ -65,6 +66,7 @@ __all__ = ["URL_OPTIONS", "RedisState", "key_slot", "redis_options", "shard_tags
 #: Impressions the feedback log reads per round trip.
 _LOG_PAGE = 512
 T = TypeVar("T")
+logger = logging.getLogger("heaprank")
 
 
 class RedisState(RedisClientBase):
@@ -84,25 +86,56 @@ class RedisState(RedisClientBase):
         global_cache_ttl_s: Keep pooled counts read by a rerank this long in this process (0: off).
         max_impressions: Impressions that received feedback to keep (oldest dropped by prune).
         impression_ttl_s: Impressions without feedback expire after this long.
+        read_only: Open without writing (``?mode=ro``; the CLI's reading commands): a prefix
+            without a state is then a StateError ("no heaprank state at ..."), never created,
+            and every write raises StateReadOnlyError.
+        strict: Raise StateUnavailableError here when the server cannot be reached. Without
+            it (the default, as ``Reranker(strict=False)`` opens it) a worker can start
+            during an outage: the layout check and the scripts wait for the first call,
+            which fails like any call during an outage while the server is down (a rerank
+            then ranks untracked, flagged in EXPLAIN). A Cluster client needs a node at
+            construction either way.
     """
 
-    def __init__(self, url: str | None = None, *, client: Any = None,
+    def __init__(self, url: str | None = None, *, client: Any = None, strict: bool = False,
                  **options: Unpack[RedisOptions]) -> None:
         self._setup(url, client, connect, options)
         self._async: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncRedisState] = \
             weakref.WeakKeyDictionary()
         self._async_lock = threading.Lock()  # loops on several threads may ask at once
-        self._run("open", lambda: redis_ops.check_layout(self.layout, "RedisState"), idempotent=True)
-        # Loaded up front on every primary: redis-py leaks a connection when a cluster answers
-        # NOSCRIPT, so that answer is kept for a server that restarted since.
-        self._call("load scripts", lambda: [self.client.script_load(s) for s in SCRIPTS.values()],
-                   idempotent=True)
+        self._ready = False
+        try:
+            self._open()
+        except StateUnavailableError as exc:
+            if strict:
+                raise
+            logger.warning("heaprank: Redis state %s unreachable at start-up, opened without "
+                           "it (the first call checks again): %s", self.where(), exc)
 
     # ------------------------------------------------------------ connection
 
+    def _open(self) -> None:
+        """Check the key layout (read-only: that a state is there) and load the scripts."""
+        check = redis_ops.check_layout(self.layout, "RedisState",
+                                       self.where() if self.read_only else None)
+        self._attempt("open", lambda: drive(check, self._send), idempotent=True)
+        # Loaded up front on every primary: redis-py leaks a connection when a cluster answers
+        # NOSCRIPT, so that answer is kept for a server that restarted since.
+        self._attempt("load scripts", lambda: [self.client.script_load(s) for s in SCRIPTS.values()],
+                      idempotent=True)
+        self._ready = True
+
     def _call(self, what: str, fn: Callable[[], T], *, idempotent: bool) -> T:
-        """Run ``fn``; map every Redis error to StateUnavailableError, retrying idempotent
-        calls after connection errors and timeouts with exponential backoff."""
+        """Run ``fn`` (opened first when the server was down at start-up, so an outage then
+        fails this call like any later outage); map every Redis error to
+        StateUnavailableError, retrying idempotent calls after connection errors and timeouts
+        with exponential backoff."""
+        self.refuse_writes(what)
+        if not self._ready:
+            self._open()
+        return self._attempt(what, fn, idempotent=idempotent)
+
+    def _attempt(self, what: str, fn: Callable[[], T], *, idempotent: bool) -> T:
         for attempt in itertools.count():
             try:
                 return fn()
@@ -132,6 +165,7 @@ class RedisState(RedisClientBase):
             twin = self._async.get(loop)
             if twin is None:
                 twin = AsyncRedisState(self.url, _cache=self.cache, **self.settings.options())
+                twin.checked = self._ready  # (else it checks the layout itself, first)
                 self._async[loop] = twin
         return twin
 
@@ -286,7 +320,8 @@ class RedisState(RedisClientBase):
             bodies = self._scan(pattern)
             self.client.delete(redis_assoc.key(self.layout, namespace))  # co-use edges, first
             keys: list[str | bytes] = [self.layout.key(tag, k, namespace) for k in ("l", "d", "x")]
-            keys += [self.layout.key(tag, "g"), self.layout.key(tag, "n"), self.layout.key(tag, "f"), *bodies]
+            keys += [self.layout.key(tag, kind) for kind in ("g", "n", "f", "c")]
+            keys += bodies
             gone = self._send(redis_ops.Script("FORGET", keys, [namespace, "1" if scrub_global else "0"]))
             if bodies:
                 pipe = self.client.pipeline(transaction=False)
@@ -313,18 +348,24 @@ class RedisState(RedisClientBase):
                 tag = self.layout.tag(ns)
                 pipe.hlen(self.layout.key(tag, "l", ns))
                 pipe.hlen(self.layout.key(tag, "d", ns))
+                pipe.hexists(self.layout.key(tag, "d", ns), "")  # its feedback count
             for t in self.layout.tags:
                 pipe.get(self.layout.key(t, "c"))
+            for t in self.layout.tags:
+                pipe.zcard(self.layout.key(t, "f"))
             replies = pipe.execute()
-            counts = replies[:2 * len(names)]
+            counts, at = replies[:3 * len(names)], 3 * len(names)
+            fed = sum(replies[at + len(self.layout.tags):])
             impressions = len(self._scan(self.layout.every_body()))
             return {
                 "namespaces": len(names),
-                "links": sum(counts[0::2]),
+                "links": sum(counts[0::3]),
                 "global_links": len(self.list_links(None)[0]),
-                "documents": sum(counts[1::2]),
+                "documents": sum(counts[1::3]) - sum(map(bool, counts[2::3])),
                 "impressions": impressions,
-                "feedbacks": sum(int(c or 0) for c in replies[2 * len(names):]),
+                "feedbacks": sum(int(c or 0) for c in replies[at:at + len(self.layout.tags)]),
+                # (no cap: each expires on its own after impression_ttl_s)
+                "open_impressions": max(impressions - fed, 0),
             }
         return self._call("stats", run, idempotent=True)
 
@@ -339,7 +380,8 @@ class RedisState(RedisClientBase):
                 encoding = self.client.object("encoding", key) or b""
                 label = "" if name == "links" else "doc_"
                 out[f"{label}bytes"] = int(self.client.memory_usage(key, samples=0) or 0)
-                out[name] = int(self.client.hlen(key))
+                out[name] = int(self.client.hlen(key)) - (
+                    name == "documents" and bool(self.client.hexists(key, "")))
                 out[f"{label}encoding"] = encoding.decode() if isinstance(encoding, bytes) \
                     else str(encoding)
             return out
@@ -360,7 +402,8 @@ class RedisState(RedisClientBase):
         """``(id, last_used, use_count)`` of each used document of ``namespace``."""
         rows = self._call("iter_docs", lambda: self.client.hgetall(
             self.layout.ns_key("d", namespace)), idempotent=True)
-        return [(i.decode("utf-8"), *map(float, unpack([v], 2)[0])) for i, v in sorted(rows.items())]
+        return [(i.decode("utf-8"), *map(float, unpack([v], 2)[0])) for i, v in sorted(rows.items())
+                if i]  # (the field "" counts the namespace's feedbacks)
 
     def iter_impressions(self) -> list[tuple[str, str, bytes]]:
         """``(recall_id, namespace, codec bytes)`` of every live impression."""
@@ -388,6 +431,8 @@ class RedisState(RedisClientBase):
         for ns, (features, pos, neg) in sorted(dump.links.items()):
             sums = shard_sums[self.layout.tag(ns)]
             for f, p, n in zip(features, pos.tolist(), neg.tolist()):
+                if f.startswith(OWN_PREFIX):  # a document's feature stays its namespace's
+                    continue
                 row = sums.setdefault(f, [0.0, 0.0, 0.0])
                 row[0] += p
                 row[1] += n

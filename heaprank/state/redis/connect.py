@@ -11,14 +11,16 @@ attempts; every Redis error that is left becomes :class:`~heaprank.errors.StateU
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from types import ModuleType
 from typing import Any, TypedDict
+from urllib.parse import parse_qsl, urlsplit
 
 from ..._optional import require
 from ..._time import DAY_S
-from ...errors import ConfigError, StateUnavailableError
+from ...errors import ConfigError, StateReadOnlyError, StateUnavailableError
 from .layout import CLUSTER_SCHEME, KeyLayout
 from .ops import GlobalCache
 
@@ -26,6 +28,55 @@ from .ops import GlobalCache
 FIRST_BACKOFF_S = 0.05
 #: A prune of the fed impressions runs after every this many applied feedbacks of a client.
 PRUNE_EVERY = 256
+#: The calls that write: refused by a state opened read-only (``mode=ro``).
+WRITES = frozenset({"put_impression", "feedback", "prune", "forget_namespace", "clear",
+                    "import_state"})
+_DB = re.compile(r"[0-9]{1,9}")
+_PASSWORD = re.compile(r"(//[^:/@]*:)[^@/]*@")
+
+
+def shown_url(url: str) -> str:
+    """``url`` with its password (if any) replaced by ``***``, for messages."""
+    return _PASSWORD.sub(r"\1***@", url)
+
+
+def check_url(url: str) -> None:
+    """Refuse a database number that is not a whole number (``redis://host/abc``: redis-py
+    would use db 0 silently), in the URL path or a ``db=`` option, and any db but 0 in a
+    Cluster (which has db 0 only)."""
+    parts = urlsplit(url)
+    found = [("the URL path", parts.path[1:])] if parts.scheme in ("redis", "rediss") \
+        and parts.path not in ("", "/") else []
+    found += [("the db= option", v) for k, v in parse_qsl(parts.query, keep_blank_values=True)
+              if k == "db"]
+    for where, db in found:
+        if not _DB.fullmatch(db):
+            raise ConfigError(f"state: database {db!r} in {where} of {shown_url(url)!r} is not "
+                              f"a whole number; use redis://host:port/0 (or 1, 2, ...)")
+    if url.startswith(CLUSTER_SCHEME) and parts.path not in ("", "/", "/0"):
+        raise ConfigError(f"state: {shown_url(url)!r}: a Redis Cluster has database 0 only; "
+                          f"drop {parts.path!r} from the URL")
+
+
+def _built(make: Callable[[], Any], url: str) -> Any:
+    """A client from ``make()``, with redis-py's refusals of the URL as one-line errors: an
+    option it does not know is a ConfigError, a server that is not a Cluster (for
+    ``redis+cluster://``) or no node reachable a StateUnavailableError."""
+    redis = redis_module("RedisState")
+    try:
+        client = make()
+        pool = getattr(client, "connection_pool", None)
+        if pool is not None:  # builds a connection object (no socket): unknown options fail
+            pool.connection_class(**pool.connection_kwargs)
+        return client
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"state: {shown_url(url)!r}: {exc}") from None
+    except (redis.exceptions.RedisError, redis.exceptions.RedisClusterException, OSError) as exc:
+        if "Cluster mode is not enabled" in str(exc):
+            raise ConfigError(f"state: {shown_url(url)!r}: the server is not a Redis Cluster; "
+                              f"use redis://host:port/db") from None
+        raise StateUnavailableError(f"Redis state: cannot open {shown_url(url)!r}: "
+                                    f"{type(exc).__name__}: {exc}") from None
 
 
 class RedisOptions(TypedDict, total=False):
@@ -38,6 +89,7 @@ class RedisOptions(TypedDict, total=False):
     global_cache_ttl_s: float
     max_impressions: int
     impression_ttl_s: float
+    read_only: bool
 
 
 @dataclass(frozen=True)
@@ -51,6 +103,7 @@ class Settings:
     global_cache_ttl_s: float = 0.0
     max_impressions: int = 100_000
     impression_ttl_s: float = DAY_S
+    read_only: bool = False
 
     @classmethod
     def of(cls, name: str, options: RedisOptions) -> Settings:
@@ -72,7 +125,7 @@ class Settings:
                             timeout_s=self.timeout_s, retries=self.retries,
                             global_cache_ttl_s=self.global_cache_ttl_s,
                             max_impressions=self.max_impressions,
-                            impression_ttl_s=self.impression_ttl_s)
+                            impression_ttl_s=self.impression_ttl_s, read_only=self.read_only)
 
 
 def redis_module(feature: str) -> ModuleType:
@@ -88,17 +141,20 @@ def _options(redis: ModuleType, retry_module: Any, timeout_s: float) -> dict[str
 
 def connect(url: str, timeout_s: float) -> Any:
     """A ``redis.Redis`` (or ``redis.cluster.RedisCluster`` for ``redis+cluster://``)."""
+    check_url(url)
     redis = redis_module("RedisState")
     options = _options(redis, redis.retry, timeout_s)
     if url.startswith(CLUSTER_SCHEME):
         cluster = require("redis.cluster", extra="redis", feature="RedisState")
-        return cluster.RedisCluster.from_url("redis://" + url[len(CLUSTER_SCHEME):], **options)
-    return redis.Redis.from_url(url, retry_on_timeout=False, **options)
+        return _built(lambda: cluster.RedisCluster.from_url(
+            "redis://" + url[len(CLUSTER_SCHEME):], **options), url)
+    return _built(lambda: redis.Redis.from_url(url, retry_on_timeout=False, **options), url)
 
 
 def connect_async(url: str, timeout_s: float) -> Any:
     """The ``redis.asyncio`` twin of :func:`connect`: its own connection pool, on the event
     loop that first uses it."""
+    check_url(url)
     redis = redis_module("AsyncRedisState")
     aio = require("redis.asyncio", extra="redis", feature="AsyncRedisState")
     options = _options(redis, require("redis.asyncio.retry", extra="redis", feature="AsyncRedisState"),
@@ -164,6 +220,17 @@ class RedisClientBase:
         if self.client.get_encoder().decode_responses:
             raise ConfigError(f"{name}: the client must use decode_responses=False")
         self._feedbacks = itertools.count(1)
+        self.read_only = settings.read_only
+
+    def refuse_writes(self, what: str) -> None:
+        """Raise StateReadOnlyError for a call that writes (``what`` in :data:`WRITES`) on a
+        state opened read-only."""
+        if self.read_only and what in WRITES:
+            raise StateReadOnlyError(f"Redis state {self.where()} is open read-only ({what})")
+
+    def where(self) -> str:
+        """The state's URL for messages (password hidden), or "(a client)"."""
+        return repr(shown_url(self.url)) if self.url is not None else "(a client)"
 
     @property
     def prefix(self) -> str:

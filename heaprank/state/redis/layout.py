@@ -4,7 +4,8 @@ the options a Redis URL may carry. Shared by the sync and the async client; no I
 Key layout (``P`` the prefix, ``t`` the hash tag of global shard ``s = crc32(ns) mod N``)::
 
     P:{t}:l:<ns>          hash  feature -> <dd> pos, neg          (a namespace's links)
-    P:{t}:d:<ns>          hash  doc id -> <dd> last used, uses    (used documents only)
+    P:{t}:d:<ns>          hash  doc id -> <dd> last used, uses    (used documents only;
+                                "" -> the namespace's feedbacks, counted in c)
     P:{t}:x:<ns>          hash  explicit feedback id -> recall id (expires with its newest)
     P:{t}:i:<ns>:<rid>    string  the codec bytes of an impression (TTL until its first feedback)
     P:{t}:a:<ns>          hash  doc id -> its co-use edges ("" -> their count; redis_assoc.py)
@@ -40,7 +41,7 @@ RECALL_ID_CHARS = 16
 
 #: Options a URL may carry in its query string, with their types.
 URL_OPTIONS = {"prefix": str, "global_shards": int, "timeout": float, "global_cache_ttl": float,
-               "max_impressions": int, "impression_ttl": float}
+               "max_impressions": int, "impression_ttl": float, "mode": str}
 _URL_OPTION_ARGS = {"timeout": "timeout_s", "global_cache_ttl": "global_cache_ttl_s",
                     "impression_ttl": "impression_ttl_s"}
 CLUSTER_SCHEME = "redis+cluster://"
@@ -152,5 +153,10 @@ def redis_options(url: str) -> tuple[str, dict[str, Any]]:
             parsed = kind(value)
         except ValueError:
             raise ConfigError(f"state: option {name}={value!r} is not a valid {kind.__name__}") from None
+        if name == "mode":
+            if parsed not in ("ro", "rw"):
+                raise ConfigError(f"state: mode={value!r}; expected ro or rw")
+            ours["read_only"] = parsed == "ro"
+            continue
         ours[_URL_OPTION_ARGS.get(name, name)] = parsed
     return urlunsplit(parts._replace(query=urlencode(kept))), ours

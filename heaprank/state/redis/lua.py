@@ -95,7 +95,9 @@ return {ns, body}
 """
 
 #: Apply one feedback. KEYS: body, links, docs, own global shard, namespace set, fed zset,
-#: feedback counter[, pointer], then other global shards read here (one server only).
+#: feedback counter[, pointer], then other global shards read here (one server only). The
+#: namespace's feedbacks are counted in its docs hash too, under the field "" (no document id
+#: is empty), so forgetting it can take them off the shard's counter.
 #: ARGV: namespace, time, a0, b0, kappa, em, n items, n features, has pointer, n other keys,
 #: fed score; then the features; then per feature the other shards' (pos, neg) read by the
 #: caller; then per item: rank, used, reject weight, id, n features, feature indices (1-based).
@@ -197,8 +199,10 @@ for j = 1, n_feat do
   if touched[j] then
     if not own[j] then gns[j] = gns[j] + 1 end
     redis.call('HSET', KEYS[2], feats[j], struct.pack('<dd', pos[j] + dpos[j], neg[j] + dneg[j]))
-    redis.call('HSET', KEYS[4], feats[j],
-               struct.pack('<ddd', gpos[j] + dpos[j], gneg[j] + dneg[j], gns[j]))
+    if string.sub(feats[j], 1, 4) ~= 'doc:' then  -- a document's feature stays the namespace's
+      redis.call('HSET', KEYS[4], feats[j],
+                 struct.pack('<ddd', gpos[j] + dpos[j], gneg[j] + dneg[j], gns[j]))
+    end
   end
 end
 local applied = {}
@@ -221,12 +225,14 @@ redis.call('PERSIST', KEYS[1])
 redis.call('ZADD', KEYS[6], ARGV[11], KEYS[1])
 redis.call('SADD', KEYS[5], ns)
 redis.call('INCR', KEYS[7])
+redis.call('HINCRBY', KEYS[3], '', 1)
 if has_ptr then redis.call('PERSIST', KEYS[8]) end
 return {applied, done}
 """
 
 #: Forget a namespace in its slot. KEYS: links, docs, explicit ids, own global shard, namespace
-#: set, fed zset, then the namespace's impression bodies. ARGV: namespace, scrub (1/0).
+#: set, fed zset, feedback counter, then the namespace's impression bodies. ARGV: namespace,
+#: scrub (1/0). Its feedbacks (the docs hash's field "") leave the shard's counter.
 #: Returns the features no namespace of this shard holds any more.
 FORGET = """
 local rows = redis.call('HGETALL', KEYS[1])
@@ -243,9 +249,14 @@ for r = 1, #rows, 2 do
     if count <= 0 then gone[#gone + 1] = f end
   end
 end
+local fed = tonumber(redis.call('HGET', KEYS[2], '') or '0') or 0
+if fed > 0 then
+  local left = (tonumber(redis.call('GET', KEYS[7]) or '0') or 0) - fed
+  redis.call('SET', KEYS[7], math.max(left, 0))
+end
 redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
 redis.call('SREM', KEYS[5], ARGV[1])
-for k = 7, #KEYS do
+for k = 8, #KEYS do
   redis.call('ZREM', KEYS[6], KEYS[k])
   redis.call('DEL', KEYS[k])
 end

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from ..._flow import Call
-from ...errors import ConfigError, FeedbackError
+from ...errors import ConfigError, FeedbackError, StateError
 from ...records import (
     DocStats,
     FeedbackBatch,
@@ -121,11 +121,17 @@ class GlobalCache:
             self._rows.clear()
 
 
-def check_layout(layout: KeyLayout, owner: str) -> Op:
+def check_layout(layout: KeyLayout, owner: str, read_only: str | None = None) -> Op:
     """Record the number of global shards of a new state; refuse a prefix holding a state with
-    another number (its namespaces would be looked for in the wrong shards)."""
-    yield Command("set", (layout.meta, str(layout.n_shards)), {"nx": True})
+    another number (its namespaces would be looked for in the wrong shards). With
+    ``read_only`` (where the state is, for the message) nothing is written: a prefix without a
+    state is a StateError, "no heaprank state at ..."."""
+    if read_only is None:
+        yield Command("set", (layout.meta, str(layout.n_shards)), {"nx": True})
     stored = yield Command("get", (layout.meta,))
+    if stored is None and read_only is not None:
+        raise StateError(f"no heaprank state at {read_only} (prefix {layout.prefix!r} holds "
+                         f"none)")
     if stored is not None and int(stored) != layout.n_shards:
         raise ConfigError(f"{owner}: prefix {layout.prefix!r} holds a state with "
                           f"global_shards={int(stored)}, not {layout.n_shards}")

@@ -17,6 +17,7 @@ import os
 import sqlite3
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
@@ -32,7 +33,7 @@ from .connection import open_connection
 from .doc_cache import DocCache
 from .edges import READ_EDGES, adjacency, co_use
 from .failures import state_error
-from .reads import LIVE, NS_ID, counts_of, doc_stats, link_counts
+from .reads import LIVE, NS_ID, POOLED, counts_of, doc_stats, link_counts
 from .transfer import import_dump
 from .writes import TransactionWrites, json_array
 
@@ -43,6 +44,8 @@ _PRUNE_EVERY = 256
 logger = logging.getLogger("heaprank")
 _LOG_PAGE = 512
 _SYNC_LEVELS = ("OFF", "NORMAL", "FULL", "EXTRA")
+_COUNT_NAMESPACE_FEEDBACKS = ("INSERT INTO meta VALUES (?1, CAST(?2 AS TEXT)) ON CONFLICT (key) "
+                              "DO UPDATE SET value = CAST(value AS INTEGER) + ?2")
 
 class SQLiteState:
     """Learned state in one SQLite file (``":memory:"`` for a private in-memory database).
@@ -54,6 +57,10 @@ class SQLiteState:
         busy_timeout_s: How long a writer waits for another process's transaction.
         max_impressions: How many impressions with feedback to keep (oldest pruned first).
         impression_ttl_s: Impressions without feedback expire after this long (wall clock).
+        max_open_impressions: How many impressions without feedback to keep (oldest pruned
+            first), so tracked reranks that never get feedback cannot fill the disk within
+            one ``impression_ttl_s``. Both bounds are applied every few hundred writes
+            (:meth:`prune`); ``stats()`` shows ``open_impressions`` and this cap.
         synchronous: ``PRAGMA synchronous`` of feedback commits; ``FULL`` survives power loss.
 
     Raises:
@@ -63,10 +70,12 @@ class SQLiteState:
 
     def __init__(self, path: str | os.PathLike[str], *, read_only: bool = False,
                  busy_timeout_s: float = 30.0, max_impressions: int = 100_000,
-                 impression_ttl_s: float = DAY_S, synchronous: str = "FULL") -> None:
-        if isinstance(max_impressions, bool) or not isinstance(max_impressions, int) \
-                or max_impressions < 1:
-            raise ValueError("max_impressions: must be an int >= 1")
+                 impression_ttl_s: float = DAY_S, synchronous: str = "FULL",
+                 max_open_impressions: int = 100_000) -> None:
+        for name, value in (("max_impressions", max_impressions),
+                            ("max_open_impressions", max_open_impressions)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name}: must be an int >= 1")
         if not (isinstance(impression_ttl_s, (int, float)) and impression_ttl_s > 0):
             raise ValueError("impression_ttl_s: must be > 0")
         if not isinstance(synchronous, str) or synchronous.upper() not in _SYNC_LEVELS:
@@ -76,6 +85,7 @@ class SQLiteState:
         self.read_only = read_only
         self.busy_timeout_s = busy_timeout_s
         self.max_impressions = max_impressions
+        self.max_open_impressions = max_open_impressions
         self.impression_ttl_s = float(impression_ttl_s)
         self.synchronous = synchronous.upper()
         self._lock = threading.RLock()
@@ -275,10 +285,11 @@ class SQLiteState:
     def _prune(self, conn: sqlite3.Connection) -> None:
         cutoff = int((time.time() - self.impression_ttl_s) * 1000) << 20
         conn.execute("DELETE FROM impressions WHERE key < ? AND fed = 0", (cutoff,))
-        row = conn.execute("SELECT key FROM impressions WHERE fed = 1 ORDER BY key DESC "
-                           "LIMIT 1 OFFSET ?", (self.max_impressions,)).fetchone()
-        if row is not None:
-            conn.execute("DELETE FROM impressions WHERE fed = 1 AND key <= ?", (row[0],))
+        for fed, cap in ((1, self.max_impressions), (0, self.max_open_impressions)):
+            row = conn.execute("SELECT key FROM impressions WHERE fed = ? ORDER BY key DESC "
+                               "LIMIT 1 OFFSET ?", (fed, cap)).fetchone()
+            if row is not None:
+                conn.execute("DELETE FROM impressions WHERE fed = ? AND key <= ?", (fed, row[0]))
         conn.execute("DELETE FROM feedback_ids WHERE key NOT IN (SELECT key FROM impressions)")
 
     def prune(self) -> None:
@@ -321,11 +332,11 @@ class SQLiteState:
     def apply_feedback(self, batch: FeedbackBatch, credit: CreditFn) -> FeedbackOutcome:
         with self._write() as conn:
             self._link_writes += 1
-            writes = TransactionWrites(conn)
-            outcome = self._feedback(conn, batch, credit, writes)
+            writes, applied = TransactionWrites(conn), Counter[int]()
+            outcome = self._feedback(conn, batch, credit, writes, applied)
             writes.commit_feedback()
             writes.write()
-            self._count_feedbacks(conn, 1 if outcome.applied else 0)
+            self._count_feedbacks(conn, applied)
             return outcome
 
     def apply_feedback_many(self, batches: Sequence[FeedbackBatch],
@@ -340,11 +351,11 @@ class SQLiteState:
         out: list[FeedbackOutcome | FeedbackError] = []
         with self._write() as conn:
             self._link_writes += 1
-            writes = TransactionWrites(conn)
+            writes, applied = TransactionWrites(conn), Counter[int]()
             for batch in batches:
                 conn.execute("SAVEPOINT one_feedback")
                 try:
-                    out.append(self._feedback(conn, batch, credit, writes))
+                    out.append(self._feedback(conn, batch, credit, writes, applied))
                 except FeedbackError as exc:
                     conn.execute("ROLLBACK TO one_feedback")
                     writes.drop_feedback()
@@ -353,20 +364,23 @@ class SQLiteState:
                     writes.commit_feedback()
                 conn.execute("RELEASE one_feedback")
             writes.write()
-            self._count_feedbacks(conn, sum(1 for o in out
-                                            if isinstance(o, FeedbackOutcome) and o.applied))
+            self._count_feedbacks(conn, applied)
         return out
 
     @staticmethod
-    def _count_feedbacks(conn: sqlite3.Connection, applied: int) -> None:
-        """Count the feedbacks a transaction applied, once at its end (one row rewritten per
-        transaction, not per feedback)."""
+    def _count_feedbacks(conn: sqlite3.Connection, applied: Counter[int]) -> None:
+        """Count the feedbacks a transaction applied, once at its end: the total
+        (``meta.feedbacks``) and each namespace's own (``meta.feedbacks:<namespace id>``, taken
+        off the total when the namespace is forgotten); one row per namespace rewritten per
+        transaction, not per feedback."""
         if applied:
             conn.execute("UPDATE meta SET value = CAST(value AS INTEGER) + ? "
-                         "WHERE key = 'feedbacks'", (applied,))
+                         "WHERE key = 'feedbacks'", (sum(applied.values()),))
+            conn.executemany(_COUNT_NAMESPACE_FEEDBACKS,
+                             [(f"feedbacks:{ns}", n) for ns, n in applied.items()])
 
     def _feedback(self, conn: sqlite3.Connection, batch: FeedbackBatch, credit: CreditFn,
-                  writes: TransactionWrites) -> FeedbackOutcome:
+                  writes: TransactionWrites, applied: Counter[int]) -> FeedbackOutcome:
         key = recall_key(batch.recall_id)
         row = None if key is None else conn.execute(
             "SELECT i.ns, i.body FROM impressions i JOIN namespaces n ON n.id = i.ns "
@@ -384,6 +398,7 @@ class SQLiteState:
                 co_use(conn, ns, batch, verdicts, todo)
             body = codec.with_verdicts(body, new_verdicts(verdicts, len(verdicts), todo))
             conn.execute("UPDATE impressions SET fed = 1, body = ? WHERE key = ?", (body, key))
+            applied[ns] += 1
         return FeedbackOutcome(batch.recall_id, tuple(i.id for i in todo), tuple(done))
 
     # ------------------------------------------------------------------ audit
@@ -391,8 +406,8 @@ class SQLiteState:
     def list_links(self, namespace: str | None) -> tuple[list[str], np.ndarray, np.ndarray]:
         with self._read() as conn:
             if namespace is None:
-                data = conn.execute("SELECT name, pos, neg FROM features WHERE nscount > 0 "
-                                    "ORDER BY name").fetchall()
+                data = conn.execute(f"SELECT name, pos, neg FROM features WHERE {POOLED} "
+                                    f"ORDER BY name").fetchall()
             else:
                 data = conn.execute(f"SELECT f.name, l.pos, l.neg FROM links l JOIN features f "
                                     f"ON f.id = l.fid WHERE l.ns = {NS_ID} ORDER BY f.name",
@@ -418,6 +433,12 @@ class SQLiteState:
                          f"(SELECT fid, pos, neg FROM links WHERE ns = ?) AS l "
                          f"WHERE features.id = l.fid", (ns,))
             conn.execute("DELETE FROM features WHERE nscount <= 0")
+            # its feedbacks leave the total (a file written before they were counted per
+            # namespace has no row of them: nothing to take off)
+            conn.execute("UPDATE meta SET value = MAX(CAST(value AS INTEGER) - IFNULL((SELECT "
+                         "CAST(value AS INTEGER) FROM meta WHERE key = ?1), 0), 0) "
+                         "WHERE key = 'feedbacks'", (f"feedbacks:{ns}",))
+            conn.execute("DELETE FROM meta WHERE key = ?", (f"feedbacks:{ns}",))
             for table in ("links", "docs", "impressions", "feedback_ids", "edges"):
                 conn.execute(f"DELETE FROM {table} WHERE ns = ?", (ns,))
             conn.execute("DELETE FROM namespaces WHERE id = ?", (ns,))
@@ -435,7 +456,7 @@ class SQLiteState:
 
     def stats(self) -> dict[str, int]:
         with self._read() as conn:
-            return counts_of(conn)
+            return {**counts_of(conn), "max_open_impressions": self.max_open_impressions}
 
     def integrity_check(self) -> str:
         """SQLite's ``PRAGMA integrity_check`` answer (``"ok"`` when the file is sound)."""

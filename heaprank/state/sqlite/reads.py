@@ -17,6 +17,9 @@ NS_ID = "(SELECT id FROM namespaces WHERE name = ?)"
 #: The namespaces that hold something (a link or a used document), as ``n``.
 LIVE = ("namespaces n WHERE EXISTS (SELECT 1 FROM links WHERE ns = n.id) "
         "OR EXISTS (SELECT 1 FROM docs WHERE ns = n.id)")
+#: The features of the pooled layer: held by a namespace, and not a document's (``doc:``
+#: features stay in their namespace: their pooled counts are never written).
+POOLED = "nscount > 0 AND substr(name, 1, 4) != 'doc:'"
 # The hot reads walk the caller's list (json_each) and seek each entry, returning its position
 # (``j.key``) rather than its text: no temporary index of the list is built, and the arrays are
 # filled by position. CROSS JOIN keeps the list as the outer loop (the planner may not reorder it).
@@ -51,7 +54,7 @@ def doc_stats(conn: sqlite3.Connection, namespace: str, ids: Sequence[str]) -> D
 
 def counts_of(conn: sqlite3.Connection) -> dict[str, int]:
     """What ``stats()`` reports: namespaces, links, pooled links, documents, impressions,
-    feedbacks."""
+    feedbacks, impressions without feedback."""
     def one(sql: str) -> int:
         value = conn.execute(sql).fetchone()[0]
         try:
@@ -62,8 +65,9 @@ def counts_of(conn: sqlite3.Connection) -> dict[str, int]:
     return {
         "namespaces": one(f"SELECT COUNT(*) FROM {LIVE}"),
         "links": one("SELECT COUNT(*) FROM links"),
-        "global_links": one("SELECT COUNT(*) FROM features WHERE nscount > 0"),
+        "global_links": one(f"SELECT COUNT(*) FROM features WHERE {POOLED}"),
         "documents": one("SELECT COUNT(*) FROM docs"),
         "impressions": one("SELECT COUNT(*) FROM impressions"),
         "feedbacks": one("SELECT value FROM meta WHERE key = 'feedbacks'"),
+        "open_impressions": one("SELECT COUNT(*) FROM impressions WHERE fed = 0"),
     }

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from ...records import FeedbackBatch, LinkCounts
-from ..base import LAST_USED_SKEW_S, CreditFn
+from ..base import LAST_USED_SKEW_S, OWN_PREFIX, CreditFn
 from .failures import numbers
 
 #: A feature's row in the transaction: ``(id, global pos, global neg, namespaces gained)``,
@@ -133,7 +133,9 @@ class TransactionWrites:
                 gained += 1
             else:
                 new_links[(ns, fid)] = (ns, fid, link[0] + p, link[1] + n)
-            new_features[name] = (fid, gpos + p, gneg + n, gained)
+            # (a document's feature stays the namespace's: its pooled counts are never written)
+            new_features[name] = (fid, gpos, gneg, gained) if name.startswith(OWN_PREFIX) \
+                else (fid, gpos + p, gneg + n, gained)
         self._pending = (new_features, new_links,
                          [(ns, item.id, batch.time) for item in todo if item.used])
 
