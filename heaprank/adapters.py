@@ -267,6 +267,17 @@ def reject_renamed(owner: str, given: Mapping[str, Any], hints: Mapping[str, str
             raise TypeError(f"{owner}: unknown keyword {name!r}; {hint}")
 
 
+@dataclass(frozen=True, slots=True)
+class _Call:
+    """One feedback a :class:`FeedbackWriter` writes."""
+
+    recall_id: str
+    used: list[str]
+    namespace: str | None
+    now: Any
+    done: Callable[[FeedbackOutcome], object]
+
+
 class FeedbackWriter:
     """Writes feedback for a handler: never lost without a WARNING and a count.
 
@@ -283,39 +294,42 @@ class FeedbackWriter:
         self._lock = threading.Lock()
         self._tasks: set[asyncio.Task[FeedbackOutcome]] = set()
 
-    def write(self, recall_id: str, used: Iterable[str], *, now: Any = None,
-              done: Callable[[FeedbackOutcome], object]) -> None:
-        """Apply ``used`` to ``recall_id``; ``done(outcome)`` once it is recorded."""
-        ids = list(used)
+    def write(self, recall_id: str, used: Iterable[str], *, namespace: str | None = None,
+              now: Any = None, done: Callable[[FeedbackOutcome], object]) -> None:
+        """Apply ``used`` to ``recall_id``; ``done(outcome)`` once it is recorded.
+
+        ``namespace`` is the one the ranking was made in (the core then refuses a recall of
+        another, and its outcome names every shown id, not only ``used``)."""
+        call = _Call(recall_id, list(used), namespace, now, done)
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
-            self._write_now(recall_id, ids, now, done)
+            self._write_now(call)
             return
-        task = loop.create_task(self.engine.afeedback(recall_id, used=ids, now=now))
+        task = loop.create_task(self.engine.afeedback(recall_id, used=call.used,
+                                                      namespace=namespace, now=now))
         with self._lock:
             self._tasks.add(task)
-        task.add_done_callback(lambda t: self._finished(t, recall_id, ids, now, done))
+        task.add_done_callback(lambda t: self._finished(t, call))
 
-    def _write_now(self, recall_id: str, ids: list[str], now: Any,
-                   done: Callable[[FeedbackOutcome], object]) -> None:
+    def _write_now(self, call: _Call) -> None:
         try:
-            outcome = self.engine.feedback(recall_id, used=ids, now=now)
+            outcome = self.engine.feedback(call.recall_id, used=call.used,
+                                           namespace=call.namespace, now=call.now)
         except Exception as exc:  # any reason: the app must hear of it, its request goes on
-            self.fail(recall_id, exc)
+            self.fail(call.recall_id, exc)
             return
-        done(outcome)
+        call.done(outcome)
 
-    def _finished(self, task: asyncio.Task[FeedbackOutcome], recall_id: str, ids: list[str],
-                  now: Any, done: Callable[[FeedbackOutcome], object]) -> None:
+    def _finished(self, task: asyncio.Task[FeedbackOutcome], call: _Call) -> None:
         with self._lock:
             self._tasks.discard(task)
         if task.cancelled():
-            self._write_now(recall_id, ids, now, done)
+            self._write_now(call)
         elif task.exception() is not None:
-            self.fail(recall_id, task.exception())  # type: ignore[arg-type]
+            self.fail(call.recall_id, task.exception())  # type: ignore[arg-type]
         else:
-            done(task.result())
+            call.done(task.result())
 
     def fail(self, recall_id: str, exc: BaseException) -> None:
         """Count and log a feedback that could not be recorded."""

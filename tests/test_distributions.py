@@ -3,6 +3,7 @@ pages, the integrations bound to the core they were built against, READMEs that 
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -101,3 +102,55 @@ def test_the_wheel_carries_the_license_and_the_metadata(name: str, tmp_path: Pat
         assert "Requires-Dist: heaprank<0.3,>=0.2" in text
         assert all(n.split("/")[0] in {"langchain_heaprank", "llama_index"} or ".dist-info/" in n
                    for n in names), names
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(ALL))
+def test_the_sdist_carries_the_license_and_the_metadata(name: str, tmp_path: Path) -> None:
+    """The source distribution, built by the backend of its pyproject.toml (setuptools, in this
+    environment: no package index needed), holds the LICENSE its metadata names."""
+    import tarfile
+
+    source = tmp_path / "src"
+    shutil.copytree(ALL[name], source, ignore=shutil.ignore_patterns(
+        ".git", ".venv", "build", "*.egg-info", "__pycache__", ".*_cache", ".hypothesis",
+        "integrations", "benchmarks", "tests", "*.so"))
+    out = tmp_path / "dist"
+    backend = _toml(source / "pyproject.toml")["build-system"]["build-backend"]
+    proc = subprocess.run([sys.executable, "-c", f"import {backend} as b; b.build_sdist({str(out)!r})"],
+                          cwd=source, capture_output=True, text=True, timeout=600, check=False)
+    assert proc.returncode == 0, proc.stderr
+    (sdist,) = out.glob("*.tar.gz")
+    with tarfile.open(sdist) as tar:
+        names = tar.getnames()
+        top = names[0].split("/")[0]
+        assert f"{top}/LICENSE" in names, names
+        assert "Apache License" in tar.extractfile(f"{top}/LICENSE").read().decode()
+        text = tar.extractfile(f"{top}/PKG-INFO").read().decode()
+    assert "License-Expression: Apache-2.0" in text and "License-File: LICENSE" in text
+    assert "Classifier: Typing :: Typed" in text and "Project-URL: Homepage, https://" in text
+    if name != "heaprank":
+        assert "Requires-Dist: heaprank<0.3,>=0.2" in text
+
+
+@pytest.mark.slow
+def test_an_application_type_checks_against_the_packages_as_installed(tmp_path: Path) -> None:
+    """``make typecheck-consumer`` as a test: ``mypy --strict`` on integrations/typing/consumer.py
+    from its own folder (the source tree is not on mypy's path), so each import must resolve to
+    an installed distribution with its types; editable installs are plain ``.pth`` entries that
+    mypy follows (it cannot see setuptools' import-hook fallback: "Cannot find implementation")."""
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    pytest.importorskip("mypy")
+    for name in ALL:
+        try:
+            distribution(name)
+        except PackageNotFoundError:
+            pytest.skip(f"{name} is not installed here (make test installs all three)")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "MYPYPATH")}
+    proc = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--config-file", "mypy.ini",
+                           "--cache-dir", str(tmp_path / "cache"), "consumer.py"],
+                          cwd=ROOT / "integrations" / "typing", env=env, capture_output=True,
+                          text=True, timeout=600, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "Success: no issues found in 1 source file" in proc.stdout

@@ -105,6 +105,13 @@ def test_bad_state_urls(url, match):
         open_state(url)
 
 
+
+def test_a_path_without_its_scheme_is_refused_with_the_sqlite_url_to_give(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError, match=r"\(for a SQLite file: 'sqlite:///heaprank\.db'\)"):
+        Reranker("heaprank.db")
+    assert not (tmp_path / "heaprank.db").exists()
+
 def test_relative_sqlite_url(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     state = open_state("sqlite:///rel.db")

@@ -23,6 +23,7 @@ from heaprank.adapters import (
     usage_detector,
 )
 from heaprank.learning.attribution import Shown, UsageDetector
+from heaprank.records import FeedbackOutcome
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import BaseMessage
 from langchain_core.outputs import LLMResult
@@ -44,6 +45,9 @@ class FeedbackReport:
     shown: tuple[str, ...]
     used: tuple[str, ...]
     source: str  # "citations", "overlap", "app" (root output) or "explicit" (handler.feedback)
+    #: The shown ids the state holds this feedback's verdict for, used or ignored (the core's
+    #: outcome, in the ranking's namespace); a retry lists them as already recorded.
+    recorded: tuple[str, ...] = ()
 
 
 @dataclass
@@ -209,14 +213,21 @@ class HeapRankFeedbackHandler(BaseCallbackHandler):
             self._done[run_id] = trace
             while len(self._done) > self.keep:
                 self._done.popitem(last=False)
+        try:
+            self._feed_back(run_id, trace, outputs)
+        except Exception as exc:  # LangChain would log one line a run and drop it: count it
+            self.writer.fail(trace.rankings[0]["recall_id"], exc)
+
+    def _feed_back(self, run_id: UUID, trace: _Trace, outputs: Any) -> None:
+        """Write the feedback of a finished trace: the ids the app named, else the detector's.
+
+        Raises:
+            FeedbackError: the app named an id no ranking of the trace showed (nothing written).
+            Exception: whatever a ``usage`` callable raises.
+        """
         app_used = outputs.get(USED_OUTPUT_KEY) if isinstance(outputs, dict) else None
         if app_used is not None:
-            try:
-                plan = self._plan(run_id, trace, [str(x) for x in app_used])
-            except FeedbackError as exc:
-                self.writer.fail(trace.rankings[0]["recall_id"], exc)
-                return
-            for ranking, used in plan:
+            for ranking, used in self._plan(run_id, trace, [str(x) for x in app_used]):
                 self._write(run_id, ranking, used, "app")
         elif self.detector is not None and trace.answer is not None:
             for ranking in trace.rankings:
@@ -243,11 +254,12 @@ class HeapRankFeedbackHandler(BaseCallbackHandler):
         return plan
 
     def _report(self, run_id: UUID, ranking: dict[str, Any], used: Sequence[str],
-                source: str) -> FeedbackReport:
+                source: str, outcome: FeedbackOutcome) -> FeedbackReport:
         report = FeedbackReport(run_id=run_id, recall_id=ranking["recall_id"],
                                 namespace=ranking["namespace"],
                                 shown=tuple(s["id"] for s in ranking["shown"]),
-                                used=tuple(used), source=source)
+                                used=tuple(used), source=source,
+                                recorded=outcome.applied + outcome.already_recorded)
         logger.debug("heaprank feedback: %s", report)
         with self._lock:
             self.reports.setdefault(run_id, []).append(report)
@@ -256,8 +268,8 @@ class HeapRankFeedbackHandler(BaseCallbackHandler):
         return report
 
     def _write(self, run_id: UUID, ranking: dict[str, Any], used: Sequence[str], source: str) -> None:
-        self.writer.write(ranking["recall_id"], used,
-                          done=lambda _: self._report(run_id, ranking, used, source))
+        self.writer.write(ranking["recall_id"], used, namespace=ranking["namespace"],
+                          done=lambda outcome: self._report(run_id, ranking, used, source, outcome))
 
     def _finished(self, run_id: UUID | str) -> tuple[UUID, _Trace]:
         try:
@@ -283,8 +295,9 @@ class HeapRankFeedbackHandler(BaseCallbackHandler):
         root, trace = self._finished(run_id)
         out = []
         for ranking, mine in self._plan(root, trace, used):
-            self.engine.feedback(ranking["recall_id"], used=mine, now=now)
-            out.append(self._report(root, ranking, mine, "explicit"))
+            outcome = self.engine.feedback(ranking["recall_id"], used=mine, now=now,
+                                           namespace=ranking["namespace"])
+            out.append(self._report(root, ranking, mine, "explicit", outcome))
         return out
 
     async def afeedback(self, run_id: UUID | str, used: Iterable[str], *,
@@ -293,8 +306,9 @@ class HeapRankFeedbackHandler(BaseCallbackHandler):
         root, trace = self._finished(run_id)
         out = []
         for ranking, mine in self._plan(root, trace, used):
-            await self.engine.afeedback(ranking["recall_id"], used=mine, now=now)
-            out.append(self._report(root, ranking, mine, "explicit"))
+            outcome = await self.engine.afeedback(ranking["recall_id"], used=mine, now=now,
+                                                  namespace=ranking["namespace"])
+            out.append(self._report(root, ranking, mine, "explicit", outcome))
         return out
 
 

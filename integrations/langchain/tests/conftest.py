@@ -1,7 +1,11 @@
-"""Fixtures: an InMemoryVectorStore over a deterministic embedding, a reranker at a fixed time."""
+"""Fixtures: an InMemoryVectorStore over a deterministic embedding, a reranker at a fixed time,
+a state on the real Redis server."""
 
 from __future__ import annotations
 
+import os
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -28,3 +32,25 @@ def store() -> InMemoryVectorStore:
 @pytest.fixture
 def reranker() -> HeapRankReranker:
     return HeapRankReranker(state="memory://", top_n=3, now=NOW)
+
+
+@pytest.fixture
+def redis_url() -> Iterator[str]:
+    """A state URL on the real Redis server of ``$HEAPRANK_REDIS_URL`` (default db 15 on
+    localhost), with a key prefix of its own whose keys are deleted after the test."""
+    redis = pytest.importorskip("redis")
+    base = os.environ.get("HEAPRANK_REDIS_URL", "redis://127.0.0.1:6379/15")
+    client = redis.Redis.from_url(base, socket_timeout=2, socket_connect_timeout=2)
+    try:
+        client.ping()
+    except redis.RedisError as exc:
+        client.close()
+        pytest.skip(f"no Redis server answers at {base} ({exc})")
+    prefix = f"it22-{uuid.uuid4().hex[:10]}"
+    try:
+        yield f"{base}?prefix={prefix}"
+    finally:
+        keys = list(client.scan_iter(match=f"*{prefix}*", count=1000))
+        if keys:
+            client.delete(*keys)
+        client.close()

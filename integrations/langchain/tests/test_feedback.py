@@ -255,3 +255,57 @@ def test_a_feedback_that_fails_is_logged_with_its_reason_and_counted(
     assert handler.failed == 1 and not handler.reports
     [record] = [r for r in caplog.records if "not recorded" in r.getMessage()]
     assert record.levelno == logging.WARNING and "read" in record.getMessage().lower()
+
+
+MAYA = {"metadata": {"heaprank_namespace": "user:maya"}}
+
+
+def test_the_handler_writes_in_the_namespace_the_ranking_was_made_in(store: InMemoryVectorStore) -> None:
+    engine = Reranker()
+    _, chain = _chain(store, engine, ["It departs March 14 [booked]."])
+    handler = HeapRankFeedbackHandler(engine)
+    chain.invoke(QUERY, config={"callbacks": [handler], **MAYA})
+    report = _only_report(handler)
+    assert report.namespace == "user:maya" and report.used == ("booked",)
+    # Written with namespace=: the state's outcome names every shown id, used or ignored
+    # (without it, only the ids the handler named itself).
+    assert set(report.recorded) == set(report.shown)
+    assert engine.links("user:maya") and not engine.links("default")
+
+
+def test_async_and_explicit_feedback_write_in_the_ranking_s_namespace(store: InMemoryVectorStore) -> None:
+    engine = Reranker()
+    _, chain = _chain(store, engine, ["[price] about 400 dollars", "no citation"])
+    handler = HeapRankFeedbackHandler(engine)
+
+    async def run() -> None:
+        await chain.ainvoke(QUERY, config={"callbacks": [handler], **MAYA})
+        await handler.aflush()
+
+    asyncio.run(run())
+    report = _only_report(handler)
+    assert report.used == ("price",) and set(report.recorded) == set(report.shown)
+    explicit = HeapRankFeedbackHandler(engine, usage="explicit")
+    run_id = uuid.uuid4()
+    chain.invoke(QUERY, config={"callbacks": [explicit], "run_id": run_id, **MAYA})
+    [sync] = explicit.feedback(run_id, used=["wish"])
+    assert sync.namespace == "user:maya" and set(sync.recorded) == set(sync.shown)
+    [again] = asyncio.run(explicit.afeedback(run_id, used=["wish"]))  # a retry: recorded already
+    assert set(again.recorded) == set(sync.shown)
+    assert not engine.links("default") and engine.stats()["feedbacks"] == 2
+
+
+def test_a_usage_callable_that_raises_is_counted_not_swallowed(
+        store: InMemoryVectorStore, caplog: pytest.LogCaptureFixture) -> None:
+    def broken(answer: str, shown: object) -> list[str]:
+        raise KeyError("no such field")
+
+    engine = Reranker()
+    _, chain = _chain(store, engine, ["[booked]"])
+    handler = HeapRankFeedbackHandler(engine, usage=broken)
+    with caplog.at_level(logging.WARNING):
+        assert chain.invoke(QUERY, config={"callbacks": [handler]}) == "[booked]"
+    assert handler.failed == 1 and not handler.reports
+    [record] = [r for r in caplog.records if "not recorded" in r.getMessage()]
+    assert record.levelno == logging.WARNING and "KeyError" in record.getMessage()
+    assert not [r for r in caplog.records if "Error in" in r.getMessage()]  # no swallowed line

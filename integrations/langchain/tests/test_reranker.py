@@ -245,3 +245,17 @@ def test_model_dump_holds_the_state_and_the_schema_builds(tmp_path: Path) -> Non
     schema = HeapRankReranker.model_json_schema()["properties"]
     assert schema["state"]["anyOf"] == [{"type": "string"}, {"type": "null"}]
     assert {"top_n", "namespace"} <= set(schema)
+
+
+def test_pickle_reopens_a_redis_state_and_keeps_learning_in_it(redis_url: str) -> None:
+    rr = HeapRankReranker(state=redis_url, top_n=2, namespace="user:maya", now=NOW)
+    out = rr.compress_documents(_docs(), QUERY)
+    rr.engine.feedback(out[0].metadata["heaprank_recall_id"], used=[out[1].id],
+                       namespace="user:maya")
+    clone = pickle.loads(pickle.dumps(rr))
+    assert clone.state == rr.state and clone.engine is not rr.engine
+    assert clone.engine.links("user:maya") == rr.engine.links("user:maya") != []
+    again = clone.compress_documents(_docs(), QUERY)  # the clone writes to the same server
+    clone.engine.feedback(again[0].metadata["heaprank_recall_id"], used=[again[0].id],
+                          namespace="user:maya")
+    assert rr.engine.stats()["feedbacks"] == 2

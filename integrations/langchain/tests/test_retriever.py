@@ -179,6 +179,16 @@ def test_pickle_and_dump_keep_the_state(tmp_path: Path, store: InMemoryVectorSto
     assert {"state", "k", "fetch_k"} <= set(HeapRankRetriever.model_json_schema()["properties"])
 
 
+
+def test_pickle_reopens_an_engine_s_redis_state(redis_url: str, store: InMemoryVectorStore) -> None:
+    hr = HeapRankRetriever(vectorstore=store, state=Reranker(redis_url), k=2, now=NOW)
+    out = hr.invoke(QUERY)
+    hr.engine.feedback(out[0].metadata["heaprank_recall_id"], used=[out[1].id], namespace="default")
+    clone = pickle.loads(pickle.dumps(hr))
+    assert clone.engine is not hr.engine and clone.engine.state.layout.prefix in redis_url
+    assert clone.engine.links("default") == hr.engine.links("default") != []
+    assert len(clone.invoke(QUERY)) == 2 and hr.engine.stats()["impressions"] == 2
+
 class TestStandardRetriever(RetrieversIntegrationTests):
     """langchain-tests' own conformance suite (it runs offline)."""
 

@@ -11,6 +11,7 @@ import pytest
 from heaprank import FeedbackError, Reranker
 from llama_index.core import VectorStoreIndex
 from llama_index.core.instrumentation import get_dispatcher
+from llama_index.core.instrumentation.dispatcher import instrument_tags
 
 from li_support import NOW, CitingLLM
 from llama_index.postprocessor.heaprank import (
@@ -211,3 +212,66 @@ def test_a_feedback_that_fails_is_logged_with_its_reason_and_counted(
     [record] = [r for r in caplog.records if "not recorded" in r.getMessage()]
     assert record.levelno == logging.WARNING and "Traceback" not in record.getMessage()
     assert record.exc_info is None
+
+
+def test_the_handler_writes_in_the_namespace_the_ranking_was_made_in(index, llm) -> None:
+    pp = HeapRankPostprocessor(state="memory://", top_n=3, now=NOW, namespace="user:maya")
+    handler = HeapRankFeedbackHandler(pp).install()
+    try:
+        llm.answer = "It departs March 14 [1]."
+        response = _engine(index, llm, pp).query(QUERY)
+        with instrument_tags({"heaprank_namespace": "user:ali"}):
+            _engine(index, llm, pp).query(QUERY)
+    finally:
+        handler.uninstall()
+    maya, ali = handler.reports
+    assert (maya.namespace, ali.namespace) == ("user:maya", "user:ali")
+    assert maya.used == (_ids(response)[0],)
+    # Written with namespace=: the state's outcome names every shown id, used or ignored
+    # (without it, only the ids the handler named itself).
+    assert set(maya.recorded) == set(maya.shown) and set(ali.recorded) == set(ali.shown)
+    assert pp.engine.links("user:maya") and pp.engine.links("user:ali")
+    assert not pp.engine.links("default")
+
+
+def test_async_and_explicit_feedback_write_in_the_ranking_s_namespace(index, llm) -> None:
+    pp = HeapRankPostprocessor(state="memory://", top_n=3, now=NOW, namespace="user:maya")
+    handler = HeapRankFeedbackHandler(pp).install()
+    explicit = HeapRankFeedbackHandler(pp, usage="explicit")
+    try:
+        llm.answer = "[2]"
+
+        async def run():
+            response = await _engine(index, llm, pp).aquery(QUERY)
+            await handler.aflush()
+            return response
+
+        response = asyncio.run(run())
+        [auto] = handler.reports
+        assert auto.namespace == "user:maya" and set(auto.recorded) == set(auto.shown)
+        [sync] = explicit.feedback(response, used=[_ids(response)[1]])  # a retry: recorded already
+        [again] = asyncio.run(explicit.afeedback(response, used=[_ids(response)[1]]))
+    finally:
+        handler.uninstall()
+    assert set(sync.recorded) == set(again.recorded) == set(auto.shown)
+    assert not pp.engine.links("default") and pp.engine.stats()["feedbacks"] == 1
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+def test_a_usage_callable_that_raises_is_counted_not_swallowed(
+        index, llm, postprocessor, streaming: bool, caplog: pytest.LogCaptureFixture) -> None:
+    def broken(answer: str, shown: object) -> list[str]:
+        raise KeyError("no such field")
+
+    handler = HeapRankFeedbackHandler(postprocessor, usage=broken).install()
+    llm.answer = "March 14 [1]."
+    try:
+        with caplog.at_level(logging.WARNING):
+            response = _engine(index, llm, postprocessor, streaming=streaming).query(QUERY)
+            text = "".join(response.response_gen) if streaming else str(response)
+    finally:
+        handler.uninstall()
+    assert text == llm.answer  # the app's answer, stream drained to its end without an error
+    assert handler.failed == 1 and handler.reports == []
+    [record] = [r for r in caplog.records if "not recorded" in r.getMessage()]
+    assert "KeyError" in record.getMessage() and record.exc_info is None

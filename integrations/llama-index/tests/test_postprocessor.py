@@ -290,3 +290,13 @@ def test_citations_with_a_context_chat_engine(index: VectorStoreIndex) -> None:
     assert "citation: [1]" in llm.prompts[-1]
     booked = next(n for n in response.source_nodes if "March 14" in n.node.get_content())
     assert handler.reports[-1].used == (booked.node.metadata["heaprank_id"],)
+
+
+def test_pickle_and_to_dict_reopen_a_redis_state(redis_url: str, index: VectorStoreIndex) -> None:
+    pp = HeapRankPostprocessor(state=redis_url, top_n=3, now=NOW)
+    _learn(pp, index)
+    for clone in (pickle.loads(pickle.dumps(pp)), HeapRankPostprocessor.from_dict(pp.to_dict())):
+        assert clone.state == pp.state and clone.engine is not pp.engine
+        assert clone.engine.links("default") == pp.engine.links("default") != []
+    _learn(clone, index)  # a copy writes to the same server
+    assert pp.engine.stats()["feedbacks"] == 2

@@ -49,8 +49,9 @@ dispatcher = get_dispatcher(__name__)
 #: Instrumentation tag that sets the namespace for the calls inside ``instrument_tags({...})``.
 NAMESPACE_TAG = "heaprank_namespace"
 #: Metadata keys this postprocessor writes, hidden from the LLM prompt and the embedding text.
-RANK_KEY, EXPLAIN_KEY, ID_KEY, RECALL_ID_KEY, STATE_KEY = (
-    "heaprank_rank", "heaprank_explain", "heaprank_id", "heaprank_recall_id", "heaprank_state")
+RANK_KEY, EXPLAIN_KEY, ID_KEY, RECALL_ID_KEY, STATE_KEY, NAMESPACE_KEY = (
+    "heaprank_rank", "heaprank_explain", "heaprank_id", "heaprank_recall_id", "heaprank_state",
+    "heaprank_namespace")
 #: The one key shown to the LLM, with ``citations=True``: ``[n]``, the node's position.
 CITATION_KEY = "citation"
 #: Keywords of older versions or other postprocessors, and what to pass instead.
@@ -69,8 +70,8 @@ class HeapRankPostprocessor(BaseNodePostprocessor):
     node, ``s / s_best`` for the others (so ``SimilarityPostprocessor(similarity_cutoff=0.7)``
     keeps what is within 70% of heaprank's best). Metadata gets the raw product
     (``heaprank_score``), the score the node came with (``retrieval_score``, which a later
-    heaprank reads as its relevance), the rank, EXPLAIN, the heaprank id and the recall id, all
-    hidden from the LLM prompt and the embedding text. ``citations=True`` adds a visible
+    heaprank reads as its relevance), the rank, EXPLAIN, the heaprank id, the recall id and the
+    namespace, all hidden from the LLM prompt and the embedding text. ``citations=True`` adds a visible
     ``citation: [n]`` line for prompts that ask the model to cite (see :func:`citation_qa_template`).
 
     Example:
@@ -212,7 +213,7 @@ class HeapRankPostprocessor(BaseNodePostprocessor):
                ranking: Ranking) -> list[NodeWithScore]:
         where = {c["id"]: i for i, c in enumerate(converted.candidates)}
         hidden = [RAW_SCORE_KEY, RETRIEVAL_SCORE_KEY, RANK_KEY, EXPLAIN_KEY, ID_KEY, RECALL_ID_KEY,
-                  STATE_KEY]
+                  STATE_KEY, NAMESPACE_KEY]
         out = []
         for item, relevance in zip(ranking, relative_scores([r.score for r in ranking])):
             i = where[item.id]
@@ -221,7 +222,7 @@ class HeapRankPostprocessor(BaseNodePostprocessor):
             node.metadata = {**source.node.metadata, RAW_SCORE_KEY: item.score, RANK_KEY: item.rank,
                              EXPLAIN_KEY: explained(item, converted.flags.get(item.id), logger),
                              ID_KEY: item.id, RECALL_ID_KEY: ranking.recall_id,
-                             STATE_KEY: self.state_key}
+                             STATE_KEY: self.state_key, NAMESPACE_KEY: ranking.namespace}
             if converted.upstream[i] is not None:
                 node.metadata[RETRIEVAL_SCORE_KEY] = converted.upstream[i]
             if self.citations:

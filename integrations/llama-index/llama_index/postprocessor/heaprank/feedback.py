@@ -27,6 +27,7 @@ from heaprank.adapters import (
     usage_detector,
 )
 from heaprank.learning.attribution import Shown, UsageDetector
+from heaprank.records import FeedbackOutcome
 from llama_index.core.base.response.schema import AsyncStreamingResponse, StreamingResponse
 from llama_index.core.bridge.pydantic import PrivateAttr
 from llama_index.core.chat_engine.types import StreamingAgentChatResponse
@@ -36,7 +37,7 @@ from llama_index.core.instrumentation.span_handlers import BaseSpanHandler
 from llama_index.core.schema import MetadataMode, NodeWithScore
 
 from ._convert import logger
-from .base import ID_KEY, RECALL_ID_KEY, STATE_KEY, HeapRankPostprocessor
+from .base import ID_KEY, NAMESPACE_KEY, RECALL_ID_KEY, STATE_KEY, HeapRankPostprocessor
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +48,10 @@ class FeedbackReport:
     shown: tuple[str, ...]
     used: tuple[str, ...]
     source: str  # the usage mode, or "explicit"
+    #: The shown ids the state holds this feedback's verdict for, used or ignored (the core's
+    #: outcome, in the ranking's namespace); a retry lists them as already recorded.
+    recorded: tuple[str, ...] = ()
+    namespace: str | None = None  # the ranking's (None: a node of a version that kept none)
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,19 +59,24 @@ class _Ranking:
     recall_id: str
     state: str  # the state key of the postprocessor that ranked
     shown: tuple[Shown, ...]
+    namespace: str | None  # the namespace it was ranked in, which its feedback names
 
 
 def _rankings(source_nodes: Sequence[NodeWithScore]) -> list[_Ranking]:
     """Shown nodes grouped by recall id, in the order the LLM saw them."""
-    grouped: dict[str, tuple[str, list[Shown]]] = {}
+    grouped: dict[str, tuple[str, str | None, list[Shown]]] = {}
     for nws in source_nodes:
         meta = nws.node.metadata
         recall_id, doc_id = meta.get(RECALL_ID_KEY), meta.get(ID_KEY)
         if isinstance(recall_id, str) and isinstance(doc_id, str):
             aliases = tuple(a for a in (nws.node.node_id, nws.node.ref_doc_id) if a and a != doc_id)
             shown = Shown(doc_id, aliases, nws.node.get_content(MetadataMode.NONE))
-            grouped.setdefault(recall_id, (str(meta.get(STATE_KEY)), []))[1].append(shown)
-    return [_Ranking(r, key, tuple(shown)) for r, (key, shown) in grouped.items()]
+            namespace = meta.get(NAMESPACE_KEY)
+            grouped.setdefault(recall_id, (str(meta.get(STATE_KEY)),
+                                           namespace if isinstance(namespace, str) else None,
+                                           []))[2].append(shown)
+    return [_Ranking(r, key, tuple(shown), namespace)
+            for r, (key, namespace, shown) in grouped.items()]
 
 
 class HeapRankFeedbackHandler(BaseSpanHandler[SimpleSpan]):
@@ -234,18 +244,26 @@ class HeapRankFeedbackHandler(BaseSpanHandler[SimpleSpan]):
         self._detect_and_report("".join(parts), rankings)
 
     def _detect_and_report(self, answer: str, rankings: list[_Ranking]) -> None:
+        """Detect what ``answer`` used and write it; a detector that raises is counted (here at
+        a stream's end too, where it would reach the app's loop over the tokens)."""
         assert self._detector is not None
         for ranking in rankings:
-            used = self._detector(answer, ranking.shown)
-            self._writer.write(ranking.recall_id, used,
+            try:
+                used = self._detector(answer, ranking.shown)
+            except Exception as exc:
+                self._writer.fail(ranking.recall_id, exc)
+                continue
+            self._writer.write(ranking.recall_id, used, namespace=ranking.namespace,
                                done=functools.partial(self._reported, ranking, used))
 
-    def _reported(self, ranking: _Ranking, used: Sequence[str], outcome: object) -> None:
-        self._report(ranking, used, self._usage_name)
+    def _reported(self, ranking: _Ranking, used: Sequence[str], outcome: FeedbackOutcome) -> None:
+        self._report(ranking, used, self._usage_name, outcome)
 
-    def _report(self, ranking: _Ranking, used: Sequence[str], source: str) -> FeedbackReport:
+    def _report(self, ranking: _Ranking, used: Sequence[str], source: str,
+                outcome: FeedbackOutcome) -> FeedbackReport:
         report = FeedbackReport(ranking.recall_id, tuple(s.id for s in ranking.shown), tuple(used),
-                                source)
+                                source, outcome.applied + outcome.already_recorded,
+                                ranking.namespace)
         with self._guard:
             self._reports.append(report)
             del self._reports[:-self._keep]
@@ -278,14 +296,16 @@ class HeapRankFeedbackHandler(BaseSpanHandler[SimpleSpan]):
         """
         out = []
         for ranking, mine in self._plan(response, used):
-            self._engine.feedback(ranking.recall_id, used=mine)
-            out.append(self._report(ranking, mine, "explicit"))
+            outcome = self._engine.feedback(ranking.recall_id, used=mine,
+                                            namespace=ranking.namespace)
+            out.append(self._report(ranking, mine, "explicit", outcome))
         return out
 
     async def afeedback(self, response: Any, used: Iterable[str]) -> list[FeedbackReport]:
         """Async :meth:`feedback` (the core's ``afeedback``)."""
         out = []
         for ranking, mine in self._plan(response, used):
-            await self._engine.afeedback(ranking.recall_id, used=mine)
-            out.append(self._report(ranking, mine, "explicit"))
+            outcome = await self._engine.afeedback(ranking.recall_id, used=mine,
+                                                   namespace=ranking.namespace)
+            out.append(self._report(ranking, mine, "explicit", outcome))
         return out
