@@ -61,11 +61,17 @@ def ranking(scored: Scored, recall_id: str, top_links: TopLinks,
     dropped = {} if scored.kept is None or scored.kept.all() else {
         batch.ids[i]: "rule " + ", ".join(f"{n} x{m:g}" for n, m in fired[i])
         for i in np.flatnonzero(~scored.kept).tolist()}
-    return Ranking(recall_id, request.namespace, request.query, seen.info.qtype,
-                   _results(scored, top_links, untracked), tuple(map(batch.ids.__getitem__, order.tolist())),
-                   scored.log_score[order], scored.log_terms[order], SIGNALS,
-                   scored.log_rules[order] if fired else scored.log_rules,  # (no rule: zeros)
-                   dropped)
+    # Its fields put straight into the instance: a frozen dataclass's __init__ sets each one
+    # through object.__setattr__ (twice the cost), and every rerank makes one.
+    made = object.__new__(Ranking)
+    vars(made).update(
+        recall_id=recall_id, namespace=request.namespace, query=request.query,
+        qtype=seen.info.qtype, items=_results(scored, top_links, untracked),
+        order_ids=tuple(map(batch.ids.__getitem__, order.tolist())),
+        log_scores=scored.log_score[order], log_terms=scored.log_terms[order],
+        signal_names=SIGNALS, log_rules=scored.log_rules[order] if fired else scored.log_rules,
+        dropped=dropped)  # (no rule fired: log_rules are zeros)
+    return made
 
 
 def _shown(scored: Scored) -> _Shown:

@@ -117,13 +117,6 @@ def _row_codes(row: Sequence[str], table: dict[str, int]) -> bytes:
     return out
 
 
-def _codes_of(row: Sequence[str], table: dict[str, int]) -> bytes:
-    """A row's codes: known by its value (codebook rows), or worked out (free-form slots go
-    to ``table``)."""
-    known = _FIXED_ROWS.get(row) if isinstance(row, tuple) else None
-    return _row_codes(row, table) if known is None else known
-
-
 def encode(head: Head, ids: Sequence[str], slots: Sequence[Sequence[str]],
            signals: np.ndarray | Sequence[Sequence[float]] | None,
            verdicts: Sequence[int] | None = None) -> bytes:
@@ -132,13 +125,14 @@ def encode(head: Head, ids: Sequence[str], slots: Sequence[Sequence[str]],
     n, m = len(ids), len(head.signal_names)
     table: dict[str, int] = {}
     body = bytearray()  # the items, then the signal values
-    small = _SMALL
+    small, fixed = _SMALL, _FIXED_ROWS.get
     for doc_id, row in zip(ids, slots):
         encoded = doc_id.encode("utf-8")
         size = len(encoded)
         body += small[size] if size < 128 else _varint(size)
         body += encoded
-        body += _codes_of(row, table)
+        codes = fixed(row) if type(row) is tuple else None  # a codebook row, known by value
+        body += _row_codes(row, table) if codes is None else codes
     if signals is None:
         body += bytes(4 * n * m)  # float32 zeros
     else:
