@@ -1,5 +1,25 @@
-"""Fixtures of the integration tests: the Redis servers live in ``redis_servers``."""
+"""Fixtures of the integration tests: the Redis servers live in ``redis_servers``; ``state``
+is a fresh backend of each kind (memory, a real SQLite file, the real Redis server)."""
 
-from tests.integration.redis_servers import aof_server, redis_cluster_url, redis_url
+import pytest
 
-__all__ = ["aof_server", "redis_cluster_url", "redis_url"]
+from heaprank import MemoryState, SQLiteState
+from tests.integration.redis_servers import aof_server, redis_cluster_url, redis_url, unique_prefix
+
+__all__ = ["aof_server", "redis_cluster_url", "redis_url", "state"]
+
+
+@pytest.fixture(params=["memory", "sqlite", "redis"])
+def state(request, tmp_path):
+    if request.param == "memory":
+        backend = MemoryState()
+    elif request.param == "sqlite":
+        backend = SQLiteState(tmp_path / "state.db")
+    else:
+        from heaprank.state.redis import RedisState
+
+        backend = RedisState(request.getfixturevalue("redis_url"), prefix=unique_prefix())
+    yield backend
+    if hasattr(backend, "clear"):
+        backend.clear()
+    backend.close()

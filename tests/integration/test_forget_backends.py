@@ -3,30 +3,11 @@ Redis on the shared server), sees only the namespace asked about, and changes no
 
 from __future__ import annotations
 
-import pytest
-
-from heaprank import MemoryState, Reranker, SQLiteState
+from heaprank import Reranker
 from heaprank.learning.retention import RetentionPolicy
-from tests.integration.redis_servers import unique_prefix
 
 DAY = 86_400.0
 NOW = 1_750_000_000.0
-
-
-@pytest.fixture(params=["memory", "sqlite", "redis"])
-def state(request, tmp_path):
-    if request.param == "memory":
-        backend = MemoryState()
-    elif request.param == "sqlite":
-        backend = SQLiteState(tmp_path / "state.db")
-    else:
-        from heaprank.state.redis import RedisState
-
-        backend = RedisState(request.getfixturevalue("redis_url"), prefix=unique_prefix())
-    yield backend
-    if hasattr(backend, "clear"):
-        backend.clear()
-    backend.close()
 
 
 def test_every_backend_reports_the_same_forgotten_documents(state):

@@ -4,26 +4,7 @@ counted any more, while the other tenants' feedbacks stay counted."""
 
 from __future__ import annotations
 
-import pytest
-
-from heaprank import MemoryState, Reranker, SQLiteState
-from tests.integration.redis_servers import unique_prefix
-
-
-@pytest.fixture(params=["memory", "sqlite", "redis"])
-def state(request, tmp_path):
-    if request.param == "memory":
-        backend = MemoryState()
-    elif request.param == "sqlite":
-        backend = SQLiteState(tmp_path / "state.db")
-    else:
-        from heaprank.state.redis import RedisState
-
-        backend = RedisState(request.getfixturevalue("redis_url"), prefix=unique_prefix())
-    yield backend
-    if hasattr(backend, "clear"):
-        backend.clear()
-    backend.close()
+from heaprank import Reranker
 
 
 def _feedbacks(rr: Reranker, namespace: str, n: int) -> None:

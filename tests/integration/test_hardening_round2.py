@@ -10,9 +10,8 @@ import threading
 
 import pytest
 
-from heaprank import FeedbackError, InputError, MemoryState, Reranker, SQLiteState
+from heaprank import FeedbackError, InputError, MemoryState, Reranker
 from heaprank._checks import MAX_K, MAX_QUERY_CHARS
-from tests.integration.redis_servers import unique_prefix
 
 NOW = 1_750_000_000.0
 DAY = 86_400.0
@@ -24,21 +23,10 @@ CANDS = [
 ]
 
 
-@pytest.fixture(params=["memory", "sqlite", "redis"])
-def rr(request, tmp_path):
-    if request.param == "memory":
-        state = MemoryState()
-    elif request.param == "sqlite":
-        state = SQLiteState(tmp_path / "state.db")
-    else:
-        from heaprank.state.redis import RedisState
-
-        state = RedisState(request.getfixturevalue("redis_url"), prefix=unique_prefix())
-    reranker = Reranker(state)
-    yield reranker
-    if hasattr(state, "clear"):
-        state.clear()
-    reranker.close()
+@pytest.fixture
+def rr(state):
+    """A reranker on a fresh backend of each kind (conftest's ``state``, which closes it)."""
+    return Reranker(state)
 
 
 # ---------------------------------------------------------------- 2: one time rule
