@@ -430,10 +430,15 @@ def test_absent_columns_are_read_only_so_no_write_reaches_another_batch():
         assert batch.superseded.dtype == bool and not batch.superseded.any()
         assert batch.keys == batch.threads == (None,) * 5
         assert batch.tags == (frozenset(),) * 5 and batch.flags == ((),) * 5
-    with pytest.raises(ValueError, match="read-only"):
-        first.importance[0] = 2.0
-    with pytest.raises(ValueError, match="read-only"):
-        first.superseded[0] = True
+    # The C pass shares one absent column between batches, read-only; the Python pass builds
+    # one per batch. Either way a write to one batch's column never reaches another's.
+    for name, value in (("importance", 2.0), ("superseded", True)):
+        column = getattr(first, name)
+        if np.shares_memory(column, getattr(second, name)):
+            with pytest.raises(ValueError, match="read-only"):
+                column[0] = value
+        else:
+            column[0] = value
     assert np.isnan(second.importance).all() and not second.superseded.any()
     # the columns the candidates did give are their own, and writable
     assert not np.shares_memory(first.created_at, second.created_at)
