@@ -13,9 +13,9 @@ from __future__ import annotations
 import itertools
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import asdict, dataclass, fields
 from types import ModuleType
-from typing import Any, TypedDict
+from typing import Any, TypedDict, cast
 from urllib.parse import parse_qsl, urlsplit
 
 from ..._optional import require
@@ -121,11 +121,7 @@ class Settings:
 
     def options(self) -> RedisOptions:
         """These settings as keyword options (what a twin client is opened with)."""
-        return RedisOptions(prefix=self.prefix, global_shards=self.global_shards,
-                            timeout_s=self.timeout_s, retries=self.retries,
-                            global_cache_ttl_s=self.global_cache_ttl_s,
-                            max_impressions=self.max_impressions,
-                            impression_ttl_s=self.impression_ttl_s, read_only=self.read_only)
+        return cast(RedisOptions, asdict(self))
 
 
 def redis_module(feature: str) -> ModuleType:
