@@ -133,6 +133,7 @@ def stage_rerank(rr: Reranker, cands: list, calls: int, evict: Evictor) -> None:
     st.wrap(R, "apply_rules", "apply_rules")
     st.wrap(Reranker, "_build_items", "_build_items (Ranked objects)")
     st.wrap(results.Ranked, "explain", "Ranked.explain (10 per call)")
+    _wrap_stages(st)
     st.wrap(Reranker, "rerank", "rerank")
     try:
         for i in range(calls):
@@ -146,6 +147,26 @@ def stage_rerank(rr: Reranker, cands: list, calls: int, evict: Evictor) -> None:
     st.ns["rerank + explain"] = st.ns.pop("rerank") + st.ns["Ranked.explain (10 per call)"]
     st.calls["rerank + explain"] = st.calls.pop("rerank")
     st.report("rerank + explain", "rerank + explain")
+
+
+def _wrap_stages(st: StageTimer) -> None:
+    """The pipeline stages of the layout with ``heaprank/scoring/`` and ``learning/`` (an older
+    checkout has none of them, and nothing is wrapped)."""
+    try:
+        from heaprank.learning import evidence, impressions
+        from heaprank.scoring import candidates, explain, results, scorer, space
+    except ImportError:
+        return
+    st.wrap(scorer.Scorer, "see", "Scorer.see (candidates + query + feature rows)")
+    st.wrap(candidates, "coerce_candidates", "  of which coerce_candidates")
+    st.wrap(space.FeatureSpace, "rows", "  of which FeatureSpace.rows")
+    st.wrap(evidence.EvidenceReader, "read", "EvidenceReader.read (links + documents)")
+    st.wrap(scorer.Scorer, "score", "Scorer.score (signals + rules + order)")
+    st.wrap(impressions.ImpressionLog, "track", "ImpressionLog.track (impression)")
+    st.wrap(evidence.EvidenceReader, "top_links", "EvidenceReader.top_links")
+    st.wrap(explain, "ranking", "explain.ranking (Ranked objects)")
+    st.wrap(explain, "_add_details", "  of which _add_details")
+    st.wrap(results, "new_ranked", "  of which new_ranked")
 
 
 def stage_feedback(rr: Reranker, pending: list, evict: Evictor) -> None:

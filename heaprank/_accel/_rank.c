@@ -1,5 +1,6 @@
 /* heaprank._accel._rank: the C kernels of the rank stage (heaprank/scoring/rank.py): the signal
- * matrix (columns), the order best first (best_first) and the shown rows' values (take).
+ * matrix (columns), the order best first (best_first), the shown rows' values (take), and the
+ * ranked results themselves (instances: their slots set in one pass).
  *
  * They move numbers, and compare them, without computing any: each result is its numpy
  * twin's, bit for bit. Numbers cross as buffers (exported for the whole call, so their memory
@@ -7,6 +8,7 @@
  */
 
 #include "_kernels.h"
+#include <structmember.h>
 
 PyDoc_STRVAR(columns_doc,
 "columns(n, values, at, /)\n--\n\n"
@@ -289,10 +291,88 @@ take(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return made_or_none(out);
 }
 
+PyDoc_STRVAR(instances_doc,
+"instances(cls, slots, rows, /)\n--\n\n"
+"A tuple of new instances of cls, one per row of rows (a tuple of tuples), with slot slots[j]\n"
+"(a member descriptor of cls itself) set to row[j], without calling __init__: what\n"
+"object.__new__(cls) and slots[j].__set__(item, row[j]) for each j give. None where cls has\n"
+"its own __new__ or is not a heap type, where a descriptor is not a writable object slot of\n"
+"cls or is named twice, or where a row is not a tuple of len(slots) values.");
+
+#define MAX_SLOTS 16
+
+/* The byte offsets of `slots` in instances of `type`, or 0 where it defers (see above). */
+static int
+slot_offsets(PyTypeObject *type, PyObject *slots, Py_ssize_t *offset)
+{
+    Py_ssize_t n = PyTuple_GET_SIZE(slots);
+    if (!PyType_HasFeature(type, Py_TPFLAGS_HEAPTYPE) || type->tp_new != PyBaseObject_Type.tp_new
+            || n > MAX_SLOTS) {
+        return 0;
+    }
+    for (Py_ssize_t j = 0; j < n; j++) {
+        PyObject *descr = PyTuple_GET_ITEM(slots, j);
+        if (Py_TYPE(descr) != &PyMemberDescr_Type) {
+            return 0;
+        }
+        PyMemberDescrObject *member = (PyMemberDescrObject *)descr;
+        if (member->d_common.d_type != type || member->d_member->type != T_OBJECT_EX
+                || (member->d_member->flags & READONLY)) {
+            return 0;
+        }
+        offset[j] = member->d_member->offset;
+        for (Py_ssize_t i = 0; i < j; i++) {
+            if (offset[i] == offset[j]) {
+                return 0; /* named twice: setting it again would drop a value mid-pass */
+            }
+        }
+    }
+    return 1;
+}
+
+static PyObject *
+instances(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (!takes(nargs, 3, "instances")) {
+        return NULL;
+    }
+    if (!PyType_Check(args[0]) || !PyTuple_CheckExact(args[1]) || !PyTuple_CheckExact(args[2])) {
+        Py_RETURN_NONE;
+    }
+    PyTypeObject *type = (PyTypeObject *)args[0];
+    PyObject *slots = args[1], *rows = args[2]; /* tuples: nothing can change their items */
+    Py_ssize_t offset[MAX_SLOTS], m = PyTuple_GET_SIZE(slots), n = PyTuple_GET_SIZE(rows);
+    if (!slot_offsets(type, slots, offset)) {
+        Py_RETURN_NONE;
+    }
+    for (Py_ssize_t r = 0; r < n; r++) {
+        PyObject *row = PyTuple_GET_ITEM(rows, r);
+        if (!PyTuple_CheckExact(row) || PyTuple_GET_SIZE(row) != m) {
+            Py_RETURN_NONE;
+        }
+    }
+    PyObject *out = PyTuple_New(n);
+    for (Py_ssize_t r = 0; r < n && out != NULL; r++) {
+        /* The allocation may run a GC pass; it reads nothing of ours that Python can change. */
+        PyObject *item = type->tp_alloc(type, 0);
+        if (item == NULL) {
+            Py_CLEAR(out);
+            break;
+        }
+        PyObject *row = PyTuple_GET_ITEM(rows, r);
+        for (Py_ssize_t j = 0; j < m; j++) { /* every slot of a new object is NULL */
+            *(PyObject **)((char *)item + offset[j]) = Py_NewRef(PyTuple_GET_ITEM(row, j));
+        }
+        PyTuple_SET_ITEM(out, r, item);
+    }
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"columns", (PyCFunction)(void (*)(void))columns, METH_FASTCALL, columns_doc},
     {"best_first", (PyCFunction)(void (*)(void))best_first, METH_FASTCALL, best_first_doc},
     {"take", (PyCFunction)(void (*)(void))take, METH_FASTCALL, take_doc},
+    {"instances", (PyCFunction)(void (*)(void))instances, METH_FASTCALL, instances_doc},
     {NULL, NULL, 0, NULL},
 };
 

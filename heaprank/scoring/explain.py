@@ -27,7 +27,7 @@ from .results import (
     ResultSource,
     exp_score,
     explain_template,
-    new_ranked,
+    new_ranked_all,
 )
 from .scorer import Scored
 from .spreading import co_used_with
@@ -118,7 +118,7 @@ def _results(scored: Scored, top_links: TopLinks,
     fired = scored.fired
     rules = [tuple(fired.get(i, ())) for i in positions] if fired else itertools.repeat(())
     shown_flags = [own_flags[i] + flags if flags else own_flags[i] for i in positions]
-    return tuple(map(new_ranked, zip(
+    return new_ranked_all(tuple(zip(
         range(1, len(positions) + 1), final, candidates, itertools.repeat(source),
         itertools.repeat(dict(zip(SIGNALS, weight_row.values))), details,
         map(top_links.__getitem__, scored.top_rows), rules, shown_flags,

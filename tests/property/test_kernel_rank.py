@@ -133,7 +133,7 @@ def test_a_zero_weight_column_of_ones_needs_no_clearing(data, n, zero_weights):
 def test_a_rerank_takes_the_new_kernels(monkeypatch):
     """relevance, recency, columns, best_first and take all run on a clean rerank."""
     from heaprank import Reranker
-    from heaprank.scoring import rank
+    from heaprank.scoring import rank, results
     from heaprank.scoring import signals as sig
     from tests.strategies import POOL
 
@@ -153,9 +153,65 @@ def test_a_rerank_takes_the_new_kernels(monkeypatch):
         watch(sig, name)
     for name in ("columns_kernel", "best_first_kernel", "take_kernel"):
         watch(rank, name)
+    watch(results, "instances_kernel")
     rr = Reranker()
     ranking = rr.rerank("when is my flight", POOL, namespace="ana", k=4, now=NOW)
     assert ranking[0].explain()
     assert set(taken) == {"relevance_kernel", "halvings_kernel", "recency_kernel",
-                          "columns_kernel", "best_first_kernel", "take_kernel"}
+                          "columns_kernel", "best_first_kernel", "take_kernel",
+                          "instances_kernel"}
     assert all(all(calls) for calls in taken.values())
+
+
+_FIELD = st.one_of(st.none(), st.integers(), st.floats(allow_nan=False), st.text(max_size=4),
+                   st.tuples(st.integers()), st.dictionaries(st.text(max_size=2), st.integers()))
+
+
+@given(rows=st.lists(st.tuples(*[_FIELD] * 10), max_size=12))
+def test_the_kernels_instances_are_the_python_results(rows):
+    """Each result the kernel makes holds what new_ranked sets, slot by slot, the same objects
+    (not copies), and reads, compares and pickles as a result made in Python."""
+    import pickle
+
+    from heaprank.scoring.results import _SLOTS, Ranked, new_ranked
+
+    made = RANK.instances(Ranked, _SLOTS, tuple(rows))
+    expected = tuple(map(new_ranked, rows))
+    assert type(made) is tuple and len(made) == len(expected)
+    for item, twin, row in zip(made, expected, rows):
+        assert type(item) is Ranked
+        assert all(slot.__get__(item) is value for slot, value in zip(_SLOTS, row))
+        assert [slot.__get__(item) for slot in _SLOTS] == [slot.__get__(twin) for slot in _SLOTS]
+    if made:
+        assert pickle.loads(pickle.dumps(made[0])).rank == made[0].rank
+
+
+def test_the_kernels_instances_defer_on_what_they_do_not_take():
+    from dataclasses import dataclass
+
+    from heaprank.scoring.results import _SLOTS, Ranked
+
+    row = (1,) * len(_SLOTS)
+    kernel = RANK.instances
+    assert kernel(Ranked, _SLOTS, (row,)) is not None
+    assert kernel(Ranked, _SLOTS, [row]) is None  # rows not a tuple
+    assert kernel(Ranked, _SLOTS, (list(row),)) is None  # a row not a tuple
+    assert kernel(Ranked, _SLOTS, (row[:-1],)) is None  # a row short of a slot
+    assert kernel(Ranked, _SLOTS[:2] + _SLOTS[:1], ((1, 2, 3),)) is None  # a slot named twice
+    assert kernel(Ranked, list(_SLOTS), (row,)) is None  # slots not a tuple
+    assert kernel(int, (), ((),)) is None  # not a heap type
+
+    @dataclass(slots=True)
+    class Other:
+        a: object
+
+    assert kernel(Ranked, (Other.__dict__["a"],), ((1,),)) is None  # another class's slot
+
+    class OwnNew(Ranked):
+        __slots__ = ()
+
+        def __new__(cls, *args: Any) -> OwnNew:
+            return object.__new__(cls)
+
+    assert kernel(OwnNew, _SLOTS, (row,)) is None
+    assert kernel(Ranked, (Ranked.__dict__["explain"],), ((1,),)) is None  # not a member slot
