@@ -13,7 +13,7 @@ $(BIN)/python:
 
 # The core alone: numpy and scipy (and its optional C kernels, one module per stage, built by
 # pip when a compiler is at hand; the targets below rebuild them when their source changes).
-STAGES := candidates features signals rank feedback
+STAGES := candidates features signals rank feedback state
 KERNELS := setup.py heaprank/_accel/_kernels.h $(foreach s,$(STAGES),heaprank/_accel/_$(s).c)
 $(VENV)/.core: $(BIN)/python pyproject.toml $(KERNELS)
 	$(PIP) install --quiet -e .

@@ -169,10 +169,11 @@ class Reranker:
             request.namespace, seen.rows, seen.batch.ids,
             edges=cfg.co_use is not None and cfg.weights.association > 0, version=version)
         scored = self._scorer.score(request, seen, evidence)
-        recall_id, untracked = new_recall_id(), None
         if request.track and not evidence.flags and len(scored.top):
             recall_id, untracked = yield from self._impressions.track(scored, self._space,
                                                                       version)
+        else:
+            recall_id, untracked = new_recall_id(), None
         top_links = self._evidence.top_links(evidence.links, scored.top_rows)
         return explain.ranking(scored, recall_id, top_links, untracked)
 

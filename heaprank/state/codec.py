@@ -27,6 +27,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .._accel import kernels
 from ..errors import StateError
 from ..records import IGNORED, OPEN, USED, Impression
 from ..scoring.features import FIXED_SLOTS
@@ -49,6 +50,9 @@ _TABLE_BASE = 128
 _NO_STRINGS = bytes(1)  # k = 0: no slot outside the codebook
 _BIG_ENDIAN = sys.byteorder == "big"  # the stored floats are little-endian
 assert len(FIXED_SLOTS) < _TABLE_BASE
+_KERNELS = kernels("state")
+#: ``_state.encode_items`` (an impression's items and values in one C pass), or None
+encode_kernel = None if _KERNELS is None else _KERNELS.encode_items
 
 
 def _varint(n: int) -> bytes:
@@ -112,7 +116,10 @@ def _row_codes(row: Sequence[str], table: dict[str, int]) -> bytes:
                     raise StateError("impression: more than 128 distinct free-form slots")
         codes.append(code)
     out = bytes(codes)
-    if not free and isinstance(row, tuple) and len(_FIXED_ROWS) < 65_536:
+    # Kept by value for plain rows only: the kernel looks rows up, and a row of str subclasses
+    # could run Python code mid-lookup.
+    if not free and type(row) is tuple and all(type(slot) is str for slot in row) \
+            and len(_FIXED_ROWS) < 65_536:
         _FIXED_ROWS[row] = out
     return out
 
@@ -123,6 +130,13 @@ def encode(head: Head, ids: Sequence[str], slots: Sequence[Sequence[str]],
     """The stored form of one impression (see the module docstring): per shown item its id,
     its slots and its row of ``signals`` (None: zeros), and its verdict (None: open)."""
     n, m = len(ids), len(head.signal_names)
+    wide = None if signals is None else np.asarray(signals, dtype=np.float64)
+    if wide is not None and wide.shape != (n, m):
+        raise ValueError(f"impression signals: expected shape {(n, m)}, got {wide.shape}")
+    if encode_kernel is not None and wide is not None:
+        made = encode_kernel(ids, slots, _FIXED_ROWS, wide, m)
+        if made is not None:  # every row a codebook one: no free-form slot table
+            return _head(head, n, verdicts, {}, made)
     table: dict[str, int] = {}
     body = bytearray()  # the items, then the signal values
     small, fixed = _SMALL, _FIXED_ROWS.get
@@ -133,12 +147,9 @@ def encode(head: Head, ids: Sequence[str], slots: Sequence[Sequence[str]],
         body += encoded
         codes = fixed(row) if type(row) is tuple else None  # a codebook row, known by value
         body += _row_codes(row, table) if codes is None else codes
-    if signals is None:
+    if wide is None:
         body += bytes(4 * n * m)  # float32 zeros
     else:
-        wide = np.asarray(signals, dtype=np.float64)
-        if wide.shape != (n, m):
-            raise ValueError(f"impression signals: expected shape {(n, m)}, got {wide.shape}")
         # An array's float items are the C cast numpy's astype("<f4") makes, bit for bit (a
         # value past float32's range becomes inf), without its overflow check and warning.
         values = array("f", wide.ravel().tolist())
@@ -149,7 +160,7 @@ def encode(head: Head, ids: Sequence[str], slots: Sequence[Sequence[str]],
 
 
 def _head(head: Head, n: int, verdicts: Sequence[int] | None, table: dict[str, int],
-          body: bytearray) -> bytes:
+          body: bytes | bytearray) -> bytes:
     """The stored impression: its header, verdicts, signal codes and free-form slots, then
     ``body`` (the items and signal values)."""
     flags = (1 if head.time_explicit else 0) | (2 if head.doc_features else 0)

@@ -16,6 +16,7 @@ from typing import Literal
 
 import numpy as np
 
+from .._accel import kernels
 from .._time import DAY_S, feedback_time_ok
 from ..errors import FeedbackError
 from ..learning import links as linkmath
@@ -33,6 +34,10 @@ from . import codec, edges
 from .base import CreditFn, check_resolution, merge_last_used, new_verdicts
 from .memory_learning import Fresh, LeanLearner
 from .memory_links import LinkTable, Namespace
+
+_KERNELS = kernels("state")
+#: ``_state.doc_stats`` (the documents' use records in one C pass), or None
+doc_stats_kernel = None if _KERNELS is None else _KERNELS.doc_stats
 
 _PRUNE_EVERY = 256
 _SHOWN_CACHE = 4_096  # latest impressions kept as written, besides their stored bytes
@@ -103,6 +108,11 @@ class MemoryState:
         ns = self._links.ns.get(namespace)
         if ns is None or not ns.docs:
             return DocStats(np.full(len(ids), math.nan), np.zeros(len(ids)))
+        if doc_stats_kernel is not None:
+            both = doc_stats_kernel(ns.docs, ids)
+            if both is not None:  # every last use, then every count
+                block = np.frombuffer(both, dtype=np.float64).reshape(2, len(ids))
+                return DocStats(block[0], block[1])
         # (last used, use count) of each id, flat: one C-level pass, no list of pairs
         flat = np.fromiter(itertools.chain.from_iterable(
             map(ns.docs.get, ids, itertools.repeat((math.nan, 0.0)))), dtype=np.float64,
