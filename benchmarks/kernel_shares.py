@@ -37,6 +37,9 @@ KERNELS: dict[str, tuple[tuple[str, str], ...]] = {
     "columns": (("heaprank.scoring.rank", "columns_kernel"),),
     "best_first": (("heaprank.scoring.rank", "best_first_kernel"),),
     "take": (("heaprank.scoring.rank", "take_kernel"),),
+    "instances": (("heaprank.scoring.results", "instances_kernel"),),
+    "encode_items": (("heaprank.state.codec", "encode_kernel"),),
+    "doc_stats": (("heaprank.state.memory", "doc_stats_kernel"),),
     "shown_rows": (("heaprank.state.memory_learning", "rows_kernel"),),
     "learn_known": (("heaprank.state.memory_learning", "learn_kernel"),),
 }
