@@ -196,7 +196,7 @@ def test_feedback_log_yields_impressions_with_feedback_oldest_recall_first(backe
 
 def test_feedback_log_reads_in_pages(backend, monkeypatch):
     """Pages of two (ties of age included: the ids below share their millisecond)."""
-    from heaprank.state.redis import backend as redis_module
+    from heaprank.state.redis import admin as redis_module
     from heaprank.state.sqlite import backend as sqlite_module
     monkeypatch.setattr(sqlite_module, "_LOG_PAGE", 2)
     monkeypatch.setattr(redis_module, "_LOG_PAGE", 2)
