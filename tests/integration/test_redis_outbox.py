@@ -10,8 +10,7 @@ import signal
 import time
 
 from heaprank import MemoryState
-from heaprank.state.redis import RedisState
-from heaprank.state.redis import pooled
+from heaprank.state.redis import RedisState, pooled
 from tests.integration import redis_workers as workers
 from tests.integration.redis_servers import unique_prefix
 
