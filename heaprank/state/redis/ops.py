@@ -171,19 +171,37 @@ def put_impression(layout: KeyLayout, cluster: bool, impression: Impression,
     keys = [body_key, layout.ns_key("x", ns), layout.bucket_key(ns, "o")] + ([] if cluster else [pointer])
     args = [codec.encode_impression(impression), expire_ms, feedback_id or "", body_key[:-len(rid)], rid,
             layout.pointer_value(ns), now_ms]
-    claimed = False
-    if cluster:  # claim the recall id first, in its own slot (a retry finds its own claim)
-        value = layout.pointer_value(ns)
-        claimed = bool((yield Command("set", (pointer, value), {"nx": True, "pxat": expire_ms})))
-        if not claimed and (yield Command("get", (pointer,))) != value.encode("utf-8"):
-            return None
+    if cluster:
+        return (yield from _put_in_cluster(layout, keys, args, pointer, expire_ms, feedback_id))
     reply = yield Script("PUT", keys, args)
     outcome = reply[0].decode()
+    if outcome == "held":
+        return str(reply[1].decode())
+    return rid if outcome == "new" else None
+
+
+def _put_in_cluster(layout: KeyLayout, keys: list[str], args: list[Any], pointer: str,
+                    expire_ms: int, feedback_id: str | None) -> Op:
+    """PUT and the claim of the recall id (its own slot) in one round trip: the pointer is
+    set if free, read back, and the body written; a pointer held by another namespace (a
+    recall id taken) undoes the write."""
+    value = args[5].encode("utf-8")
+    claimed, held_by, reply = yield Pipeline((
+        Command("set", (pointer, value), {"nx": True, "pxat": expire_ms}),
+        Command("get", (pointer,)), Script("PUT", keys, args)))
+    outcome = reply[0].decode()
+    if held_by != value:  # taken elsewhere: our body (if written) goes
+        if outcome == "new" and not claimed:
+            undo = [Command("delete", (keys[0],)), Command("zrem", (keys[2], keys[0]))]
+            if feedback_id:
+                undo.append(Command("hdel", (keys[1], feedback_id)))
+            yield Pipeline(tuple(undo))
+        return None
     if outcome != "new" and claimed:
         yield Command("delete", (pointer,))
     if outcome == "held":
         return str(reply[1].decode())
-    return rid if outcome == "new" else None
+    return str(args[4]) if outcome == "new" else None
 
 
 def get_impression(layout: KeyLayout, cluster: bool, recall_id: str) -> Op:
