@@ -59,7 +59,7 @@ def check_layout(layout: KeyLayout, owner: str, read_only: str | None = None) ->
     text = stored.decode()
     if ":" not in text:
         raise ConfigError(f"{owner}: prefix {layout.prefix!r} holds a state of Redis layout 1 "
-                          f"(heaprank < 0.9); convert it first: heaprank state migrate URL")
+                          f"(heaprank 0.1); convert it first: heaprank state migrate URL")
     if text != layout.meta_value:
         raise ConfigError(f"{owner}: prefix {layout.prefix!r} holds a state with "
                           f"global_shards={int(text.split(':')[1])}, not {layout.n_shards}")
