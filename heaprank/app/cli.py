@@ -1,5 +1,4 @@
-"""``heaprank`` command line: demo, links, explain, stats, forget, tune, replay, plot, state copy
-and migrate.
+"""``heaprank`` command line: demo, links, explain, stats, forget, tune, replay, plot, state.
 
 A mistake in what the user typed or pointed at (a missing file, bad JSON, a candidate of the wrong
 type, an unknown state URL, a bad ``--now``) ends the command with one line on stderr, starting
@@ -222,25 +221,11 @@ def _cmd_state_copy(args: argparse.Namespace) -> int:
 
 
 def _cmd_state_migrate(args: argparse.Namespace) -> int:
-    from ..state.redis.connect import Settings, connect
-    from ..state.redis.layout import KeyLayout, redis_options
-    from ..state.redis.migrate import migrate
+    from ..state.redis.migrate import migrate_url
 
-    if not args.url.startswith(("redis://", "rediss://", "unix://", "redis+cluster://")):
-        raise UsageError("state migrate: converts a Redis state (redis://, rediss://, unix://, "
-                         "redis+cluster://)")
-    base, options = redis_options(args.url)
-    settings = Settings.of("state migrate", options)  # type: ignore[arg-type]
-    client = connect(base, settings.timeout_s)
-    try:
-        counts = migrate(client, KeyLayout(settings.prefix, settings.global_shards))
-    finally:
-        client.close()
-    if args.json:
-        _print_json(counts)
-        return 0
-    print(f"migrated {args.url} to Redis layout 2: " + ", ".join(
-        f"{k} {v}" for k, v in counts.items()))
+    counts = migrate_url(args.url)
+    print(json.dumps(counts, indent=2) if args.json else f"migrated {args.url} to Redis layout 2: "
+          + ", ".join(f"{k} {v}" for k, v in counts.items()))
     return 0
 
 
@@ -491,10 +476,9 @@ def _state_commands(sub: Any) -> None:
     copy.add_argument("dst", help="URL of the empty state to write (a SQLite file is created)")
     copy.add_argument("--json", action="store_true", help="print the target's stats as JSON")
     copy.set_defaults(func=_cmd_state_copy)
-    migrate_help = ("convert a Redis state of layout 1 (heaprank 0.1) to layout 2, while "
-                    "writers of this version run (see docs/redis.md)")
-    migrate = state_sub.add_parser("migrate", help=migrate_help, description=migrate_help)
-    migrate.add_argument("url", help="the Redis state (its prefix= and global_shards= options)")
+    migrate = state_sub.add_parser("migrate", help="convert a Redis state of layout 1 to layout 2 "
+                                   "while writers run (docs/redis.md)")
+    migrate.add_argument("url", help="the Redis state (with its prefix= option)")
     migrate.add_argument("--json", action="store_true", help="print the counts as JSON")
     migrate.set_defaults(func=_cmd_state_migrate)
 

@@ -192,3 +192,20 @@ def migrate(client: Any, layout: KeyLayout) -> dict[str, int]:
     run.namespaces(tags)
     run.finish(tags)
     return run.counts
+
+
+def migrate_url(url: str) -> dict[str, int]:
+    """:func:`migrate` the state a Redis URL names (its ``prefix=`` and ``global_shards=``)."""
+    from .connect import Settings, connect
+    from .layout import redis_options
+
+    if not url.startswith(("redis://", "rediss://", "unix://", "redis+cluster://")):
+        raise ConfigError("state migrate: converts a Redis state (redis://, rediss://, unix://, "
+                         "redis+cluster://)")
+    base, options = redis_options(url)
+    settings = Settings.of("state migrate", options)  # type: ignore[arg-type]
+    client = connect(base, settings.timeout_s)
+    try:
+        return migrate(client, KeyLayout(settings.prefix, settings.global_shards))
+    finally:
+        client.close()
