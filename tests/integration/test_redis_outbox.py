@@ -4,6 +4,7 @@ and a writer killed before its push loses nothing: the next drain pushes its ent
 
 from __future__ import annotations
 
+import itertools
 import multiprocessing
 import os
 import signal
@@ -58,6 +59,32 @@ def test_an_entry_pushed_twice_counts_once(redis_cluster_url):
         serial = MemoryState()
         workers.apply(serial, 1, 5, born_ms)
         assert workers.snapshot(state) == workers.snapshot(serial)
+    finally:
+        state.clear()
+        state.close()
+
+
+def test_entries_pushed_out_of_order_lose_nothing(redis_cluster_url, monkeypatch):
+    """A namespace's second feedback pushed before its first (two writers' batches): the shard
+    keeps the second's deltas until the first brings the namespace's count."""
+    from heaprank.state.redis import connect
+
+    monkeypatch.setattr(connect, "PUSH_EVERY", 1_000)
+    monkeypatch.setattr(connect, "PUSH_AFTER_S", 1e9)
+    prefix = unique_prefix()
+    born_ms = int(time.time() * 1000)
+    state = RedisState(redis_cluster_url, prefix=prefix)
+    state._feedbacks = itertools.count(2)  # no prune (which pushes) on the first feedback
+    try:
+        pairs = list(workers.plan(3, 30, born_ms))
+        for imp, batch in pairs:
+            state.put_impression(imp)
+            state.apply_feedback(batch, workers.credit)
+        entries = state.take_outbox()
+        assert len(entries) >= 2
+        for entry in reversed(entries):  # newest first
+            state._run("push", lambda e=entry: pooled.push(state.layout, [e]), idempotent=True)
+        assert workers.snapshot(state) == workers.serial_snapshot(pairs)
     finally:
         state.clear()
         state.close()

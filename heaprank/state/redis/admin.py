@@ -19,8 +19,8 @@ import numpy as np
 from ...records import Impression, recall_born_s
 from .. import codec
 from ..base import OWN_PREFIX
+from . import blob, pooled
 from . import edges as redis_assoc
-from . import pooled
 from .layout import KeyLayout, unpack
 from .ops import Command, Op, Pipeline, Script
 
@@ -42,8 +42,8 @@ def namespaces_flow(layout: KeyLayout) -> Op:
     buckets = yield from pooled.buckets_in_use(layout)
     if not buckets:
         return []
-    replies = yield Pipeline(tuple(Command("smembers", (k,)) for k in bucket_keys(layout, buckets, "n")))
-    return sorted(n.decode("utf-8") for members in replies for n in members)
+    replies = yield Pipeline(tuple(Command("hkeys", (k,)) for k in bucket_keys(layout, buckets, "n")))
+    return sorted(n.decode("utf-8") for members in replies for n in members if n)
 
 
 def drain_flow(state: RedisState) -> Op:
@@ -63,6 +63,31 @@ def drain_flow(state: RedisState) -> Op:
         yield from pooled.push(state.layout, left)
 
 
+def _push_pending(layout: KeyLayout, buckets: list[int]) -> Op:
+    left = yield from pooled.pending(layout, buckets)
+    if left:
+        yield from pooled.push(layout, left)
+
+
+def list_own(state: RedisState, namespace: str) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """A namespace's links: its links string (by id, named from the id map) and its document
+    features."""
+    layout = state.layout
+
+    def run() -> tuple[list[str], np.ndarray, np.ndarray]:
+        entries = blob.decode(state.client.get(layout.ns_key("l", namespace)))
+        rows = {f.decode("utf-8"): tuple(unpack([v], 2)[0])
+                for f, v in state.client.hgetall(layout.ns_key("e", namespace)).items()}
+        if entries:
+            ids = sorted(entries)
+            names = state.client.hmget(layout.id_names, [str(i) for i in ids])
+            rows.update((n.decode("utf-8"), entries[i]) for i, n in zip(ids, names) if n is not None)
+        names_sorted = sorted(rows)
+        arr = np.array([rows[f] for f in names_sorted], dtype=np.float64).reshape(-1, 2)
+        return names_sorted, arr[:, 0].copy(), arr[:, 1].copy()
+    return state.call("list_links", run, idempotent=True)
+
+
 def list_pooled(state: RedisState) -> tuple[list[str], np.ndarray, np.ndarray]:
     state.run_flow("drain", lambda: drain_flow(state), idempotent=True)
 
@@ -74,7 +99,7 @@ def list_pooled(state: RedisState) -> tuple[list[str], np.ndarray, np.ndarray]:
         for rows in pipe.execute():
             for f, v in rows.items():
                 if f:  # "" is the shard's version
-                    total[f] = unpack([v], 3)[0]
+                    total[f] = unpack([v], 4)[0]
         names = sorted(f for f, v in total.items() if v[2] > 0)
         arr = np.array([total[f][:2] for f in names], dtype=np.float64).reshape(-1, 2)
         return [f.decode("utf-8") for f in names], arr[:, 0].copy(), arr[:, 1].copy()
@@ -96,10 +121,15 @@ def forget(state: RedisState, namespace: str, scrub_global: bool) -> None:
     layout = state.layout
 
     def run() -> None:
+        # Its bucket's waiting pooled deltas first (other writers' included): pushed after the
+        # forget, they would bring its evidence back.
+        bucket = layout.bucket(namespace)
+        state.run_flow("forget_pending", lambda: _push_pending(layout, [bucket]), idempotent=True)
         bodies = bodies_of(state, namespace)
         state.client.delete(redis_assoc.key(layout, namespace))  # co-use edges, first
         keys: list[str | bytes] = [layout.ns_key(k, namespace) for k in ("l", "d", "x")]
-        keys += [layout.bucket_key(namespace, kind) for kind in ("n", "f", "o", "c", "q")]
+        keys += [layout.bucket_key(namespace, kind) for kind in ("n", "f", "o", "n", "q")]
+        keys.append(layout.ns_key("e", namespace))
         entry_id = f"forget:{secrets.token_hex(8)}"  # (no name: markers outlive the namespace)
         keys += bodies
         box = state.send(Script("FORGET", keys,
@@ -124,23 +154,24 @@ def stats(state: RedisState) -> dict[str, int]:
         buckets = state.run_flow("stats", lambda: pooled.buckets_in_use(layout), idempotent=True)
         pipe = state.client.pipeline(transaction=False)
         for ns in names:
-            pipe.hlen(layout.ns_key("l", ns))
+            pipe.get(layout.ns_key("l", ns))
+            pipe.hlen(layout.ns_key("e", ns))
             pipe.hlen(layout.ns_key("d", ns))
             pipe.hexists(layout.ns_key("d", ns), "")  # its feedback count
         now_ms = int(time.time() * 1000)
         for b in buckets:
             tag = layout.bucket_tag(b)
-            pipe.get(layout.key(tag, "c"))
+            pipe.hget(layout.key(tag, "n"), "")
             pipe.zcard(layout.key(tag, "f"))
             pipe.zcount(layout.key(tag, "o"), now_ms, "+inf")
         replies = pipe.execute()
-        counts, rest = replies[:3 * len(names)], replies[3 * len(names):]
+        counts, rest = replies[:4 * len(names)], replies[4 * len(names):]
         fed, open_ = sum(rest[1::3]), sum(rest[2::3])
         return {
             "namespaces": len(names),
-            "links": sum(counts[0::3]),
+            "links": sum(len(blob.decode(b)) for b in counts[0::4]) + sum(counts[1::4]),
             "global_links": len(state.list_links(None)[0]),
-            "documents": sum(counts[1::3]) - sum(map(bool, counts[2::3])),
+            "documents": sum(counts[2::4]) - sum(map(bool, counts[3::4])),
             "impressions": fed + open_,
             "feedbacks": sum(int(c or 0) for c in rest[0::3]),
             # (no cap: each expires on its own after impression_ttl_s)
@@ -218,9 +249,17 @@ def iter_impressions(state: RedisState) -> list[tuple[str, str, bytes]]:
     return state.call("iter_impressions", run, idempotent=True)
 
 
-def _pooled_rows(layout: KeyLayout, dump: StateDump) -> list[dict[str, bytes]]:
-    """Each pooled shard's fields for a copied state: the copied pooled counts, and how many
-    copied namespaces hold each feature."""
+def _interned(dump: StateDump) -> dict[str, int]:
+    """Ids for every pooled feature of a copied state (1, 2, ... by name)."""
+    names = set(dump.global_links[0])
+    for features, _, _ in dump.links.values():
+        names.update(f for f in features if not f.startswith(OWN_PREFIX))
+    return {f: i for i, f in enumerate(sorted(names), start=1)}
+
+
+def _pooled_rows(layout: KeyLayout, dump: StateDump, ids: dict[str, int]) -> list[dict[str, bytes]]:
+    """Each pooled shard's fields for a copied state: the copied pooled counts, how many
+    copied namespaces hold each feature, and its id."""
     holders: dict[str, int] = {}
     for features, _, _ in dump.links.values():
         for f in features:
@@ -229,20 +268,25 @@ def _pooled_rows(layout: KeyLayout, dump: StateDump) -> list[dict[str, bytes]]:
     shards: list[dict[str, bytes]] = [{} for _ in layout.pooled]
     gf, gpos, gneg = dump.global_links
     for f, p, n in zip(gf, gpos.tolist(), gneg.tolist()):
-        shards[layout.shard_of(f)][f] = np.array([p, n, holders.get(f, 0)], dtype="<f8").tobytes()
+        if holders.get(f, 0) > 0:
+            shards[layout.shard_of(f)][f] = np.array([p, n, holders[f], ids[f]], dtype="<f8").tobytes()
     return shards
 
 
 def import_state(state: RedisState, dump: StateDump) -> None:
     """Write a whole state (from :func:`heaprank.state.copy.export_state`) into this empty one."""
     layout = state.layout
-    shards = _pooled_rows(layout, dump)
+    ids = _interned(dump)
+    shards = _pooled_rows(layout, dump, ids)
     now_ms = time.time() * 1000
     names = sorted(set(dump.links) | set(dump.docs) | {ns for _, ns, _ in dump.impressions}
                    | set(dump.edges))
 
     def run() -> None:
         pipe = state.client.pipeline(transaction=False)
+        if ids:
+            pipe.hset(layout.id_map, mapping={**ids, "": len(ids)})
+            pipe.hset(layout.id_names, mapping={str(i): f for f, i in ids.items()})
         for key, fields in zip(layout.pooled, shards):
             if fields:
                 pipe.hset(key, mapping={**fields, "": 1})
@@ -251,20 +295,24 @@ def import_state(state: RedisState, dump: StateDump) -> None:
             pipe.sadd(layout.registry_key(b), b)
             state.seen.add(b)
         for ns, (features, pos, neg) in dump.links.items():
-            if features:
-                packed = np.column_stack([pos, neg]).astype("<f8")
-                pipe.hset(layout.ns_key("l", ns), mapping={
-                    f: packed[j].tobytes() for j, f in enumerate(features)})
-            pipe.sadd(layout.bucket_key(ns, "n"), ns)
-        for ns, rows in dump.docs.items():
-            if rows:
+            rows = list(zip(features, pos.tolist(), neg.tolist()))
+            shared = [(ids[f], p, n) for f, p, n in rows if not f.startswith(OWN_PREFIX)]
+            if shared:
+                pipe.set(layout.ns_key("l", ns), blob.encode(shared))
+            mine = {f: np.array([p, n], dtype="<f8").tobytes() for f, p, n in rows
+                    if f.startswith(OWN_PREFIX)}
+            if mine:
+                pipe.hset(layout.ns_key("e", ns), mapping=mine)
+            pipe.hset(layout.bucket_key(ns, "n"), ns, "")
+        for ns, doc_rows in dump.docs.items():
+            if doc_rows:
                 pipe.hset(layout.ns_key("d", ns), mapping={
-                    i: np.array([last, uses], dtype="<f8").tobytes() for i, last, uses in rows})
+                    i: np.array([last, uses], dtype="<f8").tobytes() for i, last, uses in doc_rows})
         for ns, edge_rows in dump.edges.items():
             pipe.hset(redis_assoc.key(layout, ns), mapping=redis_assoc.adjacency(edge_rows))
         for rid, ns, body in dump.impressions:
             _copy_impression(state, pipe, rid, ns, body, now_ms)
-        pipe.set(layout.bucket_key(names[0] if names else "", "c"), dump.feedbacks)
+        pipe.hset(layout.bucket_key(names[0] if names else "", "n"), "", dump.feedbacks)
         pipe.execute()
     state.call("import_state", run, idempotent=True)
 

@@ -313,13 +313,7 @@ class RedisState(RedisClientBase):
     def list_links(self, namespace: str | None) -> tuple[list[str], np.ndarray, np.ndarray]:
         if namespace is None:
             return admin.list_pooled(self)
-
-        def run() -> tuple[list[str], np.ndarray, np.ndarray]:
-            rows = self.client.hgetall(self.layout.ns_key("l", namespace))
-            names = sorted(rows)
-            arr = unpack([rows[f] for f in names], 2)
-            return [f.decode("utf-8") for f in names], arr[:, 0].copy(), arr[:, 1].copy()
-        return self._call("list_links", run, idempotent=True)
+        return admin.list_own(self, namespace)
 
     def namespaces(self) -> list[str]:
         found: list[str] = self._run("namespaces", lambda: admin.namespaces_flow(self.layout),
@@ -337,21 +331,18 @@ class RedisState(RedisClientBase):
         return admin.stats(self)
 
     def memory_usage(self, namespace: str) -> dict[str, int | str]:
-        """Bytes Redis uses (``MEMORY USAGE``, key included) for a namespace's links hash and
-        its used documents' hash, with their field counts and encodings (``listpack`` while
-        small)."""
+        """Bytes Redis uses (``MEMORY USAGE``, key included) for a namespace's links (its links
+        string, and its document features' hash) and its used documents' hash, with their
+        counts and the encoding of the links string."""
         def run() -> dict[str, int | str]:
-            out: dict[str, int | str] = {}
-            for kind, name in (("l", "links"), ("d", "documents")):
-                key = self.layout.ns_key(kind, namespace)
-                encoding = self.client.object("encoding", key) or b""
-                label = "" if name == "links" else "doc_"
-                out[f"{label}bytes"] = int(self.client.memory_usage(key, samples=0) or 0)
-                out[name] = int(self.client.hlen(key)) - (
-                    name == "documents" and bool(self.client.hexists(key, "")))
-                out[f"{label}encoding"] = encoding.decode() if isinstance(encoding, bytes) \
-                    else str(encoding)
-            return out
+            links, own, docs = (self.layout.ns_key(k, namespace) for k in "led")
+            size = lambda key: int(self.client.memory_usage(key, samples=0) or 0)  # noqa: E731
+            encoding = self.client.object("encoding", links) or b""
+            return {"bytes": size(links) + size(own),
+                    "links": len(self.list_links(namespace)[0]),
+                    "encoding": encoding.decode() if isinstance(encoding, bytes) else str(encoding),
+                    "doc_bytes": size(docs),
+                    "documents": int(self.client.hlen(docs)) - bool(self.client.hexists(docs, ""))}
         return self._call("memory_usage", run, idempotent=True)
 
     def clear(self) -> int:

@@ -6,20 +6,23 @@ as a short string in Cluster slot number ``bucket``, so odd characters of a name
 a tag; ``g`` the tag of pooled shard ``s = crc32(feature) mod G``; ``b`` the tag
 of bucket-registry shard ``bucket mod 16``)::
 
-    P:{t}:l:<ns>          hash  feature -> <dd> pos, neg          (a namespace's links)
+    P:{t}:l:<ns>          string  a namespace's links by feature id (blob.py: f32 pos, neg)
+    P:{t}:e:<ns>          hash  doc:<id> feature -> <dd> pos, neg (a namespace's own features)
     P:{t}:d:<ns>          hash  doc id -> <dd> last used, uses    (used documents only;
                                 "" -> the namespace's feedbacks, counted in c)
     P:{t}:x:<ns>          hash  explicit feedback id -> recall id (expires with its newest)
     P:{t}:i:<ns>:<rid>    string  the codec bytes of an impression (TTL until its first feedback)
     P:{t}:a:<ns>          hash  doc id -> its co-use edges ("" -> their count; edges.py)
-    P:{t}:n               set   the bucket's namespaces with evidence (the registry)
+    P:{t}:n               hash  the bucket's namespaces with evidence (the registry) -> "";
+                                "" -> feedbacks applied in the bucket
     P:{t}:o               zset  the bucket's impressions without feedback, by expiry (ms)
     P:{t}:f               zset  the bucket's impressions that received feedback, by age
-    P:{t}:c               string  feedbacks applied in the bucket
     P:{t}:q               hash  outbox (Cluster): entry id -> pooled deltas not yet pushed
     P:{b}:b               set   bucket numbers in use (a superset: written before the data)
-    P:{g}:g               hash  feature -> <ddd> pos, neg, namespaces holding it;
+    P:{g}:g               hash  feature -> <dddd> pos, neg, namespaces holding it, its id;
                                 "" -> the shard's version, bumped by every write
+    P:{ids}:f             hash  feature -> its id ("" -> the last id given)
+    P:{ids}:r             hash  id -> feature (both dropped when no namespace holds it)
     P:{g}:m               zset  outbox entries applied to the shard, by time (dedupe)
     P:r:{<rid>}           string  "<t>:<ns>": which namespace holds a recall id (TTL as its body)
     P:meta                string  "2:<G>" (layout 2 with G pooled shards); a bare number is
@@ -135,6 +138,8 @@ class KeyLayout:
         self.pooled = [f"{prefix}:{{{t}}}:g" for t in self.tags]
         self.markers = [f"{prefix}:{{{t}}}:m" for t in self.tags]
         self.registry = [f"{prefix}:{{{t}}}:b" for t in shard_tags(BUCKET_SHARDS, "b")]
+        self.id_map = f"{prefix}:{{ids}}:f"
+        self.id_names = f"{prefix}:{{ids}}:r"
         self.meta = f"{prefix}:meta"
         self.meta_value = f"{LAYOUT_VERSION}:{n_shards}"
 

@@ -16,8 +16,10 @@ once.
 
 from __future__ import annotations
 
+from .blob import LUA as _BLOB
+
 #: Helpers every script below starts with.
-_COMMON = """
+_COMMON = _BLOB + """
 local function hmget(key, fields)
   local out = {}
   for first = 1, #fields, 4000 do
@@ -31,20 +33,26 @@ local function hset(key, flat)
     redis.call('HSET', key, unpack(flat, first, math.min(first + 3999, #flat)))
   end
 end
--- Add (pos, neg, namespaces) deltas to one pooled shard; a field no namespace holds any more
--- leaves the shard (its name may be one namespace's data). The shard's version "" is bumped.
-local function pool_add(key, fields, dp, dn, dc)
-  if #fields == 0 then return end
+-- Add (pos, neg, namespaces) deltas to one pooled shard (rows <dddd: pos, neg, namespaces,
+-- id); a new row takes the id given. A field that a forget leaves held by no namespace leaves
+-- the shard (its name may be one namespace's data): returned as {name, id, ...} for the id map.
+-- (Entries may arrive out of order: a row at 0 namespaces by an entry that adds none waits for
+-- the entry that adds its holder.) The shard's version "" is bumped.
+local function pool_add(key, fields, dp, dn, dc, ids)
+  if #fields == 0 then return {} end
   local rows = hmget(key, fields)
-  local flat, gone = {}, {}
+  local flat, gone, dropped = {}, {}, {}
   for j = 1, #fields do
-    local p, q, c = 0, 0, 0
-    if rows[j] then p, q, c = struct.unpack('<ddd', rows[j]) end
+    local p, q, c, id = 0, 0, 0, ids[j]
+    if rows[j] then p, q, c, id = struct.unpack('<dddd', rows[j]) end
     p = math.max(p + dp[j], 0); q = math.max(q + dn[j], 0); c = c + dc[j]
-    if c <= 0 then
-      if rows[j] then gone[#gone + 1] = fields[j] end
+    if c <= 0 and dc[j] < 0 then
+      if rows[j] then
+        gone[#gone + 1] = fields[j]
+        dropped[#dropped + 1] = fields[j]; dropped[#dropped + 1] = tostring(id)
+      end
     else
-      flat[#flat + 1] = fields[j]; flat[#flat + 1] = struct.pack('<ddd', p, q, c)
+      flat[#flat + 1] = fields[j]; flat[#flat + 1] = struct.pack('<dddd', p, q, c, id)
     end
   end
   if #flat > 0 then hset(key, flat) end
@@ -52,22 +60,32 @@ local function pool_add(key, fields, dp, dn, dc)
     redis.call('HDEL', key, unpack(gone, first, math.min(first + 3999, #gone)))
   end
   redis.call('HINCRBY', key, '', 1)
+  return dropped
 end
-local function outbox_entry(fields, dp, dn, dc)
+local function outbox_entry(fields, ids, dp, dn, dc)
   local parts = {}
   for j = 1, #fields do
     parts[#parts + 1] = struct.pack('<H', #fields[j]) .. fields[j]
-                        .. struct.pack('<ddd', dp[j], dn[j], dc[j])
+                        .. struct.pack('<dddd', ids[j], dp[j], dn[j], dc[j])
   end
   return table.concat(parts)
+end
+-- The id of a pooled feature, made on first use (one server: KEYS ids, names declared).
+local function intern(ids_key, names_key, name)
+  local id = redis.call('HGET', ids_key, name)
+  if id then return tonumber(id) end
+  id = redis.call('HINCRBY', ids_key, '', 1)
+  redis.call('HSET', ids_key, name, id)
+  redis.call('HSET', names_key, id, name)
+  return id
 end
 """
 
 #: One server only: everything a rerank reads, the pooled shards read here, returned as packed
-#: doubles in one reply. KEYS: links, docs, the pooled shards of the features. ARGV: n features,
-#: the features, n ids, the ids, then per feature its pooled key (1-based index past docs; 0:
-#: not pooled). Returns {own <dd>..., pooled <dd>..., docs <dd>...}, a missing document as
-#: (NaN, 0).
+#: doubles in one reply. KEYS: links, docs, the document features' hash, the pooled shards of
+#: the features. ARGV: n features, the features, n ids, the ids, then per feature its pooled
+#: key (1-based index past the third key; 0: a document feature). Returns {own <dd>...,
+#: pooled <dd>..., docs <dd>...}, a missing document as (NaN, 0).
 READ_LOCAL = _COMMON + """
 local nf = tonumber(ARGV[1])
 local feats, ids = {}, {}
@@ -78,25 +96,33 @@ local at = nf + 3 + n_ids
 local zero = string.rep('\\0', 16)
 local own, pooled, docs = {}, {}, {}
 if nf > 0 then
-  local vals = hmget(KEYS[1], feats)
-  local by_key = {}
+  local by_key, own_feats, own_js = {}, {}, {}
   for j = 1, nf do
-    own[j] = vals[j] or zero; pooled[j] = zero
+    own[j] = zero; pooled[j] = zero
     local k = tonumber(ARGV[at + j - 1])
     if k > 0 then
       by_key[k] = by_key[k] or {{}, {}}
       local group = by_key[k]
       group[1][#group[1] + 1] = feats[j]; group[2][#group[2] + 1] = j
+    else
+      own_feats[#own_feats + 1] = feats[j]; own_js[#own_js + 1] = j
     end
   end
+  local _, bpos, bneg = blob_decode(redis.call('GET', KEYS[1]))
   for k, group in pairs(by_key) do
-    local g = hmget(KEYS[2 + k], group[1])
+    local g = hmget(KEYS[3 + k], group[1])
     for q = 1, #group[1] do
       if g[q] then
-        local p, n = struct.unpack('<dd', g[q])
-        pooled[group[2][q]] = struct.pack('<dd', p, n)
+        local p, n, _, id = struct.unpack('<dddd', g[q])
+        local j = group[2][q]
+        pooled[j] = struct.pack('<dd', p, n)
+        if bneg[id] then own[j] = struct.pack('<dd', bpos[id], bneg[id]) end
       end
     end
+  end
+  if #own_feats > 0 then
+    local e = hmget(KEYS[3], own_feats)
+    for q = 1, #own_feats do if e[q] then own[own_js[q]] = e[q] end end
   end
 end
 if #ids > 0 then
@@ -154,16 +180,18 @@ if not body then return nil end
 return {ns, body}
 """
 
-#: Apply one feedback. KEYS: 1 body, 2 links, 3 docs, 4 the bucket's namespace set, 5 fed
-#: zset, 6 feedback counter, 7 open zset, 8 the recall-id pointer (one server) or the outbox
-#: (a Cluster), then the pooled shards written here (one server only). The namespace's
-#: feedbacks are counted in its docs hash too, under the field "" (no document id is empty),
-#: so forgetting it can take them off the bucket's counter.
+#: Apply one feedback. KEYS: 1 body, 2 links, 3 docs, 4 the bucket's namespace hash, 5 fed
+#: zset, 6 the namespace hash again (its field "" counts the bucket's feedbacks), 7 open zset,
+#: 8 the recall-id pointer (one server) or the outbox (a Cluster), 9 the document features'
+#: hash, 10 the id map and 11 its reverse (one server; in a Cluster any key of the slot,
+#: unused), then the pooled shards written here (one server).
+#: The namespace's feedbacks are counted in its docs hash too, under the field "" (no document
+#: id is empty), so forgetting it can take them off the bucket's counter.
 #: ARGV: 1 namespace, 2 time, 3 a0, 4 b0, 5 kappa, 6 em, 7 n items, 8 n features, 9 cluster,
 #: 10 n pooled keys, 11 fed score, 12 recall id; then the features; then per feature its pooled
-#: key (1-based past KEYS[8]; 0: not pooled, or a Cluster); then per feature the pooled (pos,
-#: neg) read by the caller (a Cluster); then per item: rank, used, reject weight, id, n
-#: features, feature indices (1-based).
+#: key (1-based past KEYS[11]; 0: not pooled, or a Cluster); then per feature its id (a
+#: Cluster; 0: a document feature); then per feature the pooled (pos, neg) read by the caller
+#: (a Cluster); then per item: rank, used, reject weight, id, n features, feature indices.
 #: Returns {applied item indices, already recorded item indices, outbox entry id, its deltas}
 #: (0-based; the outbox part "" unless a Cluster), or an error "HEAPRANK_UNKNOWN" /
 #: "HEAPRANK_CONFLICT <item index> <stored verdict>".
@@ -175,12 +203,15 @@ local ns, now = ARGV[1], tonumber(ARGV[2])
 local a0, b0, kappa, em = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6] == '1'
 local n_items, n_feat = tonumber(ARGV[7]), tonumber(ARGV[8])
 local cluster, n_pool = ARGV[9] == '1', tonumber(ARGV[10])
-local feats, shard, given_pos, given_neg = {}, {}, {}, {}
-for j = 1, n_feat do feats[j] = ARGV[12 + j] end
+local feats, shard, fid, is_doc, gpos, gneg = {}, {}, {}, {}, {}, {}
+for j = 1, n_feat do
+  feats[j] = ARGV[12 + j]; is_doc[j] = string.sub(feats[j], 1, 4) == 'doc:'
+end
 local at = 13 + n_feat
 for j = 1, n_feat do shard[j] = tonumber(ARGV[at]); at = at + 1 end
+for j = 1, n_feat do fid[j] = tonumber(ARGV[at]); at = at + 1 end
 for j = 1, n_feat do
-  given_pos[j] = tonumber(ARGV[at]); given_neg[j] = tonumber(ARGV[at + 1]); at = at + 2
+  gpos[j] = tonumber(ARGV[at]); gneg[j] = tonumber(ARGV[at + 1]); at = at + 2
 end
 local items, todo, done = {}, {}, {}
 for i = 1, n_items do
@@ -211,10 +242,7 @@ if #todo == 0 or n_feat == 0 then
   return {{}, done, '', ''}
 end
 -- The links as they were: this namespace's, and the pooled counts (read here on one server,
--- given by the caller in a Cluster).
-local own = hmget(KEYS[2], feats)
-local gpos, gneg = {}, {}
-for j = 1, n_feat do gpos[j] = given_pos[j]; gneg[j] = given_neg[j] end
+-- with the features' ids; given by the caller in a Cluster).
 if not cluster then
   local by_key = {}
   for j = 1, n_feat do
@@ -226,16 +254,30 @@ if not cluster then
   for k, js in pairs(by_key) do
     local names = {}
     for q, j in ipairs(js) do names[q] = feats[j] end
-    local rows = hmget(KEYS[8 + k], names)
+    local rows = hmget(KEYS[11 + k], names)
     for q, j in ipairs(js) do
-      if rows[q] then gpos[j], gneg[j] = struct.unpack('<dd', rows[q]) end
+      if rows[q] then
+        local _
+        gpos[j], gneg[j], _, fid[j] = struct.unpack('<dddd', rows[q])
+      end
     end
   end
 end
-local pos, neg, dpos, dneg, touched = {}, {}, {}, {}, {}
+local bids, bpos, bneg = blob_decode(redis.call('GET', KEYS[2]))
+local doc_names, doc_js = {}, {}
 for j = 1, n_feat do
-  pos[j], neg[j], dpos[j], dneg[j] = 0, 0, 0, 0
-  if own[j] then pos[j], neg[j] = struct.unpack('<dd', own[j]) end
+  if is_doc[j] then doc_names[#doc_names + 1] = feats[j]; doc_js[#doc_js + 1] = j end
+end
+local doc_rows = #doc_names > 0 and hmget(KEYS[9], doc_names) or {}
+local pos, neg, held, dpos, dneg, touched = {}, {}, {}, {}, {}, {}
+for j = 1, n_feat do
+  pos[j], neg[j], dpos[j], dneg[j], held[j] = 0, 0, 0, 0, false
+  if not is_doc[j] and fid[j] > 0 and bneg[fid[j]] then
+    pos[j], neg[j], held[j] = bpos[fid[j]], bneg[fid[j]], true
+  end
+end
+for q, j in ipairs(doc_js) do
+  if doc_rows[q] then pos[j], neg[j] = struct.unpack('<dd', doc_rows[q]); held[j] = true end
 end
 local p = {}
 local any_used = false
@@ -275,22 +317,28 @@ for _, i in ipairs(todo) do
     end
   end
 end
-local flat = {}
-local pooled = {}  -- pooled key index (0: the outbox) -> {fields, dp, dn, dc}
+local doc_flat, pooled = {}, {}  -- pooled: key index (0: the outbox) -> deltas
 for j = 1, n_feat do
   if touched[j] then
-    flat[#flat + 1] = feats[j]
-    flat[#flat + 1] = struct.pack('<dd', pos[j] + dpos[j], neg[j] + dneg[j])
-    if (cluster or shard[j] > 0) and string.sub(feats[j], 1, 4) ~= 'doc:' then
+    if is_doc[j] then
+      doc_flat[#doc_flat + 1] = feats[j]
+      doc_flat[#doc_flat + 1] = struct.pack('<dd', pos[j] + dpos[j], neg[j] + dneg[j])
+    else
+      if fid[j] <= 0 then fid[j] = intern(KEYS[10], KEYS[11], feats[j]) end
+      local id = fid[j]
+      if not bneg[id] then bids[#bids + 1] = id end
+      bpos[id], bneg[id] = f32(pos[j] + dpos[j]), f32(neg[j] + dneg[j])
       local k = cluster and 0 or shard[j]
-      pooled[k] = pooled[k] or {{}, {}, {}, {}}
+      pooled[k] = pooled[k] or {{}, {}, {}, {}, {}}
       local g = pooled[k]
-      g[1][#g[1] + 1] = feats[j]; g[2][#g[2] + 1] = dpos[j]; g[3][#g[3] + 1] = dneg[j]
-      g[4][#g[4] + 1] = own[j] and 0 or 1
+      g[1][#g[1] + 1] = feats[j]; g[2][#g[2] + 1] = bpos[id] - pos[j]
+      g[3][#g[3] + 1] = bneg[id] - neg[j]; g[4][#g[4] + 1] = held[j] and 0 or 1
+      g[5][#g[5] + 1] = id
     end
   end
 end
-if #flat > 0 then hset(KEYS[2], flat) end
+redis.call('SET', KEYS[2], blob_encode(bids, bpos, bneg))
+if #doc_flat > 0 then hset(KEYS[9], doc_flat) end
 local applied, first_rank = {}, nil
 for _, i in ipairs(todo) do
   local item = items[i]
@@ -311,82 +359,88 @@ end
 redis.call('PERSIST', KEYS[1])
 redis.call('ZREM', KEYS[7], KEYS[1])
 redis.call('ZADD', KEYS[5], ARGV[11], KEYS[1])
-redis.call('SADD', KEYS[4], ns)
-redis.call('INCR', KEYS[6])
+redis.call('HSET', KEYS[4], ns, '')
+redis.call('HINCRBY', KEYS[6], '', 1)
 redis.call('HINCRBY', KEYS[3], '', 1)
 local box_id, box = '', ''
 if cluster then
   if pooled[0] then
+    local g = pooled[0]
     box_id = ARGV[12] .. ':' .. first_rank
-    box = outbox_entry(pooled[0][1], pooled[0][2], pooled[0][3], pooled[0][4])
+    box = outbox_entry(g[1], g[5], g[2], g[3], g[4])
     redis.call('HSET', KEYS[8], box_id, box)
   end
 else
   redis.call('PERSIST', KEYS[8])
-  for k, g in pairs(pooled) do pool_add(KEYS[8 + k], g[1], g[2], g[3], g[4]) end
+  for k, g in pairs(pooled) do pool_add(KEYS[11 + k], g[1], g[2], g[3], g[4], g[5]) end
 end
 return {applied, done, box_id, box}
 """
 
 #: Forget a namespace in its slot. KEYS: links, docs, explicit ids, the bucket's namespace
-#: set, fed zset, open zset, feedback counter, outbox, then the namespace's impression bodies.
-#: ARGV: namespace, scrub (1/0), outbox entry id. Its feedbacks (the docs hash's field "")
-#: leave the bucket's counter; its links leave the pooled layer through an outbox entry (the
-#: namespace count of each, and its evidence too with scrub), which the caller pushes. Returns
-#: the outbox entry ("" if it has no links).
+#: hash, fed zset, open zset, the namespace hash again (its feedback counter ""), outbox,
+#: document features, then the namespace's
+#: impression bodies. ARGV: namespace, scrub (1/0), outbox entry id. Its feedbacks (the docs
+#: hash's field "") leave the bucket's counter; its links leave the pooled layer through an
+#: outbox entry (by id: the caller adds the names) with the namespace count of each, and its
+#: evidence too with scrub; the caller pushes it. Returns the outbox entry ("" if no links).
 FORGET = _COMMON + """
-local rows = redis.call('HGETALL', KEYS[1])
+local ids, pos, neg = blob_decode(redis.call('GET', KEYS[1]))
 local fields, dp, dn, dc = {}, {}, {}, {}
-for r = 1, #rows, 2 do
-  local f = rows[r]
-  if string.sub(f, 1, 4) ~= 'doc:' then
-    local pos, neg = struct.unpack('<dd', rows[r + 1])
-    fields[#fields + 1] = f; dc[#dc + 1] = -1
-    if ARGV[2] == '1' then dp[#dp + 1] = -pos; dn[#dn + 1] = -neg
-    else dp[#dp + 1] = 0; dn[#dn + 1] = 0 end
-  end
+for q, id in ipairs(ids) do
+  fields[q] = ''; dc[q] = -1
+  if ARGV[2] == '1' then dp[q] = -pos[id]; dn[q] = -neg[id] else dp[q] = 0; dn[q] = 0 end
 end
 local fed = tonumber(redis.call('HGET', KEYS[2], '') or '0') or 0
 if fed > 0 then
-  local left = (tonumber(redis.call('GET', KEYS[7]) or '0') or 0) - fed
-  redis.call('SET', KEYS[7], math.max(left, 0))
+  local left = (tonumber(redis.call('HGET', KEYS[7], '') or '0') or 0) - fed
+  redis.call('HSET', KEYS[7], '', math.max(left, 0))
 end
-redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
-redis.call('SREM', KEYS[4], ARGV[1])
-for k = 9, #KEYS do
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[9])
+redis.call('HDEL', KEYS[4], ARGV[1])
+for k = 10, #KEYS do
   redis.call('ZREM', KEYS[5], KEYS[k])
   redis.call('ZREM', KEYS[6], KEYS[k])
   redis.call('DEL', KEYS[k])
 end
-if #fields == 0 then return '' end
-local box = outbox_entry(fields, dp, dn, dc)
+if #ids == 0 then return '' end
+local box = outbox_entry(fields, ids, dp, dn, dc)
 redis.call('HSET', KEYS[8], ARGV[3], box)
 return box
 """
 
 #: Push outbox entries to one pooled shard, each at most once. KEYS: the shard, its marker
 #: zset. ARGV: now (ms), marker retention (ms), n entries, then per entry: its id, n fields,
-#: the fields, then per field (pos, neg, namespaces) deltas. Returns the entries applied.
+#: the fields, then per field its id and (pos, neg, namespaces) deltas. Returns the fields the
+#: shard dropped (no namespace holds them any more) as {name, id, ...}.
 POOL_ADD = _COMMON + """
 local now, keep, n = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-local at, applied = 4, 0
+local at, dropped = 4, {}
 for e = 1, n do
   local id, m = ARGV[at], tonumber(ARGV[at + 1]); at = at + 2
-  local fields, dp, dn, dc = {}, {}, {}, {}
+  local fields, ids, dp, dn, dc = {}, {}, {}, {}, {}
   for j = 1, m do fields[j] = ARGV[at + j - 1] end
   at = at + m
   for j = 1, m do
-    dp[j], dn[j], dc[j] = tonumber(ARGV[at]), tonumber(ARGV[at + 1]), tonumber(ARGV[at + 2])
-    at = at + 3
+    ids[j], dp[j], dn[j], dc[j] = tonumber(ARGV[at]), tonumber(ARGV[at + 1]),
+                                  tonumber(ARGV[at + 2]), tonumber(ARGV[at + 3])
+    at = at + 4
   end
   if not redis.call('ZSCORE', KEYS[2], id) then
-    pool_add(KEYS[1], fields, dp, dn, dc)
+    for _, x in ipairs(pool_add(KEYS[1], fields, dp, dn, dc, ids)) do dropped[#dropped + 1] = x end
     redis.call('ZADD', KEYS[2], now, id)
-    applied = applied + 1
   end
 end
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now - keep)
-return applied
+return dropped
+"""
+
+#: The ids of pooled features, made on first use (a Cluster: before the feedback script).
+#: KEYS: the id map, its reverse. ARGV: the names. Returns their ids.
+INTERN = _COMMON + """
+local out = {}
+for j = 1, #ARGV do out[j] = intern(KEYS[1], KEYS[2], ARGV[j]) end
+return out
 """
 
 #: Drop the oldest fed impressions of one bucket. KEYS: fed zset, then bodies. Returns count.
@@ -399,27 +453,36 @@ return #KEYS - 1
 """
 
 #: ``heaprank state migrate`` (:mod:`.migrate`): merge one layout-1 namespace's old keys into
-#: its new ones. KEYS: new links, new docs, the bucket's
-#: namespace set, feedback counter, migrated-marker hash, new explicit ids, new co-use edges.
-#: ARGV: namespace, n links, n docs, n explicit ids, n edge fields, then the flat (field, value)
-#: lists in that order, then the explicit ids' expiry (ms, 0: none). Returns the features the
-#: namespace held already (written since), or "done".
-MIGRATE_NS = """
+#: its new ones. KEYS: new links, new docs, the bucket's namespace hash (twice: its field ""
+#: is the bucket's feedback count), the migration's marker hash, new explicit ids, new co-use
+#: edges,
+#: new document features. ARGV: namespace, n links, n docs, n explicit ids, n edge fields, then
+#: the links as (name, id (0: a document feature), <dd>), the others as flat (field, value)
+#: lists in that order, then the explicit ids' expiry (ms, 0: none). Returns the pooled
+#: features the namespace held already (written since), or "done".
+MIGRATE_NS = _COMMON + """
 if redis.call('HEXISTS', KEYS[5], ARGV[1]) == 1 then return 'done' end
 local counts = {tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])}
 local at = 6
 local held = {}
+local bids, bpos, bneg = blob_decode(redis.call('GET', KEYS[1]))
 for j = 1, counts[1] do
-  local f, v = ARGV[at], ARGV[at + 1]; at = at + 2
+  local f, id, v = ARGV[at], tonumber(ARGV[at + 1]), ARGV[at + 2]; at = at + 3
   local p, n = struct.unpack('<dd', v)
-  local now = redis.call('HGET', KEYS[1], f)
-  if now then
-    local p2, n2 = struct.unpack('<dd', now)
-    p, n = p + p2, n + n2
-    held[#held + 1] = f
+  if id == 0 then
+    local now = redis.call('HGET', KEYS[8], f)
+    if now then local p2, n2 = struct.unpack('<dd', now); p, n = p + p2, n + n2 end
+    redis.call('HSET', KEYS[8], f, struct.pack('<dd', p, n))
+  else
+    if bneg[id] then
+      p, n = p + bpos[id], n + bneg[id]; held[#held + 1] = f
+    else
+      bids[#bids + 1] = id
+    end
+    bpos[id], bneg[id] = f32(p), f32(n)
   end
-  redis.call('HSET', KEYS[1], f, struct.pack('<dd', p, n))
 end
+if #bids > 0 then redis.call('SET', KEYS[1], blob_encode(bids, bpos, bneg)) end
 local fed = 0
 for j = 1, counts[2] do
   local id, v = ARGV[at], ARGV[at + 1]; at = at + 2
@@ -447,8 +510,8 @@ local expire = tonumber(ARGV[at])
 if counts[3] > 0 and expire > 0 and redis.call('PEXPIRETIME', KEYS[6]) < expire then
   redis.call('PEXPIREAT', KEYS[6], expire)
 end
-if counts[1] > 0 then redis.call('SADD', KEYS[3], ARGV[1]) end
-if fed > 0 then redis.call('INCRBY', KEYS[4], fed) end
+if counts[1] > 0 then redis.call('HSET', KEYS[3], ARGV[1], '') end
+if fed > 0 then redis.call('HINCRBY', KEYS[4], '', fed) end
 redis.call('HSET', KEYS[5], ARGV[1], 1)
 return held
 """

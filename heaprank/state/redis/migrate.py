@@ -27,7 +27,7 @@ from ...errors import ConfigError
 from ...records import recall_key
 from .. import codec
 from .layout import KeyLayout, glob_escape, shard_tags
-from .pooled import Entry, push
+from .pooled import Entry, encode_entry, push
 from .wire import Script
 
 
@@ -50,6 +50,7 @@ class Migration:
         self.layout = layout
         self.prefix = layout.prefix
         self.counts = {"namespaces": 0, "impressions": 0, "pooled_features": 0, "skipped": 0}
+        self.marked: set[str] = set()  # the buckets' marker hashes (namespace names: deleted)
 
     def send(self, request: Any) -> Any:
         try:
@@ -112,19 +113,27 @@ class Migration:
         self.client.set(layout.pointer_key(rid), layout.pointer_value(ns), px=px)
         self.counts["impressions"] += 1
 
+    def intern(self, names: list[bytes]) -> dict[bytes, int]:
+        """The ids of pooled features (made now for those without one)."""
+        shared = [f for f in names if not f.startswith(b"doc:")]
+        if not shared:
+            return {}
+        made = self.send(Script("INTERN", [self.layout.id_map, self.layout.id_names], shared))
+        return {f: int(i) for f, i in zip(shared, made)}
+
     def pooled(self, tags: list[str]) -> None:
         """Push each old shard's pooled counts as one outbox entry (applied once)."""
         import struct
 
         for s, tag in enumerate(tags):
             rows = self.client.hgetall(self.old_key(tag, "g"))
-            parts = []
-            for f, v in sorted(rows.items()):
-                p, n, c = struct.unpack("<ddd", v)
-                parts.append(struct.pack("<H", len(f)) + f + struct.pack("<ddd", p, n, c))
-            if parts:
-                self.counts["pooled_features"] += len(parts)
-                entry = Entry(self.old_key(tag, "q"), f"migrate:{s}", b"".join(parts))
+            rows = {f: v for f, v in rows.items() if struct.unpack("<ddd", v)[2] > 0}
+            ids = self.intern(sorted(rows))
+            entry_rows = [(f.decode("utf-8"), ids[f], *struct.unpack("<ddd", v))
+                          for f, v in sorted(rows.items()) if f in ids]
+            if entry_rows:
+                self.counts["pooled_features"] += len(entry_rows)
+                entry = Entry(self.old_key(tag, "q"), f"migrate:{s}", encode_entry(entry_rows))
                 self.run_flow(push(self.layout, [entry]))
 
     def namespaces(self, tags: list[str]) -> None:
@@ -153,10 +162,13 @@ class Migration:
         bucket = layout.bucket(ns)
         self.client.sadd(layout.registry_key(bucket), bucket)
         keys = [layout.ns_key("l", ns), layout.ns_key("d", ns), layout.bucket_key(ns, "n"),
-                layout.bucket_key(ns, "c"), layout.bucket_key(ns, "M"), layout.ns_key("x", ns),
-                layout.ns_key("a", ns)]
-        args = [ns, len(links), len(docs), len(ids), len(edges), *_flat(links), *_flat(docs),
+                layout.bucket_key(ns, "n"), layout.bucket_key(ns, "M"), layout.ns_key("x", ns),
+                layout.ns_key("a", ns), layout.ns_key("e", ns)]
+        fids = self.intern(sorted(links))
+        triples = [x for f, v in sorted(links.items()) for x in (f, fids.get(f, 0), v)]
+        args = [ns, len(links), len(docs), len(ids), len(edges), *triples, *_flat(docs),
                 *_flat(ids), *_flat(edges), max(int(expire or 0), 0)]
+        self.marked.add(keys[4])
         held = self.send(Script("MIGRATE_NS", keys, args))
         if held == b"done":
             self.counts["skipped"] += 1
@@ -164,10 +176,8 @@ class Migration:
             self.counts["namespaces"] += 1
             pooled = [f for f in held if not f.startswith(b"doc:")]
             if pooled:  # counted once as a holder by a writer since, once by the old pool
-                import struct
 
-                blob = b"".join(struct.pack("<H", len(f)) + f + struct.pack("<ddd", 0, 0, -1)
-                                for f in pooled)
+                blob = encode_entry([(f.decode("utf-8"), fids[f], 0.0, 0.0, -1.0) for f in pooled])
                 self.run_flow(push(layout, [Entry(layout.bucket_key(ns, "q"),
                                                   f"migrate:held:{_digest(ns)}", blob)]))
         self.client.delete(*old.values())
@@ -176,6 +186,8 @@ class Migration:
         """Delete the old shard keys and the migration marker."""
         for tag in tags:
             self.client.delete(*(self.old_key(tag, k) for k in "gnfc"))
+        for key in sorted(self.marked):
+            self.client.delete(key)
         self.client.delete(f"{self.prefix}:migrating")
 
 

@@ -35,6 +35,7 @@ from ...records import (
 from .. import codec
 from ..base import OWN_PREFIX
 from ..edges import EdgeRows
+from . import blob
 from . import edges as redis_assoc
 from .layout import KeyLayout, unpack
 from .pooled import Entry, PooledCache
@@ -102,38 +103,50 @@ def read(layout: KeyLayout, cache: PooledCache, cluster: bool, namespace: str,
     the co-use edges among ``ids`` only ``with_edges`` (otherwise none are read)."""
     features, ids = list(features), list(ids)
     links, docs_key = layout.ns_key("l", namespace), layout.ns_key("d", namespace)
+    own_key = layout.ns_key("e", namespace)
     adjacency = [redis_assoc.key(layout, namespace)] if with_edges else []
     if not cluster and not cache.enabled:  # one script reads the shards next to the data
         pooled_keys, index = _pooled_keys(layout, features)
         reply = yield Script("READ_WITH_EDGES" if with_edges else "READ_LOCAL",
-                             [links, docs_key, *pooled_keys, *adjacency],
+                             [links, docs_key, own_key, *pooled_keys, *adjacency],
                              [len(features), *features, len(ids), *ids, *index])
         own, pooled, docs = (np.frombuffer(b, dtype="<f8").reshape(-1, 2).astype(np.float64)
                              for b in reply[:3])
         return (_counts(own, pooled), DocStats(docs[:, 0].copy(), docs[:, 1].copy()),
                 redis_assoc.edge_rows(ids, reply[3]) if with_edges else EdgeRows.empty())
-    commands: list[Command] = []
-    if features:
-        commands.append(Command("hmget", (links, features)))
+    shared = [f for f in features if not f.startswith(OWN_PREFIX)]
+    mine = [f for f in features if f.startswith(OWN_PREFIX)]
+    unknown = [f for f in shared if f not in cache.ids]
+    commands: list[Command] = [Command("get", (links,))]
+    commands += [Command("hmget", (own_key, mine))] if mine else []
+    commands += [Command("hmget", (layout.id_map, unknown))] if unknown else []
     if ids:
         commands.append(Command("hmget", (docs_key, ids)))
         commands += [Command("hmget", (key, ids)) for key in adjacency]
     now = time.monotonic()
     check = cache.due(now)
-    wanted = _by_shard(layout, [f for f in features if not f.startswith(OWN_PREFIX)])
+    wanted = _by_shard(layout, shared)
     known = cache.known(features, layout.shard_of)
     asked = {s: fs if check else [f for f in fs if f not in known] for s, fs in wanted.items()}
     asked = {s: fs for s, fs in asked.items() if fs or check}
     commands += [Command("hmget", (layout.pooled[s], ["", *fs])) for s, fs in asked.items()]
-    replies = (yield Pipeline(tuple(commands))) if commands else []
-    own = unpack(replies.pop(0), 2) if features else np.zeros((0, 2))
+    replies = yield Pipeline(tuple(commands))
+    entries = blob.decode(replies.pop(0))
+    own_rows = dict(zip(mine, unpack(replies.pop(0), 2).tolist())) if mine else {}
+    if unknown:
+        cache.learn_ids({f: int(i) for f, i in zip(unknown, replies.pop(0)) if i is not None})
     docs = replies.pop(0) if ids else []
     edges = redis_assoc.edge_rows(ids, replies.pop(0)) if adjacency and ids else EdgeRows.empty()
     for (s, fs), reply in zip(asked.items(), replies):
-        version = int(reply[0] or 0)
-        cache.store(s, version, dict(zip(fs, map(tuple, unpack(reply[1:], 3)[:, :2].tolist()))))
+        rows = unpack(reply[1:], 4)
+        cache.store(s, int(reply[0] or 0), {f: (r[0], r[1], r[3]) for f, r in zip(fs, rows.tolist())})
     if check:
         cache.checked_at = now
+    for f in shared:
+        ident = cache.ids.get(f)
+        if ident in entries:
+            own_rows[f] = list(entries[ident])
+    own = np.array([own_rows.get(f, (0.0, 0.0)) for f in features], dtype=np.float64).reshape(-1, 2)
     counts = cache.overlay({**known, **cache.known(features, layout.shard_of)})
     pooled = np.array([counts.get(f, (0.0, 0.0)) for f in features],
                       dtype=np.float64).reshape(-1, 2)
@@ -237,24 +250,34 @@ def feedback(layout: KeyLayout, cluster: bool, batch: FeedbackBatch, cache: Pool
     features = sorted({f for item in batch.items for f in item.features})
     index = {f: j for j, f in enumerate(features, start=1)}
     tag = layout.tag(ns)
+    own_key = layout.key(tag, "e", ns)
     keys = [layout.body_key(ns, rid), layout.key(tag, "l", ns), layout.key(tag, "d", ns),
-            *(layout.key(tag, kind) for kind in ("n", "f", "c", "o")),
-            layout.key(tag, "q") if cluster else layout.pointer_key(rid)]
+            *(layout.key(tag, kind) for kind in ("n", "f", "n", "o")),
+            layout.key(tag, "q") if cluster else layout.pointer_key(rid), own_key,
+            *((own_key, own_key) if cluster else (layout.id_map, layout.id_names))]
     pooled_keys, where = ([], [0] * len(features)) if cluster else _pooled_keys(layout, features)
     keys += pooled_keys
     given = np.zeros((len(features), 2))
-    if cluster and cache is not None and batch.em and any(i.used for i in batch.items):
-        counts = cache.known(features, layout.shard_of)  # as the rerank read them
-        missing = [f for f in features if f not in counts and not f.startswith(OWN_PREFIX)]
-        if missing:
-            yield from read(layout, cache, True, ns, missing, [])
-            counts = {**counts, **cache.known(features, layout.shard_of)}
-        counts = cache.overlay(counts)
-        given = np.array([counts.get(f, (0.0, 0.0)) for f in features]).reshape(-1, 2)
+    ids = [0] * len(features)
+    if cluster and cache is not None:
+        shared = [f for f in features if not f.startswith(OWN_PREFIX)]
+        if batch.em and any(i.used for i in batch.items):
+            counts = cache.known(features, layout.shard_of)  # as the rerank read them
+            missing = [f for f in shared if f not in counts]
+            if missing:
+                yield from read(layout, cache, True, ns, missing, [])
+                counts = {**counts, **cache.known(features, layout.shard_of)}
+            counts = cache.overlay(counts)
+            given = np.array([counts.get(f, (0.0, 0.0)) for f in features]).reshape(-1, 2)
+        new = [f for f in shared if f not in cache.ids]
+        if new:  # ids first, in the id map's slot
+            made = yield Script("INTERN", [layout.id_map, layout.id_names], new)
+            cache.learn_ids({f: int(i) for f, i in zip(new, made)})
+        ids = [0 if f.startswith(OWN_PREFIX) else cache.ids[f] for f in features]
     head: list[Any] = [ns, repr(float(batch.time)), repr(batch.a0), repr(batch.b0),
                        repr(batch.kappa), "1" if batch.em else "0", len(batch.items),
                        len(features), "1" if cluster else "0", len(pooled_keys),
-                       int(recall_born_s(rid) * 1000), rid, *features, *where]
+                       int(recall_born_s(rid) * 1000), rid, *features, *where, *ids]
     tail: list[Any] = []
     for item in batch.items:
         tail += [item.rank, "1" if item.used else "0", repr(float(item.reject_weight)),

@@ -30,7 +30,7 @@ from .wire import Pipeline, Script
 #: How long a shard remembers the outbox entries it applied (a week).
 MARKER_KEEP_MS = 7 * 86_400_000
 _NAME = struct.Struct("<H")
-_ROW = struct.Struct("<ddd")
+_ROW = struct.Struct("<dddd")
 
 
 class PooledCache:
@@ -43,6 +43,8 @@ class PooledCache:
     def __init__(self, check_s: float) -> None:
         self.check_s = float(check_s)
         self._rows: dict[str, tuple[float, float, int]] = {}
+        #: Feature -> its id (ids are never given to another feature).
+        self.ids: dict[str, int] = {}
         self.versions: dict[int, int] = {}
         self.checked_at = -1e18
         #: This process's pooled deltas not pushed yet (a Cluster): added to what it reads.
@@ -70,10 +72,16 @@ class PooledCache:
                     out[f] = (hit[0], hit[1])
         return out
 
-    def store(self, shard: int, version: int, rows: dict[str, tuple[float, float]]) -> None:
+    def store(self, shard: int, version: int, rows: dict[str, tuple[float, float, float]]) -> None:
+        """Rows ``feature -> (pos, neg, id)`` read at ``version`` (id 0: no row)."""
         with self._lock:
             self.versions[shard] = version
-            self._rows.update((f, (p, n, version)) for f, (p, n) in rows.items())
+            self._rows.update((f, (p, n, version)) for f, (p, n, _) in rows.items())
+            self.ids.update((f, int(i)) for f, (_, _, i) in rows.items() if i > 0)
+
+    def learn_ids(self, ids: dict[str, int]) -> None:
+        with self._lock:
+            self.ids.update((f, i) for f, i in ids.items() if i > 0)
 
     def stale(self, shard: int, version: int) -> bool:
         """Whether the cached rows of ``shard`` were read at another version."""
@@ -83,21 +91,23 @@ class PooledCache:
     def clear(self) -> None:
         with self._lock:
             self._rows.clear()
+            self.ids.clear()
             self.versions.clear()
             self.checked_at = -1e18
 
-    def add_pending(self, rows: Sequence[tuple[str, float, float, float]], sign: float = 1.0) -> None:
+    def add_pending(self, rows: Sequence[tuple[str, int, float, float, float]],
+                    sign: float = 1.0) -> None:
         with self._lock:
-            for f, p, n, _ in rows:
+            for f, _, p, n, _ in rows:
                 row = self.pending.setdefault(f, [0.0, 0.0])
                 row[0] += sign * p
                 row[1] += sign * n
 
-    def settle(self, rows: Sequence[tuple[str, float, float, float]], shard_of: Any) -> None:
+    def settle(self, rows: Sequence[tuple[str, int, float, float, float]], shard_of: Any) -> None:
         """Pushed deltas: no longer added to reads; their shards are read again."""
         self.add_pending(rows, -1.0)
         with self._lock:
-            for f, _, _, _ in rows:
+            for f, _, _, _, _ in rows:
                 row = self.pending.get(f)
                 if row is not None and abs(row[0]) < 1e-9 and abs(row[1]) < 1e-9:
                     del self.pending[f]
@@ -116,15 +126,25 @@ class PooledCache:
             return out
 
 
-def decode_entry(blob: bytes) -> list[tuple[str, float, float, float]]:
-    """An outbox entry's ``(feature, pos, neg, namespaces)`` deltas."""
+Row = tuple[str, int, float, float, float]
+
+
+def decode_entry(blob: bytes) -> list[Row]:
+    """An outbox entry's ``(feature, id, pos, neg, namespaces)`` deltas (a feature "": named
+    by its id alone, as a forget writes them)."""
     out, at = [], 0
     while at < len(blob):
         (n,) = _NAME.unpack_from(blob, at)
         name = blob[at + 2:at + 2 + n].decode("utf-8")
-        out.append((name, *_ROW.unpack_from(blob, at + 2 + n)))
+        ident, p, q, c = _ROW.unpack_from(blob, at + 2 + n)
+        out.append((name, int(ident), p, q, c))
         at += 2 + n + _ROW.size
     return out
+
+
+def encode_entry(rows: Sequence[Row]) -> bytes:
+    return b"".join(_NAME.pack(len(name.encode("utf-8"))) + name.encode("utf-8")
+                    + _ROW.pack(ident, p, q, c) for name, ident, p, q, c in rows)
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,26 +160,39 @@ class Entry:
 
 def push(layout: KeyLayout, entries: Sequence[Entry]) -> Generator[Any, Any, None]:
     """Push outbox entries to their shards (one POOL_ADD per shard, all in one round trip),
-    then delete them and persist their pointers (a second)."""
+    then delete them and persist their pointers (a second); features a shard dropped leave
+    the id map (a third). Rows named by id alone are named first (a round trip before)."""
+    decoded = [decode_entry(e.blob) for e in entries]
+    unnamed = sorted({r[1] for rows in decoded for r in rows if not r[0]})
+    if unnamed:
+        names = yield Call("hmget", (layout.id_names, [str(i) for i in unnamed]))
+        known = {i: n.decode("utf-8") for i, n in zip(unnamed, names) if n is not None}
+        decoded = [[(r[0] or known.get(r[1], ""), *r[1:]) for r in rows] for rows in decoded]
     by_shard: dict[int, tuple[list[int], list[Any]]] = {}
-    for entry in entries:
-        groups: dict[int, list[tuple[str, float, float, float]]] = {}
-        for row in decode_entry(entry.blob):
-            groups.setdefault(layout.shard_of(row[0]), []).append(row)
-        for s, rows in groups.items():
+    for entry, rows in zip(entries, decoded):
+        groups: dict[int, list[Row]] = {}
+        for row in rows:
+            if row[0]:  # (a name the map no longer has: the feature left the pool already)
+                groups.setdefault(layout.shard_of(row[0]), []).append(row)
+        for s, group in groups.items():
             count, args = by_shard.setdefault(s, ([0], []))
             count[0] += 1
-            args += [entry.id, len(rows), *(r[0] for r in rows)]
-            args += [repr(float(v)) for r in rows for v in r[1:]]
+            args += [entry.id, len(group), *(r[0] for r in group)]
+            args += [repr(float(v)) for r in group for v in r[1:]]
+    dropped: list[bytes] = []
     if by_shard:
         now = int(time.time() * 1000)
-        yield Pipeline(tuple(Script("POOL_ADD", [layout.pooled[s], layout.markers[s]],
-                                    [now, MARKER_KEEP_MS, count[0], *args])
-                             for s, (count, args) in sorted(by_shard.items())))
-    tail = [Call("hdel", (e.outbox, e.id)) for e in entries]
+        replies = yield Pipeline(tuple(Script("POOL_ADD", [layout.pooled[s], layout.markers[s]],
+                                              [now, MARKER_KEEP_MS, count[0], *args])
+                                       for s, (count, args) in sorted(by_shard.items())))
+        dropped = [x for reply in replies for x in reply]
+    tail: list[Any] = [Call("hdel", (e.outbox, e.id)) for e in entries]
     tail += [Call("persist", (e.pointer,)) for e in entries if e.pointer]
     if tail:
         yield Pipeline(tuple(tail))
+    if dropped:
+        yield Pipeline((Call("hdel", (layout.id_map, *dropped[0::2])),
+                        Call("hdel", (layout.id_names, *dropped[1::2]))))
 
 
 def pending(layout: KeyLayout, buckets: Sequence[int]) -> Generator[Any, Any, list[Entry]]:

@@ -16,7 +16,7 @@ from . import lua as redis_lua
 #: ones wrap READ_LOCAL and FEEDBACK: see :mod:`.edges`).
 SCRIPTS = {**{name: getattr(redis_lua, name) for name in
               ("READ_LOCAL", "PUT", "GET_LOCAL", "FEEDBACK", "FORGET", "POOL_ADD", "DROP_FED",
-               "MIGRATE_NS")},
+               "MIGRATE_NS", "INTERN")},
            **{name: getattr(redis_assoc, name) for name in ("READ_WITH_EDGES", "FEEDBACK_WITH_CO_USE")}}
 SHAS = {name: hashlib.sha1(body.encode("utf-8")).hexdigest() for name, body in SCRIPTS.items()}
 
