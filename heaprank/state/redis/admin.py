@@ -30,6 +30,8 @@ if TYPE_CHECKING:
 #: The sync client (``RedisState``; not imported here, which imports this module).
 RedisState = Any
 
+#: A prune drains one of this many parts of the buckets (all of them every 64 prunes).
+DRAIN_PARTS = 64
 #: Impressions the feedback log reads per round trip.
 _LOG_PAGE = 512
 
@@ -46,27 +48,23 @@ def namespaces_flow(layout: KeyLayout) -> Op:
     return sorted(n.decode("utf-8") for members in replies for n in members if n)
 
 
-def drain_flow(state: RedisState) -> Op:
-    """Push this process's waiting outbox entries, then every entry waiting in any bucket (a
-    writer that died before its push)."""
+def drain(state: RedisState, min_age_ms: float = 2_000.0, part: int | None = None) -> None:
+    """Push this process's waiting outbox entries, then the entries waiting in the buckets (a
+    writer that died before its push) at least ``min_age_ms`` old (an audit call: 2 s; younger
+    ones are their writers' to push): of every bucket, or of the ``part``-th 1/64 of them."""
     own = state.take_outbox()
-    if own:
-        try:
-            yield from pooled.push(state.layout, own)
-        except BaseException:
-            state.outbox[:0] = own
-            raise
-        state.settled(own)
-    buckets = yield from pooled.buckets_in_use(state.layout)
-    left = yield from pooled.pending(state.layout, buckets)
-    if left:
-        yield from pooled.push(state.layout, left)
-
-
-def _push_pending(layout: KeyLayout, buckets: list[int]) -> Op:
-    left = yield from pooled.pending(layout, buckets)
-    if left:
-        yield from pooled.push(layout, left)
+    try:
+        state.push_entries(own)
+    except BaseException:
+        state.restore(own)
+        raise
+    state.settled(own)
+    buckets = state.run_flow("drain", lambda: pooled.buckets_in_use(state.layout), idempotent=True)
+    if part is not None:
+        buckets = [b for b in buckets if b % DRAIN_PARTS == part % DRAIN_PARTS]
+    left = state.run_flow("drain", lambda: pooled.pending(state.layout, buckets, min_age_ms),
+                          idempotent=True)
+    state.push_entries(left)
 
 
 def list_own(state: RedisState, namespace: str) -> tuple[list[str], np.ndarray, np.ndarray]:
@@ -89,7 +87,7 @@ def list_own(state: RedisState, namespace: str) -> tuple[list[str], np.ndarray, 
 
 
 def list_pooled(state: RedisState) -> tuple[list[str], np.ndarray, np.ndarray]:
-    state.run_flow("drain", lambda: drain_flow(state), idempotent=True)
+    drain(state)
 
     def run() -> tuple[list[str], np.ndarray, np.ndarray]:
         pipe = state.client.pipeline(transaction=False)
@@ -124,7 +122,8 @@ def forget(state: RedisState, namespace: str, scrub_global: bool) -> None:
         # Its bucket's waiting pooled deltas first (other writers' included): pushed after the
         # forget, they would bring its evidence back.
         bucket = layout.bucket(namespace)
-        state.run_flow("forget_pending", lambda: _push_pending(layout, [bucket]), idempotent=True)
+        state.push_entries(state.run_flow("forget_pending", lambda: pooled.pending(
+            layout, [bucket]), idempotent=True))
         bodies = bodies_of(state, namespace)
         state.client.delete(redis_assoc.key(layout, namespace))  # co-use edges, first
         keys: list[str | bytes] = [layout.ns_key(k, namespace) for k in ("l", "d", "x")]
@@ -136,7 +135,7 @@ def forget(state: RedisState, namespace: str, scrub_global: bool) -> None:
                                 [namespace, "1" if scrub_global else "0", entry_id]))
         if box:
             entry = pooled.Entry(layout.bucket_key(namespace, "q"), entry_id, box)
-            state.run_flow("forget_pooled", lambda: pooled.push(layout, [entry]), idempotent=True)
+            state.push_entries([entry])
         if bodies:
             pipe = state.client.pipeline(transaction=False)
             for body in bodies:

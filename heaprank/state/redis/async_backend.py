@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..._flow import adrive
-from ...errors import FeedbackError
+from ...errors import FeedbackError, StateUnavailableError
 from ...records import DocStats, FeedbackBatch, FeedbackOutcome, Impression, LinkCounts, recall_key
 from ..base import CreditFn
 from ..edges import EdgeRows
@@ -27,7 +27,7 @@ from . import ops as redis_ops
 from .connect import PRUNE_EVERY, RedisClientBase, RedisOptions, connect_async
 from .layout import redis_options
 from .ops import Request
-from .pooled import PooledCache, push
+from .pooled import PooledCache, push, unmark
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -178,11 +178,16 @@ class AsyncRedisState(RedisClientBase):
         entries = self.take_outbox()
         if entries:
             try:
-                await self._run("push", lambda: push(self.layout, entries), idempotent=True)
+                markers = await self._run("push", lambda: push(self.layout, entries),
+                                          idempotent=True)
             except BaseException:
-                self.outbox[:0] = entries  # kept in the buckets' outboxes too: none is lost
+                self.restore(entries)  # kept in the buckets' outboxes too: none is lost
                 raise
-            self.settled(entries)
+            self.settled(entries)  # applied and gone from their outboxes: never pushed again
+            try:
+                await self._run("unmark", lambda: unmark(self.layout, markers), idempotent=True)
+            except StateUnavailableError:
+                pass  # markers left expire after a day
 
     async def aclose(self) -> None:
         """Push the waiting pooled deltas, release the connection pool."""

@@ -107,6 +107,7 @@ class RedisState(RedisClientBase):
             weakref.WeakKeyDictionary()
         self._async_lock = threading.Lock()  # loops on several threads may ask at once
         self._ready = False
+        self._prunes = itertools.count()
         try:
             self._open()
         except StateUnavailableError as exc:
@@ -264,8 +265,8 @@ class RedisState(RedisClientBase):
         feedback expire by themselves); in a Cluster, push the waiting pooled deltas."""
         self._run("prune", lambda: redis_ops.prune(self.layout, self.max_impressions),
                   idempotent=True)
-        if self.cluster:
-            self.drain()
+        if self.cluster:  # (and a share of the entries other writers left)
+            admin.drain(self, pooled.DRAIN_AFTER_MS, next(self._prunes))
 
     def feedback_log(self, namespace: str | None = None) -> Iterator[Impression]:
         """Impressions with feedback of ``namespace`` (``None``: all), oldest recall first."""
@@ -298,15 +299,25 @@ class RedisState(RedisClientBase):
         entries = self.take_outbox()
         if entries:
             try:
-                self._run("push", lambda: pooled.push(self.layout, entries), idempotent=True)
+                self.push_entries(entries)
             except StateUnavailableError:
-                self.outbox[:0] = entries  # kept in the buckets' outboxes too: none is lost
+                self.restore(entries)  # kept in the buckets' outboxes too: none is lost
                 raise
             self.settled(entries)
 
+    def push_entries(self, entries: list[pooled.Entry]) -> None:
+        """Push outbox entries (each at most once), then remove their markers."""
+        if entries:
+            markers = self._run("push", lambda: pooled.push(self.layout, entries),
+                                idempotent=True)
+            try:  # (applied and gone from their outboxes: never to be pushed again)
+                self._run("unmark", lambda: pooled.unmark(self.layout, markers), idempotent=True)
+            except StateUnavailableError as exc:  # markers left expire after a day
+                logger.info("heaprank: pooled markers left to expire: %s", exc)
+
     def drain(self) -> None:
         """Push every waiting outbox entry, this process's and any other writer's."""
-        self._run("drain", lambda: admin.drain_flow(self), idempotent=True)
+        admin.drain(self)
 
     # ------------------------------------------------------------------ audit
 

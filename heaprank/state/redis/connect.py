@@ -32,6 +32,8 @@ PRUNE_EVERY = 256
 #: oldest has waited PUSH_AFTER_S): fewer round trips, fewer writes to the pooled shards.
 PUSH_EVERY = 16
 PUSH_AFTER_S = 0.25
+#: Entry ids a client remembers having pushed.
+REMEMBERED = 65_536
 #: The calls that write: refused by a state opened read-only (``mode=ro``).
 WRITES = frozenset({"put_impression", "feedback", "prune", "forget_namespace", "clear",
                     "import_state"})
@@ -241,6 +243,7 @@ class RedisClientBase:
         #: Buckets this process listed in the registry; outbox entries waiting for a push.
         self.seen: set[int] = set()
         self.outbox: list[Entry] = []
+        self.taken: dict[str, None] = {}  # ids of entries taken for a push, oldest first
         self.outbox_since = 0.0
         if self.client.get_encoder().decode_responses:
             raise ConfigError(f"{name}: the client must use decode_responses=False")
@@ -276,7 +279,8 @@ class RedisClientBase:
     def queue(self, entry: Entry | None, now: float) -> bool:
         """Keep an outbox entry for the next push; whether a push is due (a batch of
         :data:`PUSH_EVERY`, or the oldest waiting :data:`PUSH_AFTER_S`)."""
-        if entry is not None and all(e.id != entry.id for e in self.outbox):
+        if entry is not None and entry.id not in self.taken \
+                and all(e.id != entry.id for e in self.outbox):
             if not self.outbox:
                 self.outbox_since = now
             self.outbox.append(entry)
@@ -285,8 +289,21 @@ class RedisClientBase:
                                       or now - self.outbox_since >= PUSH_AFTER_S)
 
     def take_outbox(self) -> list[Entry]:
+        """The waiting entries, for a push; their ids are remembered (the last
+        :data:`REMEMBERED` of them), so a feedback retried meanwhile, which finds its entry
+        still in the outbox, does not queue it again."""
         entries, self.outbox = self.outbox, []
+        for entry in entries:
+            self.taken[entry.id] = None
+        while len(self.taken) > REMEMBERED:
+            del self.taken[next(iter(self.taken))]
         return entries
+
+    def restore(self, entries: list[Entry]) -> None:
+        """Entries whose push failed: waiting again, first."""
+        for entry in entries:
+            self.taken.pop(entry.id, None)
+        self.outbox[:0] = entries
 
     def settled(self, entries: list[Entry]) -> None:
         """Entries pushed: their deltas now come from the shards."""

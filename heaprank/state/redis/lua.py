@@ -63,7 +63,8 @@ local function pool_add(key, fields, dp, dn, dc, ids)
   return dropped
 end
 local function outbox_entry(fields, ids, dp, dn, dc)
-  local parts = {}
+  local t = redis.call('TIME')
+  local parts = {struct.pack('<d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))}
   for j = 1, #fields do
     parts[#parts + 1] = struct.pack('<H', #fields[j]) .. fields[j]
                         .. struct.pack('<dddd', ids[j], dp[j], dn[j], dc[j])
@@ -410,7 +411,9 @@ return box
 """
 
 #: Push outbox entries to one pooled shard, each at most once. KEYS: the shard, its marker
-#: zset. ARGV: now (ms), marker retention (ms), n entries, then per entry: its id, n fields,
+#: zset. ARGV: now (ms), marker retention (ms; markers of entries pushed are removed by the
+#: pusher once the entries left their outbox: this bounds leftovers), n entries, then per
+#: entry: its id, n fields,
 #: the fields, then per field its id and (pos, neg, namespaces) deltas. Returns the fields the
 #: shard dropped (no namespace holds them any more) as {name, id, ...}.
 POOL_ADD = _COMMON + """

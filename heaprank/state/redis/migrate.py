@@ -27,7 +27,7 @@ from ...errors import ConfigError
 from ...records import recall_key
 from .. import codec
 from .layout import KeyLayout, glob_escape, shard_tags
-from .pooled import Entry, encode_entry, push
+from .pooled import Entry, encode_entry, push, unmark
 from .wire import Script
 
 
@@ -64,6 +64,9 @@ class Migration:
     def run_flow(self, flow: Any) -> Any:
         from ..._flow import drive
         return drive(flow, self.send)
+
+    def push(self, entries: list[Entry]) -> None:
+        self.run_flow(unmark(self.layout, self.run_flow(push(self.layout, entries))))
 
     def start(self) -> int | None:
         """Flip the meta key to layout 2; the old N (None: nothing to migrate)."""
@@ -134,7 +137,7 @@ class Migration:
             if entry_rows:
                 self.counts["pooled_features"] += len(entry_rows)
                 entry = Entry(self.old_key(tag, "q"), f"migrate:{s}", encode_entry(entry_rows))
-                self.run_flow(push(self.layout, [entry]))
+                self.push([entry])
 
     def namespaces(self, tags: list[str]) -> None:
         """Merge each old namespace into its new keys, then delete its old keys."""
@@ -178,8 +181,7 @@ class Migration:
             if pooled:  # counted once as a holder by a writer since, once by the old pool
 
                 blob = encode_entry([(f.decode("utf-8"), fids[f], 0.0, 0.0, -1.0) for f in pooled])
-                self.run_flow(push(layout, [Entry(layout.bucket_key(ns, "q"),
-                                                  f"migrate:held:{_digest(ns)}", blob)]))
+                self.push([Entry(layout.bucket_key(ns, "q"), f"migrate:held:{_digest(ns)}", blob)])
         self.client.delete(*old.values())
 
     def finish(self, tags: list[str]) -> None:

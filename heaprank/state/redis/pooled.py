@@ -9,7 +9,11 @@ version moved are read again.
 
 An outbox entry (written by the FEEDBACK or FORGET script in the namespace's slot, so it exists
 exactly when the namespace's writes do) is pushed by POOL_ADD, which applies it to a shard at
-most once (its id is kept in the shard's marker zset for :data:`MARKER_KEEP_MS`), then deleted.
+most once (its id goes to the shard's marker zset in the same script), then deleted from its
+outbox, and then its markers go (a push is three round trips, once per batch). A marker only
+has to outlive the entry's stay in the outbox: one left by a pusher that died between the two
+last steps expires after :data:`MARKER_KEEP_MS`. A drain takes entries at least
+:data:`DRAIN_AFTER_MS` old, which their writer has had every chance to push itself.
 An entry whose pusher died stays in its bucket's outbox until a later push of that bucket or a
 drain (``prune``, the audit calls) takes it.
 """
@@ -28,7 +32,9 @@ from .layout import KeyLayout
 from .wire import Pipeline, Script
 
 #: How long a shard remembers the outbox entries it applied (a week).
-MARKER_KEEP_MS = 7 * 86_400_000
+MARKER_KEEP_MS = 86_400_000
+#: Outbox entries younger than this are left to their writer by a drain.
+DRAIN_AFTER_MS = 60_000
 _NAME = struct.Struct("<H")
 _ROW = struct.Struct("<dddd")
 
@@ -132,7 +138,7 @@ Row = tuple[str, int, float, float, float]
 def decode_entry(blob: bytes) -> list[Row]:
     """An outbox entry's ``(feature, id, pos, neg, namespaces)`` deltas (a feature "": named
     by its id alone, as a forget writes them)."""
-    out, at = [], 0
+    out, at = [], 8  # (after the entry's creation time, ms)
     while at < len(blob):
         (n,) = _NAME.unpack_from(blob, at)
         name = blob[at + 2:at + 2 + n].decode("utf-8")
@@ -143,8 +149,11 @@ def decode_entry(blob: bytes) -> list[Row]:
 
 
 def encode_entry(rows: Sequence[Row]) -> bytes:
-    return b"".join(_NAME.pack(len(name.encode("utf-8"))) + name.encode("utf-8")
-                    + _ROW.pack(ident, p, q, c) for name, ident, p, q, c in rows)
+    parts = [struct.pack("<d", time.time() * 1000)]
+    for name, ident, p, q, c in rows:
+        raw = name.encode("utf-8")
+        parts += [_NAME.pack(len(raw)), raw, _ROW.pack(ident, p, q, c)]
+    return b"".join(parts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,10 +167,15 @@ class Entry:
     pointer: str | None = None
 
 
-def push(layout: KeyLayout, entries: Sequence[Entry]) -> Generator[Any, Any, None]:
+Markers = dict[int, list[str]]
+
+
+def push(layout: KeyLayout, entries: Sequence[Entry]) -> Generator[Any, Any, Markers]:
     """Push outbox entries to their shards (one POOL_ADD per shard, all in one round trip),
     then delete them and persist their pointers (a second); features a shard dropped leave
-    the id map (a third). Rows named by id alone are named first (a round trip before)."""
+    the id map (a third). Rows named by id alone are named first (a round trip before).
+    Returns the markers to remove with :func:`unmark`, in a call of its own: this flow run
+    again after a lost reply must still find them."""
     decoded = [decode_entry(e.blob) for e in entries]
     unnamed = sorted({r[1] for rows in decoded for r in rows if not r[0]})
     if unnamed:
@@ -193,16 +207,35 @@ def push(layout: KeyLayout, entries: Sequence[Entry]) -> Generator[Any, Any, Non
     if dropped:
         yield Pipeline((Call("hdel", (layout.id_map, *dropped[0::2])),
                         Call("hdel", (layout.id_names, *dropped[1::2]))))
+    return {s: _entry_ids(args) for s, (_, args) in by_shard.items()}
 
 
-def pending(layout: KeyLayout, buckets: Sequence[int]) -> Generator[Any, Any, list[Entry]]:
-    """Every outbox entry waiting in ``buckets`` (one round trip)."""
+def unmark(layout: KeyLayout, markers: Markers) -> Generator[Any, Any, None]:
+    """Remove the markers of entries pushed and gone from their outboxes."""
+    if markers:
+        yield Pipeline(tuple(Call("zrem", (layout.markers[s], *ids))
+                             for s, ids in sorted(markers.items()) if ids))
+
+
+def _entry_ids(args: list[Any]) -> list[str]:
+    """The entry ids in one shard's POOL_ADD arguments (id, n, n names, 4n values, ...)."""
+    ids, at = [], 0
+    while at < len(args):
+        ids.append(args[at])
+        at += 2 + 5 * int(args[at + 1])
+    return ids
+
+
+def pending(layout: KeyLayout, buckets: Sequence[int],
+            min_age_ms: float = 0.0) -> Generator[Any, Any, list[Entry]]:
+    """Every outbox entry waiting in ``buckets`` at least ``min_age_ms`` (one round trip)."""
     if not buckets:
         return []
     boxes = [layout.key(layout.bucket_tag(b), "q") for b in buckets]
     replies = yield Pipeline(tuple(Call("hgetall", (box,)) for box in boxes))
+    oldest = time.time() * 1000 - min_age_ms
     return [Entry(box, k.decode("utf-8"), v) for box, rows in zip(boxes, replies)
-            for k, v in rows.items()]
+            for k, v in rows.items() if struct.unpack_from("<d", v)[0] <= oldest]
 
 
 def buckets_in_use(layout: KeyLayout) -> Generator[Any, Any, list[int]]:
