@@ -38,9 +38,9 @@ end
 -- the shard (its name may be one namespace's data): returned as {name, id, ...} for the id map.
 -- (Entries may arrive out of order: a row at 0 namespaces by an entry that adds none waits for
 -- the entry that adds its holder.) The shard's version "" is bumped.
-local function pool_add(key, fields, dp, dn, dc, ids)
+local function pool_add(key, fields, dp, dn, dc, ids, rows)
   if #fields == 0 then return {} end
-  local rows = hmget(key, fields)
+  rows = rows or hmget(key, fields)  -- (a caller that read them just before passes them)
   local flat, gone, dropped = {}, {}, {}
   for j = 1, #fields do
     local p, q, c, id = 0, 0, 0, ids[j]
@@ -244,6 +244,7 @@ if #todo == 0 or n_feat == 0 then
 end
 -- The links as they were: this namespace's, and the pooled counts (read here on one server,
 -- with the features' ids; given by the caller in a Cluster).
+local row_of = {}  -- one server: each pooled feature's row as read (false: none)
 if not cluster then
   local by_key = {}
   for j = 1, n_feat do
@@ -257,6 +258,7 @@ if not cluster then
     for q, j in ipairs(js) do names[q] = feats[j] end
     local rows = hmget(KEYS[11 + k], names)
     for q, j in ipairs(js) do
+      row_of[j] = rows[q]
       if rows[q] then
         local _
         gpos[j], gneg[j], _, fid[j] = struct.unpack('<dddd', rows[q])
@@ -330,11 +332,13 @@ for j = 1, n_feat do
       if not bneg[id] then bids[#bids + 1] = id end
       bpos[id], bneg[id] = f32(pos[j] + dpos[j]), f32(neg[j] + dneg[j])
       local k = cluster and 0 or shard[j]
-      pooled[k] = pooled[k] or {{}, {}, {}, {}, {}}
+      pooled[k] = pooled[k] or {{}, {}, {}, {}, {}, {}}
       local g = pooled[k]
       g[1][#g[1] + 1] = feats[j]; g[2][#g[2] + 1] = bpos[id] - pos[j]
       g[3][#g[3] + 1] = bneg[id] - neg[j]; g[4][#g[4] + 1] = held[j] and 0 or 1
       g[5][#g[5] + 1] = id
+      g[6] = g[6] or {}
+      g[6][#g[6] + 1] = row_of[j] or false
     end
   end
 end
@@ -373,7 +377,7 @@ if cluster then
   end
 else
   redis.call('PERSIST', KEYS[8])
-  for k, g in pairs(pooled) do pool_add(KEYS[11 + k], g[1], g[2], g[3], g[4], g[5]) end
+  for k, g in pairs(pooled) do pool_add(KEYS[11 + k], g[1], g[2], g[3], g[4], g[5], g[6]) end
 end
 return {applied, done, box_id, box}
 """
