@@ -9,7 +9,7 @@ the slot of one of N global shards, the pool summed over those shards) into layo
 3. The old pooled counts are pushed to the new shards, one outbox entry per old shard (applied
    at most once, so a migration run again after a crash counts nothing twice).
 4. Each namespace is merged into its new keys by one script in its slot (``MIGRATE_NS`` in
-   :mod:`.lua`): its links and documents are added to what writers wrote meanwhile, its
+   :mod:`.lua_migrate`): its links and documents are added to what writers wrote meanwhile, its
    feedback count to its bucket's, and the namespace is marked migrated in the same step (a
    second run skips it); then its old keys are deleted.
 

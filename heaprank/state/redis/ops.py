@@ -257,23 +257,9 @@ def feedback(layout: KeyLayout, cluster: bool, batch: FeedbackBatch, cache: Pool
             *((own_key, own_key) if cluster else (layout.id_map, layout.id_names))]
     pooled_keys, where = ([], [0] * len(features)) if cluster else _pooled_keys(layout, features)
     keys += pooled_keys
-    given = np.zeros((len(features), 2))
-    ids = [0] * len(features)
+    given, ids = np.zeros((len(features), 2)), [0] * len(features)
     if cluster and cache is not None:
-        shared = [f for f in features if not f.startswith(OWN_PREFIX)]
-        if batch.em and any(i.used for i in batch.items):
-            counts = cache.known(features, layout.shard_of)  # as the rerank read them
-            missing = [f for f in shared if f not in counts]
-            if missing:
-                yield from read(layout, cache, True, ns, missing, [])
-                counts = {**counts, **cache.known(features, layout.shard_of)}
-            counts = cache.overlay(counts)
-            given = np.array([counts.get(f, (0.0, 0.0)) for f in features]).reshape(-1, 2)
-        new = [f for f in shared if f not in cache.ids]
-        if new:  # ids first, in the id map's slot
-            made = yield Script("INTERN", [layout.id_map, layout.id_names], new)
-            cache.learn_ids({f: int(i) for f, i in zip(new, made)})
-        ids = [0 if f.startswith(OWN_PREFIX) else cache.ids[f] for f in features]
+        given, ids = yield from _cluster_inputs(layout, cache, batch, features)
     head: list[Any] = [ns, repr(float(batch.time)), repr(batch.a0), repr(batch.b0),
                        repr(batch.kappa), "1" if batch.em else "0", len(batch.items),
                        len(features), "1" if cluster else "0", len(pooled_keys),
@@ -299,6 +285,28 @@ def feedback(layout: KeyLayout, cluster: bool, batch: FeedbackBatch, cache: Pool
     elif cluster and reply[0]:  # nothing pooled (document features only): the pointer alone
         yield Command("persist", (layout.pointer_key(rid),))
     return list(reply[:2]), entry
+
+
+def _cluster_inputs(layout: KeyLayout, cache: PooledCache, batch: FeedbackBatch,
+                    features: list[str]) -> Op:
+    """What a Cluster feedback script is given: the pooled counts of ``features`` as this
+    process knows them (read first if it knows none; for the EM credit) and their ids (made
+    first, in the id map's slot, for names never seen)."""
+    shared = [f for f in features if not f.startswith(OWN_PREFIX)]
+    given = np.zeros((len(features), 2))
+    if batch.em and any(i.used for i in batch.items):
+        counts = cache.known(features, layout.shard_of)  # as the rerank read them
+        missing = [f for f in shared if f not in counts]
+        if missing:
+            yield from read(layout, cache, True, batch.namespace, missing, [])
+            counts = {**counts, **cache.known(features, layout.shard_of)}
+        counts = cache.overlay(counts)
+        given = np.array([counts.get(f, (0.0, 0.0)) for f in features]).reshape(-1, 2)
+    new = [f for f in shared if f not in cache.ids]
+    if new:
+        made = yield Script("INTERN", [layout.id_map, layout.id_names], new)
+        cache.learn_ids({f: int(i) for f, i in zip(new, made)})
+    return given, [0 if f.startswith(OWN_PREFIX) else cache.ids[f] for f in features]
 
 
 def feedback_outcome(batch: FeedbackBatch, reply: list[Any]) -> FeedbackOutcome:
