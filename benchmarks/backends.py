@@ -63,6 +63,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "client shares its CPU)")
     p.add_argument("--backends", default="memory,sqlite,redis,redis-cluster")
     p.add_argument("--procs", default="1,4,16")
+    p.add_argument("--capacity-only", action="store_true",
+                   help="only the Redis capacity figures and their verdicts (issue 23)")
+    p.add_argument("--capacity-namespaces", type=int, default=10_000,
+                   help="namespaces x 100 links loaded for the footprint (>= 10,000 for the verdict)")
 
 
 def candidates(ns: int) -> list[dict[str, Any]]:
@@ -326,13 +330,15 @@ def run(args: argparse.Namespace) -> int:
             "redis": f"{args.redis_url}?prefix={tag}",
             "redis-cluster": f"redis+cluster://127.0.0.1:{cluster[0].port}?prefix={tag}" if cluster else ""}
     started = time.time()
+    if args.capacity_only:
+        kinds = [k for k in kinds if k.startswith("redis")]
     report: dict[str, Any] = {"commit": _git_commit(), "date": time.strftime("%Y-%m-%dT%H:%M:%SZ",
                                                                             time.gmtime()),
                               "load": os.getloadavg(), "calls_per_process": calls, "rows": [],
                               "round_trips": {}, "sizes": {}, "link_sizes": {}, "cache": {},
                               "async": {}}
     try:
-        for kind in kinds:
+        for kind in [] if args.capacity_only else kinds:
             for p in procs:
                 if kind == "sqlite":  # a fresh file, its schema made before the processes open it
                     for f in folder.glob("state.db*"):
@@ -352,6 +358,7 @@ def run(args: argparse.Namespace) -> int:
                 report["async"][kind] = _async_rate(urls[kind], 400)
                 report["link_sizes"][kind] = _link_sizes(urls[kind])
                 _clear(urls[kind])
+        report["capacity"] = _capacity(args, urls, nodes, cluster, tag, quick=args.quick)
     finally:
         for node in nodes:
             node.stop()
@@ -361,6 +368,73 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=1) + "\n")
     return 0
+
+
+def _capacity(args: argparse.Namespace, urls: dict[str, str], nodes: list[Any],
+              cluster: list[Any], tag: str, quick: bool) -> dict[str, Any]:
+    """The issue-23 figures (:mod:`._capacity`) on the server and the Cluster this run uses."""
+    from urllib.parse import urlsplit
+
+    from . import _capacity as cap
+
+    out: dict[str, Any] = {}
+    answers = 150 if quick else 600
+    if "redis" in urls and urls["redis"] and args.redis_url:
+        base = args.redis_url
+        port = urlsplit(base).port or 6379
+        out["links"] = cap.load_links(base, f"{tag}-fp", args.capacity_namespaces)
+        out["impressions"] = cap.impression_bytes(base, f"{tag}-imp", 500 if quick else 2_000)
+        out["hot"] = cap.hottest_key(base, port, f"{tag}-hot", 300 if quick else 1_000)
+        out["trips_server"] = cap.round_trips(f"{base}?prefix={tag}-rt")
+        out["rate_server"] = cap.throughput(f"{base}?prefix={tag}-tp", [port], 4, answers)
+        _clear(f"{base}?prefix={tag}-tp")
+    if cluster:
+        url = f"redis+cluster://127.0.0.1:{cluster[0].port}"
+        out["trips_cluster"] = cap.round_trips(f"{url}?prefix={tag}-rt")
+        out["rate_cluster"] = cap.throughput(f"{url}?prefix={tag}-tp", [n.port for n in cluster],
+                                             4, answers)
+        _clear(f"{url}?prefix={tag}-tp")
+    return out
+
+
+def _verdict(ok: bool) -> str:
+    return "PASS" if ok else "MISS"
+
+
+def _print_capacity(c: dict[str, Any]) -> None:
+    print("\nCapacity (issue 23 targets), Redis layout 2")
+    if "links" in c:
+        links, imp, hot = c["links"], c["impressions"], c["hot"]
+        n = links["namespaces"]
+        print(f"  footprint: {n:,} namespaces x {links['links'] // n} links loaded through "
+              f"apply_feedback: {links['bytes_per_namespace']:.0f} B per namespace, "
+              f"{links['bytes_per_link']:.1f} B per link (used_memory)")
+        gb = links["million_x_100_bytes"] / 1e9
+        print(f"  1M namespaces x 100 links: {gb:.2f} GB (target < 1 GB)  "
+              f"{_verdict(gb < 1 and n >= 10_000)}")
+        print(f"  impression (50 candidates, k=10): {imp['open']:.0f} B open, {imp['fed']:.0f} B "
+              f"after feedback, feedback-log entry included (target <= 400 B)  "
+              f"{_verdict(max(imp['open'], imp['fed']) <= 400)}")
+        print(f"  10,000 namespaces occupy {links['slots']:,} distinct slots (target >= 4,000)  "
+              f"{_verdict(links['slots'] >= 4_000 and n >= 10_000)}")
+        print(f"  hottest key: {hot['hottest']} takes {100 * hot['share']:.1f}% of {hot['accesses']:,} "
+              f"key accesses over {hot['keys']:,} keys (MONITOR, 1,000 namespaces; target < 5%)  "
+              f"{_verdict(hot['share'] < 0.05)}")
+        print("    next: " + ", ".join(f"{k} {100 * v:.1f}%" for k, v in hot["top"][1:]))
+        print(f"  round trips per rerank + feedback, one server: {c['trips_server']:.2f} "
+              f"(target <= 3)  {_verdict(c['trips_server'] <= 3)}")
+        rate = c["rate_server"]
+        print(f"  one server, {rate['procs']} processes: {rate['answers_per_s']:.0f} answers/s, "
+              f"{rate['server_us_per_answer']:.0f} us of server CPU per answer")
+    if "rate_cluster" in c:
+        rate = c["rate_cluster"]
+        print(f"  round trips per rerank + feedback, Cluster: {c['trips_cluster']:.2f} "
+              f"(target <= 4)  {_verdict(c['trips_cluster'] <= 4)}")
+        split = rate["cpu_split"]
+        print(f"  3-master Cluster, {rate['procs']} processes: {rate['answers_per_s']:.0f} answers/s, "
+              f"{rate['server_us_per_answer']:.0f} us of server CPU per answer; CPU split "
+              + "/".join(f"{100 * x:.0f}" for x in split)
+              + f"% (busiest <= 40%)  {_verdict(max(split) <= 0.40)}")
 
 
 def _print(report: dict[str, Any]) -> None:
@@ -410,3 +484,5 @@ def _print(report: dict[str, Any]) -> None:
         print(f"  impression: {size['bytes_per_impression']:.0f} bytes (codec body "
               f"{size['codec_bytes']:.0f}) + {size['pointer_bytes']:.0f} bytes recall-id pointer, "
               f"{size['impressions_sampled']} sampled")
+    if report.get("capacity"):
+        _print_capacity(report["capacity"])

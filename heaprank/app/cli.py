@@ -1,4 +1,4 @@
-"""``heaprank`` command line: demo, links, explain, stats, forget, tune, replay, plot, state copy.
+"""``heaprank`` command line: demo, links, explain, stats, forget, tune, replay, plot, state.
 
 A mistake in what the user typed or pointed at (a missing file, bad JSON, a candidate of the wrong
 type, an unknown state URL, a bad ``--now``) ends the command with one line on stderr, starting
@@ -217,6 +217,15 @@ def _cmd_state_copy(args: argparse.Namespace) -> int:
         _print_json(stats)
         return 0
     print(f"copied {args.src} -> {args.dst}: " + ", ".join(f"{k} {v}" for k, v in stats.items()))
+    return 0
+
+
+def _cmd_state_migrate(args: argparse.Namespace) -> int:
+    from ..state.redis.migrate import migrate_url
+
+    counts = migrate_url(args.url)
+    print(json.dumps(counts, indent=2) if args.json else f"migrated {args.url} to Redis layout 2: "
+          + ", ".join(f"{k} {v}" for k, v in counts.items()))
     return 0
 
 
@@ -467,6 +476,11 @@ def _state_commands(sub: Any) -> None:
     copy.add_argument("dst", help="URL of the empty state to write (a SQLite file is created)")
     copy.add_argument("--json", action="store_true", help="print the target's stats as JSON")
     copy.set_defaults(func=_cmd_state_copy)
+    migrate = state_sub.add_parser("migrate", help="convert a Redis state of layout 1 to layout 2 "
+                                   "while writers run (docs/redis.md)")
+    migrate.add_argument("url", help="the Redis state (with its prefix= option)")
+    migrate.add_argument("--json", action="store_true", help="print the counts as JSON")
+    migrate.set_defaults(func=_cmd_state_migrate)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -22,11 +22,12 @@ def test_backends_benchmark_prints_every_table(tmp_path, capsys):
     backends.add_arguments(parser)
     out = tmp_path / "backends.json"
     args = parser.parse_args(["--calls", "8", "--backends", "memory,redis", "--procs", "1",
-                              "--json", str(out)])
+                              "--quick", "--capacity-namespaces", "200", "--json", str(out)])
     assert backends.run(args) == 0
     text = capsys.readouterr().out
     assert "Rerank (50 candidates" in text and "Round trips, redis" in text
     assert "bytes per link" in text and "impression:" in text
+    assert "Capacity (issue 23 targets)" in text and "PASS" in text
     report = json.loads(out.read_text())
     assert [r["backend"] for r in report["rows"]] == ["memory", "redis"]
     assert all(r["feedbacks"] == r["reranks"] > 0 for r in report["rows"])

@@ -68,8 +68,8 @@ def _stored_pooled_names(state) -> list[str]:
             return [r[0] for r in conn.execute(
                 "SELECT name FROM features WHERE pos != 0 OR neg != 0")]
     names = []  # Redis: every field of every global shard, held or not
-    for key in state.layout.shard_keys("g"):
-        names += [f.decode("utf-8") for f in state.client.hkeys(key)]
+    for key in state.layout.pooled:
+        names += [f.decode("utf-8") for f in state.client.hkeys(key) if f]  # "": the version
     return names
 
 

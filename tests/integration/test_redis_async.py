@@ -92,7 +92,15 @@ def test_async_reranks_and_learns_exactly_as_the_sync_client(url, no_threads):
         sync.feedback(namespace="user0", query=QUERIES[0], shown=CANDIDATES[:2], used=["lisbon"],
                       now=NOW, feedback_id="answer-1")
         assert async_ids == sync_ids
-        assert workers.snapshot(aio.state) == workers.snapshot(sync.state)
+        got, want = workers.snapshot(aio.state), workers.snapshot(sync.state)
+        if not aio.state.cluster:
+            assert got == want
+        else:  # pooled deltas pushed in batches: the sums may differ in their last bit
+            assert got.keys() == want.keys()
+            for ns, (features, pos, neg) in want.items():
+                assert got[ns][0] == features
+                np.testing.assert_allclose(got[ns][1], pos, rtol=1e-12)
+                np.testing.assert_allclose(got[ns][2], neg, rtol=1e-12)
         assert aio.stats()["feedbacks"] == sync.stats()["feedbacks"] == 13
     finally:
         for rr in (sync, aio):

@@ -50,13 +50,14 @@ def _same_ranking(a: Reranker, b: Reranker) -> None:
             ra = a.rerank(query, CANDIDATES, namespace=ns, k=4, now=NOW + 3600, track=False)
             rb = b.rerank(query, CANDIDATES, namespace=ns, k=4, now=NOW + 3600, track=False)
             assert ra.ids == rb.ids
+            # (Redis keeps a namespace's counts as float32: about 7 significant digits)
             np.testing.assert_allclose([i.score for i in ra.items], [i.score for i in rb.items],
-                                       rtol=1e-12, atol=0)
+                                       rtol=1e-6, atol=0)
     for ns in ("*", "maya", "ben"):
         la, lb = a.links(ns), b.links(ns)
         assert la  # not vacuous
         assert [link.feature for link in la] == [link.feature for link in lb]
-        np.testing.assert_allclose([link.p for link in la], [link.p for link in lb], rtol=1e-12)
+        np.testing.assert_allclose([link.p for link in la], [link.p for link in lb], rtol=1e-6)
 
 
 @pytest.mark.parametrize("kind", ["redis", "redis-cluster"])

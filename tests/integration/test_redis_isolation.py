@@ -31,8 +31,8 @@ def test_a_namespace_reads_only_its_own_keys_and_the_global_layer(redis_url):
         for ns in ("bob", "alice"):  # bob teaches the pool; alice has a history of her own
             r = teacher.rerank("When is my flight?", CANDIDATES, namespace=ns, k=3, now=NOW)
             teacher.feedback(r.recall_id, used=["lisbon"])
-        rules = [f"~{prefix}:{{*}}:{kind}:alice" for kind in "ldx"]
-        rules += [f"~{prefix}:{{*}}:i:alice:*", *(f"~{prefix}:{{*}}:{kind}" for kind in "gnfc")]
+        rules = [f"~{prefix}:{{*}}:{kind}:alice" for kind in "ldxe"]
+        rules += [f"~{prefix}:{{*}}:i:alice:*", *(f"~{prefix}:{{*}}:{kind}" for kind in "gmnfocqbr")]
         admin.acl_setuser(user, enabled=True, passwords=[f"+{password}"], keys=[
             *rules, f"~{prefix}:r:*", f"~{prefix}:meta"], commands=["+@all"])
         url = redis_url.replace("redis://", f"redis://{user}:{password}@", 1)

@@ -96,14 +96,14 @@ def test_the_global_cache_serves_pooled_counts_until_its_ttl(redis_url):
             s.close()
 
 
-def test_a_namespace_links_stay_a_compact_listpack(redis_url):
+def test_a_namespace_links_stay_one_compact_string(redis_url):
     state = RedisState(redis_url, prefix=unique_prefix())
     try:
         for n in range(20):
             _feed(state, _rid(n), "ns", used=n % 2 == 0)
         usage = state.memory_usage("ns")
-        assert usage["encoding"] == "listpack" and usage["links"] == 4
-        assert usage["bytes"] / usage["links"] < 100
+        assert usage["links"] == 4
+        assert usage["bytes"] / usage["links"] < 40  # the key's own overhead included
     finally:
         state.clear()
         state.close()

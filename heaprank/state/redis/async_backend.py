@@ -13,19 +13,21 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..._flow import adrive
-from ...errors import FeedbackError
+from ...errors import FeedbackError, StateUnavailableError
 from ...records import DocStats, FeedbackBatch, FeedbackOutcome, Impression, LinkCounts, recall_key
 from ..base import CreditFn
 from ..edges import EdgeRows
 from . import ops as redis_ops
 from .connect import PRUNE_EVERY, RedisClientBase, RedisOptions, connect_async
 from .layout import redis_options
-from .ops import GlobalCache, Request
+from .ops import Request
+from .pooled import PooledCache, push, unmark
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -64,8 +66,11 @@ class AsyncRedisState(RedisClientBase):
     """
 
     def __init__(self, url: str | None = None, *, client: Any = None,
-                 _cache: GlobalCache | None = None, **options: Unpack[RedisOptions]) -> None:
+                 _cache: PooledCache | None = None, _seen: set[int] | None = None,
+                 **options: Unpack[RedisOptions]) -> None:
         self._setup(url, client, connect_async, options, _cache)
+        if _seen is not None:
+            self.seen = _seen  # the buckets its sync state registered
         self._prune_every = PRUNE_EVERY
         self.checked = _cache is not None  # a twin's layout was checked by its sync state
 
@@ -81,7 +86,11 @@ class AsyncRedisState(RedisClientBase):
         try:
             return await request.send(self.client)
         except self.failures.no_script:
-            await request.load(self.client)  # type: ignore[union-attr]  # only a Script says NOSCRIPT
+            loaded = request.load(self.client)  # type: ignore[union-attr]  # scripts only
+            if isinstance(loaded, list):
+                await asyncio.gather(*loaded)
+            else:
+                await loaded
             return await request.send(self.client)
         except (AttributeError, TypeError) as exc:
             if not _torn_down_under_a_write(exc):
@@ -134,7 +143,7 @@ class AsyncRedisState(RedisClientBase):
                              feedback_id: str | None = None) -> str | None:
         """Record an impression (see ``StateBackend.put_impression``); idempotent, so retried."""
         held: str | None = await self._run("put_impression", lambda: redis_ops.put_impression(
-            self.layout, self.cluster, impression, feedback_id, self.impression_ttl_s),
+            self.layout, self.cluster, impression, feedback_id, self.impression_ttl_s, self.seen),
             idempotent=True)
         return held
 
@@ -150,9 +159,11 @@ class AsyncRedisState(RedisClientBase):
         if recall_key(batch.recall_id) is None:
             raise FeedbackError(f"recall_id {batch.recall_id!r}: unknown (never recorded, "
                                 f"expired or pruned)")
-        reply = await self._run("feedback", lambda: redis_ops.feedback(self.layout, self.cluster, batch),
-                                idempotent=True)
+        reply, entry = await self._run("feedback", lambda: redis_ops.feedback(
+            self.layout, self.cluster, batch, self.cache, self.seen), idempotent=True)
         outcome = redis_ops.feedback_outcome(batch, reply)
+        if self.queue(entry, time.monotonic()):
+            await self.push()
         if outcome.applied and next(self._feedbacks) % self._prune_every == 1:
             await self.prune()
         return outcome
@@ -162,6 +173,28 @@ class AsyncRedisState(RedisClientBase):
         await self._run("prune", lambda: redis_ops.prune(self.layout, self.max_impressions),
                         idempotent=True)
 
+    async def push(self) -> None:
+        """Push the pooled deltas of this client's feedbacks still waiting (a Cluster)."""
+        entries = self.take_outbox()
+        if entries:
+            try:
+                markers = await self._run("push", lambda: push(self.layout, entries),
+                                          idempotent=True)
+            except BaseException:
+                self.restore(entries)  # kept in the buckets' outboxes too: none is lost
+                raise
+            self.settled(entries)  # applied and gone from their outboxes: never pushed again
+            try:
+                await self._run("unmark", lambda: unmark(self.layout, markers), idempotent=True)
+            except StateUnavailableError:
+                pass  # markers left expire after a day
+
     async def aclose(self) -> None:
-        """Release the connection pool."""
-        await self.client.aclose()
+        """Push the waiting pooled deltas, release the connection pool."""
+        try:
+            if self.outbox:
+                await self.push()
+        finally:
+            await self.client.aclose()
+            if self.reader is not self.client:
+                await self.reader.aclose()

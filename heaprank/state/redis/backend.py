@@ -7,14 +7,15 @@ both clients), :mod:`.connect` (clients and the failure policy), this module (th
 client, with the audit, forget and copy operations) and :mod:`.async_backend` (the async client
 ``Reranker.arerank``/``afeedback`` use).
 
-Consistency: on one server a feedback script also reads the other global shards, so every
-feedback sees the links exactly as they were. In a Cluster the other shards' counts are read by
-the client just before the script (one round trip) and passed in: the pooled part of the credit
-may miss feedbacks of other shards applied in that window (bounded staleness of one round trip);
-the namespace's own counts and its shard are always exact, and no increment is ever lost or
-doubled. A rerank reads in one round trip: one script on a server (which sums the global
-shards), a pipeline in a Cluster (one request per node); with ``global_cache_ttl_s > 0`` the
-pooled counts may be that many seconds old.
+Consistency: on one server a feedback script reads and writes the pooled shards too, so every
+feedback sees the links exactly as they were and a rerank reads them as they are. In a Cluster
+the pooled shards sit in other slots: a rerank reads the pooled counts from this process's
+cache (checked against the shards' versions once per ``global_cache_ttl_s``, 1 s by default),
+a feedback's credit uses those counts, and its pooled deltas go to its bucket's outbox in the
+same script, pushed by the client in batches (:mod:`.pooled`): the namespace's own counts are
+always exact, the pooled layer catches up within the push delay, and no increment is ever lost
+or doubled (a push is applied at most once per shard, an unpushed entry is pushed by the next
+drain).
 
 Every Redis error or timeout raises :class:`~heaprank.errors.StateUnavailableError`. Reads,
 impression writes (the same impression written again completes the first write) and feedback
@@ -24,7 +25,6 @@ impression writes (the same impression written again completes the first write) 
 from __future__ import annotations
 
 import asyncio
-import heapq
 import itertools
 import logging
 import threading
@@ -36,24 +36,16 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 
 from ..._flow import drive
-from ...errors import FeedbackError, StateUnavailableError
-from ...records import (
-    DocStats,
-    FeedbackBatch,
-    FeedbackOutcome,
-    Impression,
-    LinkCounts,
-    recall_born_s,
-    recall_key,
-)
-from .. import codec
-from ..base import OWN_PREFIX, CreditFn
+from ...errors import ConfigError, FeedbackError, StateUnavailableError
+from ...records import DocStats, FeedbackBatch, FeedbackOutcome, Impression, LinkCounts, recall_key
+from ..base import CreditFn
 from ..edges import EdgeRows
+from . import admin, pooled
 from . import edges as redis_assoc
 from . import ops as redis_ops
 from .async_backend import AsyncRedisState
 from .connect import PRUNE_EVERY, RedisClientBase, RedisOptions, connect
-from .layout import URL_OPTIONS, KeyLayout, key_slot, redis_options, shard_tags, unpack
+from .layout import URL_OPTIONS, key_slot, redis_options, shard_tags, unpack
 from .ops import SCRIPTS, Request
 
 if TYPE_CHECKING:
@@ -63,8 +55,10 @@ if TYPE_CHECKING:
 
 __all__ = ["URL_OPTIONS", "RedisState", "key_slot", "redis_options", "shard_tags"]
 
-#: Impressions the feedback log reads per round trip.
-_LOG_PAGE = 512
+#: Eviction policies that may evict learned links (any key), and those that evict keys with a
+#: time to live only (impressions without feedback, their pointers and explicit ids).
+_EVICTS_ANY = ("allkeys-lru", "allkeys-lfu", "allkeys-random")
+_EVICTS_TTL = ("volatile-lru", "volatile-lfu", "volatile-random", "volatile-ttl")
 T = TypeVar("T")
 logger = logging.getLogger("heaprank")
 
@@ -79,13 +73,22 @@ class RedisState(RedisClientBase):
             ``decode_responses=False``) instead of ``url``; its own retry settings apply, and
             the async methods of a Reranker then run this client in a worker thread.
         prefix: Every key starts with it (several states may share a server).
-        global_shards: N hashes the global layer is spread over (fixed for a state's lifetime).
+        global_shards: G hashes the pooled layer is spread over, by feature (fixed for a
+            state's lifetime; default 32).
         timeout_s: Socket connect and read timeout; past it a call raises StateUnavailableError.
         retries: Retries of idempotent calls (reads, impression writes, feedback) after a
             connection error, a timeout or a Cluster failing over.
-        global_cache_ttl_s: Keep pooled counts read by a rerank this long in this process (0: off).
+        global_cache_ttl_s: Check the versions of the pooled counts this process keeps at most
+            this often (0: read them at every rerank; default 0 on a server, 1 s in a Cluster).
         max_impressions: Impressions that received feedback to keep (oldest dropped by prune).
-        impression_ttl_s: Impressions without feedback expire after this long.
+        impression_ttl_s: Impressions without feedback expire after this long (an hour).
+        replica_url: A replica of the server (``redis://replica:6379/0``) that reranks read
+            from (their pooled and own counts may lag by the replication delay); writes go to
+            ``url``. A Cluster: ``read_from_replicas``.
+        read_from_replicas: A Cluster client reads from replicas too (redis-py's option).
+        eviction: What to do when the server's ``maxmemory-policy`` may evict learned keys
+            (``allkeys-*``): ``warn`` (log loudly, the default), ``strict`` (refuse to open)
+            or ``ignore``.
         read_only: Open without writing (``?mode=ro``; the CLI's reading commands): a prefix
             without a state is then a StateError ("no heaprank state at ..."), never created,
             and every write raises StateReadOnlyError.
@@ -104,6 +107,7 @@ class RedisState(RedisClientBase):
             weakref.WeakKeyDictionary()
         self._async_lock = threading.Lock()  # loops on several threads may ask at once
         self._ready = False
+        self._prunes = itertools.count()
         try:
             self._open()
         except StateUnavailableError as exc:
@@ -119,11 +123,47 @@ class RedisState(RedisClientBase):
         check = redis_ops.check_layout(self.layout, "RedisState",
                                        self.where() if self.read_only else None)
         self._attempt("open", lambda: drive(check, self._send), idempotent=True)
+        self._attempt("check eviction", self._check_eviction, idempotent=True)
         # Loaded up front on every primary: redis-py leaks a connection when a cluster answers
         # NOSCRIPT, so that answer is kept for a server that restarted since.
         self._attempt("load scripts", lambda: [self.client.script_load(s) for s in SCRIPTS.values()],
                       idempotent=True)
         self._ready = True
+
+    def _check_eviction(self) -> None:
+        """Warn (or refuse, ``eviction="strict"``) when the server may evict learned links."""
+        if self.settings.eviction == "ignore":
+            return
+        try:
+            found = self.client.config_get("maxmemory-policy")
+        except self.failures.errors:  # CONFIG disabled (a managed service): nothing to check
+            return
+        policies = {v.decode() if isinstance(v, bytes) else str(v) for v in (
+            found.values() if isinstance(found, dict) else [])}
+        policies = {p for p in policies if p not in ("maxmemory-policy",)}
+        risky = sorted(p for p in policies if p in _EVICTS_ANY)
+        if risky:
+            message = (f"Redis state {self.where()}: maxmemory-policy {risky[0]} may evict "
+                       f"learned links and pooled counts when the server is full; use "
+                       f"noeviction (or volatile-*, which evicts impressions only; see "
+                       f"docs/redis.md)")
+            if self.settings.eviction == "strict":
+                raise ConfigError(message)
+            logger.warning("heaprank: %s", message)
+        elif policies & set(_EVICTS_TTL):
+            logger.info("heaprank: Redis state %s: a volatile-* maxmemory-policy may evict "
+                        "impressions without feedback early (their feedback is then unknown)",
+                        self.where())
+
+    def call(self, what: str, fn: Callable[[], T], *, idempotent: bool) -> T:
+        """Run ``fn`` under the failure policy (see :meth:`_call`): for :mod:`.admin`."""
+        return self._call(what, fn, idempotent=idempotent)
+
+    def run_flow(self, what: str, flow: Callable[[], redis_ops.Op], *, idempotent: bool) -> Any:
+        return self._run(what, flow, idempotent=idempotent)
+
+    def send(self, request: Request) -> Any:
+        return self._send(request)
 
     def _call(self, what: str, fn: Callable[[], T], *, idempotent: bool) -> T:
         """Run ``fn`` (opened first when the server was down at start-up, so an outage then
@@ -143,16 +183,20 @@ class RedisState(RedisClientBase):
                 time.sleep(self.failures.wait_s(what, exc, attempt, idempotent=idempotent))
         raise AssertionError("unreachable")
 
-    def _send(self, request: Request) -> Any:
+    def _send(self, request: Request, client: Any = None) -> Any:
+        client = self.client if client is None else client
         try:
-            return request.send(self.client)
+            return request.send(client)
         except self.failures.no_script:
-            request.load(self.client)  # type: ignore[union-attr]  # only a Script says NOSCRIPT
-            return request.send(self.client)
+            request.load(client)  # type: ignore[union-attr]  # only scripts say NOSCRIPT
+            return request.send(client)
 
     def _run(self, what: str, flow: Callable[[], redis_ops.Op], *, idempotent: bool) -> Any:
         """Run an operation of :mod:`.ops` (a fresh flow for every attempt)."""
         return self._call(what, lambda: drive(flow(), self._send), idempotent=idempotent)
+
+    def _read_from_replica(self, request: Request) -> Any:
+        return self._send(request, self.reader)
 
     def async_backend(self) -> AsyncRedisState | None:
         """The ``redis.asyncio`` twin of this state for the running event loop (same URL,
@@ -164,7 +208,8 @@ class RedisState(RedisClientBase):
         with self._async_lock:
             twin = self._async.get(loop)
             if twin is None:
-                twin = AsyncRedisState(self.url, _cache=self.cache, **self.settings.options())
+                twin = AsyncRedisState(self.url, _cache=self.cache, _seen=self.seen,
+                                       **self.settings.options())
                 twin.checked = self._ready  # (else it checks the layout itself, first)
                 self._async[loop] = twin
         return twin
@@ -183,9 +228,12 @@ class RedisState(RedisClientBase):
 
     def _read(self, namespace: str, features: Sequence[str], ids: Sequence[str],
               with_edges: bool) -> tuple[LinkCounts, DocStats, EdgeRows]:
-        found: tuple[LinkCounts, DocStats, EdgeRows] = self._run("read", lambda: redis_ops.read(
-            self.layout, self.cache, self.cluster, namespace, features, ids, with_edges),
-            idempotent=True)
+        def flow() -> redis_ops.Op:
+            return redis_ops.read(self.layout, self.cache, self.cluster, namespace, features,
+                                  ids, with_edges)
+        send = self._send if self.reader is self.client else self._read_from_replica
+        found: tuple[LinkCounts, DocStats, EdgeRows] = self._call(
+            "read", lambda: drive(flow(), send), idempotent=True)
         return found
 
     def list_edges(self, namespace: str) -> list[tuple[str, str, float, float, float]]:
@@ -203,7 +251,7 @@ class RedisState(RedisClientBase):
 
     def put_impression(self, impression: Impression, *, feedback_id: str | None = None) -> str | None:
         held: str | None = self._run("put_impression", lambda: redis_ops.put_impression(
-            self.layout, self.cluster, impression, feedback_id, self.impression_ttl_s),
+            self.layout, self.cluster, impression, feedback_id, self.impression_ttl_s, self.seen),
             idempotent=True)
         return held
 
@@ -214,46 +262,15 @@ class RedisState(RedisClientBase):
 
     def prune(self) -> None:
         """Drop the oldest impressions with feedback past ``max_impressions`` (those without
-        feedback expire by themselves)."""
+        feedback expire by themselves); in a Cluster, push the waiting pooled deltas."""
         self._run("prune", lambda: redis_ops.prune(self.layout, self.max_impressions),
                   idempotent=True)
+        if self.cluster:  # (and a share of the entries other writers left)
+            admin.drain(self, pooled.DRAIN_AFTER_MS, next(self._prunes))
 
     def feedback_log(self, namespace: str | None = None) -> Iterator[Impression]:
-        """Impressions with feedback of ``namespace`` (``None``: all), oldest recall first: the
-        shards' feedback sets (``P:{t}:f``) read in pages and merged by age."""
-        tags = self.layout.tags if namespace is None else [self.layout.tag(namespace)]
-        pages = [self._fed_pages(tag, namespace) for tag in tags]
-        for _, rid, name, body in heapq.merge(*pages):
-            yield codec.decode_impression(rid, name, body)
-
-    def _fed_pages(self, tag: str, namespace: str | None) -> Iterator[tuple[float, str, str, bytes]]:
-        """``(age score, recall id, namespace, body)`` of one shard's impressions with feedback,
-        by score then recall id; paged by score so that pruning meanwhile skips nothing still
-        there."""
-        fed = self.layout.key(tag, "f")
-        low: float | str = "-inf"
-        seen_at_low = 0  # members already read with score == low (ties are ordered by member)
-        tied: list[tuple[float, str, str, bytes]] = []  # of score `low`, yielded by recall id
-        while True:
-            def run(low: float | str = low, skip: int = seen_at_low) -> tuple[list[Any], list[Any]]:
-                members = self.client.zrange(fed, low, "+inf", byscore=True, offset=skip,
-                                             num=_LOG_PAGE, withscores=True)
-                pipe = self.client.pipeline(transaction=False)
-                for member, _ in members:
-                    pipe.get(member)
-                return members, (pipe.execute() if members else [])
-            members, bodies = self._call("feedback_log", run, idempotent=True)
-            for (member, score), body in zip(members, bodies):
-                if score != low:
-                    yield from sorted(tied)
-                    tied, low, seen_at_low = [], score, 0
-                seen_at_low += 1
-                name, rid = KeyLayout.split_body_key(member)
-                if body is not None and (namespace is None or name == namespace):
-                    tied.append((score, rid, name, body))
-            if len(members) < _LOG_PAGE:
-                yield from sorted(tied)
-                return
+        """Impressions with feedback of ``namespace`` (``None``: all), oldest recall first."""
+        return admin.feedback_log(self, namespace)
 
     # ---------------------------------------------------------------- feedback
 
@@ -268,132 +285,87 @@ class RedisState(RedisClientBase):
         if recall_key(batch.recall_id) is None:
             raise FeedbackError(f"recall_id {batch.recall_id!r}: unknown (never recorded, "
                                 f"expired or pruned)")
-        reply = self._run("feedback", lambda: redis_ops.feedback(self.layout, self.cluster, batch),
-                          idempotent=True)
+        reply, entry = self._run("feedback", lambda: redis_ops.feedback(
+            self.layout, self.cluster, batch, self.cache, self.seen), idempotent=True)
         outcome = redis_ops.feedback_outcome(batch, reply)
+        if self.queue(entry, time.monotonic()):
+            self.push()
         if outcome.applied and next(self._feedbacks) % PRUNE_EVERY == 1:
             self.prune()
         return outcome
 
+    def push(self) -> None:
+        """Push the pooled deltas of this process's feedbacks still waiting (a Cluster)."""
+        entries = self.take_outbox()
+        if entries:
+            try:
+                self.push_entries(entries)
+            except StateUnavailableError:
+                self.restore(entries)  # kept in the buckets' outboxes too: none is lost
+                raise
+            self.settled(entries)
+
+    def push_entries(self, entries: list[pooled.Entry]) -> None:
+        """Push outbox entries (each at most once), then remove their markers."""
+        if entries:
+            markers = self._run("push", lambda: pooled.push(self.layout, entries),
+                                idempotent=True)
+            try:  # (applied and gone from their outboxes: never to be pushed again)
+                self._run("unmark", lambda: pooled.unmark(self.layout, markers), idempotent=True)
+            except StateUnavailableError as exc:  # markers left expire after a day
+                logger.info("heaprank: pooled markers left to expire: %s", exc)
+
+    def drain(self) -> None:
+        """Push every waiting outbox entry, this process's and any other writer's."""
+        admin.drain(self)
+
     # ------------------------------------------------------------------ audit
 
     def list_links(self, namespace: str | None) -> tuple[list[str], np.ndarray, np.ndarray]:
-        def run() -> tuple[list[str], np.ndarray, np.ndarray]:
-            if namespace is not None:
-                rows = self.client.hgetall(self.layout.ns_key("l", namespace))
-                names = sorted(rows)
-                arr = unpack([rows[f] for f in names], 2)
-                return [f.decode("utf-8") for f in names], arr[:, 0].copy(), arr[:, 1].copy()
-            total: dict[bytes, np.ndarray] = {}
-            pipe = self.client.pipeline(transaction=False)
-            for key in self.layout.shard_keys("g"):
-                pipe.hgetall(key)
-            for rows in pipe.execute():
-                for f, v in rows.items():
-                    value = unpack([v], 3)[0]
-                    total[f] = total[f] + value if f in total else value
-            names = sorted(f for f, v in total.items() if v[2] > 0)
-            arr = np.array([total[f][:2] for f in names], dtype=np.float64).reshape(-1, 2)
-            return [f.decode("utf-8") for f in names], arr[:, 0].copy(), arr[:, 1].copy()
-        return self._call("list_links", run, idempotent=True)
+        if namespace is None:
+            return admin.list_pooled(self)
+        return admin.list_own(self, namespace)
 
     def namespaces(self) -> list[str]:
-        def run() -> list[str]:
-            pipe = self.client.pipeline(transaction=False)
-            for t in self.layout.tags:
-                pipe.smembers(self.layout.key(t, "n"))
-            return sorted(n.decode("utf-8") for members in pipe.execute() for n in members)
-        return self._call("namespaces", run, idempotent=True)
-
-    def _scan(self, pattern: str) -> list[bytes]:
-        return list(self.client.scan_iter(match=pattern, count=1000))
+        found: list[str] = self._run("namespaces", lambda: admin.namespaces_flow(self.layout),
+                                     idempotent=True)
+        return found
 
     def forget_namespace(self, namespace: str, *, scrub_global: bool = True) -> None:
         """Remove the namespace's keys in one script in its slot (links, documents, explicit
-        ids, impressions found by SCAN, its global-shard contribution with ``scrub_global``),
-        then the recall-id pointers, then the global fields no namespace holds anywhere. An
-        impression written while this runs may survive until its TTL."""
-        tag = self.layout.tag(namespace)
-        pattern = self.layout.bodies_of(namespace)
-
-        def run() -> None:
-            bodies = self._scan(pattern)
-            self.client.delete(redis_assoc.key(self.layout, namespace))  # co-use edges, first
-            keys: list[str | bytes] = [self.layout.key(tag, k, namespace) for k in ("l", "d", "x")]
-            keys += [self.layout.key(tag, kind) for kind in ("g", "n", "f", "c")]
-            keys += bodies
-            gone = self._send(redis_ops.Script("FORGET", keys, [namespace, "1" if scrub_global else "0"]))
-            if bodies:
-                pipe = self.client.pipeline(transaction=False)
-                for body in bodies:
-                    pipe.delete(self.layout.pointer_key(KeyLayout.split_body_key(body)[1]))
-                pipe.execute()
-            if gone:
-                pipe = self.client.pipeline(transaction=False)
-                for key in self.layout.shard_keys("g"):
-                    pipe.hmget(key, gone)
-                held = sum((unpack(r, 3)[:, 2] for r in pipe.execute()), np.zeros(len(gone)))
-                unheld = [f for f, count in zip(gone, held.tolist()) if count <= 0]
-                if unheld:
-                    for key in self.layout.shard_keys("g"):
-                        self._send(redis_ops.Script("DROP_UNHELD", [key], unheld))
-            self.cache.clear()
-        self._call("forget_namespace", run, idempotent=False)
+        ids, impressions, its pooled contribution with ``scrub_global``, pushed through its
+        bucket's outbox), then the recall-id pointers; the pooled fields no namespace holds
+        leave the pool. An impression written while this runs may survive until its TTL."""
+        admin.forget(self, namespace, scrub_global)
 
     def stats(self) -> dict[str, int]:
-        def run() -> dict[str, int]:
-            names = self.namespaces()
-            pipe = self.client.pipeline(transaction=False)
-            for ns in names:
-                tag = self.layout.tag(ns)
-                pipe.hlen(self.layout.key(tag, "l", ns))
-                pipe.hlen(self.layout.key(tag, "d", ns))
-                pipe.hexists(self.layout.key(tag, "d", ns), "")  # its feedback count
-            for t in self.layout.tags:
-                pipe.get(self.layout.key(t, "c"))
-            for t in self.layout.tags:
-                pipe.zcard(self.layout.key(t, "f"))
-            replies = pipe.execute()
-            counts, at = replies[:3 * len(names)], 3 * len(names)
-            fed = sum(replies[at + len(self.layout.tags):])
-            impressions = len(self._scan(self.layout.every_body()))
-            return {
-                "namespaces": len(names),
-                "links": sum(counts[0::3]),
-                "global_links": len(self.list_links(None)[0]),
-                "documents": sum(counts[1::3]) - sum(map(bool, counts[2::3])),
-                "impressions": impressions,
-                "feedbacks": sum(int(c or 0) for c in replies[at:at + len(self.layout.tags)]),
-                # (no cap: each expires on its own after impression_ttl_s)
-                "open_impressions": max(impressions - fed, 0),
-            }
-        return self._call("stats", run, idempotent=True)
+        return admin.stats(self)
 
     def memory_usage(self, namespace: str) -> dict[str, int | str]:
-        """Bytes Redis uses (``MEMORY USAGE``, key included) for a namespace's links hash and
-        its used documents' hash, with their field counts and encodings (``listpack`` while
-        small)."""
+        """Bytes Redis uses (``MEMORY USAGE``, key included) for a namespace's links (its links
+        string, and its document features' hash) and its used documents' hash, with their
+        counts and the encoding of the links string."""
         def run() -> dict[str, int | str]:
-            out: dict[str, int | str] = {}
-            for kind, name in (("l", "links"), ("d", "documents")):
-                key = self.layout.ns_key(kind, namespace)
-                encoding = self.client.object("encoding", key) or b""
-                label = "" if name == "links" else "doc_"
-                out[f"{label}bytes"] = int(self.client.memory_usage(key, samples=0) or 0)
-                out[name] = int(self.client.hlen(key)) - (
-                    name == "documents" and bool(self.client.hexists(key, "")))
-                out[f"{label}encoding"] = encoding.decode() if isinstance(encoding, bytes) \
-                    else str(encoding)
-            return out
+            links, own, docs = (self.layout.ns_key(k, namespace) for k in "led")
+            size = lambda key: int(self.client.memory_usage(key, samples=0) or 0)  # noqa: E731
+            encoding = self.client.object("encoding", links) or b""
+            return {"bytes": size(links) + size(own),
+                    "links": len(self.list_links(namespace)[0]),
+                    "encoding": encoding.decode() if isinstance(encoding, bytes) else str(encoding),
+                    "doc_bytes": size(docs),
+                    "documents": int(self.client.hlen(docs)) - bool(self.client.hexists(docs, ""))}
         return self._call("memory_usage", run, idempotent=True)
 
     def clear(self) -> int:
         """Delete every key under this state's prefix (tests and ``state copy`` targets)."""
         def run() -> int:
-            keys = self._scan(self.layout.every_key())
+            keys = list(self.client.scan_iter(match=self.layout.every_key(), count=1000))
             for key in keys:
                 self.client.delete(key)
             return len(keys)
+        self.outbox.clear()
+        self.seen.clear()
+        self.cache.clear()
         return self._call("clear", run, idempotent=True)
 
     # ------------------------------------------------------- export (state copy)
@@ -407,83 +379,24 @@ class RedisState(RedisClientBase):
 
     def iter_impressions(self) -> list[tuple[str, str, bytes]]:
         """``(recall_id, namespace, codec bytes)`` of every live impression."""
-        def run() -> list[tuple[str, str, bytes]]:
-            keys = sorted(self._scan(self.layout.every_body()))
-            pipe = self.client.pipeline(transaction=False)
-            for key in keys:
-                pipe.get(key)
-            out = []
-            for key, body in zip(keys, pipe.execute()):
-                if body is not None:
-                    ns, rid = KeyLayout.split_body_key(key)
-                    out.append((rid, ns, body))
-            return out
-        return self._call("iter_impressions", run, idempotent=True)
+        return admin.iter_impressions(self)
 
     def import_state(self, dump: StateDump) -> None:
-        """Write a whole state (from :func:`heaprank.state.copy.export_state`) into this empty one.
-
-        Each global shard gets the sums of its own namespaces' links; evidence no namespace holds
-        any more (left by a forget without scrub) goes to the shard of the first namespace with
-        the feature, so the shards still add up to the copied global layer.
-        """
-        shard_sums: dict[str, dict[str, list[float]]] = {t: {} for t in self.layout.tags}
-        for ns, (features, pos, neg) in sorted(dump.links.items()):
-            sums = shard_sums[self.layout.tag(ns)]
-            for f, p, n in zip(features, pos.tolist(), neg.tolist()):
-                if f.startswith(OWN_PREFIX):  # a document's feature stays its namespace's
-                    continue
-                row = sums.setdefault(f, [0.0, 0.0, 0.0])
-                row[0] += p
-                row[1] += n
-                row[2] += 1
-        gf, gpos, gneg = dump.global_links
-        first = {f: t for t in self.layout.tags for f in shard_sums[t]}
-        for f, p, n in zip(gf, gpos.tolist(), gneg.tolist()):
-            t = first.get(f, self.layout.tags[0])
-            row = shard_sums[t].setdefault(f, [0.0, 0.0, 0.0])
-            held = [shard_sums[u][f] for u in self.layout.tags if f in shard_sums[u]]
-            row[0] += p - sum(h[0] for h in held)
-            row[1] += n - sum(h[1] for h in held)
-        now_ms = time.time() * 1000
-
-        def run() -> None:
-            pipe = self.client.pipeline(transaction=False)
-            for t, sums in shard_sums.items():
-                if sums:
-                    pipe.hset(self.layout.key(t, "g"), mapping={
-                        f: np.array(v, dtype="<f8").tobytes() for f, v in sums.items()})
-            for ns, (features, pos, neg) in dump.links.items():
-                tag = self.layout.tag(ns)
-                if features:
-                    packed = np.column_stack([pos, neg]).astype("<f8")
-                    pipe.hset(self.layout.key(tag, "l", ns), mapping={
-                        f: packed[j].tobytes() for j, f in enumerate(features)})
-                pipe.sadd(self.layout.key(tag, "n"), ns)
-            for ns, rows in dump.docs.items():
-                if rows:
-                    pipe.hset(self.layout.ns_key("d", ns), mapping={
-                        i: np.array([last, uses], dtype="<f8").tobytes() for i, last, uses in rows})
-            for ns, edge_rows in dump.edges.items():
-                pipe.hset(redis_assoc.key(self.layout, ns), mapping=redis_assoc.adjacency(edge_rows))
-            for rid, ns, body in dump.impressions:
-                fed = any(codec.verdicts_of(body))
-                expire_ms = int((recall_born_s(rid) + self.impression_ttl_s) * 1000)
-                if not fed and expire_ms <= now_ms:
-                    continue
-                tag, ttl, body_key = self.layout.tag(ns), None if fed else expire_ms, \
-                    self.layout.body_key(ns, rid)
-                pipe.set(body_key, body, pxat=ttl)
-                pipe.set(self.layout.pointer_key(rid), f"{tag}:{ns}", pxat=ttl)
-                if fed:
-                    pipe.zadd(self.layout.key(tag, "f"), {body_key: int(recall_born_s(rid) * 1000)})
-            pipe.set(self.layout.key(self.layout.tags[0], "c"), dump.feedbacks)
-            pipe.execute()
-        self._call("import_state", run, idempotent=True)
+        """Write a whole state (from :func:`heaprank.state.copy.export_state`) into this empty one."""
+        admin.import_state(self, dump)
 
     def close(self) -> None:
-        """Release the connection pool (an async twin: :meth:`aclose_loop` on its loop)."""
-        self.client.close()
+        """Push the waiting pooled deltas, release the connection pool (an async twin:
+        :meth:`aclose_loop` on its loop)."""
+        try:
+            if self.outbox:
+                self.push()
+        except StateUnavailableError as exc:  # they wait in their buckets' outboxes
+            logger.warning("heaprank: pooled deltas left for the next drain: %s", exc)
+        finally:
+            self.client.close()
+            if self.reader is not self.client:
+                self.reader.close()
 
     async def aclose_loop(self) -> None:
         """Release the running event loop's async client (the sync client stays open); call it

@@ -22,12 +22,18 @@ from ..._optional import require
 from ..._time import DAY_S
 from ...errors import ConfigError, StateReadOnlyError, StateUnavailableError
 from .layout import CLUSTER_SCHEME, KeyLayout
-from .ops import GlobalCache
+from .pooled import Entry, PooledCache, decode_entry
 
 #: First wait before a retry, doubled at each further attempt.
 FIRST_BACKOFF_S = 0.05
 #: A prune of the fed impressions runs after every this many applied feedbacks of a client.
 PRUNE_EVERY = 256
+#: A Cluster client pushes its feedbacks' pooled deltas in batches of this many (or once the
+#: oldest has waited PUSH_AFTER_S): fewer round trips, fewer writes to the pooled shards.
+PUSH_EVERY = 16
+PUSH_AFTER_S = 0.25
+#: Entry ids a client remembers having pushed.
+REMEMBERED = 65_536
 #: The calls that write: refused by a state opened read-only (``mode=ro``).
 WRITES = frozenset({"put_impression", "feedback", "prune", "forget_namespace", "clear",
                     "import_state"})
@@ -86,10 +92,13 @@ class RedisOptions(TypedDict, total=False):
     global_shards: int
     timeout_s: float
     retries: int
-    global_cache_ttl_s: float
+    global_cache_ttl_s: float | None
     max_impressions: int
     impression_ttl_s: float
     read_only: bool
+    replica_url: str | None
+    read_from_replicas: bool
+    eviction: str
 
 
 @dataclass(frozen=True)
@@ -97,13 +106,16 @@ class Settings:
     """:class:`RedisOptions` with their defaults filled in and checked."""
 
     prefix: str = "heaprank"
-    global_shards: int = 8
+    global_shards: int = 32
     timeout_s: float = 2.0
     retries: int = 2
-    global_cache_ttl_s: float = 0.0
+    global_cache_ttl_s: float | None = None
     max_impressions: int = 100_000
-    impression_ttl_s: float = DAY_S
+    impression_ttl_s: float = DAY_S / 24  # an hour: see docs/redis.md, "Sizing"
     read_only: bool = False
+    replica_url: str | None = None
+    read_from_replicas: bool = False
+    eviction: str = "warn"
 
     @classmethod
     def of(cls, name: str, options: RedisOptions) -> Settings:
@@ -117,6 +129,8 @@ class Settings:
         if not (isinstance(settings.impression_ttl_s, (int, float))
                 and settings.impression_ttl_s > 0):
             raise ValueError("impression_ttl_s: must be > 0")
+        if settings.eviction not in ("warn", "strict", "ignore"):
+            raise ValueError("eviction: must be warn, strict or ignore")
         return settings
 
     def options(self) -> RedisOptions:
@@ -135,19 +149,22 @@ def _options(redis: ModuleType, retry_module: Any, timeout_s: float) -> dict[str
             "decode_responses": False}
 
 
-def connect(url: str, timeout_s: float) -> Any:
-    """A ``redis.Redis`` (or ``redis.cluster.RedisCluster`` for ``redis+cluster://``)."""
+def connect(url: str, timeout_s: float, replicas: bool = False) -> Any:
+    """A ``redis.Redis`` (or ``redis.cluster.RedisCluster`` for ``redis+cluster://``, reading
+    from replicas with ``replicas``)."""
     check_url(url)
     redis = redis_module("RedisState")
     options = _options(redis, redis.retry, timeout_s)
     if url.startswith(CLUSTER_SCHEME):
         cluster = require("redis.cluster", extra="redis", feature="RedisState")
+        if replicas:
+            options["load_balancing_strategy"] = cluster.LoadBalancingStrategy.ROUND_ROBIN
         return _built(lambda: cluster.RedisCluster.from_url(
             "redis://" + url[len(CLUSTER_SCHEME):], **options), url)
     return _built(lambda: redis.Redis.from_url(url, retry_on_timeout=False, **options), url)
 
 
-def connect_async(url: str, timeout_s: float) -> Any:
+def connect_async(url: str, timeout_s: float, replicas: bool = False) -> Any:
     """The ``redis.asyncio`` twin of :func:`connect`: its own connection pool, on the event
     loop that first uses it."""
     check_url(url)
@@ -156,6 +173,9 @@ def connect_async(url: str, timeout_s: float) -> Any:
     options = _options(redis, require("redis.asyncio.retry", extra="redis", feature="AsyncRedisState"),
                        timeout_s)
     if url.startswith(CLUSTER_SCHEME):
+        if replicas:
+            sync = require("redis.cluster", extra="redis", feature="AsyncRedisState")
+            options["load_balancing_strategy"] = sync.LoadBalancingStrategy.ROUND_ROBIN
         return aio.RedisCluster.from_url("redis://" + url[len(CLUSTER_SCHEME):], **options)
     return aio.Redis.from_url(url, retry_on_timeout=False, **options)
 
@@ -198,8 +218,8 @@ class RedisClientBase:
     """What the sync and the async client hold alike: the key layout, the options, the
     failure policy and the redis-py client (made from ``url`` by ``connect_fn``, or given)."""
 
-    def _setup(self, url: str | None, client: Any, connect_fn: Callable[[str, float], Any],
-               options: RedisOptions, cache: GlobalCache | None = None) -> None:
+    def _setup(self, url: str | None, client: Any, connect_fn: Callable[..., Any],
+               options: RedisOptions, cache: PooledCache | None = None) -> None:
         name = type(self).__name__
         if (url is None) == (client is None):
             raise ConfigError(f"{name}: pass exactly one of url or client")
@@ -208,11 +228,23 @@ class RedisClientBase:
         self.url = url
         self.timeout_s = float(settings.timeout_s)
         self.failures = FailurePolicy(settings.retries, self.timeout_s)
-        self.cache = cache if cache is not None else GlobalCache(settings.global_cache_ttl_s)
         self.max_impressions = settings.max_impressions
         self.impression_ttl_s = float(settings.impression_ttl_s)
-        self.client = client if client is not None else connect_fn(url or "", self.timeout_s)
+        self.client = client if client is not None else connect_fn(
+            url or "", self.timeout_s, settings.read_from_replicas)
         self.cluster = is_cluster(self.client)
+        #: Where reads go: a replica (``replica_url``) or the client itself.
+        self.reader = self.client if settings.replica_url is None else connect_fn(
+            settings.replica_url, self.timeout_s)
+        check_s = settings.global_cache_ttl_s
+        if check_s is None:  # a Cluster checks the pooled versions once a second by default
+            check_s = 1.0 if self.cluster else 0.0
+        self.cache = cache if cache is not None else PooledCache(check_s)
+        #: Buckets this process listed in the registry; outbox entries waiting for a push.
+        self.seen: set[int] = set()
+        self.outbox: list[Entry] = []
+        self.taken: dict[str, None] = {}  # ids of entries taken for a push, oldest first
+        self.outbox_since = 0.0
         if self.client.get_encoder().decode_responses:
             raise ConfigError(f"{name}: the client must use decode_responses=False")
         self._feedbacks = itertools.count(1)
@@ -243,6 +275,40 @@ class RedisClientBase:
     @property
     def global_cache_ttl_s(self) -> float:
         return self.cache.ttl_s
+
+    def queue(self, entry: Entry | None, now: float) -> bool:
+        """Keep an outbox entry for the next push; whether a push is due (a batch of
+        :data:`PUSH_EVERY`, or the oldest waiting :data:`PUSH_AFTER_S`)."""
+        if entry is not None and entry.id not in self.taken \
+                and all(e.id != entry.id for e in self.outbox):
+            if not self.outbox:
+                self.outbox_since = now
+            self.outbox.append(entry)
+            self.cache.add_pending(decode_entry(entry.blob))
+        return bool(self.outbox) and (len(self.outbox) >= PUSH_EVERY
+                                      or now - self.outbox_since >= PUSH_AFTER_S)
+
+    def take_outbox(self) -> list[Entry]:
+        """The waiting entries, for a push; their ids are remembered (the last
+        :data:`REMEMBERED` of them), so a feedback retried meanwhile, which finds its entry
+        still in the outbox, does not queue it again."""
+        entries, self.outbox = self.outbox, []
+        for entry in entries:
+            self.taken[entry.id] = None
+        while len(self.taken) > REMEMBERED:
+            del self.taken[next(iter(self.taken))]
+        return entries
+
+    def restore(self, entries: list[Entry]) -> None:
+        """Entries whose push failed: waiting again, first."""
+        for entry in entries:
+            self.taken.pop(entry.id, None)
+        self.outbox[:0] = entries
+
+    def settled(self, entries: list[Entry]) -> None:
+        """Entries pushed: their deltas now come from the shards."""
+        for entry in entries:
+            self.cache.settle(decode_entry(entry.blob), self.layout.shard_of)
 
     def __repr__(self) -> str:
         kind = "cluster" if self.cluster else "server"

@@ -1,6 +1,6 @@
 """Co-use edges in Redis: their key, their Lua, and the hooks the Redis backend calls.
 
-One hash per namespace, in the namespace's slot (``P:{t}:a:<ns>``): field ``<doc id>`` holds
+One hash per namespace, in the namespace's slot (``P:{t}:a:<ns>``, ``t`` its bucket): field ``<doc id>`` holds
 that document's edges as records ``<I4`` id length, the neighbour's id, ``<ddd`` (strength,
 count, last); each edge is stored under both of its documents. Field ``""`` (never a document id:
 ids are not blank) holds the namespace's edge count.
@@ -186,7 +186,7 @@ local KEYS = {unpack(KEYS, 1, #KEYS - 1)}""", """
 local reply = base_script()
 local nf = tonumber(ARGV[1])
 local ids = {}
-for j = nf + 2, #ARGV do ids[#ids + 1] = ARGV[j] end
+for j = 1, tonumber(ARGV[nf + 2]) do ids[j] = ARGV[nf + 2 + j] end
 if #ids > 0 then reply[4] = redis.call('HMGET', adj_key, unpack(ids)) else reply[4] = {} end
 return reply""")
 

@@ -1,29 +1,43 @@
 """Where the Redis backend keeps what: key names, hash tags and Cluster slots, packed counts, and
 the options a Redis URL may carry. Shared by the sync and the async client; no I/O here.
 
-Key layout (``P`` the prefix, ``t`` the hash tag of global shard ``s = crc32(ns) mod N``)::
+Key layout 2 (``P`` the prefix; ``t`` a namespace's bucket tag: bucket ``crc32(ns) mod 16384``
+as a short string in Cluster slot number ``bucket``, so odd characters of a name never reach
+a tag; ``g`` the tag of pooled shard ``s = crc32(feature) mod G``; ``b`` the tag
+of bucket-registry shard ``bucket mod 16``)::
 
-    P:{t}:l:<ns>          hash  feature -> <dd> pos, neg          (a namespace's links)
+    P:{t}:l:<ns>          string  a namespace's links by feature id (blob.py: f32 pos, neg)
+    P:{t}:e:<ns>          hash  doc:<id> feature -> <dd> pos, neg (a namespace's own features)
     P:{t}:d:<ns>          hash  doc id -> <dd> last used, uses    (used documents only;
                                 "" -> the namespace's feedbacks, counted in c)
     P:{t}:x:<ns>          hash  explicit feedback id -> recall id (expires with its newest)
     P:{t}:i:<ns>:<rid>    string  the codec bytes of an impression (TTL until its first feedback)
-    P:{t}:a:<ns>          hash  doc id -> its co-use edges ("" -> their count; redis_assoc.py)
-    P:{t}:g               hash  feature -> <ddd> pos, neg, namespaces holding it   (global shard s)
-    P:{t}:n               set   the namespaces of shard s with evidence
-    P:{t}:f               zset  impressions of shard s that received feedback, by age
-    P:{t}:c               string  feedbacks applied in shard s
+    P:{t}:a:<ns>          hash  doc id -> its co-use edges ("" -> their count; edges.py)
+    P:{t}:n               hash  the bucket's namespaces with evidence (the registry) -> "";
+                                "" -> feedbacks applied in the bucket
+    P:{t}:o               zset  the bucket's impressions without feedback, by expiry (ms)
+    P:{t}:f               zset  the bucket's impressions that received feedback, by age
+    P:{t}:q               hash  outbox (Cluster): entry id -> pooled deltas not yet pushed
+    P:{b}:b               set   bucket numbers in use (a superset: written before the data)
+    P:{g}:g               hash  feature -> <dddd> pos, neg, namespaces holding it, its id;
+                                "" -> the shard's version, bumped by every write
+    P:{ids}:f             hash  feature -> its id ("" -> the last id given)
+    P:{ids}:r             hash  id -> feature (both dropped when no namespace holds it)
+    P:{g}:m               zset  outbox entries applied to the shard, by time (dedupe)
     P:r:{<rid>}           string  "<t>:<ns>": which namespace holds a recall id (TTL as its body)
-    P:meta                string  N, so processes with another N are refused
+    P:meta                string  "2:<G>" (layout 2 with G pooled shards); a bare number is
+                                layout 1, which ``heaprank state migrate`` converts
 
-A namespace's keys and its global shard share one slot, so a feedback is one Lua script in a
-Cluster too; the global layer is the sum of the N shards, whose tags are spread over the slot
-range (so over a Cluster's masters).
+A namespace's keys share one slot (its bucket's), so a feedback is one script in a Cluster too;
+10,000 namespaces land on ~7,500 distinct slots. The pooled layer is placed by feature, not by
+namespace: its G shards' tags are spread evenly over the slot range.
 """
 
 from __future__ import annotations
 
 import binascii
+import functools
+import itertools
 import re
 import zlib
 from collections.abc import Iterable
@@ -35,13 +49,19 @@ import numpy as np
 from ...errors import ConfigError
 
 SLOTS = 16_384
+#: Namespace buckets: one per Cluster slot's worth of hash values.
+BUCKETS = 16_384
+#: Shards of the registry of buckets in use.
+BUCKET_SHARDS = 16
+LAYOUT_VERSION = 2
 _GLOB = re.compile(r"([*?\[\]\\])")
 #: Length of a recall id, the last part of an impression's key.
 RECALL_ID_CHARS = 16
 
 #: Options a URL may carry in its query string, with their types.
 URL_OPTIONS = {"prefix": str, "global_shards": int, "timeout": float, "global_cache_ttl": float,
-               "max_impressions": int, "impression_ttl": float, "mode": str}
+               "max_impressions": int, "impression_ttl": float, "mode": str, "replica_url": str,
+               "read_from_replicas": int, "eviction": str}
 _URL_OPTION_ARGS = {"timeout": "timeout_s", "global_cache_ttl": "global_cache_ttl_s",
                     "impression_ttl": "impression_ttl_s"}
 CLUSTER_SCHEME = "redis+cluster://"
@@ -57,17 +77,35 @@ def key_slot(key: str) -> int:
     return binascii.crc_hqx(key.encode("utf-8"), 0) % SLOTS
 
 
-def shard_tags(n: int) -> list[str]:
-    """One hash tag per global shard, each in its own 1/n of the slot range, so shards spread
-    evenly over a Cluster's masters (which own contiguous slot ranges)."""
+def shard_tags(n: int, kind: str = "g") -> list[str]:
+    """One hash tag per shard, each in its own 1/n of the slot range, so shards spread evenly
+    over a Cluster's masters (which own contiguous slot ranges)."""
     tags = []
     for s in range(n):
         low, high = s * SLOTS // n, (s + 1) * SLOTS // n
         k = 0
-        while not low <= key_slot(f"{{{s}.{k}}}") < high:
+        while not low <= key_slot(f"{{{kind}{s}.{k}}}") < high:
             k += 1
-        tags.append(f"{s}.{k}")
+        tags.append(f"{kind}{s}.{k}")
     return tags
+
+
+_TAG_CHARS = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ-_"
+
+
+@functools.cache
+def slot_tags() -> tuple[str, ...]:
+    """For each Cluster slot, the first string of 1 to 3 of :data:`_TAG_CHARS` that hashes to
+    it (every slot has one; ~0.1 s, once per process)."""
+    tags: list[str | None] = [None] * SLOTS
+    for n in (1, 2, 3):
+        for combo in itertools.product(_TAG_CHARS, repeat=n):
+            text = "".join(combo)
+            slot = binascii.crc_hqx(text.encode("ascii"), 0) % SLOTS
+            if tags[slot] is None:
+                tags[slot] = text
+    assert all(tags)
+    return tuple(t for t in tags if t)
 
 
 def unpack(values: Iterable[bytes | None], width: int) -> np.ndarray:
@@ -82,8 +120,12 @@ def glob_escape(text: str) -> str:
     return _GLOB.sub(r"\\\1", text)
 
 
+def crc(text: str) -> int:
+    return zlib.crc32(text.encode("utf-8"))
+
+
 class KeyLayout:
-    """The key names of one state: its prefix and its N global shards' hash tags."""
+    """The key names of one state: its prefix, its namespaces' buckets and its G pooled shards."""
 
     def __init__(self, prefix: str, n_shards: int) -> None:
         if not prefix or any(c in prefix for c in "{}"):
@@ -93,11 +135,33 @@ class KeyLayout:
         self.prefix = prefix
         self.n_shards = n_shards
         self.tags = shard_tags(n_shards)
+        self.pooled = [f"{prefix}:{{{t}}}:g" for t in self.tags]
+        self.markers = [f"{prefix}:{{{t}}}:m" for t in self.tags]
+        self.registry = [f"{prefix}:{{{t}}}:b" for t in shard_tags(BUCKET_SHARDS, "b")]
+        self.id_map = f"{prefix}:{{ids}}:f"
+        self.id_names = f"{prefix}:{{ids}}:r"
         self.meta = f"{prefix}:meta"
+        self.meta_value = f"{LAYOUT_VERSION}:{n_shards}"
+
+    @staticmethod
+    def bucket(namespace: str) -> int:
+        return crc(namespace) % BUCKETS
+
+    @staticmethod
+    def bucket_tag(bucket: int) -> str:
+        """Bucket ``b``'s hash tag: a short string in Cluster slot ``b``."""
+        return slot_tags()[bucket]
 
     def tag(self, namespace: str) -> str:
-        """The hash tag of the global shard a namespace writes to (and its keys carry)."""
-        return self.tags[zlib.crc32(namespace.encode("utf-8")) % self.n_shards]
+        """The hash tag of a namespace's keys: its bucket, derived from the name alone."""
+        return self.bucket_tag(self.bucket(namespace))
+
+    def shard_of(self, feature: str) -> int:
+        """The pooled shard (0-based) a feature's pooled counts live in."""
+        return crc(feature) % self.n_shards
+
+    def registry_key(self, bucket: int) -> str:
+        return self.registry[bucket % BUCKET_SHARDS]
 
     def key(self, tag: str, kind: str, namespace: str | None = None) -> str:
         base = f"{self.prefix}:{{{tag}}}:{kind}"
@@ -107,30 +171,22 @@ class KeyLayout:
         """A namespace's own key of ``kind`` (``l`` links, ``d`` documents, ``x`` explicit ids)."""
         return self.key(self.tag(namespace), kind, namespace)
 
+    def bucket_key(self, namespace: str, kind: str) -> str:
+        """The key of ``kind`` (``n``, ``o``, ``f``, ``c``, ``q``) of a namespace's bucket."""
+        return self.key(self.tag(namespace), kind)
+
     def body_key(self, namespace: str, recall_id: str) -> str:
         return f"{self.ns_key('i', namespace)}:{recall_id}"
 
     def pointer_key(self, recall_id: str) -> str:
         return f"{self.prefix}:r:{{{recall_id}}}"
 
-    def shard_keys(self, kind: str) -> list[str]:
-        """One key of ``kind`` per global shard (``g`` counts, ``n`` namespaces, ``f`` fed, ``c``)."""
-        return [self.key(t, kind) for t in self.tags]
-
     def pointer_value(self, namespace: str) -> str:
         return f"{self.tag(namespace)}:{namespace}"
-
-    def bodies_of(self, namespace: str) -> str:
-        """A SCAN pattern of a namespace's impression keys."""
-        return glob_escape(f"{self.ns_key('i', namespace)}:") + "?" * RECALL_ID_CHARS
 
     def every_key(self) -> str:
         """A SCAN pattern of every key of this state."""
         return glob_escape(self.prefix) + ":*"
-
-    def every_body(self) -> str:
-        """A SCAN pattern of every impression key of this state."""
-        return glob_escape(self.prefix) + ":{*}:i:*"
 
     @staticmethod
     def split_body_key(key: bytes) -> tuple[str, str]:
@@ -158,5 +214,7 @@ def redis_options(url: str) -> tuple[str, dict[str, Any]]:
                 raise ConfigError(f"state: mode={value!r}; expected ro or rw")
             ours["read_only"] = parsed == "ro"
             continue
+        if name == "read_from_replicas":
+            parsed = bool(parsed)
         ours[_URL_OPTION_ARGS.get(name, name)] = parsed
     return urlunsplit(parts._replace(query=urlencode(kept))), ours

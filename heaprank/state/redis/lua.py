@@ -1,18 +1,25 @@
-"""The Lua scripts of the Redis backend, each run against the keys of one hash slot.
+"""The Lua scripts of the Redis backend, each run against the keys of one hash slot (on one
+server a script may also touch the pooled shards it is given).
 
 Counts are stored as packed little-endian doubles (``struct`` in Redis's Lua): a namespace's link
-is ``<dd`` (pos, neg), a global shard's ``<ddd`` (pos, neg, namespaces holding the link here), a
+is ``<dd`` (pos, neg), a pooled shard's ``<ddd`` (pos, neg, namespaces holding the link), a
 document's ``<dd`` (last used, use count). Lua numbers are doubles, so the arithmetic matches the
 Python reference (:func:`heaprank.learning.links.credit`) to rounding.
+
+Pooled deltas that a script cannot write itself (in a Cluster the pooled shards sit in other
+slots) go to its bucket's outbox (``P:{t}:q``) in the same script: entries
+``<H`` name length, name, ``<ddd`` (pos, neg, namespaces) each; the client pushes them to the
+shards with POOL_ADD, which records the entry's id in the shard's marker zset in the same
+script, so an entry pushed twice (a retry, a crash before the outbox entry was deleted) counts
+once.
 """
 
 from __future__ import annotations
 
-#: One server only: everything a rerank reads, the global shards summed here, returned as packed
-#: doubles in one reply. KEYS: links, docs, every global shard in order. ARGV: n features, the
-#: features, then the document ids. Returns {own <dd>..., pooled <dd>..., docs <dd>...}, a
-#: missing document as (NaN, 0).
-READ_LOCAL = """
+from .blob import LUA as _BLOB
+
+#: Helpers every script below starts with.
+_COMMON = _BLOB + """
 local function hmget(key, fields)
   local out = {}
   for first = 1, #fields, 4000 do
@@ -21,26 +28,103 @@ local function hmget(key, fields)
   end
   return out
 end
+local function hset(key, flat)
+  for first = 1, #flat, 4000 do
+    redis.call('HSET', key, unpack(flat, first, math.min(first + 3999, #flat)))
+  end
+end
+-- Add (pos, neg, namespaces) deltas to one pooled shard (rows <dddd: pos, neg, namespaces,
+-- id); a new row takes the id given. A field that a forget leaves held by no namespace leaves
+-- the shard (its name may be one namespace's data): returned as {name, id, ...} for the id map.
+-- (Entries may arrive out of order: a row at 0 namespaces by an entry that adds none waits for
+-- the entry that adds its holder.) The shard's version "" is bumped.
+local function pool_add(key, fields, dp, dn, dc, ids, rows)
+  if #fields == 0 then return {} end
+  rows = rows or hmget(key, fields)  -- (a caller that read them just before passes them)
+  local flat, gone, dropped = {}, {}, {}
+  for j = 1, #fields do
+    local p, q, c, id = 0, 0, 0, ids[j]
+    if rows[j] then p, q, c, id = struct.unpack('<dddd', rows[j]) end
+    p = math.max(p + dp[j], 0); q = math.max(q + dn[j], 0); c = c + dc[j]
+    if c <= 0 and dc[j] < 0 then
+      if rows[j] then
+        gone[#gone + 1] = fields[j]
+        dropped[#dropped + 1] = fields[j]; dropped[#dropped + 1] = tostring(id)
+      end
+    else
+      flat[#flat + 1] = fields[j]; flat[#flat + 1] = struct.pack('<dddd', p, q, c, id)
+    end
+  end
+  if #flat > 0 then hset(key, flat) end
+  for first = 1, #gone, 4000 do
+    redis.call('HDEL', key, unpack(gone, first, math.min(first + 3999, #gone)))
+  end
+  redis.call('HINCRBY', key, '', 1)
+  return dropped
+end
+local function outbox_entry(fields, ids, dp, dn, dc)
+  local t = redis.call('TIME')
+  local parts = {struct.pack('<d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))}
+  for j = 1, #fields do
+    parts[#parts + 1] = struct.pack('<H', #fields[j]) .. fields[j]
+                        .. struct.pack('<dddd', ids[j], dp[j], dn[j], dc[j])
+  end
+  return table.concat(parts)
+end
+-- The id of a pooled feature, made on first use (one server: KEYS ids, names declared).
+local function intern(ids_key, names_key, name)
+  local id = redis.call('HGET', ids_key, name)
+  if id then return tonumber(id) end
+  id = redis.call('HINCRBY', ids_key, '', 1)
+  redis.call('HSET', ids_key, name, id)
+  redis.call('HSET', names_key, id, name)
+  return id
+end
+"""
+
+#: One server only: everything a rerank reads, the pooled shards read here, returned as packed
+#: doubles in one reply. KEYS: links, docs, the document features' hash, the pooled shards of
+#: the features. ARGV: n features, the features, n ids, the ids, then per feature its pooled
+#: key (1-based index past the third key; 0: a document feature). Returns {own <dd>...,
+#: pooled <dd>..., docs <dd>...}, a missing document as (NaN, 0).
+READ_LOCAL = _COMMON + """
 local nf = tonumber(ARGV[1])
 local feats, ids = {}, {}
 for j = 1, nf do feats[j] = ARGV[1 + j] end
-for j = nf + 2, #ARGV do ids[#ids + 1] = ARGV[j] end
-local zero = string.rep('\0', 16)
+local n_ids = tonumber(ARGV[nf + 2])
+for j = 1, n_ids do ids[j] = ARGV[nf + 2 + j] end
+local at = nf + 3 + n_ids
+local zero = string.rep('\\0', 16)
 local own, pooled, docs = {}, {}, {}
 if nf > 0 then
-  local vals = hmget(KEYS[1], feats)
-  local gp, gn = {}, {}
-  for j = 1, nf do own[j] = vals[j] or zero; gp[j] = 0; gn[j] = 0 end
-  for k = 3, #KEYS do
-    local g = hmget(KEYS[k], feats)
-    for j = 1, nf do
-      if g[j] then
-        local p, q = struct.unpack('<dd', g[j])
-        gp[j] = gp[j] + p; gn[j] = gn[j] + q
+  local by_key, own_feats, own_js = {}, {}, {}
+  for j = 1, nf do
+    own[j] = zero; pooled[j] = zero
+    local k = tonumber(ARGV[at + j - 1])
+    if k > 0 then
+      by_key[k] = by_key[k] or {{}, {}}
+      local group = by_key[k]
+      group[1][#group[1] + 1] = feats[j]; group[2][#group[2] + 1] = j
+    else
+      own_feats[#own_feats + 1] = feats[j]; own_js[#own_js + 1] = j
+    end
+  end
+  local _, bpos, bneg = blob_decode(redis.call('GET', KEYS[1]))
+  for k, group in pairs(by_key) do
+    local g = hmget(KEYS[3 + k], group[1])
+    for q = 1, #group[1] do
+      if g[q] then
+        local p, n, _, id = struct.unpack('<dddd', g[q])
+        local j = group[2][q]
+        pooled[j] = struct.pack('<dd', p, n)
+        if bneg[id] then own[j] = struct.pack('<dd', bpos[id], bneg[id]) end
       end
     end
   end
-  for j = 1, nf do pooled[j] = struct.pack('<dd', gp[j], gn[j]) end
+  if #own_feats > 0 then
+    local e = hmget(KEYS[3], own_feats)
+    for q = 1, #own_feats do if e[q] then own[own_js[q]] = e[q] end end
+  end
 end
 if #ids > 0 then
   local never = struct.pack('<dd', 0 / 0, 0)
@@ -50,10 +134,11 @@ end
 return {table.concat(own), table.concat(pooled), table.concat(docs)}
 """
 
-#: Record an impression. KEYS: body, explicit-id hash[, recall-id pointer]. ARGV: body,
-#: expire-at (ms), explicit id or "", key prefix of this namespace's bodies, recall id, pointer
-#: value. Returns {"new"}, {"taken"} (recall id in use) or {"held", recall id}. The same
-#: impression written again (a retry after a lost reply) is "new" again: a write is idempotent.
+#: Record an impression. KEYS: body, explicit-id hash, the bucket's open zset[, recall-id
+#: pointer]. ARGV: body, expire-at (ms), explicit id or "", key prefix of this namespace's
+#: bodies, recall id, pointer value, now (ms). Returns {"new"}, {"taken"} (recall id in use) or
+#: {"held", recall id}. The same impression written again (a retry after a lost reply) is "new"
+#: again: a write is idempotent.
 PUT = """
 local fid = ARGV[3]
 if fid ~= '' then
@@ -65,13 +150,15 @@ if stored then
   if stored == ARGV[1] then return {'new'} end
   return {'taken'}
 end
-if KEYS[3] then
-  if not redis.call('SET', KEYS[3], ARGV[6], 'NX', 'PXAT', ARGV[2])
-     and redis.call('GET', KEYS[3]) ~= ARGV[6] then
+if KEYS[4] then
+  if not redis.call('SET', KEYS[4], ARGV[6], 'NX', 'PXAT', ARGV[2])
+     and redis.call('GET', KEYS[4]) ~= ARGV[6] then
     return {'taken'}
   end
 end
 redis.call('SET', KEYS[1], ARGV[1], 'PXAT', ARGV[2])
+redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', ARGV[7])
+redis.call('ZADD', KEYS[3], ARGV[2], KEYS[1])
 if fid ~= '' then
   redis.call('HSET', KEYS[2], fid, ARGV[5])
   if redis.call('PEXPIRETIME', KEYS[2]) < tonumber(ARGV[2]) then
@@ -94,29 +181,38 @@ if not body then return nil end
 return {ns, body}
 """
 
-#: Apply one feedback. KEYS: body, links, docs, own global shard, namespace set, fed zset,
-#: feedback counter[, pointer], then other global shards read here (one server only). The
-#: namespace's feedbacks are counted in its docs hash too, under the field "" (no document id
-#: is empty), so forgetting it can take them off the shard's counter.
-#: ARGV: namespace, time, a0, b0, kappa, em, n items, n features, has pointer, n other keys,
-#: fed score; then the features; then per feature the other shards' (pos, neg) read by the
-#: caller; then per item: rank, used, reject weight, id, n features, feature indices (1-based).
-#: Returns {applied item indices, already recorded item indices} (0-based), or an error
-#: "HEAPRANK_UNKNOWN" / "HEAPRANK_CONFLICT <item index> <stored verdict>".
-FEEDBACK = """
+#: Apply one feedback. KEYS: 1 body, 2 links, 3 docs, 4 the bucket's namespace hash, 5 fed
+#: zset, 6 the namespace hash again (its field "" counts the bucket's feedbacks), 7 open zset,
+#: 8 the recall-id pointer (one server) or the outbox (a Cluster), 9 the document features'
+#: hash, 10 the id map and 11 its reverse (one server; in a Cluster any key of the slot,
+#: unused), then the pooled shards written here (one server).
+#: The namespace's feedbacks are counted in its docs hash too, under the field "" (no document
+#: id is empty), so forgetting it can take them off the bucket's counter.
+#: ARGV: 1 namespace, 2 time, 3 a0, 4 b0, 5 kappa, 6 em, 7 n items, 8 n features, 9 cluster,
+#: 10 n pooled keys, 11 fed score, 12 recall id; then the features; then per feature its pooled
+#: key (1-based past KEYS[11]; 0: not pooled, or a Cluster); then per feature its id (a
+#: Cluster; 0: a document feature); then per feature the pooled (pos, neg) read by the caller
+#: (a Cluster); then per item: rank, used, reject weight, id, n features, feature indices.
+#: Returns {applied item indices, already recorded item indices, outbox entry id, its deltas}
+#: (0-based; the outbox part "" unless a Cluster), or an error "HEAPRANK_UNKNOWN" /
+#: "HEAPRANK_CONFLICT <item index> <stored verdict>".
+FEEDBACK = _COMMON + """
 local body = redis.call('GET', KEYS[1])
 if not body then return redis.error_reply('HEAPRANK_UNKNOWN') end
 local n_shown = struct.unpack('<H', body, 4)
 local ns, now = ARGV[1], tonumber(ARGV[2])
 local a0, b0, kappa, em = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6] == '1'
 local n_items, n_feat = tonumber(ARGV[7]), tonumber(ARGV[8])
-local has_ptr, n_other = ARGV[9] == '1', tonumber(ARGV[10])
-local feats = {}
-for j = 1, n_feat do feats[j] = ARGV[11 + j] end
-local at = 12 + n_feat
-local other_pos, other_neg = {}, {}
+local cluster, n_pool = ARGV[9] == '1', tonumber(ARGV[10])
+local feats, shard, fid, is_doc, gpos, gneg = {}, {}, {}, {}, {}, {}
 for j = 1, n_feat do
-  other_pos[j] = tonumber(ARGV[at]); other_neg[j] = tonumber(ARGV[at + 1]); at = at + 2
+  feats[j] = ARGV[12 + j]; is_doc[j] = string.sub(feats[j], 1, 4) == 'doc:'
+end
+local at = 13 + n_feat
+for j = 1, n_feat do shard[j] = tonumber(ARGV[at]); at = at + 1 end
+for j = 1, n_feat do fid[j] = tonumber(ARGV[at]); at = at + 1 end
+for j = 1, n_feat do
+  gpos[j] = tonumber(ARGV[at]); gneg[j] = tonumber(ARGV[at + 1]); at = at + 2
 end
 local items, todo, done = {}, {}, {}
 for i = 1, n_items do
@@ -135,27 +231,56 @@ for i = 1, n_items do
   end
   items[i] = item
 end
-if #todo == 0 or n_feat == 0 then return {{}, done} end
--- The links as they were: this namespace, this shard, and the other shards (same server: read
--- here; a cluster: read by the caller just before).
-local first_key = has_ptr and 9 or 8
-for s = 0, n_other - 1 do
-  local vals = redis.call('HMGET', KEYS[first_key + s], unpack(feats))
+if #todo == 0 or n_feat == 0 then
+  local pending = {}
+  if cluster and #done > 0 then  -- a retry: the outbox entry of the first attempt, if unpushed
+    for _, i in ipairs(done) do pending[#pending + 1] = ARGV[12] .. ':' .. items[i + 1].rank end
+    local found = redis.call('HMGET', KEYS[8], unpack(pending))
+    for q = 1, #pending do
+      if found[q] then return {{}, done, pending[q], found[q]} end
+    end
+  end
+  return {{}, done, '', ''}
+end
+-- The links as they were: this namespace's, and the pooled counts (read here on one server,
+-- with the features' ids; given by the caller in a Cluster).
+local row_of = {}  -- one server: each pooled feature's row as read (false: none)
+if not cluster then
+  local by_key = {}
   for j = 1, n_feat do
-    if vals[j] then
-      local p, q = struct.unpack('<dd', vals[j])
-      other_pos[j] = other_pos[j] + p; other_neg[j] = other_neg[j] + q
+    if shard[j] > 0 then
+      by_key[shard[j]] = by_key[shard[j]] or {}
+      table.insert(by_key[shard[j]], j)
+    end
+  end
+  for k, js in pairs(by_key) do
+    local names = {}
+    for q, j in ipairs(js) do names[q] = feats[j] end
+    local rows = hmget(KEYS[11 + k], names)
+    for q, j in ipairs(js) do
+      row_of[j] = rows[q]
+      if rows[q] then
+        local _
+        gpos[j], gneg[j], _, fid[j] = struct.unpack('<dddd', rows[q])
+      end
     end
   end
 end
-local own = redis.call('HMGET', KEYS[2], unpack(feats))
-local glob = redis.call('HMGET', KEYS[4], unpack(feats))
-local pos, neg, gpos, gneg, gns, dpos, dneg, touched = {}, {}, {}, {}, {}, {}, {}, {}
+local bids, bpos, bneg = blob_decode(redis.call('GET', KEYS[2]))
+local doc_names, doc_js = {}, {}
 for j = 1, n_feat do
-  pos[j], neg[j], gpos[j], gneg[j], gns[j] = 0, 0, 0, 0, 0
-  if own[j] then pos[j], neg[j] = struct.unpack('<dd', own[j]) end
-  if glob[j] then gpos[j], gneg[j], gns[j] = struct.unpack('<ddd', glob[j]) end
-  dpos[j], dneg[j] = 0, 0
+  if is_doc[j] then doc_names[#doc_names + 1] = feats[j]; doc_js[#doc_js + 1] = j end
+end
+local doc_rows = #doc_names > 0 and hmget(KEYS[9], doc_names) or {}
+local pos, neg, held, dpos, dneg, touched = {}, {}, {}, {}, {}, {}
+for j = 1, n_feat do
+  pos[j], neg[j], dpos[j], dneg[j], held[j] = 0, 0, 0, 0, false
+  if not is_doc[j] and fid[j] > 0 and bneg[fid[j]] then
+    pos[j], neg[j], held[j] = bpos[fid[j]], bneg[fid[j]], true
+  end
+end
+for q, j in ipairs(doc_js) do
+  if doc_rows[q] then pos[j], neg[j] = struct.unpack('<dd', doc_rows[q]); held[j] = true end
 end
 local p = {}
 local any_used = false
@@ -163,8 +288,8 @@ for _, i in ipairs(todo) do if items[i].used then any_used = true end end
 if em and any_used then
   for j = 1, n_feat do
     local alpha, beta = a0 + pos[j], b0 + neg[j]
-    local gp = math.max(gpos[j] + other_pos[j] - pos[j], 0)
-    local gn = math.max(gneg[j] + other_neg[j] - neg[j], 0)
+    local gp = math.max(gpos[j] - pos[j], 0)
+    local gn = math.max(gneg[j] - neg[j], 0)
     local total = gp + gn
     local share = 0
     if total > 0 then share = math.min(1, kappa / math.max(total, 1e-300)) end
@@ -195,20 +320,35 @@ for _, i in ipairs(todo) do
     end
   end
 end
+local doc_flat, pooled = {}, {}  -- pooled: key index (0: the outbox) -> deltas
 for j = 1, n_feat do
   if touched[j] then
-    if not own[j] then gns[j] = gns[j] + 1 end
-    redis.call('HSET', KEYS[2], feats[j], struct.pack('<dd', pos[j] + dpos[j], neg[j] + dneg[j]))
-    if string.sub(feats[j], 1, 4) ~= 'doc:' then  -- a document's feature stays the namespace's
-      redis.call('HSET', KEYS[4], feats[j],
-                 struct.pack('<ddd', gpos[j] + dpos[j], gneg[j] + dneg[j], gns[j]))
+    if is_doc[j] then
+      doc_flat[#doc_flat + 1] = feats[j]
+      doc_flat[#doc_flat + 1] = struct.pack('<dd', pos[j] + dpos[j], neg[j] + dneg[j])
+    else
+      if fid[j] <= 0 then fid[j] = intern(KEYS[10], KEYS[11], feats[j]) end
+      local id = fid[j]
+      if not bneg[id] then bids[#bids + 1] = id end
+      bpos[id], bneg[id] = f32(pos[j] + dpos[j]), f32(neg[j] + dneg[j])
+      local k = cluster and 0 or shard[j]
+      pooled[k] = pooled[k] or {{}, {}, {}, {}, {}, {}}
+      local g = pooled[k]
+      g[1][#g[1] + 1] = feats[j]; g[2][#g[2] + 1] = bpos[id] - pos[j]
+      g[3][#g[3] + 1] = bneg[id] - neg[j]; g[4][#g[4] + 1] = held[j] and 0 or 1
+      g[5][#g[5] + 1] = id
+      g[6] = g[6] or {}
+      g[6][#g[6] + 1] = row_of[j] or false
     end
   end
 end
-local applied = {}
+redis.call('SET', KEYS[2], blob_encode(bids, bpos, bneg))
+if #doc_flat > 0 then hset(KEYS[9], doc_flat) end
+local applied, first_rank = {}, nil
 for _, i in ipairs(todo) do
   local item = items[i]
   applied[#applied + 1] = i - 1
+  if first_rank == nil or item.rank < first_rank then first_rank = item.rank end
   redis.call('SETRANGE', KEYS[1], 13 + item.rank, item.used and '\\1' or '\\2')
   if item.used then
     local last, uses = now, 1
@@ -222,62 +362,95 @@ for _, i in ipairs(todo) do
   end
 end
 redis.call('PERSIST', KEYS[1])
-redis.call('ZADD', KEYS[6], ARGV[11], KEYS[1])
-redis.call('SADD', KEYS[5], ns)
-redis.call('INCR', KEYS[7])
+redis.call('ZREM', KEYS[7], KEYS[1])
+redis.call('ZADD', KEYS[5], ARGV[11], KEYS[1])
+redis.call('HSET', KEYS[4], ns, '')
+redis.call('HINCRBY', KEYS[6], '', 1)
 redis.call('HINCRBY', KEYS[3], '', 1)
-if has_ptr then redis.call('PERSIST', KEYS[8]) end
-return {applied, done}
+local box_id, box = '', ''
+if cluster then
+  if pooled[0] then
+    local g = pooled[0]
+    box_id = ARGV[12] .. ':' .. first_rank
+    box = outbox_entry(g[1], g[5], g[2], g[3], g[4])
+    redis.call('HSET', KEYS[8], box_id, box)
+  end
+else
+  redis.call('PERSIST', KEYS[8])
+  for k, g in pairs(pooled) do pool_add(KEYS[11 + k], g[1], g[2], g[3], g[4], g[5], g[6]) end
+end
+return {applied, done, box_id, box}
 """
 
-#: Forget a namespace in its slot. KEYS: links, docs, explicit ids, own global shard, namespace
-#: set, fed zset, feedback counter, then the namespace's impression bodies. ARGV: namespace,
-#: scrub (1/0). Its feedbacks (the docs hash's field "") leave the shard's counter.
-#: Returns the features no namespace of this shard holds any more.
-FORGET = """
-local rows = redis.call('HGETALL', KEYS[1])
-local gone = {}
-for r = 1, #rows, 2 do
-  local f = rows[r]
-  local pos, neg = struct.unpack('<dd', rows[r + 1])
-  local g = redis.call('HGET', KEYS[4], f)
-  if g then
-    local gp, gn, count = struct.unpack('<ddd', g)
-    if ARGV[2] == '1' then gp = math.max(gp - pos, 0); gn = math.max(gn - neg, 0) end
-    count = count - 1
-    redis.call('HSET', KEYS[4], f, struct.pack('<ddd', gp, gn, count))
-    if count <= 0 then gone[#gone + 1] = f end
-  end
+#: Forget a namespace in its slot. KEYS: links, docs, explicit ids, the bucket's namespace
+#: hash, fed zset, open zset, the namespace hash again (its feedback counter ""), outbox,
+#: document features, then the namespace's
+#: impression bodies. ARGV: namespace, scrub (1/0), outbox entry id. Its feedbacks (the docs
+#: hash's field "") leave the bucket's counter; its links leave the pooled layer through an
+#: outbox entry (by id: the caller adds the names) with the namespace count of each, and its
+#: evidence too with scrub; the caller pushes it. Returns the outbox entry ("" if no links).
+FORGET = _COMMON + """
+local ids, pos, neg = blob_decode(redis.call('GET', KEYS[1]))
+local fields, dp, dn, dc = {}, {}, {}, {}
+for q, id in ipairs(ids) do
+  fields[q] = ''; dc[q] = -1
+  if ARGV[2] == '1' then dp[q] = -pos[id]; dn[q] = -neg[id] else dp[q] = 0; dn[q] = 0 end
 end
 local fed = tonumber(redis.call('HGET', KEYS[2], '') or '0') or 0
 if fed > 0 then
-  local left = (tonumber(redis.call('GET', KEYS[7]) or '0') or 0) - fed
-  redis.call('SET', KEYS[7], math.max(left, 0))
+  local left = (tonumber(redis.call('HGET', KEYS[7], '') or '0') or 0) - fed
+  redis.call('HSET', KEYS[7], '', math.max(left, 0))
 end
-redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
-redis.call('SREM', KEYS[5], ARGV[1])
-for k = 8, #KEYS do
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[9])
+redis.call('HDEL', KEYS[4], ARGV[1])
+for k = 10, #KEYS do
+  redis.call('ZREM', KEYS[5], KEYS[k])
   redis.call('ZREM', KEYS[6], KEYS[k])
   redis.call('DEL', KEYS[k])
 end
-return gone
+if #ids == 0 then return '' end
+local box = outbox_entry(fields, ids, dp, dn, dc)
+redis.call('HSET', KEYS[8], ARGV[3], box)
+return box
 """
 
-#: Drop global fields that no namespace holds any more, anywhere. KEYS: a global shard. ARGV:
-#: features whose total namespace count was zero. A field a namespace took since is kept.
-DROP_UNHELD = """
-local dropped = 0
-for _, f in ipairs(ARGV) do
-  local g = redis.call('HGET', KEYS[1], f)
-  if g then
-    local _, _, count = struct.unpack('<ddd', g)
-    if count <= 0 then redis.call('HDEL', KEYS[1], f); dropped = dropped + 1 end
+#: Push outbox entries to one pooled shard, each at most once. KEYS: the shard, its marker
+#: zset. ARGV: now (ms), marker retention (ms; markers of entries pushed are removed by the
+#: pusher once the entries left their outbox: this bounds leftovers), n entries, then per
+#: entry: its id, n fields,
+#: the fields, then per field its id and (pos, neg, namespaces) deltas. Returns the fields the
+#: shard dropped (no namespace holds them any more) as {name, id, ...}.
+POOL_ADD = _COMMON + """
+local now, keep, n = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local at, dropped = 4, {}
+for e = 1, n do
+  local id, m = ARGV[at], tonumber(ARGV[at + 1]); at = at + 2
+  local fields, ids, dp, dn, dc = {}, {}, {}, {}, {}
+  for j = 1, m do fields[j] = ARGV[at + j - 1] end
+  at = at + m
+  for j = 1, m do
+    ids[j], dp[j], dn[j], dc[j] = tonumber(ARGV[at]), tonumber(ARGV[at + 1]),
+                                  tonumber(ARGV[at + 2]), tonumber(ARGV[at + 3])
+    at = at + 4
+  end
+  if not redis.call('ZSCORE', KEYS[2], id) then
+    for _, x in ipairs(pool_add(KEYS[1], fields, dp, dn, dc, ids)) do dropped[#dropped + 1] = x end
+    redis.call('ZADD', KEYS[2], now, id)
   end
 end
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now - keep)
 return dropped
 """
 
-#: Drop the oldest fed impressions of one shard. KEYS: fed zset, then bodies. Returns count.
+#: The ids of pooled features, made on first use (a Cluster: before the feedback script).
+#: KEYS: the id map, its reverse. ARGV: the names. Returns their ids.
+INTERN = _COMMON + """
+local out = {}
+for j = 1, #ARGV do out[j] = intern(KEYS[1], KEYS[2], ARGV[j]) end
+return out
+"""
+
+#: Drop the oldest fed impressions of one bucket. KEYS: fed zset, then bodies. Returns count.
 DROP_FED = """
 for k = 2, #KEYS do
   redis.call('ZREM', KEYS[1], KEYS[k])

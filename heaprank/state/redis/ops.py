@@ -8,23 +8,20 @@ scripts, Cluster routing and reply parsing. A request's :meth:`send` returns the
 sync client and an awaitable from an async one.
 
 Cluster routing: on one server a read, a lookup and a feedback are one script each (the script
-may touch every key); in a Cluster a script touches one slot, so a rerank reads with a pipeline
-(one request per node), the recall-id pointer (its own slot) is claimed and read apart, and a
-feedback gets the other global shards' counts from the client one round trip before its script.
+may touch the pooled shards too); in a Cluster a script touches one slot, so a rerank reads its
+namespace with a pipeline and the pooled counts from the process's cache (checked against the
+shards' versions), the recall-id pointer (its own slot) is claimed apart, and a feedback's
+pooled deltas wait in its bucket's outbox until the client pushes them (:mod:`.pooled`).
 """
 
 from __future__ import annotations
 
-import hashlib
-import threading
 import time
-from collections.abc import Generator, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from ..._flow import Call
 from ...errors import ConfigError, FeedbackError, StateError
 from ...records import (
     DocStats,
@@ -36,147 +33,123 @@ from ...records import (
     recall_key,
 )
 from .. import codec
+from ..base import OWN_PREFIX
 from ..edges import EdgeRows
+from . import blob
 from . import edges as redis_assoc
-from . import lua as redis_lua
 from .layout import KeyLayout, unpack
+from .pooled import Entry, PooledCache
+from .wire import SCRIPTS, SHAS, Command, Op, Pipeline, Request, Script
 
-#: Every script the backend runs, by name, with the SHA1 that EVALSHA names it by (the co-use
-#: ones wrap READ_LOCAL and FEEDBACK: see :mod:`.edges`).
-SCRIPTS = {**{name: getattr(redis_lua, name) for name in
-              ("READ_LOCAL", "PUT", "GET_LOCAL", "FEEDBACK", "FORGET", "DROP_UNHELD", "DROP_FED")},
-           **{name: getattr(redis_assoc, name) for name in ("READ_WITH_EDGES", "FEEDBACK_WITH_CO_USE")}}
-SHAS = {name: hashlib.sha1(body.encode("utf-8")).hexdigest() for name, body in SCRIPTS.items()}
-
-
-#: One command in its own round trip: a call of the client's method of that name.
-Command = Call
-
-
-@dataclass(frozen=True, slots=True)
-class Pipeline:
-    """Commands sent together, without a transaction: one round trip (per node in a Cluster)."""
-
-    commands: tuple[Command, ...]
-
-    def send(self, client: Any) -> Any:
-        pipe = client.pipeline(transaction=False)
-        for command in self.commands:
-            command.send(pipe)
-        return pipe.execute()
-
-
-@dataclass(frozen=True, slots=True)
-class Script:
-    """One of :data:`SCRIPTS` run by its SHA1 on the node of its keys' slot."""
-
-    name: str
-    keys: Sequence[str | bytes]
-    args: Sequence[Any]
-
-    def send(self, client: Any) -> Any:
-        return client.evalsha(SHAS[self.name], len(self.keys), *self.keys, *self.args)
-
-    def load(self, client: Any) -> Any:
-        """Load the script (a server that restarted since answers NOSCRIPT)."""
-        return client.script_load(SCRIPTS[self.name])
-
-
-Request = Command | Pipeline | Script
-Op = Generator[Request, Any, Any]
-
-
-class GlobalCache:
-    """Pooled counts read by reranks, kept ``ttl_s`` seconds in this process (0: off)."""
-
-    def __init__(self, ttl_s: float) -> None:
-        self.ttl_s = float(ttl_s)
-        self._rows: dict[str, tuple[float, float, float]] = {}
-        self._lock = threading.Lock()
-
-    @property
-    def enabled(self) -> bool:
-        return self.ttl_s > 0
-
-    def fresh(self, features: Sequence[str], now: float) -> dict[str, tuple[float, float]]:
-        """The cached counts of ``features`` still within their time to live."""
-        if not self.enabled:
-            return {}
-        out = {}
-        with self._lock:
-            for f in features:
-                hit = self._rows.get(f)
-                if hit is not None and hit[2] > now:
-                    out[f] = (hit[0], hit[1])
-        return out
-
-    def store(self, rows: dict[str, tuple[float, float]], now: float) -> None:
-        if self.enabled:
-            expires = now + self.ttl_s
-            with self._lock:
-                self._rows.update((f, (p, n, expires)) for f, (p, n) in rows.items())
-
-    def clear(self) -> None:
-        with self._lock:
-            self._rows.clear()
+__all__ = ["SCRIPTS", "SHAS", "Command", "Op", "Pipeline", "Request", "Script"]
 
 
 def check_layout(layout: KeyLayout, owner: str, read_only: str | None = None) -> Op:
-    """Record the number of global shards of a new state; refuse a prefix holding a state with
-    another number (its namespaces would be looked for in the wrong shards). With
-    ``read_only`` (where the state is, for the message) nothing is written: a prefix without a
-    state is a StateError, "no heaprank state at ..."."""
+    """Record the layout (version 2, G pooled shards) of a new state; refuse a prefix holding a
+    state with another G, or a state of layout 1 (to be migrated). With ``read_only`` (where the
+    state is, for the message) nothing is written: a prefix without a state is a StateError,
+    "no heaprank state at ..."."""
     if read_only is None:
-        yield Command("set", (layout.meta, str(layout.n_shards)), {"nx": True})
+        yield Command("set", (layout.meta, layout.meta_value), {"nx": True})
     stored = yield Command("get", (layout.meta,))
     if stored is None and read_only is not None:
         raise StateError(f"no heaprank state at {read_only} (prefix {layout.prefix!r} holds "
                          f"none)")
-    if stored is not None and int(stored) != layout.n_shards:
+    if stored is None:
+        return
+    text = stored.decode()
+    if ":" not in text:
+        raise ConfigError(f"{owner}: prefix {layout.prefix!r} holds a state of Redis layout 1 "
+                          f"(heaprank 0.1); convert it first: heaprank state migrate URL")
+    if text != layout.meta_value:
         raise ConfigError(f"{owner}: prefix {layout.prefix!r} holds a state with "
-                          f"global_shards={int(stored)}, not {layout.n_shards}")
+                          f"global_shards={int(text.split(':')[1])}, not {layout.n_shards}")
+
+
+def register(layout: KeyLayout, seen: set[int], namespace: str) -> Op:
+    """List the namespace's bucket in the registry of buckets, once per process (before any
+    data goes there, so the registry is a superset)."""
+    bucket = layout.bucket(namespace)
+    if bucket not in seen:
+        yield Command("sadd", (layout.registry_key(bucket), bucket))
+        seen.add(bucket)
 
 
 def _counts(own: np.ndarray, pooled: np.ndarray) -> LinkCounts:
     return LinkCounts(own[:, 0].copy(), own[:, 1].copy(), pooled[:, 0].copy(), pooled[:, 1].copy())
 
 
-def read(layout: KeyLayout, cache: GlobalCache, cluster: bool, namespace: str,
+def _pooled_keys(layout: KeyLayout, features: Sequence[str]) -> tuple[list[str], list[int]]:
+    """The pooled shards of ``features`` (as KEYS) and each feature's 1-based index among them
+    (0: a feature that is not pooled)."""
+    keys: list[str] = []
+    where: dict[int, int] = {}
+    index = []
+    for f in features:
+        if f.startswith(OWN_PREFIX):
+            index.append(0)
+            continue
+        s = layout.shard_of(f)
+        if s not in where:
+            keys.append(layout.pooled[s])
+            where[s] = len(keys)
+        index.append(where[s])
+    return keys, index
+
+
+def read(layout: KeyLayout, cache: PooledCache, cluster: bool, namespace: str,
          features: Sequence[str], ids: Sequence[str], with_edges: bool = False) -> Op:
     """Everything a rerank reads, in one round trip -> ``(LinkCounts, DocStats, EdgeRows)``;
     the co-use edges among ``ids`` only ``with_edges`` (otherwise none are read)."""
     features, ids = list(features), list(ids)
     links, docs_key = layout.ns_key("l", namespace), layout.ns_key("d", namespace)
+    own_key = layout.ns_key("e", namespace)
     adjacency = [redis_assoc.key(layout, namespace)] if with_edges else []
-    if not cluster and not cache.enabled:  # one script sums the shards next to the data
+    if not cluster and not cache.enabled:  # one script reads the shards next to the data
+        pooled_keys, index = _pooled_keys(layout, features)
         reply = yield Script("READ_WITH_EDGES" if with_edges else "READ_LOCAL",
-                             [links, docs_key, *layout.shard_keys("g"), *adjacency],
-                             [len(features), *features, *ids])
+                             [links, docs_key, own_key, *pooled_keys, *adjacency],
+                             [len(features), *features, len(ids), *ids, *index])
         own, pooled, docs = (np.frombuffer(b, dtype="<f8").reshape(-1, 2).astype(np.float64)
                              for b in reply[:3])
         return (_counts(own, pooled), DocStats(docs[:, 0].copy(), docs[:, 1].copy()),
                 redis_assoc.edge_rows(ids, reply[3]) if with_edges else EdgeRows.empty())
-    now = time.monotonic()
-    fresh = cache.fresh(features, now)
-    missing = sorted({f for f in features if f not in fresh})
-    commands = []
-    if features:
-        commands.append(Command("hmget", (links, features)))
+    shared = [f for f in features if not f.startswith(OWN_PREFIX)]
+    mine = [f for f in features if f.startswith(OWN_PREFIX)]
+    unknown = [f for f in shared if f not in cache.ids]
+    commands: list[Command] = [Command("get", (links,))]
+    commands += [Command("hmget", (own_key, mine))] if mine else []
+    commands += [Command("hmget", (layout.id_map, unknown))] if unknown else []
     if ids:
         commands.append(Command("hmget", (docs_key, ids)))
         commands += [Command("hmget", (key, ids)) for key in adjacency]
-    if missing:
-        commands += [Command("hmget", (key, missing)) for key in layout.shard_keys("g")]
-    replies = (yield Pipeline(tuple(commands))) if commands else []
-    own = unpack(replies.pop(0), 2) if features else np.zeros((0, 2))
+    now = time.monotonic()
+    check = cache.due(now)
+    wanted = _by_shard(layout, shared)
+    known = cache.known(features, layout.shard_of)
+    asked = {s: fs if check else [f for f in fs if f not in known] for s, fs in wanted.items()}
+    asked = {s: fs for s, fs in asked.items() if fs or check}
+    commands += [Command("hmget", (layout.pooled[s], ["", *fs])) for s, fs in asked.items()]
+    replies = yield Pipeline(tuple(commands))
+    entries = blob.decode(replies.pop(0))
+    own_rows = dict(zip(mine, unpack(replies.pop(0), 2).tolist())) if mine else {}
+    if unknown:
+        cache.learn_ids({f: int(i) for f, i in zip(unknown, replies.pop(0)) if i is not None})
     docs = replies.pop(0) if ids else []
     edges = redis_assoc.edge_rows(ids, replies.pop(0)) if adjacency and ids else EdgeRows.empty()
-    if missing:
-        total = sum((unpack(r, 3)[:, :2] for r in replies), np.zeros((len(missing), 2)))
-        got = dict(zip(missing, map(tuple, total.tolist())))
-        cache.store(got, now)
-        fresh.update(got)
-    pooled = np.array([fresh[f] for f in features], dtype=np.float64).reshape(-1, 2)
+    for (s, fs), reply in zip(asked.items(), replies):
+        rows = unpack(reply[1:], 4)
+        cache.store(s, int(reply[0] or 0), {f: (r[0], r[1], r[3]) for f, r in zip(fs, rows.tolist())})
+    if check:
+        cache.checked_at = now
+    for f in shared:
+        ident = cache.ids.get(f)
+        if ident in entries:
+            own_rows[f] = list(entries[ident])
+    own = np.array([own_rows.get(f, (0.0, 0.0)) for f in features], dtype=np.float64).reshape(-1, 2)
+    counts = cache.overlay({**known, **cache.known(features, layout.shard_of)})
+    pooled = np.array([counts.get(f, (0.0, 0.0)) for f in features],
+                      dtype=np.float64).reshape(-1, 2)
     last = np.array([np.nan if d is None else 0.0 for d in docs])
     stats = unpack(docs, 2)
     used = ~np.isnan(last)
@@ -184,8 +157,16 @@ def read(layout: KeyLayout, cache: GlobalCache, cluster: bool, namespace: str,
     return _counts(own, pooled), DocStats(last, stats[:, 1].copy()), edges
 
 
+def _by_shard(layout: KeyLayout, features: Sequence[str]) -> dict[int, list[str]]:
+    out: dict[int, list[str]] = {}
+    for f in features:
+        out.setdefault(layout.shard_of(f), []).append(f)
+    return out
+
+
 def put_impression(layout: KeyLayout, cluster: bool, impression: Impression,
-                   feedback_id: str | None, impression_ttl_s: float) -> Op:
+                   feedback_id: str | None, impression_ttl_s: float,
+                   seen: set[int] | None = None) -> Op:
     """Record an impression -> the recall id holding it, or None if its id is taken.
 
     Idempotent: the same impression written again (after a lost reply, or after a failover
@@ -193,26 +174,47 @@ def put_impression(layout: KeyLayout, cluster: bool, impression: Impression,
     rid, ns = impression.recall_id, impression.namespace
     if recall_key(rid) is None:
         raise ValueError(f"recall_id: {rid!r} is not a heaprank recall id")
+    now_ms = int(time.time() * 1000)
     expire_ms = int((recall_born_s(rid) + impression_ttl_s) * 1000)
-    if expire_ms <= time.time() * 1000:
+    if expire_ms <= now_ms:
         return rid  # already past its time to live: kept nowhere, as if expired at once
+    if seen is not None:
+        yield from register(layout, seen, ns)
     body_key, pointer = layout.body_key(ns, rid), layout.pointer_key(rid)
-    keys = [body_key, layout.ns_key("x", ns)] + ([] if cluster else [pointer])
+    keys = [body_key, layout.ns_key("x", ns), layout.bucket_key(ns, "o")] + ([] if cluster else [pointer])
     args = [codec.encode_impression(impression), expire_ms, feedback_id or "", body_key[:-len(rid)], rid,
-            layout.pointer_value(ns)]
-    claimed = False
-    if cluster:  # claim the recall id first, in its own slot (a retry finds its own claim)
-        value = layout.pointer_value(ns)
-        claimed = bool((yield Command("set", (pointer, value), {"nx": True, "pxat": expire_ms})))
-        if not claimed and (yield Command("get", (pointer,))) != value.encode("utf-8"):
-            return None
+            layout.pointer_value(ns), now_ms]
+    if cluster:
+        return (yield from _put_in_cluster(layout, keys, args, pointer, expire_ms, feedback_id))
     reply = yield Script("PUT", keys, args)
     outcome = reply[0].decode()
+    if outcome == "held":
+        return str(reply[1].decode())
+    return rid if outcome == "new" else None
+
+
+def _put_in_cluster(layout: KeyLayout, keys: list[str], args: list[Any], pointer: str,
+                    expire_ms: int, feedback_id: str | None) -> Op:
+    """PUT and the claim of the recall id (its own slot) in one round trip: the pointer is
+    set if free, read back, and the body written; a pointer held by another namespace (a
+    recall id taken) undoes the write."""
+    value = args[5].encode("utf-8")
+    claimed, held_by, reply = yield Pipeline((
+        Command("set", (pointer, value), {"nx": True, "pxat": expire_ms}),
+        Command("get", (pointer,)), Script("PUT", keys, args)))
+    outcome = reply[0].decode()
+    if held_by != value:  # taken elsewhere: our body (if written) goes
+        if outcome == "new" and not claimed:
+            undo = [Command("delete", (keys[0],)), Command("zrem", (keys[2], keys[0]))]
+            if feedback_id:
+                undo.append(Command("hdel", (keys[1], feedback_id)))
+            yield Pipeline(tuple(undo))
+        return None
     if outcome != "new" and claimed:
         yield Command("delete", (pointer,))
     if outcome == "held":
         return str(reply[1].decode())
-    return rid if outcome == "new" else None
+    return str(args[4]) if outcome == "new" else None
 
 
 def get_impression(layout: KeyLayout, cluster: bool, recall_id: str) -> Op:
@@ -236,23 +238,32 @@ def get_impression(layout: KeyLayout, cluster: bool, recall_id: str) -> Op:
     return codec.decode_impression(recall_id, ns.decode("utf-8"), body)
 
 
-def feedback(layout: KeyLayout, cluster: bool, batch: FeedbackBatch) -> Op:
+def feedback(layout: KeyLayout, cluster: bool, batch: FeedbackBatch, cache: PooledCache | None = None,
+             seen: set[int] | None = None) -> Op:
     """Apply one feedback in the FEEDBACK script (with ``batch.co_use``: FEEDBACK_WITH_CO_USE,
-    which also updates the co-use edges) -> its reply: ``[applied item indices, already recorded
-    ones]``, or ``[error text]`` for :func:`feedback_outcome` to raise."""
+    which also updates the co-use edges) -> ``(reply, outbox entry or None)``: the reply
+    ``[applied item indices, already recorded ones]``, or ``[error text]`` for
+    :func:`feedback_outcome` to raise; the entry (a Cluster) for the caller to push."""
     ns, rid = batch.namespace, batch.recall_id
-    tag = layout.tag(ns)
+    if seen is not None:
+        yield from register(layout, seen, ns)
     features = sorted({f for item in batch.items for f in item.features})
     index = {f: j for j, f in enumerate(features, start=1)}
+    tag = layout.tag(ns)
+    own_key = layout.key(tag, "e", ns)
     keys = [layout.body_key(ns, rid), layout.key(tag, "l", ns), layout.key(tag, "d", ns),
-            *(layout.key(tag, kind) for kind in ("g", "n", "f", "c"))]
-    others = [k for t, k in zip(layout.tags, layout.shard_keys("g")) if t != tag]
-    if not cluster:
-        keys += [layout.pointer_key(rid), *others]
+            *(layout.key(tag, kind) for kind in ("n", "f", "n", "o")),
+            layout.key(tag, "q") if cluster else layout.pointer_key(rid), own_key,
+            *((own_key, own_key) if cluster else (layout.id_map, layout.id_names))]
+    pooled_keys, where = ([], [0] * len(features)) if cluster else _pooled_keys(layout, features)
+    keys += pooled_keys
+    given, ids = np.zeros((len(features), 2)), [0] * len(features)
+    if cluster and cache is not None:
+        given, ids = yield from _cluster_inputs(layout, cache, batch, features)
     head: list[Any] = [ns, repr(float(batch.time)), repr(batch.a0), repr(batch.b0),
                        repr(batch.kappa), "1" if batch.em else "0", len(batch.items),
-                       len(features), "0" if cluster else "1", 0 if cluster else len(others),
-                       int(recall_born_s(rid) * 1000), *features]
+                       len(features), "1" if cluster else "0", len(pooled_keys),
+                       int(recall_born_s(rid) * 1000), rid, *features, *where, *ids]
     tail: list[Any] = []
     for item in batch.items:
         tail += [item.rank, "1" if item.used else "0", repr(float(item.reject_weight)),
@@ -262,21 +273,40 @@ def feedback(layout: KeyLayout, cluster: bool, batch: FeedbackBatch) -> Op:
         script = "FEEDBACK_WITH_CO_USE"
         keys.append(redis_assoc.key(layout, ns))
         tail += redis_assoc.feedback_extra(batch)
-    pooled = np.zeros((len(features), 2))
-    if cluster and others and batch.em and any(i.used for i in batch.items):
-        # The other shards, read just before (bounded staleness of one round trip).
-        replies = yield Pipeline(tuple(Command("hmget", (key, features)) for key in others))
-        for reply in replies:
-            pooled += unpack(reply, 3)[:, :2]
     try:
-        reply = yield Script(script, keys, head + [repr(v) for v in pooled.ravel().tolist()] + tail)
+        reply = yield Script(script, keys, head + [repr(v) for v in given.ravel().tolist()] + tail)
     except Exception as exc:  # the script's own refusals, as a redis ResponseError
         if str(exc).startswith("HEAPRANK_"):
-            return [str(exc)]
+            return [str(exc)], None
         raise
-    if cluster and (reply[0] or reply[1]):  # again on a retry: idempotent
+    entry = None
+    if cluster and reply[2]:
+        entry = Entry(keys[7], reply[2].decode(), reply[3], layout.pointer_key(rid))
+    elif cluster and reply[0]:  # nothing pooled (document features only): the pointer alone
         yield Command("persist", (layout.pointer_key(rid),))
-    return list(reply)
+    return list(reply[:2]), entry
+
+
+def _cluster_inputs(layout: KeyLayout, cache: PooledCache, batch: FeedbackBatch,
+                    features: list[str]) -> Op:
+    """What a Cluster feedback script is given: the pooled counts of ``features`` as this
+    process knows them (read first if it knows none; for the EM credit) and their ids (made
+    first, in the id map's slot, for names never seen)."""
+    shared = [f for f in features if not f.startswith(OWN_PREFIX)]
+    given = np.zeros((len(features), 2))
+    if batch.em and any(i.used for i in batch.items):
+        counts = cache.known(features, layout.shard_of)  # as the rerank read them
+        missing = [f for f in shared if f not in counts]
+        if missing:
+            yield from read(layout, cache, True, batch.namespace, missing, [])
+            counts = {**counts, **cache.known(features, layout.shard_of)}
+        counts = cache.overlay(counts)
+        given = np.array([counts.get(f, (0.0, 0.0)) for f in features]).reshape(-1, 2)
+    new = [f for f in shared if f not in cache.ids]
+    if new:
+        made = yield Script("INTERN", [layout.id_map, layout.id_names], new)
+        cache.learn_ids({f: int(i) for f, i in zip(new, made)})
+    return given, [0 if f.startswith(OWN_PREFIX) else cache.ids[f] for f in features]
 
 
 def feedback_outcome(batch: FeedbackBatch, reply: list[Any]) -> FeedbackOutcome:
@@ -298,19 +328,25 @@ def feedback_outcome(batch: FeedbackBatch, reply: list[Any]) -> FeedbackOutcome:
 def prune(layout: KeyLayout, max_impressions: int) -> Op:
     """Drop the oldest impressions with feedback past ``max_impressions`` (those without
     feedback expire by themselves)."""
-    fed = layout.shard_keys("f")
+    from .pooled import buckets_in_use
+
+    buckets = yield from buckets_in_use(layout)
+    fed = [layout.key(layout.bucket_tag(b), "f") for b in buckets]
+    if not fed:
+        return
     sizes = yield Pipeline(tuple(Command("zcard", (key,)) for key in fed))
     excess = sum(sizes) - max_impressions
     if excess <= 0:
         return
     rows = yield Pipeline(tuple(Command("zrange", (key, 0, excess - 1), {"withscores": True})
-                                for key in fed))
+                                for key, size in zip(fed, sizes) if size))
+    fed = [key for key, size in zip(fed, sizes) if size]
     oldest = sorted((score, member, s) for s, shard in enumerate(rows)
                     for member, score in shard)[:excess]
-    by_shard: dict[int, list[bytes]] = {}
+    by_bucket: dict[int, list[bytes]] = {}
     for _, member, s in oldest:
-        by_shard.setdefault(s, []).append(member)
-    for s, bodies in by_shard.items():
+        by_bucket.setdefault(s, []).append(member)
+    for s, bodies in by_bucket.items():
         yield Script("DROP_FED", [fed[s], *bodies], [])
     yield Pipeline(tuple(Command("delete", (layout.pointer_key(KeyLayout.split_body_key(member)[1]),))
                          for _, member, _ in oldest))

@@ -1,0 +1,244 @@
+"""The pooled layer of the Redis backend: its per-process cache, and the outbox entries that
+carry a Cluster feedback's (or any forget's) pooled deltas to the shards.
+
+The pooled counts of a feature live in one of G shards (``crc32(feature) mod G``), each hash
+carrying a version (field ``""``) that every write bumps. A reader keeps the counts it read with
+the version they were read at; :class:`PooledCache` says which are still good: all of them
+between two checks of the versions, at most ``check_s`` apart; at a check, those whose shard's
+version moved are read again.
+
+An outbox entry (written by the FEEDBACK or FORGET script in the namespace's slot, so it exists
+exactly when the namespace's writes do) is pushed by POOL_ADD, which applies it to a shard at
+most once (its id goes to the shard's marker zset in the same script), then deleted from its
+outbox, and then its markers go (a push is three round trips, once per batch). A marker only
+has to outlive the entry's stay in the outbox: one left by a pusher that died between the two
+last steps expires after :data:`MARKER_KEEP_MS`. A drain takes entries at least
+:data:`DRAIN_AFTER_MS` old, which their writer has had every chance to push itself.
+An entry whose pusher died stays in its bucket's outbox until a later push of that bucket or a
+drain (``prune``, the audit calls) takes it.
+"""
+
+from __future__ import annotations
+
+import struct
+import threading
+import time
+from collections.abc import Generator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..._flow import Call
+from .layout import KeyLayout
+from .wire import Pipeline, Script
+
+#: How long a shard remembers the outbox entries it applied (a week).
+MARKER_KEEP_MS = 86_400_000
+#: Outbox entries younger than this are left to their writer by a drain.
+DRAIN_AFTER_MS = 60_000
+_NAME = struct.Struct("<H")
+_ROW = struct.Struct("<dddd")
+
+
+class PooledCache:
+    """Pooled counts read by this process, each with its shard's version when read.
+
+    ``check_s``: the versions are checked at most this often (0: at every read), so a reader
+    sees the pooled layer as it was at most ``check_s`` seconds ago (plus, in a Cluster, the
+    pushes still waiting in a writer's batch)."""
+
+    def __init__(self, check_s: float) -> None:
+        self.check_s = float(check_s)
+        self._rows: dict[str, tuple[float, float, int]] = {}
+        #: Feature -> its id (ids are never given to another feature).
+        self.ids: dict[str, int] = {}
+        self.versions: dict[int, int] = {}
+        self.checked_at = -1e18
+        #: This process's pooled deltas not pushed yet (a Cluster): added to what it reads.
+        self.pending: dict[str, list[float]] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def ttl_s(self) -> float:
+        return self.check_s
+
+    @property
+    def enabled(self) -> bool:
+        return self.check_s > 0
+
+    def due(self, now: float) -> bool:
+        return now - self.checked_at >= self.check_s
+
+    def known(self, features: Sequence[str], shard_of: Any) -> dict[str, tuple[float, float]]:
+        """The cached counts of ``features`` read at their shard's current known version."""
+        out = {}
+        with self._lock:
+            for f in features:
+                hit = self._rows.get(f)
+                if hit is not None and self.versions.get(shard_of(f)) == hit[2]:
+                    out[f] = (hit[0], hit[1])
+        return out
+
+    def store(self, shard: int, version: int, rows: dict[str, tuple[float, float, float]]) -> None:
+        """Rows ``feature -> (pos, neg, id)`` read at ``version`` (id 0: no row)."""
+        with self._lock:
+            self.versions[shard] = version
+            self._rows.update((f, (p, n, version)) for f, (p, n, _) in rows.items())
+            self.ids.update((f, int(i)) for f, (_, _, i) in rows.items() if i > 0)
+
+    def learn_ids(self, ids: dict[str, int]) -> None:
+        with self._lock:
+            self.ids.update((f, i) for f, i in ids.items() if i > 0)
+
+    def stale(self, shard: int, version: int) -> bool:
+        """Whether the cached rows of ``shard`` were read at another version."""
+        with self._lock:
+            return self.versions.get(shard) != version
+
+    def clear(self) -> None:
+        with self._lock:
+            self._rows.clear()
+            self.ids.clear()
+            self.versions.clear()
+            self.checked_at = -1e18
+
+    def add_pending(self, rows: Sequence[tuple[str, int, float, float, float]],
+                    sign: float = 1.0) -> None:
+        with self._lock:
+            for f, _, p, n, _ in rows:
+                row = self.pending.setdefault(f, [0.0, 0.0])
+                row[0] += sign * p
+                row[1] += sign * n
+
+    def settle(self, rows: Sequence[tuple[str, int, float, float, float]], shard_of: Any) -> None:
+        """Pushed deltas: no longer added to reads; their shards are read again."""
+        self.add_pending(rows, -1.0)
+        with self._lock:
+            for f, _, _, _, _ in rows:
+                row = self.pending.get(f)
+                if row is not None and abs(row[0]) < 1e-9 and abs(row[1]) < 1e-9:
+                    del self.pending[f]
+                self.versions.pop(shard_of(f), None)
+
+    def overlay(self, counts: dict[str, tuple[float, float]]) -> dict[str, tuple[float, float]]:
+        """``counts`` with this process's unpushed deltas added (reading its own writes)."""
+        if not self.pending:
+            return counts
+        with self._lock:
+            out = dict(counts)
+            for f, (p, n) in counts.items():
+                extra = self.pending.get(f)
+                if extra is not None:
+                    out[f] = (p + extra[0], n + extra[1])
+            return out
+
+
+Row = tuple[str, int, float, float, float]
+
+
+def decode_entry(blob: bytes) -> list[Row]:
+    """An outbox entry's ``(feature, id, pos, neg, namespaces)`` deltas (a feature "": named
+    by its id alone, as a forget writes them)."""
+    out, at = [], 8  # (after the entry's creation time, ms)
+    while at < len(blob):
+        (n,) = _NAME.unpack_from(blob, at)
+        name = blob[at + 2:at + 2 + n].decode("utf-8")
+        ident, p, q, c = _ROW.unpack_from(blob, at + 2 + n)
+        out.append((name, int(ident), p, q, c))
+        at += 2 + n + _ROW.size
+    return out
+
+
+def encode_entry(rows: Sequence[Row]) -> bytes:
+    parts = [struct.pack("<d", time.time() * 1000)]
+    for name, ident, p, q, c in rows:
+        raw = name.encode("utf-8")
+        parts += [_NAME.pack(len(raw)), raw, _ROW.pack(ident, p, q, c)]
+    return b"".join(parts)
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """An outbox entry to push: where it waits, its id and deltas, and the recall-id pointer to
+    persist once it is pushed (a Cluster feedback)."""
+
+    outbox: str
+    id: str
+    blob: bytes
+    pointer: str | None = None
+
+
+Markers = dict[int, list[str]]
+
+
+def push(layout: KeyLayout, entries: Sequence[Entry]) -> Generator[Any, Any, Markers]:
+    """Push outbox entries to their shards (one POOL_ADD per shard, all in one round trip),
+    then delete them and persist their pointers (a second); features a shard dropped leave
+    the id map (a third). Rows named by id alone are named first (a round trip before).
+    Returns the markers to remove with :func:`unmark`, in a call of its own: this flow run
+    again after a lost reply must still find them."""
+    decoded = [decode_entry(e.blob) for e in entries]
+    unnamed = sorted({r[1] for rows in decoded for r in rows if not r[0]})
+    if unnamed:
+        names = yield Call("hmget", (layout.id_names, [str(i) for i in unnamed]))
+        known = {i: n.decode("utf-8") for i, n in zip(unnamed, names) if n is not None}
+        decoded = [[(r[0] or known.get(r[1], ""), *r[1:]) for r in rows] for rows in decoded]
+    by_shard: dict[int, tuple[list[int], list[Any]]] = {}
+    for entry, rows in zip(entries, decoded):
+        groups: dict[int, list[Row]] = {}
+        for row in rows:
+            if row[0]:  # (a name the map no longer has: the feature left the pool already)
+                groups.setdefault(layout.shard_of(row[0]), []).append(row)
+        for s, group in groups.items():
+            count, args = by_shard.setdefault(s, ([0], []))
+            count[0] += 1
+            args += [entry.id, len(group), *(r[0] for r in group)]
+            args += [repr(float(v)) for r in group for v in r[1:]]
+    dropped: list[bytes] = []
+    if by_shard:
+        now = int(time.time() * 1000)
+        replies = yield Pipeline(tuple(Script("POOL_ADD", [layout.pooled[s], layout.markers[s]],
+                                              [now, MARKER_KEEP_MS, count[0], *args])
+                                       for s, (count, args) in sorted(by_shard.items())))
+        dropped = [x for reply in replies for x in reply]
+    tail: list[Any] = [Call("hdel", (e.outbox, e.id)) for e in entries]
+    tail += [Call("persist", (e.pointer,)) for e in entries if e.pointer]
+    if tail:
+        yield Pipeline(tuple(tail))
+    if dropped:
+        yield Pipeline((Call("hdel", (layout.id_map, *dropped[0::2])),
+                        Call("hdel", (layout.id_names, *dropped[1::2]))))
+    return {s: _entry_ids(args) for s, (_, args) in by_shard.items()}
+
+
+def unmark(layout: KeyLayout, markers: Markers) -> Generator[Any, Any, None]:
+    """Remove the markers of entries pushed and gone from their outboxes."""
+    if markers:
+        yield Pipeline(tuple(Call("zrem", (layout.markers[s], *ids))
+                             for s, ids in sorted(markers.items()) if ids))
+
+
+def _entry_ids(args: list[Any]) -> list[str]:
+    """The entry ids in one shard's POOL_ADD arguments (id, n, n names, 4n values, ...)."""
+    ids, at = [], 0
+    while at < len(args):
+        ids.append(args[at])
+        at += 2 + 5 * int(args[at + 1])
+    return ids
+
+
+def pending(layout: KeyLayout, buckets: Sequence[int],
+            min_age_ms: float = 0.0) -> Generator[Any, Any, list[Entry]]:
+    """Every outbox entry waiting in ``buckets`` at least ``min_age_ms`` (one round trip)."""
+    if not buckets:
+        return []
+    boxes = [layout.key(layout.bucket_tag(b), "q") for b in buckets]
+    replies = yield Pipeline(tuple(Call("hgetall", (box,)) for box in boxes))
+    oldest = time.time() * 1000 - min_age_ms
+    return [Entry(box, k.decode("utf-8"), v) for box, rows in zip(boxes, replies)
+            for k, v in rows.items() if struct.unpack_from("<d", v)[0] <= oldest]
+
+
+def buckets_in_use(layout: KeyLayout) -> Generator[Any, Any, list[int]]:
+    """The bucket numbers the registry lists (a superset of those holding data)."""
+    replies = yield Pipeline(tuple(Call("smembers", (key,)) for key in layout.registry))
+    return sorted({int(b) for members in replies for b in members})

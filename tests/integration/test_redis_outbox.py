@@ -1,0 +1,98 @@
+"""The Cluster's pooled outbox: a feedback's pooled deltas wait in its bucket's outbox (written
+by the same script as the namespace's counts) until pushed; a push applied twice counts once,
+and a writer killed before its push loses nothing: the next drain pushes its entries."""
+
+from __future__ import annotations
+
+import itertools
+import multiprocessing
+import os
+import signal
+import time
+
+from heaprank import MemoryState
+from heaprank.state.redis import RedisState, pooled
+from tests.integration import redis_workers as workers
+from tests.integration.redis_servers import unique_prefix
+
+
+def _apply_then_die(url: str, prefix: str, count: int, born_ms: int) -> None:
+    """Apply feedbacks and die (SIGKILL) with their pooled deltas not pushed."""
+    state = RedisState(url, prefix=prefix)
+    workers.apply(state, 0, count, born_ms)
+    assert state.outbox  # deltas waiting: the batch is not full
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def test_a_writer_killed_before_its_push_loses_nothing(redis_cluster_url, monkeypatch):
+    prefix = unique_prefix()
+    born_ms = int(time.time() * 1000)
+    ctx = multiprocessing.get_context("fork")
+    proc = ctx.Process(target=_apply_then_die, args=(redis_cluster_url, prefix, 10, born_ms))
+    from heaprank.state.redis import connect
+    monkeypatch.setattr(connect, "PUSH_EVERY", 1_000)
+    monkeypatch.setattr(connect, "PUSH_AFTER_S", 1e9)
+    proc.start()
+    proc.join(60)
+    assert proc.exitcode == -signal.SIGKILL
+    time.sleep(2.1)  # a drain leaves entries younger than 2 s to their writer
+    state = RedisState(redis_cluster_url, prefix=prefix)
+    try:
+        serial = MemoryState()
+        workers.apply(serial, 0, 10, born_ms)
+        assert workers.snapshot(state) == workers.snapshot(serial)  # drained by list_links
+        assert state.stats()["feedbacks"] == 10
+    finally:
+        state.clear()
+        state.close()
+
+
+def test_an_entry_pushed_twice_counts_once(redis_cluster_url, monkeypatch):
+    from heaprank.state.redis import connect
+
+    monkeypatch.setattr(connect, "PUSH_EVERY", 1_000)
+    monkeypatch.setattr(connect, "PUSH_AFTER_S", 1e9)
+    prefix = unique_prefix()
+    born_ms = int(time.time() * 1000)
+    state = RedisState(redis_cluster_url, prefix=prefix)
+    state._feedbacks = itertools.count(2)  # no prune (which pushes) on the first feedback
+    try:
+        workers.apply(state, 1, 5, born_ms)
+        entries = state.take_outbox()
+        assert entries
+        # Pushed, then pushed again before the pusher removed the markers (a retry after a lost
+        # reply, or a drain after the pusher died between the two).
+        state._run("push", lambda: pooled.push(state.layout, entries), idempotent=True)
+        state._run("push again", lambda: pooled.push(state.layout, entries), idempotent=True)
+        serial = MemoryState()
+        workers.apply(serial, 1, 5, born_ms)
+        assert workers.snapshot(state) == workers.snapshot(serial)
+    finally:
+        state.clear()
+        state.close()
+
+
+def test_entries_pushed_out_of_order_lose_nothing(redis_cluster_url, monkeypatch):
+    """A namespace's second feedback pushed before its first (two writers' batches): the shard
+    keeps the second's deltas until the first brings the namespace's count."""
+    from heaprank.state.redis import connect
+
+    monkeypatch.setattr(connect, "PUSH_EVERY", 1_000)
+    monkeypatch.setattr(connect, "PUSH_AFTER_S", 1e9)
+    prefix = unique_prefix()
+    born_ms = int(time.time() * 1000)
+    state = RedisState(redis_cluster_url, prefix=prefix)
+    state._feedbacks = itertools.count(2)  # no prune (which pushes) on the first feedback
+    try:
+        pairs = list(workers.plan(3, 30, born_ms))
+        for imp, batch in pairs:
+            state.put_impression(imp)
+            state.apply_feedback(batch, workers.credit)
+        entries = state.take_outbox()
+        assert len(entries) >= 2
+        for entry in reversed(entries):  # newest first
+            state._run("push", lambda e=entry: pooled.push(state.layout, [e]), idempotent=True)
+        assert workers.snapshot(state) == workers.serial_snapshot(pairs)
+    finally:
+        state.clear()
+        state.close()
