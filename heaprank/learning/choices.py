@@ -46,6 +46,9 @@ class ChoiceLog:
 
     def __init__(self, impressions: Iterable[Impression]) -> None:
         self.skipped = {"no_signals": 0, "no_use": 0, "all_used": 0, "invalid": 0}
+        #: Graded labels in the log (usable impressions or not): items labelled ``outdated``
+        #: or ``wrong``. In a choice both are shown items that were not used.
+        self.labels = {"outdated": 0, "wrong": 0}
         names: dict[str, int] = {}
         times: list[float] = []
         owners: list[int] = []
@@ -56,6 +59,9 @@ class ChoiceLog:
             if not isinstance(imp, Impression):
                 raise InputTypeError(f"impressions: expected Impression objects, got "
                                      f"{type(imp).__name__}")
+            if imp.verdicts and max(imp.verdicts) > codec.IGNORED:
+                self.labels["outdated"] += imp.verdicts.count(codec.OUTDATED)
+                self.labels["wrong"] += imp.verdicts.count(codec.WRONG)
             reason = self._unusable(imp)
             if reason:
                 self.skipped[reason] += 1

@@ -100,7 +100,8 @@ return {ns, body}
 #: is empty), so forgetting it can take them off the shard's counter.
 #: ARGV: namespace, time, a0, b0, kappa, em, n items, n features, has pointer, n other keys,
 #: fed score; then the features; then per feature the other shards' (pos, neg) read by the
-#: caller; then per item: rank, used, reject weight, id, n features, feature indices (1-based).
+#: caller; then per item: rank, verdict code (1 used, 2 ignored, 3 outdated, 4 wrong), reject
+#: weight, id, n features, feature indices (1-based).
 #: Returns {applied item indices, already recorded item indices} (0-based), or an error
 #: "HEAPRANK_UNKNOWN" / "HEAPRANK_CONFLICT <item index> <stored verdict>".
 FEEDBACK = """
@@ -120,7 +121,8 @@ for j = 1, n_feat do
 end
 local items, todo, done = {}, {}, {}
 for i = 1, n_items do
-  local item = {rank = tonumber(ARGV[at]), used = ARGV[at + 1] == '1',
+  local code = tonumber(ARGV[at + 1])
+  local item = {rank = tonumber(ARGV[at]), used = code == 1, code = code,
                 weight = tonumber(ARGV[at + 2]), id = ARGV[at + 3], f = {}}
   local k = tonumber(ARGV[at + 4]); at = at + 5
   for q = 1, k do item.f[q] = tonumber(ARGV[at]); at = at + 1 end
@@ -128,14 +130,15 @@ for i = 1, n_items do
   if item.rank <= n_shown then prev = string.byte(body, 14 + item.rank) end
   if prev == 0 then
     todo[#todo + 1] = i
-  elseif (prev == 1) == item.used then
+  elseif prev == code then
     done[#done + 1] = i - 1
   else
     return redis.error_reply('HEAPRANK_CONFLICT ' .. (i - 1) .. ' ' .. prev)
   end
   items[i] = item
 end
-if #todo == 0 or n_feat == 0 then return {{}, done} end
+if #todo == 0 then return {{}, done} end
+if n_feat == 0 then feats = {''} end  -- (items with no features: an HMGET needs a field)
 -- The links as they were: this namespace, this shard, and the other shards (same server: read
 -- here; a cluster: read by the caller just before).
 local first_key = has_ptr and 9 or 8
@@ -209,7 +212,7 @@ local applied = {}
 for _, i in ipairs(todo) do
   local item = items[i]
   applied[#applied + 1] = i - 1
-  redis.call('SETRANGE', KEYS[1], 13 + item.rank, item.used and '\\1' or '\\2')
+  redis.call('SETRANGE', KEYS[1], 13 + item.rank, string.char(item.code))
   if item.used then
     local last, uses = now, 1
     local row = redis.call('HGET', KEYS[3], item.id)

@@ -27,6 +27,7 @@ import numpy as np
 from ..._flow import Call
 from ...errors import ConfigError, FeedbackError, StateError
 from ...records import (
+    LABEL_OF,
     DocStats,
     FeedbackBatch,
     FeedbackOutcome,
@@ -255,7 +256,7 @@ def feedback(layout: KeyLayout, cluster: bool, batch: FeedbackBatch) -> Op:
                        int(recall_born_s(rid) * 1000), *features]
     tail: list[Any] = []
     for item in batch.items:
-        tail += [item.rank, "1" if item.used else "0", repr(float(item.reject_weight)),
+        tail += [item.rank, str(item.code), repr(float(item.reject_weight)),
                  item.id, len(item.features), *(index[f] for f in item.features)]
     script = "FEEDBACK"
     if batch.co_use is not None:  # the same script, then the co-use edges (.edges)
@@ -285,7 +286,7 @@ def feedback_outcome(batch: FeedbackBatch, reply: list[Any]) -> FeedbackOutcome:
         message = reply[0]
         if message.startswith("HEAPRANK_CONFLICT"):
             _, index, stored = message.split()
-            was = "used" if int(stored) == codec.USED else "ignored"
+            was = LABEL_OF.get(int(stored), stored)
             raise FeedbackError(f"recall {batch.recall_id}: id {batch.items[int(index)].id!r} was "
                                 f"already recorded as {was}; feedback for an impression cannot "
                                 f"be changed")
