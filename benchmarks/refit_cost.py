@@ -35,6 +35,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="memory, sqlite, redis (needs --redis-url), comma-separated")
     parser.add_argument("--redis-url", default=None, help="a Redis URL (a db of your own)")
     parser.add_argument("--repeats", type=int, default=3, help="timed re-fits per cell")
+    parser.add_argument("--reranks", type=int, default=3000,
+                        help="timed reranks of 50 candidates + EXPLAIN per setting (default 3000)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--out", metavar="FILE", help="also write the JSON result here")
@@ -118,6 +120,41 @@ def _cell(backend: str, n: int, args: argparse.Namespace, tmp: Path) -> dict[str
         state.close()
 
 
+def _rerank_us(config: Any, state: Any, n: int) -> float:
+    """Median microseconds of one rerank of 50 candidates plus its EXPLAIN on ``state``."""
+    from heaprank import Reranker
+
+    rr = Reranker(state, config=config)
+    cands = [{"id": f"c{j}", "text": f"memory {j} about topic {j % 7} on day {j % 5}",
+              "score": 1.0 / (1 + j)} for j in range(50)]
+    times = []
+    for i in range(n + 200):
+        t0 = time.perf_counter_ns()
+        ranking = rr.rerank("when did we meet?", cands, namespace="ns", k=10, now=NOW + i,
+                            track=False)
+        ranking.explain()
+        if i >= 200:  # (warm-up first)
+            times.append(time.perf_counter_ns() - t0)
+    return statistics.median(times) / 1000.0
+
+
+def _hot_path(n: int) -> dict[str, float]:
+    """The rerank path with continuous re-fits on (it compares a clock with the next poll, and
+    reads the stored record every ``refit_poll_s``) and off, interleaved, on a state that
+    holds a fitted record."""
+    from heaprank import Config, MemoryState, Reranker
+
+    state = MemoryState()
+    _fill(state, 200, 0)
+    Reranker(state).refit()
+    on, off = [], []
+    for _ in range(3):
+        on.append(_rerank_us(Config(), state, n // 3))
+        off.append(_rerank_us(Config(refit_every=0), state, n // 3))
+    return {"refit_on_us": round(statistics.median(on), 1),
+            "refit_off_us": round(statistics.median(off), 1)}
+
+
 def run(args: argparse.Namespace) -> int:
     from heaprank import Config
 
@@ -136,8 +173,9 @@ def run(args: argparse.Namespace) -> int:
                 except ValueError as exc:
                     print(f"python -m benchmarks refit-cost: {exc}", file=sys.stderr)
                     return 2
+    hot = _hot_path(args.reranks)
     result = {"benchmark": "refit-cost", "shown": SHOWN, "repeats": args.repeats,
-              "refit_every": Config().refit_every, "rows": rows}
+              "refit_every": Config().refit_every, "rows": rows, "rerank_50_explain": hot}
     text = json.dumps(result, indent=1)
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
@@ -155,4 +193,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"{r['backend']:<8} {r['impressions']:>11} {r['refit_ms']:>10.1f} "
               f"{r['read_log_ms']:>12.1f} {r['fit_and_store_ms']:>13.1f} "
               f"{r['per_feedback_ms_at_default_n']:>16.2f}")
+    print()
+    print(f"rerank 50 + EXPLAIN on memory (median of {args.reranks}): continuous re-fits on "
+          f"{hot['refit_on_us']:.1f} us, off {hot['refit_off_us']:.1f} us")
     return 0
