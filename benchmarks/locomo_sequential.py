@@ -241,7 +241,11 @@ def run(args: argparse.Namespace) -> int:
                                 for c in sorted(set(cats.tolist()))},
             **extra.get(name, {}),
         }
-        for label, other in (("vs_" + baseline, baseline), ("vs_" + reference, reference)):
+        twin = name + "-fixed" if name != "default" else "fixed"  # the same row, weights fixed
+        pairs = [("vs_" + baseline, baseline), ("vs_" + reference, reference)]
+        if twin in per_q:
+            pairs.append(("vs_" + twin, twin))
+        for label, other in pairs:
             if other != name:
                 d = boot.diff(pq.rr, per_q[other].rr)
                 dl = late_boot.diff(pq.rr[later], per_q[other].rr[later])
@@ -301,6 +305,11 @@ def _table(result: dict[str, Any], baseline: str, reference: str) -> str:
         if row.get("refits"):
             lines.append(f"{row['row']}: {row['refits']} re-fits, weights at the end "
                          + ", ".join(f"{k} {v:g}" for k, v in row["weights"].items() if v))
+        for key in (k for k in row if k.startswith("vs_") and k.endswith("fixed")):
+            d = row[key]
+            lines.append(f"{row['row']} vs {key[3:]} (continuous re-fit vs fixed weights): "
+                         f"MRR {d['diff']:+.3f} [{d['ci'][0]:+.3f}, {d['ci'][1]:+.3f}], later "
+                         f"{d['later_diff']:+.3f} [{d['later_ci'][0]:+.3f}, {d['later_ci'][1]:+.3f}]")
     lines.append("MRR by category: " + "; ".join(
         f"{row['row']} " + ", ".join(f"{c} {v:.3f}" for c, v in row["mrr_by_category"].items())
         for row in result["rows"]))
