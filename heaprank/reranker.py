@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from ._checks import check_k, check_namespace, check_query
 from ._flow import Flow, adrive, drive
 from ._time import resolve_now
-from .config import Config
+from .config import SIGNALS, Config
 from .errors import ConfigError, FeedbackError, InputError, InputTypeError
 from .learning import retention as ret
 from .learning.audit import Link, forget_preview, links_of
@@ -45,9 +45,6 @@ if TYPE_CHECKING:
     from .learning.tuning import TuneResult
 
 __all__ = ["LEARNING_FIELDS", "Link", "Reranker"]
-
-_WEIGHT_NAMES = ("relevance", "recency", "importance", "usefulness", "reinforcement",
-                 "association")
 
 #: Config fields that shape what feedback learns; a per-call config may not change them (the
 #: feedback for that recall would otherwise learn under other settings than the ranking used).
@@ -428,7 +425,7 @@ class Reranker:
         self._adopt()
         record = self._refit.current
         return {**self.state.stats(),
-                "weights": {n: getattr(self._config.weights, n) for n in _WEIGHT_NAMES},
+                "weights": {n: getattr(self._config.weights, n) for n in SIGNALS},
                 "weights_fitted": None if record is None else record.to_dict()}
 
     def close(self) -> None:
