@@ -126,6 +126,9 @@ class Config:
         refit_window: A re-fit reads the latest this many impressions with feedback (its
             cost grows with them: ``python -m benchmarks refit-cost``).
         refit_poll_s: How often (seconds) a reranker looks for weights another process fitted.
+        refit_qtypes: Each re-fit also fits each question type's weights (its impressions
+            only, pulled toward the pooled fit) into ``qtype_weights``, where its own held-out
+            check lets it move.
     """
 
     weights: Weights = field(default_factory=Weights)
@@ -159,6 +162,7 @@ class Config:
     refit_shrinkage: float = 1.0
     refit_window: int = 5000
     refit_poll_s: float = 5.0
+    refit_qtypes: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.weights, Weights):
@@ -234,6 +238,8 @@ class Config:
             raise ConfigError(f"refit_window: expected an int >= 1, got {self.refit_window!r}")
         _check_nonneg("refit_shrinkage", self.refit_shrinkage)
         _check_nonneg("refit_poll_s", self.refit_poll_s)
+        if not isinstance(self.refit_qtypes, bool):
+            raise ConfigError(f"refit_qtypes: expected a bool, got {type(self.refit_qtypes).__name__}")
         _check_nonneg("exploration_rate", self.exploration_rate)
         if self.exploration_rate > 1:
             raise ConfigError(f"exploration_rate: must be in [0, 1], got {self.exploration_rate!r}")

@@ -28,7 +28,7 @@ from .learning.evidence import EvidenceReader
 from .learning.exploration import Explorer
 from .learning.feedback import FeedbackStage, Labels, Used, check_labels, named_only, used_ids
 from .learning.impressions import ImpressionLog
-from .learning.refit import FittedWeights, Refitter
+from .learning.refit import FittedWeights, Refitter, adopted
 from .records import FeedbackBatch, FeedbackOutcome, new_recall_id
 from .scoring import explain
 from .scoring.candidates import CandidateLike
@@ -203,7 +203,7 @@ class Reranker:
         """Rank with the weights stored in the state, if a newer version is there."""
         record = self._refit.poll()
         if record is not None:
-            self._config = replace(self._config, weights=record.weights)
+            self._config = adopted(self._config, record)
 
     def _fed(self, outcome: FeedbackOutcome) -> FeedbackOutcome:
         """After a feedback is stored: the re-fit it makes due, if any."""
@@ -218,7 +218,7 @@ class Reranker:
         "Continuous re-fitting"."""
         record = self._refit.fit(self._config)
         if record is not None:
-            self._config = replace(self._config, weights=record.weights)
+            self._config = adopted(self._config, record)
         return record
 
     def _async_target(self) -> AsyncTarget | None:

@@ -17,7 +17,7 @@ import json
 import math
 import time
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields, replace
 from datetime import datetime, timezone
 from typing import Any
@@ -26,15 +26,18 @@ import numpy as np
 
 from ..config import Config, Weights
 from ..errors import StateError
-from ..records import FeedbackOutcome
+from ..records import FeedbackOutcome, Impression
 from ..state.base import StateBackend
 from ..state.weights import WeightStore, record_version, weight_store
 from .choices import ChoiceLog, heldout_scores, weight_names
 
-__all__ = ["FittedWeights", "Refitter", "describe_fit", "fit_weights"]
+__all__ = ["FittedWeights", "Refitter", "adopted", "describe_fit", "fit_weights"]
 
 #: The later share of the log each re-fit is checked on (as ``tune``'s ``holdout``).
 HOLDOUT = 0.2
+#: With ``Config.refit_qtypes``, a question type's fit is pulled this hard toward the pooled
+#: weights (as ``tune``'s ``namespace_shrinkage``).
+QTYPE_SHRINKAGE = 4.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +54,8 @@ class FittedWeights:
             used item with the shown items re-ordered by the weights that apply (fitted on
             the earlier part only) and by relevance alone; ``gain`` is their difference.
         labels: The graded labels the log held (``outdated``, ``wrong``).
+        qtype_weights: With ``Config.refit_qtypes``, the weights of each question type whose
+            own fit moved (pulled toward the pooled ones); else empty.
     """
 
     version: int
@@ -63,6 +68,7 @@ class FittedWeights:
     heldout_mrr: float | None = None
     heldout_mrr_relevance: float | None = None
     labels: Mapping[str, int] | None = None
+    qtype_weights: Mapping[str, Weights] | None = None
 
     @property
     def gain(self) -> float | None:
@@ -75,6 +81,8 @@ class FittedWeights:
         out = {f.name: getattr(self, f.name) for f in fields(self)}
         out["weights"] = {n: getattr(self.weights, n) for n in weight_names()}
         out["labels"] = dict(self.labels or {})
+        out["qtype_weights"] = {q: {n: getattr(w, n) for n in weight_names()}
+                                for q, w in (self.qtype_weights or {}).items()}
         out["gain"] = self.gain
         return out
 
@@ -90,6 +98,8 @@ class FittedWeights:
             data = json.loads(text)
             data.pop("gain", None)
             data["weights"] = Weights(**data["weights"])
+            data["qtype_weights"] = {q: Weights(**w)
+                                     for q, w in (data.get("qtype_weights") or {}).items()}
             return cls(**data)
         except (ValueError, TypeError, KeyError, AttributeError):
             return None
@@ -101,7 +111,8 @@ def fit_weights(state: StateBackend, config: Config, version: int) -> FittedWeig
     impressions to fit at all."""
     from .tuning import MIN_HELDOUT, MIN_IMPRESSIONS, tune
 
-    log = ChoiceLog(deque(state.feedback_log(None), maxlen=config.refit_window))
+    impressions = deque(state.feedback_log(None), maxlen=config.refit_window)
+    log = ChoiceLog(impressions)
     n = len(log)
     late = np.arange(n - int(round(HOLDOUT * n)), n)
     if n < MIN_IMPRESSIONS or len(late) < MIN_HELDOUT:
@@ -114,10 +125,33 @@ def fit_weights(state: StateBackend, config: Config, version: int) -> FittedWeig
     _, mrr_relevance = heldout_scores(log, late, relevance_only, config.half_life_s,
                                       config.recency_floor)
     mrr = fit.heldout_mrr_after if fit.moved else fit.heldout_mrr_before
+    qtypes = _qtype_fits(impressions, replace(config, weights=result.config.weights)) \
+        if config.refit_qtypes else {}
     return FittedWeights(version=version, weights=result.config.weights, fitted_at=time.time(),
                          moved=fit.moved, reason=fit.reason, impressions=n, heldout=len(late),
                          heldout_mrr=mrr, heldout_mrr_relevance=mrr_relevance,
-                         labels=dict(log.labels))
+                         labels=dict(log.labels), qtype_weights=qtypes)
+
+
+def _qtype_fits(impressions: Iterable[Impression], config: Config) -> dict[str, Weights]:
+    """Each question type's own fit (its impressions only, pulled with
+    :data:`QTYPE_SHRINKAGE` toward its current weights: ``config.qtype_weights``, else the
+    pooled ``config.weights``), where its held-out check lets it move."""
+    from .tuning import MIN_IMPRESSIONS, tune
+
+    by_qtype: dict[str, list[Impression]] = {}
+    for imp in impressions:
+        by_qtype.setdefault(imp.qtype, []).append(imp)
+    out: dict[str, Weights] = {}
+    for qtype, mine in sorted(by_qtype.items()):
+        start = replace(config, weights=config.qtype_weights.get(qtype, config.weights))
+        found = tune(mine, start, shrinkage=QTYPE_SHRINKAGE, holdout=HOLDOUT,
+                     min_impressions=MIN_IMPRESSIONS)
+        if found.moved:
+            out[qtype] = found.config.weights
+        elif qtype in config.qtype_weights:
+            out[qtype] = config.qtype_weights[qtype]
+    return out
 
 
 def describe_fit(fitted: dict[str, Any] | None) -> str:
@@ -132,6 +166,15 @@ def describe_fit(fitted: dict[str, Any] | None) -> str:
         f"impressions")
     return (f"{when} UTC (version {fitted['version']}, {fitted['impressions']} impressions, "
             f"{'moved' if fitted['moved'] else 'kept'}); {held}")
+
+def adopted(config: Config, record: FittedWeights) -> Config:
+    """``config`` ranking with ``record``'s weights (and its question types' ones, over those
+    configured, with ``Config.refit_qtypes``)."""
+    if not config.refit_qtypes or not record.qtype_weights:
+        return replace(config, weights=record.weights)
+    return replace(config, weights=record.weights,
+                   qtype_weights={**config.qtype_weights, **record.qtype_weights})
+
 
 class Refitter:
     """One reranker's side of continuous re-fitting: it counts the feedbacks given through
@@ -180,7 +223,7 @@ class Refitter:
             return None
         self.poll()  # start from the latest stored weights
         if self.current is not None:
-            config = replace(config, weights=self.current.weights)
+            config = adopted(config, self.current)
         record = fit_weights(self.state, config, self.version + 1)
         if record is None:
             return None

@@ -122,3 +122,39 @@ def test_heaprank_stats_prints_the_weights_and_their_fit(tmp_path, capsys):
     assert main(["stats", "--state", f"sqlite:///{path}", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["weights_fitted"]["version"] == 1
+
+
+def test_afeedback_refits_off_the_event_loop(state):
+    import asyncio
+
+    record(state, synthetic_log(200, **NO_USE))
+    rr = Reranker(state, config=Config(refit_every=1))
+    ranking = rr.rerank("where did we meet?", CANDS, namespace="maya", k=2, now=NOW)
+
+    async def give() -> None:
+        try:
+            await rr.afeedback(ranking.recall_id, used=["a"])
+        finally:
+            if hasattr(state, "aclose_loop"):  # the async client of this loop (Redis)
+                await state.aclose_loop()
+
+    asyncio.run(give())
+    assert rr.stats()["weights_fitted"]["version"] == 1
+
+
+def test_refit_qtypes_fits_each_question_type_where_it_pays(state):
+    from dataclasses import replace
+
+    when = synthetic_log(500, **NO_USE, seed=5)
+    what = [replace(imp, qtype="what") for imp in synthetic_log(
+        500, relevance=1.0, recency=1.0, importance=1.0, usefulness=3.0, seed=6,
+        namespace="other")]
+    record(state, when + what)
+    rr = Reranker(state, config=Config(refit_every=1000, refit_qtypes=True))
+    fitted = rr.refit()
+    assert fitted is not None and set(fitted.qtype_weights) == {"what", "when"}
+    assert fitted.qtype_weights["when"].usefulness + 1.0 < fitted.qtype_weights["what"].usefulness
+    assert rr.config.qtype_weights == fitted.qtype_weights
+    ranking = rr.rerank("when did we meet?", CANDS, namespace="maya", k=2, now=NOW)
+    assert f"^{fitted.qtype_weights['when'].usefulness:g}" in ranking.explain()
+    assert Reranker(state).config.qtype_weights == {}  # off by default: not adopted
