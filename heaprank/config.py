@@ -126,6 +126,8 @@ class Config:
         refit_window: A re-fit reads the latest this many impressions with feedback (its
             cost grows with them: ``python -m benchmarks refit-cost``).
         refit_poll_s: How often (seconds) a reranker looks for weights another process fitted.
+        refit_signals: The weights a re-fit may move (``None``: every weight the log carries;
+            the others stay as configured).
         refit_qtypes: Each re-fit also fits each question type's weights (its impressions
             only, pulled toward the pooled fit) into ``qtype_weights``, where its own held-out
             check lets it move.
@@ -162,6 +164,7 @@ class Config:
     refit_shrinkage: float = 1.0
     refit_window: int = 5000
     refit_poll_s: float = 5.0
+    refit_signals: tuple[str, ...] | None = None
     refit_qtypes: bool = False
 
     def __post_init__(self) -> None:
@@ -238,6 +241,12 @@ class Config:
             raise ConfigError(f"refit_window: expected an int >= 1, got {self.refit_window!r}")
         _check_nonneg("refit_shrinkage", self.refit_shrinkage)
         _check_nonneg("refit_poll_s", self.refit_poll_s)
+        if self.refit_signals is not None:
+            if isinstance(self.refit_signals, str) or any(n not in SIGNALS
+                                                          for n in self.refit_signals):
+                raise ConfigError(f"refit_signals: expected None or signal names of "
+                                  f"{', '.join(SIGNALS)}, got {self.refit_signals!r}")
+            object.__setattr__(self, "refit_signals", tuple(self.refit_signals))
         if not isinstance(self.refit_qtypes, bool):
             raise ConfigError(f"refit_qtypes: expected a bool, got {type(self.refit_qtypes).__name__}")
         _check_nonneg("exploration_rate", self.exploration_rate)

@@ -109,7 +109,7 @@ def fit_weights(state: StateBackend, config: Config, version: int) -> FittedWeig
     """Re-fit ``config.weights`` on the latest ``config.refit_window`` impressions of
     ``state``'s log: the record to store as ``version``, or None while they hold too few usable
     impressions to fit at all."""
-    from .tuning import MIN_HELDOUT, MIN_IMPRESSIONS, tune
+    from .tuning import MIN_HELDOUT, MIN_IMPRESSIONS, pooled_fit
 
     impressions = deque(state.feedback_log(None), maxlen=config.refit_window)
     log = ChoiceLog(impressions)
@@ -117,17 +117,16 @@ def fit_weights(state: StateBackend, config: Config, version: int) -> FittedWeig
     late = np.arange(n - int(round(HOLDOUT * n)), n)
     if n < MIN_IMPRESSIONS or len(late) < MIN_HELDOUT:
         return None
-    result = tune(log, config, shrinkage=config.refit_shrinkage, holdout=HOLDOUT,
-                  min_impressions=MIN_IMPRESSIONS)
-    fit = result.pooled
+    fit = pooled_fit(log, config, shrinkage=config.refit_shrinkage, holdout=HOLDOUT,
+                     only=config.refit_signals)
     relevance_only = np.zeros(len(weight_names()))
     relevance_only[weight_names().index("relevance")] = max(config.weights.relevance, 1e-3)
     _, mrr_relevance = heldout_scores(log, late, relevance_only, config.half_life_s,
                                       config.recency_floor)
     mrr = fit.heldout_mrr_after if fit.moved else fit.heldout_mrr_before
-    qtypes = _qtype_fits(impressions, replace(config, weights=result.config.weights)) \
+    qtypes = _qtype_fits(impressions, replace(config, weights=fit.weights)) \
         if config.refit_qtypes else {}
-    return FittedWeights(version=version, weights=result.config.weights, fitted_at=time.time(),
+    return FittedWeights(version=version, weights=fit.weights, fitted_at=time.time(),
                          moved=fit.moved, reason=fit.reason, impressions=n, heldout=len(late),
                          heldout_mrr=mrr, heldout_mrr_relevance=mrr_relevance,
                          labels=dict(log.labels), qtype_weights=qtypes)
@@ -137,7 +136,7 @@ def _qtype_fits(impressions: Iterable[Impression], config: Config) -> dict[str, 
     """Each question type's own fit (its impressions only, pulled with
     :data:`QTYPE_SHRINKAGE` toward its current weights: ``config.qtype_weights``, else the
     pooled ``config.weights``), where its held-out check lets it move."""
-    from .tuning import MIN_IMPRESSIONS, tune
+    from .tuning import pooled_fit
 
     by_qtype: dict[str, list[Impression]] = {}
     for imp in impressions:
@@ -145,10 +144,10 @@ def _qtype_fits(impressions: Iterable[Impression], config: Config) -> dict[str, 
     out: dict[str, Weights] = {}
     for qtype, mine in sorted(by_qtype.items()):
         start = replace(config, weights=config.qtype_weights.get(qtype, config.weights))
-        found = tune(mine, start, shrinkage=QTYPE_SHRINKAGE, holdout=HOLDOUT,
-                     min_impressions=MIN_IMPRESSIONS)
+        found = pooled_fit(ChoiceLog(mine), start, shrinkage=QTYPE_SHRINKAGE, holdout=HOLDOUT,
+                           only=config.refit_signals)
         if found.moved:
-            out[qtype] = found.config.weights
+            out[qtype] = found.weights
         elif qtype in config.qtype_weights:
             out[qtype] = config.qtype_weights[qtype]
     return out

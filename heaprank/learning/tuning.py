@@ -164,6 +164,7 @@ class _Settings:
     holdout: float
     min_impressions: int
     recency_floor: float
+    only: tuple[str, ...] | None = None
 
 
 def _fit_scope(log: ChoiceLog, scope: np.ndarray, heldout: np.ndarray, namespace: str | None,
@@ -191,7 +192,7 @@ def _fit_scope(log: ChoiceLog, scope: np.ndarray, heldout: np.ndarray, namespace
     def problem(impressions: np.ndarray, target: tuple[np.ndarray, float]) -> LogitFit:
         return LogitFit(log, impressions, names=weight_names(), start=current[0],
                         target=target, penalty=Penalty(shrinkage, settings.recency_floor,
-                                                       settings.fit_half_life))
+                                                       settings.fit_half_life, settings.only))
 
     early_fit = problem(early, train_target)
     trained = early_fit.unpack(early_fit.solve()[0])
@@ -297,6 +298,21 @@ def tune(impressions: Iterable[Impression] | ChoiceLog, config: Config, *,
         if chosen.moved else config
     return TuneResult(start=config, config=tuned, fit=chosen, pooled=pooled, namespaces=per_namespace,
                       skipped=dict(log.skipped), labels=dict(log.labels))
+
+
+def pooled_fit(log: ChoiceLog, config: Config, *, shrinkage: float, holdout: float,
+               min_impressions: int = MIN_IMPRESSIONS,
+               only: tuple[str, ...] | None = None) -> TuneFit:
+    """:func:`tune`'s pooled fit of an already read log, moving only the weights in ``only``
+    (None: every weight the log carries; the half-life stays). What continuous re-fitting runs
+    (:mod:`heaprank.learning.refit`)."""
+    _check_settings(shrinkage, 0.0, holdout, min_impressions)
+    n = len(log)
+    heldout = np.arange(n) >= n - int(round(holdout * n))
+    settings = _Settings(False, holdout, min_impressions, config.recency_floor, only)
+    current = (weight_vector(config.weights), config.half_life_s)
+    return _fit_scope(log, np.ones(n, dtype=bool), heldout, None, config, (current, current),
+                      shrinkage, settings)[0]
 
 
 def replay(impressions: Iterable[Impression], config: Config, *,

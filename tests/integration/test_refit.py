@@ -158,3 +158,30 @@ def test_refit_qtypes_fits_each_question_type_where_it_pays(state):
     ranking = rr.rerank("when did we meet?", CANDS, namespace="maya", k=2, now=NOW)
     assert f"^{fitted.qtype_weights['when'].usefulness:g}" in ranking.explain()
     assert Reranker(state).config.qtype_weights == {}  # off by default: not adopted
+
+
+def test_refit_signals_moves_only_the_weights_it_names(state):
+    record(state, synthetic_log(600, **NO_USE))
+    only = Config(refit_every=1000, refit_signals=("relevance", "usefulness"))
+    fitted = Reranker(state, config=only).refit()
+    assert fitted is not None and fitted.moved
+    assert fitted.weights.recency == 1.0 and fitted.weights.importance == 1.0
+    assert fitted.weights.usefulness < 0.35
+
+
+@pytest.mark.parametrize(("field", "value", "message"), [
+    ("refit_every", -1, "refit_every: expected an int >= 0"),
+    ("refit_every", 2.5, "refit_every: expected an int >= 0"),
+    ("refit_window", 0, "refit_window: expected an int >= 1"),
+    ("refit_shrinkage", -1.0, "refit_shrinkage: must be finite and >= 0"),
+    ("refit_poll_s", float("nan"), "refit_poll_s: must be finite and >= 0"),
+    ("refit_signals", ("relevance", "bogus"), "refit_signals: expected None or signal names"),
+    ("refit_signals", "relevance", "refit_signals: expected None or signal names"),
+    ("refit_qtypes", 1, "refit_qtypes: expected a bool"),
+])
+def test_refit_settings_are_checked_naming_the_field(field, value, message):
+    from heaprank import ConfigError
+
+    with pytest.raises(ConfigError, match=message):
+        Config(**{field: value})
+    assert Config.from_dict({"refit_signals": ["usefulness"]}).refit_signals == ("usefulness",)
