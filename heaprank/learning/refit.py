@@ -14,6 +14,7 @@ stored, never inside a rerank; ``rerank`` only compares a clock with the next po
 from __future__ import annotations
 
 import json
+import logging
 import math
 import time
 from collections import deque
@@ -32,6 +33,8 @@ from ..state.weights import WeightStore, record_version, weight_store
 from .choices import ChoiceLog, heldout_scores, weight_names
 
 __all__ = ["FittedWeights", "Refitter", "adopted", "describe_fit", "fit_weights"]
+
+logger = logging.getLogger("heaprank")
 
 #: The later share of the log each re-fit is checked on (as ``tune``'s ``holdout``).
 HOLDOUT = 0.2
@@ -166,6 +169,7 @@ def describe_fit(fitted: dict[str, Any] | None) -> str:
     return (f"{when} UTC (version {fitted['version']}, {fitted['impressions']} impressions, "
             f"{'moved' if fitted['moved'] else 'kept'}); {held}")
 
+
 def adopted(config: Config, record: FittedWeights) -> Config:
     """``config`` ranking with ``record``'s weights (and its question types' ones, over those
     configured, with ``Config.refit_qtypes``)."""
@@ -220,13 +224,15 @@ class Refitter:
         that now applies (another process's, if it stored one first), or None."""
         if self.store is None:
             return None
-        self.poll()  # start from the latest stored weights
-        if self.current is not None:
-            config = adopted(config, self.current)
-        record = fit_weights(self.state, config, self.version + 1)
-        if record is None:
+        try:
+            self.poll()  # start from the latest stored weights
+            if self.current is not None:
+                config = adopted(config, self.current)
+            record = fit_weights(self.state, config, self.version + 1)
+            return None if record is None else self.store_record(record)
+        except StateError as exc:  # the feedback that made it due is stored: it stands
+            logger.warning("heaprank: re-fit of the weights skipped: %s", exc)
             return None
-        return self.store_record(record)
 
     def store_record(self, record: FittedWeights) -> FittedWeights | None:
         """Store ``record`` as the next version: it, or the record another process stored
