@@ -185,3 +185,23 @@ def test_refit_settings_are_checked_naming_the_field(field, value, message):
     with pytest.raises(ConfigError, match=message):
         Config(**{field: value})
     assert Config.from_dict({"refit_signals": ["usefulness"]}).refit_signals == ("usefulness",)
+
+
+def test_state_copy_carries_the_fitted_weights(tmp_path, redis_url):
+    from heaprank.state.copy import copy_state
+    from heaprank.state.redis import RedisState
+
+    source = Reranker(config=Config(refit_every=1000))
+    record(source.state, synthetic_log(300, **NO_USE))
+    fitted = source.refit()
+    assert fitted is not None
+    redis_target = RedisState(redis_url, prefix=unique_prefix())
+    try:
+        for target in (SQLiteState(tmp_path / "copy.db"), redis_target):
+            copy_state(source.state, target)
+            copied = Reranker(target).stats()["weights_fitted"]
+            assert copied == fitted.to_dict()
+            assert Reranker(target).config.weights == fitted.weights
+    finally:
+        redis_target.clear()
+        redis_target.close()
