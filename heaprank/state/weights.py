@@ -100,14 +100,14 @@ class _RedisWeights:
 
 
 def weight_store(state: StateBackend) -> WeightStore | None:
-    """The fitted-weights record of ``state``, or None for a state that keeps none."""
-    from .sqlite.backend import SQLiteState
-
+    """The fitted-weights record of ``state``, or None for a state that keeps none. (A
+    backend's module is looked up, not imported: a state of it exists only once it is.)"""
     if isinstance(state, WeightStore):
         return state
-    if isinstance(state, SQLiteState):
+    sqlite_backend = sys.modules.get("heaprank.state.sqlite.backend")
+    if sqlite_backend is not None and isinstance(state, sqlite_backend.SQLiteState):
         return _SQLiteWeights(state)
-    redis_backend = sys.modules.get("heaprank.state.redis.backend")  # imported if in use
+    redis_backend = sys.modules.get("heaprank.state.redis.backend")
     if redis_backend is not None and isinstance(state, redis_backend.RedisState):
         return _RedisWeights(state)
     return None
