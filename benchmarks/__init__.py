@@ -35,6 +35,8 @@ BENCHMARKS = {
                           "LoCoMo questions asked over time: per-document learning (co-use, doc:)"),
     "locomo-langchain": ("benchmarks.locomo_langchain",
                          "LoCoMo end to end through langchain-heaprank (dense candidates, oracle)"),
+    "refit-cost": ("benchmarks.refit_cost", "the cost of one continuous re-fit of the weights, "
+                   "by impression-log size and backend"),
     "views": ("benchmarks.views", "a real SQLite state built from LoCoMo (development "
               "conversations), then heaprank tune, replay, forget --preview and plot run on it"),
 }

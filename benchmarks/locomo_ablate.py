@@ -81,6 +81,8 @@ ABLATIONS: tuple[Ablation, ...] = (
     Ablation("default", "heaprank defaults + feedback", "reference"),
     Ablation("grid", "defaults, grid weights (train only)", "reference", grid="global"),
     Ablation("tuned", "defaults, Reranker.tune weights (train log)", "reference", grid="tune"),
+    Ablation("fixed", "defaults, weights fixed (no continuous re-fit)", "reference",
+             changes={"refit_every": 0}, origin="issue-24"),
     # ---- the seed signals, each on (or off) against the defaults
     Ablation("no_recency", "recency off", "signals", eval_changes={"weights": {"recency": 0.0}}),
     Ablation("no_importance", "importance off (kind priors, insight frequency)", "signals",
@@ -110,6 +112,9 @@ ABLATIONS: tuple[Ablation, ...] = (
              grid="qtype", dense=True),
     Ablation("fusion_tuned", "+ fusion, Reranker.tune weights", "quality",
              changes={"fusion_weights": {"dense": FUSION_DENSE}}, dense=True, grid="tune"),
+    Ablation("fusion_fixed", "+ fusion, weights fixed (no continuous re-fit)", "quality",
+             changes={"fusion_weights": {"dense": FUSION_DENSE}, "refit_every": 0}, dense=True,
+             origin="issue-24"),
     # ---- the target: what the dev split chose (fusion alone; the other levers were neutral
     # or slightly negative there), judged on the test split
     Ablation("chosen", "chosen on dev: dense fusion, default weights", "target",

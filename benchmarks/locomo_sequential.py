@@ -40,6 +40,11 @@ ROWS: dict[str, dict[str, Any] | None] = {
     "co-use": {"co_use": {}, "weights": {"association": 1.0}},
     "doc": {"doc_features": True},
     "co-use+doc": {"co_use": {}, "weights": {"association": 1.0}, "doc_features": True},
+    # the weights fixed as configured: no continuous re-fit (Config.refit_every)
+    "fixed": {"refit_every": 0},
+    # BM25 fused with the dense cosine (needs --dense), re-fitted or fixed
+    "fusion": {"fusion_weights": {"dense": 1.0}},
+    "fusion-fixed": {"fusion_weights": {"dense": 1.0}, "refit_every": 0},
 }
 DEFAULT_ROWS = "bm25,default,co-use,doc,co-use+doc"
 SHOWN_K = 10
@@ -61,6 +66,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--row", action="append", default=[], metavar="NAME=JSON",
                         help="an extra row: a name and a Config as JSON, e.g. "
                         "'w2={\"co_use\": {}, \"weights\": {\"association\": 2}}' (repeatable)")
+    parser.add_argument("--dense", action="store_true",
+                        help="each candidate also carries its all-MiniLM-L6-v2 cosine "
+                        "(metadata.retriever_scores.dense), for rows with fusion_weights")
     parser.add_argument("--seed", type=int, default=0, help="seed of the order, noise, bootstrap")
     parser.add_argument("--now-offset-days", type=float, default=1.0,
                         help="the first question comes this long after the last session")
@@ -164,7 +172,7 @@ def run(args: argparse.Namespace) -> int:
     from heaprank import Reranker
 
     from .locomo import RETRIEVER_LABEL, _data_path
-    from .locomo_data import BM25Scorer, build_candidates, load_locomo
+    from .locomo_data import BM25Scorer, DenseScorer, build_candidates, load_locomo
     from .locomo_report import CATEGORY
     from .locomo_sim import prepare
     from .metrics import Bootstrap, collect, score_ranking
@@ -181,7 +189,8 @@ def run(args: argparse.Namespace) -> int:
     data = load_locomo(path, conversations=args.conversations,
                        questions_per_conversation=args.questions_limit)
     lists = build_candidates(data, "bm25", bm25=BM25Scorer(data))
-    prep = prepare(data, lists, args.now_offset_days, unique_ids=True)
+    dense = DenseScorer(data, progress=False) if args.dense else None
+    prep = prepare(data, lists, args.now_offset_days, unique_ids=True, dense=dense)
     sequence = question_sequence(data, args.seed)
     n_conv = {c: len(data.by_conv(c)) for c in range(len(data.conversations))}
     later = np.array([j >= n_conv[data.questions[qi].conv] / 2 for qi, j in
@@ -204,7 +213,10 @@ def run(args: argparse.Namespace) -> int:
         per_q[name] = collect(scores)
         edges = sum(len(rr.state.list_edges(ns)) for ns in prep.namespaces)
         reach = {k: stats[k] for k in ("with_edges", "evidence_pair", "evidence_other")}
+        fitted = rr.stats()["weights_fitted"]
         extra[name] = {"edges": edges, "feedbacks": int(stats["feedbacks"]),
+                       "weights": {k: round(v, 3) for k, v in rr.stats()["weights"].items()},
+                       "refits": 0 if fitted is None else fitted["version"],
                        "questions_reached": reach, **({} if args.no_timing else {
             "rerank_mean_ms": round(1000 * stats["rerank_s"] / max(stats["reranks"], 1), 3),
             "feedback_mean_ms": round(1000 * stats["feedback_s"] / max(stats["feedbacks"], 1), 3)})}
@@ -229,7 +241,11 @@ def run(args: argparse.Namespace) -> int:
                                 for c in sorted(set(cats.tolist()))},
             **extra.get(name, {}),
         }
-        for label, other in (("vs_" + baseline, baseline), ("vs_" + reference, reference)):
+        twin = name + "-fixed" if name != "default" else "fixed"  # the same row, weights fixed
+        pairs = [("vs_" + baseline, baseline), ("vs_" + reference, reference)]
+        if twin in per_q:
+            pairs.append(("vs_" + twin, twin))
+        for label, other in pairs:
             if other != name:
                 d = boot.diff(pq.rr, per_q[other].rr)
                 dl = late_boot.diff(pq.rr[later], per_q[other].rr[later])
@@ -238,7 +254,8 @@ def run(args: argparse.Namespace) -> int:
                               "later_ci": [round(x, 5) for x in dl["ci"]]}
         rows.append(row)
     result = {
-        "benchmark": "locomo-sequential", "retriever": RETRIEVER_LABEL["bm25"],
+        "benchmark": "locomo-sequential",
+        "retriever": RETRIEVER_LABEL["bm25"] + (" + MiniLM cosine" if args.dense else ""),
         "feedback": args.feedback, "seed": args.seed, "n_questions": len(data.questions),
         "n_later": int(later.sum()), "shown_k": SHOWN_K, "resamples": args.resamples,
         "rows": rows,
@@ -284,6 +301,15 @@ def _table(result: dict[str, Any], baseline: str, reference: str) -> str:
             lines.append(f"{row['row']}: questions with an edge among their candidates "
                          f"{reach['with_edges']}, joining two evidence turns {reach['evidence_pair']}, "
                          f"joining evidence to a non-evidence turn {reach['evidence_other']}")
+    for row in result["rows"]:
+        if row.get("refits"):
+            lines.append(f"{row['row']}: {row['refits']} re-fits, weights at the end "
+                         + ", ".join(f"{k} {v:g}" for k, v in row["weights"].items() if v))
+        for key in (k for k in row if k.startswith("vs_") and k.endswith("fixed")):
+            d = row[key]
+            lines.append(f"{row['row']} vs {key[3:]} (continuous re-fit vs fixed weights): "
+                         f"MRR {d['diff']:+.3f} [{d['ci'][0]:+.3f}, {d['ci'][1]:+.3f}], later "
+                         f"{d['later_diff']:+.3f} [{d['later_ci'][0]:+.3f}, {d['later_ci'][1]:+.3f}]")
     lines.append("MRR by category: " + "; ".join(
         f"{row['row']} " + ", ".join(f"{c} {v:.3f}" for c, v in row["mrr_by_category"].items())
         for row in result["rows"]))

@@ -115,7 +115,8 @@ def prepare(data: Dataset, lists: list[CandidateList], offset_days: float,
                     times=[question_time(c, offset_days) for c in data.conversations],
                     candidates=cands, evidence=ev)
     if unique_ids:
-        prep.unique_candidates, prep.unique_evidence = _candidates(data, lists, unique=True)
+        prep.unique_candidates, prep.unique_evidence = _candidates(data, lists, unique=True,
+                                                                   dense=dense)
     return prep
 
 

@@ -118,6 +118,19 @@ class Config:
             (weight 1): relevance becomes the weighted mean of the min-max normalised scores.
         qtype_weights: Signal weights for one question type (``{"when": Weights(...)}``), in
             place of ``weights`` for questions of that type.
+        refit_every: Re-fit ``weights`` from the state's impression log after every this many
+            feedbacks given through a reranker (``tune``'s fit and held-out check, shrunk
+            toward the current weights); the weights live in the state, so every reranker
+            sharing it ranks with the latest. 0: never, and ``weights`` stay as given.
+        refit_shrinkage: The L2 pull of each re-fit toward the current weights.
+        refit_window: A re-fit reads the latest this many impressions with feedback (its
+            cost grows with them: ``python -m benchmarks refit-cost``).
+        refit_poll_s: How often (seconds) a reranker looks for weights another process fitted.
+        refit_signals: The weights a re-fit may move (``None``: every weight the log carries;
+            the others stay as configured).
+        refit_qtypes: Each re-fit also fits each question type's weights (its impressions
+            only, pulled toward the pooled fit) into ``qtype_weights``, where its own held-out
+            check lets it move.
     """
 
     weights: Weights = field(default_factory=Weights)
@@ -147,6 +160,12 @@ class Config:
     intent_recency: Mapping[str, float] = field(default_factory=dict)
     fusion_weights: Mapping[str, float] = field(default_factory=dict)
     qtype_weights: Mapping[str, Weights] = field(default_factory=dict)
+    refit_every: int = 100
+    refit_shrinkage: float = 1.0
+    refit_window: int = 5000
+    refit_poll_s: float = 5.0
+    refit_signals: tuple[str, ...] | None = None
+    refit_qtypes: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.weights, Weights):
@@ -214,6 +233,22 @@ class Config:
         if not isinstance(self.drop_forgotten, bool):
             raise ConfigError(f"drop_forgotten: expected a bool, got "
                               f"{type(self.drop_forgotten).__name__}")
+        if isinstance(self.refit_every, bool) or not isinstance(self.refit_every, int) \
+                or self.refit_every < 0:
+            raise ConfigError(f"refit_every: expected an int >= 0, got {self.refit_every!r}")
+        if isinstance(self.refit_window, bool) or not isinstance(self.refit_window, int) \
+                or self.refit_window < 1:
+            raise ConfigError(f"refit_window: expected an int >= 1, got {self.refit_window!r}")
+        _check_nonneg("refit_shrinkage", self.refit_shrinkage)
+        _check_nonneg("refit_poll_s", self.refit_poll_s)
+        if self.refit_signals is not None:
+            if isinstance(self.refit_signals, str) or any(n not in SIGNALS
+                                                          for n in self.refit_signals):
+                raise ConfigError(f"refit_signals: expected None or signal names of "
+                                  f"{', '.join(SIGNALS)}, got {self.refit_signals!r}")
+            object.__setattr__(self, "refit_signals", tuple(self.refit_signals))
+        if not isinstance(self.refit_qtypes, bool):
+            raise ConfigError(f"refit_qtypes: expected a bool, got {type(self.refit_qtypes).__name__}")
         _check_nonneg("exploration_rate", self.exploration_rate)
         if self.exploration_rate > 1:
             raise ConfigError(f"exploration_rate: must be in [0, 1], got {self.exploration_rate!r}")

@@ -22,8 +22,13 @@ import numpy as np
 from .learning.co_use import CoUse
 from .scoring.features import expand_features
 
-#: An impression's verdict codes, per shown item.
-OPEN, USED, IGNORED = 0, 1, 2
+#: An impression's verdict codes, per shown item; ``OUTDATED`` and ``WRONG`` are the graded
+#: labels of ``feedback(labels=...)`` (not used, like ``IGNORED``, with their own evidence).
+OPEN, USED, IGNORED, OUTDATED, WRONG = 0, 1, 2, 3, 4
+#: The label names of ``feedback(labels=...)`` and their verdict codes.
+LABELS = {"used": USED, "ignored": IGNORED, "outdated": OUTDATED, "wrong": WRONG}
+#: Verdict code -> label name (codes 1 to 4).
+LABEL_OF = {code: name for name, code in LABELS.items()}
 
 _RECALL_ID = re.compile(r"[0-9a-f]{16}\Z")
 
@@ -140,31 +145,41 @@ class Impression:
 
 @dataclass(frozen=True, slots=True)
 class FeedbackItem:
-    """One shown item's verdict: used (confirm) or ignored (reject with ``reject_weight``)."""
+    """One shown item's verdict: used (confirm) or not (reject with ``reject_weight``).
+
+    ``verdict`` is the code stored for it (:data:`USED`, :data:`IGNORED`, :data:`OUTDATED`,
+    :data:`WRONG`); 0 means the plain one of ``used``."""
 
     id: str
     rank: int
     used: bool
     features: tuple[str, ...]
     reject_weight: float = 1.0
+    verdict: int = 0
+
+    @property
+    def code(self) -> int:
+        """The verdict code stored for this item."""
+        return self.verdict or (USED if self.used else IGNORED)
 
 
 _ITEM_SETTERS = tuple(FeedbackItem.__dict__[name].__set__
-                      for name in ("id", "rank", "used", "features", "reject_weight"))
+                      for name in ("id", "rank", "used", "features", "reject_weight", "verdict"))
 
 
 def new_feedback_item(id: str, rank: int, used: bool, features: tuple[str, ...],
-                      reject_weight: float, /) -> FeedbackItem:
+                      reject_weight: float, verdict: int = 0, /) -> FeedbackItem:
     """A :class:`FeedbackItem` as the reranker makes them (the fields in order), its slots set
     directly: the frozen dataclass's ``__init__`` costs more, and every feedback builds one per
     shown item."""
     item = object.__new__(FeedbackItem)
-    put_id, put_rank, put_used, put_features, put_weight = _ITEM_SETTERS
+    put_id, put_rank, put_used, put_features, put_weight, put_verdict = _ITEM_SETTERS
     put_id(item, id)
     put_rank(item, rank)
     put_used(item, used)
     put_features(item, features)
     put_weight(item, reject_weight)
+    put_verdict(item, verdict)
     return item
 
 

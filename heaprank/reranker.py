@@ -12,6 +12,7 @@ state and, in ``arerank`` / ``afeedback``, on a state's async twin.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -19,14 +20,15 @@ from typing import TYPE_CHECKING, Any
 from ._checks import check_k, check_namespace, check_query
 from ._flow import Flow, adrive, drive
 from ._time import resolve_now
-from .config import Config
+from .config import SIGNALS, Config
 from .errors import ConfigError, FeedbackError, InputError, InputTypeError
 from .learning import retention as ret
 from .learning.audit import Link, forget_preview, links_of
 from .learning.evidence import EvidenceReader
 from .learning.exploration import Explorer
-from .learning.feedback import FeedbackStage, Used, named_only, used_ids
+from .learning.feedback import FeedbackStage, Labels, Used, check_labels, named_only, used_ids
 from .learning.impressions import ImpressionLog
+from .learning.refit import FittedWeights, Refitter, adopted
 from .records import FeedbackBatch, FeedbackOutcome, new_recall_id
 from .scoring import explain
 from .scoring.candidates import CandidateLike
@@ -90,8 +92,10 @@ class Reranker:
             ret.resolve_policy(config.retention_policy)  # a bad policy file fails here
         self._config = config
         self.state: StateBackend = open_state(state, strict=self.strict)
+        self._refit = Refitter(config, self.state)
         self._assemble(FeatureSpace(max_bytes=feature_cache_bytes,
                                     prefix_chars=config.feature_prefix_chars))
+        self._adopt()
 
     def _assemble(self, space: FeatureSpace) -> None:
         """Build the stages around a feature space (a clone shares its original's)."""
@@ -154,6 +158,8 @@ class Reranker:
 
     def _request(self, query: str, namespace: str, k: int, now: Any, track: bool,
                  config: Config | None) -> Request:
+        if self._refit.next_poll <= time.monotonic():  # (never without continuous re-fits)
+            self._adopt()
         query, namespace, k = check_query(query), check_namespace(namespace), check_k(k)
         cfg = self._call_config(config)
         when, explicit = resolve_now(now)
@@ -192,6 +198,30 @@ class Reranker:
     def _send(self, request: StateRequest) -> Any:
         return request.send(self._caps)
 
+    # ---------------------------------------------------------------- weights
+
+    def _adopt(self) -> None:
+        """Rank with the weights stored in the state, if a newer version is there."""
+        record = self._refit.poll()
+        if record is not None:
+            self._config = adopted(self._config, record)
+
+    def _fed(self, outcome: FeedbackOutcome) -> FeedbackOutcome:
+        """After a feedback is stored: the re-fit it makes due, if any."""
+        if self._refit.due(outcome):
+            self.refit()
+        return outcome
+
+    def refit(self) -> FittedWeights | None:
+        """Re-fit the weights from the state's impression log now and store them in the state
+        (what ``Config.refit_every`` does after every that many feedbacks): the record that now
+        applies, or None with too little data (or ``refit_every=0``). See docs/design.md,
+        "Continuous re-fitting"."""
+        record = self._refit.fit(self._config)
+        if record is not None:
+            self._config = adopted(self._config, record)
+        return record
+
     def _async_target(self) -> AsyncTarget | None:
         """How the async methods reach the state: its async twin for the running loop, or None
         (a worker thread then). Co-use edges need a twin that reads and writes them."""
@@ -208,8 +238,12 @@ class Reranker:
     def feedback(self, recall_id: str | None = None, used: Used = (), *,
                  now: Any = None, namespace: str | None = None, query: str | None = None,
                  shown: Sequence[CandidateLike] | None = None,
-                 feedback_id: str | None = None) -> FeedbackOutcome:
+                 feedback_id: str | None = None, labels: Labels | None = None) -> FeedbackOutcome:
         """Report which shown items the answer used; every other shown item counts as ignored.
+
+        ``labels`` grades shown items one by one: ``{id: "used" | "ignored" | "outdated" |
+        "wrong"}`` (``outdated``: a newer version should have won, evidence for recency in the
+        tuning log, none against its links; ``wrong``: rejects its links as three ignores).
 
         Either pass the ``recall_id`` of a :class:`Ranking` (from any process sharing the state;
         with ``namespace=`` it must be a recall of that namespace), or the explicit form
@@ -222,31 +256,40 @@ class Reranker:
                 shown, a reused ``feedback_id`` with another shown list, or a contradiction of
                 feedback already recorded.
         """
-        if recall_id is not None and feedback_id is None:
+        graded = check_labels(labels)
+        if recall_id is not None and feedback_id is None and not graded:
             done, used = self._feedback.lean(recall_id, used, namespace, now)
             if done is not None:
-                return done
-        return drive(self._feedback.flow(recall_id, used, now, namespace,
-                                         (query, shown, feedback_id)), self._send)
+                return self._fed(done)
+        return self._fed(drive(self._feedback.flow(recall_id, used, now, namespace,
+                                                   (query, shown, feedback_id), graded),
+                               self._send))
 
     async def afeedback(self, recall_id: str | None = None, used: Used = (), *,
                         now: Any = None, namespace: str | None = None, query: str | None = None,
                         shown: Sequence[CandidateLike] | None = None,
-                        feedback_id: str | None = None) -> FeedbackOutcome:
+                        feedback_id: str | None = None,
+                        labels: Labels | None = None) -> FeedbackOutcome:
         """Async :meth:`feedback`. On a state with an async client (Redis from a URL) its round
         trips are awaited on the event loop; on the others it runs in a worker thread."""
         target = self._async_target()
         if target is None:
             return await asyncio.to_thread(self.feedback, recall_id, used, now=now,
                                            namespace=namespace, query=query, shown=shown,
-                                           feedback_id=feedback_id)
-        return await adrive(self._feedback.flow(recall_id, used, now, namespace,
-                                                (query, shown, feedback_id)), target.send)
+                                           feedback_id=feedback_id, labels=labels)
+        outcome = await adrive(self._feedback.flow(recall_id, used, now, namespace,
+                                                   (query, shown, feedback_id),
+                                                   check_labels(labels)), target.send)
+        if self._refit.due(outcome):  # the fit itself in a worker thread: off the loop
+            await asyncio.to_thread(self.refit)
+        return outcome
 
-    def feedback_many(self, requests: Iterable[tuple[str, Used]], *, now: Any = None,
+    def feedback_many(self, requests: Iterable[tuple[str, Used] | tuple[str, Used, Labels]], *,
+                      now: Any = None,
                       namespace: str | None = None) -> list[FeedbackOutcome | FeedbackError]:
         """Several ``feedback(recall_id, used)`` calls applied together: on SQLite in one
-        transaction (one commit: a group commit), elsewhere one after the other.
+        transaction (one commit: a group commit), elsewhere one after the other. A request
+        may carry a third entry, its ``labels`` (as :meth:`feedback`'s).
 
         Each feedback is still atomic and idempotent on its own. Returns one entry per request,
         in order: its :class:`FeedbackOutcome`, or the :class:`FeedbackError` that kept it from
@@ -255,14 +298,14 @@ class Reranker:
         """
         batches: list[FeedbackBatch | FeedbackError] = []
         named: list[tuple[str, ...]] = []
-        for recall_id, used in requests:
+        for recall_id, used, *rest in requests:
+            graded = check_labels(rest[0] if rest else None)
             try:
                 ids = used_ids(used, "used")
                 imp = drive(self._feedback.impression(recall_id, namespace), self._send)
-                verdicts = dict.fromkeys(imp.ids, False)
-                verdicts.update(dict.fromkeys(ids, True))
-                batches.append(self._feedback.batch(imp, verdicts, now))
-                named.append(ids)
+                verdicts = self._feedback.verdicts(imp, ids, graded)
+                batches.append(self._feedback.batch(imp, verdicts, now, graded))
+                named.append((*ids, *graded))
             except FeedbackError as exc:
                 batches.append(exc)
         done = iter(self._feedback.apply_many([b for b in batches
@@ -275,7 +318,7 @@ class Reranker:
                 continue
             applied, ids = next(done), next(ids_of)
             out.append(applied if isinstance(applied, FeedbackError)
-                       else named_only(applied, namespace, ids))
+                       else self._fed(named_only(applied, namespace, ids)))
         return out
 
     def mark_used(self, recall_id: str, ids: Used, *, now: Any = None,
@@ -359,6 +402,10 @@ class Reranker:
                       min_impressions=min_impressions)
         if apply:
             self._config = result.config  # (scoring fields only: the stages keep theirs)
+            if result.moved and self._refit.store is not None:  # the other processes too
+                self._refit.store_record(FittedWeights(
+                    version=0, weights=result.config.weights, fitted_at=time.time(),
+                    moved=True, reason="tune(apply=True)", impressions=result.pooled.impressions))
         return result
 
     # ---------------------------------------------------------------- lifecycle
@@ -372,8 +419,15 @@ class Reranker:
         self._evidence.clear()
         self._impressions.clear()
 
-    def stats(self) -> dict[str, int]:
-        return self.state.stats()
+    def stats(self) -> dict[str, Any]:
+        """The state's counts, the weights this reranker ranks with (``weights``) and the
+        record of their last fit (``weights_fitted``: when, whether it moved, and the held-out
+        ``gain`` of the learned signals over relevance alone; None before any fit)."""
+        self._adopt()
+        record = self._refit.current
+        return {**self.state.stats(),
+                "weights": {n: getattr(self._config.weights, n) for n in SIGNALS},
+                "weights_fitted": None if record is None else record.to_dict()}
 
     def close(self) -> None:
         self.state.close()

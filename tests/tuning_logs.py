@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from heaprank import Reranker, StateBackend
+from heaprank import Config, Reranker, StateBackend
 from heaprank.records import Impression, new_recall_id
 from heaprank.state import codec
 
@@ -62,8 +62,9 @@ def synthetic_log(n: int, *, relevance: float = 0.5, recency: float = 1.0, impor
 
 def record(state: StateBackend, impressions: Iterable[Impression]) -> None:
     """Write impressions into a real state as a reranker would: the impression, then feedback
-    naming its used items (the verdicts the impressions carry)."""
-    rr = Reranker(state)
+    naming its used items (the verdicts the impressions carry). No continuous re-fit runs
+    meanwhile: the state keeps no fitted weights."""
+    rr = Reranker(state, config=Config(refit_every=0))
     requests: list[tuple[str, Sequence[str]]] = []
     for imp in impressions:
         held = state.put_impression(Impression(

@@ -183,6 +183,7 @@ def _cmd_explain(args: argparse.Namespace) -> int:
 
 
 def _cmd_stats(args: argparse.Namespace) -> int:
+    from ..learning.refit import describe_fit
     from ..reranker import Reranker
 
     with Reranker(_state_url(args)) as rr:
@@ -191,10 +192,14 @@ def _cmd_stats(args: argparse.Namespace) -> int:
     if args.json:
         _print_json({**stats, "namespace_names": namespaces})
         return 0
+    weights, fitted = stats.pop("weights"), stats.pop("weights_fitted")
     width = max(len(k) for k in stats)
     for key, value in stats.items():
         print(f"{key:<{width}}  {value:>10}")
+    print("weights           " + ", ".join(f"{k} {v:.3g}" for k, v in weights.items()))
+    print("weights fitted    " + describe_fit(fitted))
     return 0
+
 
 
 def _cmd_state_copy(args: argparse.Namespace) -> int:

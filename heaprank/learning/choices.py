@@ -46,6 +46,9 @@ class ChoiceLog:
 
     def __init__(self, impressions: Iterable[Impression]) -> None:
         self.skipped = {"no_signals": 0, "no_use": 0, "all_used": 0, "invalid": 0}
+        #: Graded labels in the log (usable impressions or not): items labelled ``outdated``
+        #: or ``wrong``. In a choice both are shown items that were not used.
+        self.labels = {"outdated": 0, "wrong": 0}
         names: dict[str, int] = {}
         times: list[float] = []
         owners: list[int] = []
@@ -56,6 +59,9 @@ class ChoiceLog:
             if not isinstance(imp, Impression):
                 raise InputTypeError(f"impressions: expected Impression objects, got "
                                      f"{type(imp).__name__}")
+            if imp.verdicts and max(imp.verdicts) > codec.IGNORED:
+                self.labels["outdated"] += imp.verdicts.count(codec.OUTDATED)
+                self.labels["wrong"] += imp.verdicts.count(codec.WRONG)
             reason = self._unusable(imp)
             if reason:
                 self.skipped[reason] += 1
@@ -168,11 +174,13 @@ class Choices:
 @dataclass(frozen=True, slots=True)
 class Penalty:
     """How a fit is held: the L2 ``shrinkage`` toward its target, the recency floor its
-    recency is computed with, and whether the half-life is fitted too."""
+    recency is computed with, whether the half-life is fitted too, and which weights may move
+    (``only``; None: every weight the log carries)."""
 
     shrinkage: float
     recency_floor: float
     fit_half_life: bool
+    only: tuple[str, ...] | None = None
 
 
 class LogitFit:
@@ -195,12 +203,13 @@ class LogitFit:
                                                    penalty.fit_half_life)
         self.choices = log.choices(impressions)
         self.names = tuple(names)
-        self.tuned = np.array([k for k, n in enumerate(names) if n == "recency" or n in log.columns],
-                              dtype=np.intp)
+        self.tuned = np.array([k for k, n in enumerate(names)
+                               if (n == "recency" or n in log.columns)
+                               and (penalty.only is None or n in penalty.only)], dtype=np.intp)
         self.fixed = np.asarray(start, dtype=np.float64)
         # A stored recency (the Ebbinghaus kernel's) has no half-life to fit.
         self.fit_half_life = fit_half_life and "recency" in self.names \
-            and "recency" not in log.columns
+            and "recency" not in log.columns and (penalty.only is None or "recency" in penalty.only)
         self.target = np.asarray(weights_target, dtype=np.float64)[self.tuned]
         if self.fit_half_life:
             self.target = np.append(self.target, math.log(half_life_s))
@@ -211,8 +220,8 @@ class LogitFit:
         self.x = log.log_signals(self.names, half_life_s, recency_floor, rows)[:, self.tuned]
         self.age = log.columns["age_days"][rows]
         self.offset = np.log(log.columns["rules"][rows])
-        self.recency = list(self.names[k] for k in self.tuned.tolist()).index("recency") \
-            if "recency" in self.names else -1
+        tuned_names = [self.names[k] for k in self.tuned.tolist()]
+        self.recency = tuned_names.index("recency") if "recency" in tuned_names else -1
 
     def unpack(self, theta: np.ndarray) -> tuple[np.ndarray, float]:
         """Every weight (Weights order) and the half-life that ``theta`` stands for."""

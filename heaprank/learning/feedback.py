@@ -24,6 +24,11 @@ from .._time import DAY_S, FEEDBACK_EARLY_S, feedback_time_ok, resolve_now, to_e
 from ..config import Config
 from ..errors import FeedbackError, InputError, InputTypeError
 from ..records import (
+    LABEL_OF,
+    LABELS,
+    OUTDATED,
+    USED,
+    WRONG,
     FeedbackBatch,
     FeedbackOutcome,
     Impression,
@@ -43,6 +48,48 @@ _LOG_DISCOUNT = [math.inf] + [1.0 / math.log2(1.0 + rank) for rank in range(1, 2
 _NO_DISCOUNT = [1.0] * len(_LOG_DISCOUNT)
 
 Used = Iterable[str] | str
+Labels = Mapping[str, str]
+
+#: The reject weight of an item labelled ``wrong``: three ignores, with no rank discount (who
+#: labels an item has read it, wherever it was shown).
+WRONG_WEIGHT = 3.0
+
+
+def check_labels(labels: object) -> dict[str, int]:
+    """``feedback(labels=...)`` checked: id -> verdict code (empty for None)."""
+    if labels is None:
+        return {}
+    if not isinstance(labels, Mapping):
+        raise InputTypeError(f"labels: expected a mapping of id -> label, got "
+                             f"{type(labels).__name__}")
+    out: dict[str, int] = {}
+    for d, name in labels.items():
+        d = check_id(d, "labels")
+        code = LABELS.get(name) if isinstance(name, str) else None
+        if code is None:
+            raise InputError(f"labels[{d!r}]: expected one of {', '.join(map(repr, LABELS))}, "
+                             f"got {name!r}")
+        out[d] = code
+    return out
+
+
+def merge_labels(verdicts: dict[str, bool], labels: Mapping[str, int],
+                 used: Sequence[str]) -> None:
+    """Add the labels' used / not-used verdicts to ``verdicts``; a label other than ``used``
+    on an id listed in ``used`` is a contradiction."""
+    listed = set(used)
+    for d, code in labels.items():
+        if d in listed and code != USED:
+            raise InputError(f"labels[{d!r}]: {LABEL_OF[code]!r}, but the id is also in used=")
+        verdicts[d] = code == USED
+
+
+def check_shown(labels: Mapping[str, int], shown: Sequence[str], recall_id: str) -> None:
+    """Refuse a label on an id the recall did not show (before anything is written)."""
+    known = set(shown)
+    for d in labels:
+        if d not in known:
+            raise FeedbackError(f"labels: id {d!r} was not shown in recall {recall_id!r}")
 
 
 def used_ids(ids: object, field: str) -> tuple[str, ...]:
@@ -84,32 +131,45 @@ class FeedbackStage:
     # ------------------------------------------------------------ the general path
 
     def flow(self, recall_id: str | None, used: Used, now: Any, namespace: str | None,
-             explicit: tuple[str | None, Sequence[CandidateLike] | None, str | None]
-             ) -> Flow[StateRequest, FeedbackOutcome]:
+             explicit: tuple[str | None, Sequence[CandidateLike] | None, str | None],
+             labels: Mapping[str, int] | None = None) -> Flow[StateRequest, FeedbackOutcome]:
         """``feedback(recall_id, used, ...)`` as a flow; ``explicit`` is the explicit form's
-        ``(query, shown, feedback_id)``."""
+        ``(query, shown, feedback_id)``; ``labels`` the checked ``labels=`` (id -> code)."""
         query, shown, feedback_id = explicit
         ids = used_ids(used, "used")
+        labels = labels or {}
+        merge_labels({}, labels, ids)  # a contradiction is refused before anything is read
         if recall_id is None:
             if namespace is None or query is None or shown is None:
                 raise InputError("feedback: pass recall_id, or namespace=, query= and shown=")
-            recall_id = yield from self.record_shown(namespace, query, shown, ids, now,
-                                                     feedback_id)
+            recall_id = yield from self.record_shown(namespace, query, shown,
+                                                     (*ids, *labels), now, feedback_id, len(ids))
         elif feedback_id is not None:
             raise InputError("feedback_id: only with the explicit form (namespace=, query=, "
                              "shown=), not with a recall_id")
-        outcome = yield from self.resolve(recall_id, namespace, None, ids, now)
-        return named_only(outcome, namespace, ids)
+        outcome = yield from self.resolve(recall_id, namespace, None, ids, now, labels)
+        return named_only(outcome, namespace, (*ids, *labels))
 
     def resolve(self, recall_id: str, namespace: str | None, verdicts: dict[str, bool] | None,
-                used: Sequence[str], now: Any) -> Flow[StateRequest, FeedbackOutcome]:
+                used: Sequence[str], now: Any,
+                labels: Mapping[str, int] | None = None) -> Flow[StateRequest, FeedbackOutcome]:
         """Apply verdicts on a recall's shown items; ``verdicts=None``: ``used`` are used, every
-        other shown item ignored."""
+        other shown item ignored (``labels``, id -> verdict code, grade them)."""
         imp = yield from self.impression(recall_id, namespace)
         if verdicts is None:
-            verdicts = dict.fromkeys(imp.ids, False)
-            verdicts.update(dict.fromkeys(used, True))  # an id not shown is rejected in batch
-        return (yield ApplyFeedback(self.batch(imp, verdicts, now), self.credit()))
+            verdicts = self.verdicts(imp, used, labels or {})
+        return (yield ApplyFeedback(self.batch(imp, verdicts, now, labels), self.credit()))
+
+    @staticmethod
+    def verdicts(imp: Impression, used: Sequence[str],
+                 labels: Mapping[str, int]) -> dict[str, bool]:
+        """Every shown item's verdict: ``used`` used, the labelled as labelled, the rest
+        ignored (an id not shown is rejected in :meth:`batch`)."""
+        check_shown(labels, imp.ids, imp.recall_id)
+        verdicts = dict.fromkeys(imp.ids, False)
+        verdicts.update(dict.fromkeys(used, True))
+        merge_labels(verdicts, labels, used)
+        return verdicts
 
     def impression(self, recall_id: object,
                    namespace: str | None) -> Flow[StateRequest, Impression]:
@@ -128,8 +188,12 @@ class FeedbackStage:
                                 f"pruned)")
         return imp
 
-    def batch(self, imp: Impression, verdicts: dict[str, bool], now: Any) -> FeedbackBatch:
-        """The feedback batch of verdicts on an impression's shown items."""
+    def batch(self, imp: Impression, verdicts: dict[str, bool], now: Any,
+              labels: Mapping[str, int] | None = None) -> FeedbackBatch:
+        """The feedback batch of verdicts on an impression's shown items; ``labels`` (id ->
+        verdict code) grade them: an ``outdated`` item teaches its links nothing (its shape
+        was right, its version old: the evidence is the tuning log's, for recency), a ``wrong``
+        one rejects them with :data:`WRONG_WEIGHT`."""
         position = dict(zip(imp.ids, range(1, len(imp.ids) + 1)))
         if not position.keys() >= verdicts.keys():
             unknown = next(d for d in verdicts if d not in position)  # the first, in order
@@ -151,11 +215,16 @@ class FeedbackStage:
         read = self._log.means.pop(imp.recall_id, None) if cfg.em_credit else None
         means: dict[int, np.ndarray] = {}
         items = []
+        graded = labels or {}
         for d, used in verdicts.items():
             rank = position[d]
-            items.append(new_feedback_item(d, rank, used, expand(qtype, slots[rank - 1],
-                                                                 d if docs else None),
-                                           self.reject_weight(rank)))
+            code = graded.get(d, 0)
+            features = () if code == OUTDATED else expand(qtype, slots[rank - 1],
+                                                          d if docs else None)
+            weight = (0.0 if code == OUTDATED else WRONG_WEIGHT if code == WRONG
+                      else self.reject_weight(rank))
+            items.append(new_feedback_item(d, rank, used, features, weight,
+                                           code if code > USED else 0))
             if used and read is not None and rank <= len(read[2]):
                 means[rank] = read[1][read[2][rank - 1]]
         prior, co_use = cfg.prior, cfg.co_use
@@ -233,8 +302,9 @@ class FeedbackStage:
 
     def record_shown(self, namespace: str, query: str, shown: Sequence[CandidateLike],
                      used: tuple[str, ...], now: Any,
-                     feedback_id: str | None) -> Flow[StateRequest, str]:
-        """Record the impression an explicit feedback is about: its recall id."""
+                     feedback_id: str | None, n_used: int | None = None) -> Flow[StateRequest, str]:
+        """Record the impression an explicit feedback is about: its recall id. ``used``: the
+        ids it names (the first ``n_used`` of them in ``used=``, the others labelled)."""
         namespace = check_namespace(namespace)
         query = check_query(query)
         if feedback_id is not None:
@@ -248,7 +318,8 @@ class FeedbackStage:
                                   future_tolerance_s=cfg.future_tolerance_s)
         unknown = [d for d in used if d not in set(batch.ids)]
         if unknown:  # checked before anything is written: no orphan impression
-            raise FeedbackError(f"used id {unknown[0]!r} is not among the shown ids")
+            field = "used" if unknown[0] in used[:n_used] else "labels:"
+            raise FeedbackError(f"{field} id {unknown[0]!r} is not among the shown ids")
         seen = self._scorer.read(batch, query, cfg)
         slots_of = self._scorer.space.slots_of
         held = yield from self._log.put(Impression(

@@ -105,6 +105,8 @@ class TuneResult:
             an explicit ``feedback(shown=...)``, which stores no signal values), ``no_use``
             (feedback, but nothing used), ``all_used`` (nothing to prefer the used items to),
             ``invalid`` (a signal value that is not finite and positive).
+        labels: The graded labels in the log: items labelled ``outdated`` and ``wrong``
+            (``feedback(labels=...)``); in a choice they are shown items that were not used.
     """
 
     start: Config
@@ -113,6 +115,7 @@ class TuneResult:
     pooled: TuneFit
     namespaces: Mapping[str, TuneFit]
     skipped: Mapping[str, int]
+    labels: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def moved(self) -> bool:
@@ -123,7 +126,7 @@ class TuneResult:
                 "config": self.config.to_dict(),
                 "fit": self.fit.to_dict(), "pooled": self.pooled.to_dict(),
                 "namespaces": {ns: fit.to_dict() for ns, fit in self.namespaces.items()},
-                "skipped": dict(self.skipped)}
+                "skipped": dict(self.skipped), "labels": dict(self.labels)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +164,7 @@ class _Settings:
     holdout: float
     min_impressions: int
     recency_floor: float
+    only: tuple[str, ...] | None = None
 
 
 def _fit_scope(log: ChoiceLog, scope: np.ndarray, heldout: np.ndarray, namespace: str | None,
@@ -188,7 +192,7 @@ def _fit_scope(log: ChoiceLog, scope: np.ndarray, heldout: np.ndarray, namespace
     def problem(impressions: np.ndarray, target: tuple[np.ndarray, float]) -> LogitFit:
         return LogitFit(log, impressions, names=weight_names(), start=current[0],
                         target=target, penalty=Penalty(shrinkage, settings.recency_floor,
-                                                       settings.fit_half_life))
+                                                       settings.fit_half_life, settings.only))
 
     early_fit = problem(early, train_target)
     trained = early_fit.unpack(early_fit.solve()[0])
@@ -247,13 +251,15 @@ def _check_settings(shrinkage: float, namespace_shrinkage: float, holdout: float
         raise InputError(f"min_impressions: must be >= 1, got {min_impressions}")
 
 
-def tune(impressions: Iterable[Impression], config: Config, *, namespace: str | None = None,
+def tune(impressions: Iterable[Impression] | ChoiceLog, config: Config, *,
+         namespace: str | None = None,
          fit_half_life: bool = False, shrinkage: float = 1.0, namespace_shrinkage: float = 4.0,
          holdout: float = 0.2, min_impressions: int = MIN_IMPRESSIONS) -> TuneResult:
     """Fit the weights (and with ``fit_half_life`` the recency half-life) to logged impressions.
 
     Args:
-        impressions: Impressions with feedback, of every namespace (``state.feedback_log()``).
+        impressions: Impressions with feedback, of every namespace (``state.feedback_log()``),
+            or a :class:`~heaprank.learning.choices.ChoiceLog` already read from them.
         config: The current config: the starting point, the shrinkage target of the pooled fit,
             and the "before" of the held-out check.
         namespace: ``None``: the pooled fit only; ``"*"``: also one fit per namespace; a
@@ -271,7 +277,7 @@ def tune(impressions: Iterable[Impression], config: Config, *, namespace: str | 
     if not isinstance(config, Config):
         raise InputTypeError(f"config: expected Config, got {type(config).__name__}")
     _check_settings(shrinkage, namespace_shrinkage, holdout, min_impressions)
-    log = ChoiceLog(impressions)
+    log = impressions if isinstance(impressions, ChoiceLog) else ChoiceLog(impressions)
     n = len(log)
     heldout = np.arange(n) >= n - int(round(holdout * n))
     settings = _Settings(bool(fit_half_life), holdout, min_impressions, config.recency_floor)
@@ -291,7 +297,22 @@ def tune(impressions: Iterable[Impression], config: Config, *, namespace: str | 
     tuned = replace(config, weights=chosen.weights, half_life_s=chosen.half_life_s) \
         if chosen.moved else config
     return TuneResult(start=config, config=tuned, fit=chosen, pooled=pooled, namespaces=per_namespace,
-                      skipped=dict(log.skipped))
+                      skipped=dict(log.skipped), labels=dict(log.labels))
+
+
+def pooled_fit(log: ChoiceLog, config: Config, *, shrinkage: float, holdout: float,
+               min_impressions: int = MIN_IMPRESSIONS,
+               only: tuple[str, ...] | None = None) -> TuneFit:
+    """:func:`tune`'s pooled fit of an already read log, moving only the weights in ``only``
+    (None: every weight the log carries; the half-life stays). What continuous re-fitting runs
+    (:mod:`heaprank.learning.refit`)."""
+    _check_settings(shrinkage, 0.0, holdout, min_impressions)
+    n = len(log)
+    heldout = np.arange(n) >= n - int(round(holdout * n))
+    settings = _Settings(False, holdout, min_impressions, config.recency_floor, only)
+    current = (weight_vector(config.weights), config.half_life_s)
+    return _fit_scope(log, np.ones(n, dtype=bool), heldout, None, config, (current, current),
+                      shrinkage, settings)[0]
 
 
 def replay(impressions: Iterable[Impression], config: Config, *,

@@ -15,9 +15,8 @@ import numpy as np
 
 from ..errors import FeedbackError
 from ..records import (
-    IGNORED,
+    LABEL_OF,
     OPEN,
-    USED,
     DocStats,
     FeedbackBatch,
     FeedbackItem,
@@ -112,13 +111,13 @@ def check_resolution(batch: FeedbackBatch, verdicts: Sequence[int]) -> tuple[lis
         previous = verdicts[item.rank - 1] if item.rank - 1 < len(verdicts) else OPEN
         if previous == OPEN:
             todo.append(item)
-        elif (previous == USED) == item.used:
+        elif previous == item.code:
             done.append(item.id)
         else:
-            was = "used" if previous == USED else "ignored"
             raise FeedbackError(
-                f"recall {batch.recall_id}: id {item.id!r} was already recorded as {was}; "
-                f"feedback for an impression cannot be changed")
+                f"recall {batch.recall_id}: id {item.id!r} was already recorded as "
+                f"{LABEL_OF.get(previous, previous)}; feedback for an impression cannot be "
+                f"changed")
     return todo, done
 
 
@@ -126,7 +125,7 @@ def new_verdicts(verdicts: Sequence[int], n: int, todo: Sequence[FeedbackItem]) 
     """``verdicts`` (length ``n``) with the verdicts of ``todo`` recorded."""
     out = list(verdicts) if verdicts else [OPEN] * n
     for item in todo:
-        out[item.rank - 1] = USED if item.used else IGNORED
+        out[item.rank - 1] = item.code
     return out
 
 

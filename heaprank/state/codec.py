@@ -10,7 +10,8 @@ Layout (little-endian)::
     u8  format version (1)          u8  flags (1: time given by the caller, 2: doc features)
     u8  question type code          u16 n shown items
     u8  m signal columns            f64 time of the rerank
-    u8[n]  verdict per item: 0 open, 1 used, 2 ignored   (fixed offset 14: rewritten in place)
+    u8[n]  verdict per item: 0 open, 1 used, 2 ignored, 3 outdated, 4 wrong
+           (fixed offset 14: rewritten in place)
     u8[m]  signal column codes (SIGNAL_CODES)
     u8  k, then k x (varint length, UTF-8): slot strings outside the codebook
     n x (varint length, UTF-8 id, u8 slot count, slot codes: < 128 codebook, >= 128 table + 128)
@@ -29,11 +30,12 @@ import numpy as np
 
 from .._accel import kernels
 from ..errors import StateError
-from ..records import IGNORED, OPEN, USED, Impression
+from ..records import IGNORED, OPEN, OUTDATED, USED, WRONG, Impression
 from ..scoring.features import FIXED_SLOTS
 from ..scoring.query import QUESTION_TYPES
 
-__all__ = ["IGNORED", "OPEN", "USED", "Head", "decode_impression", "encode_impression"]
+__all__ = ["IGNORED", "OPEN", "OUTDATED", "USED", "WRONG", "Head", "decode_impression",
+           "encode_impression"]
 
 FORMAT_VERSION = 1
 VERDICT_OFFSET = 14

@@ -2,7 +2,8 @@
 
 What is copied: every namespace's links, used documents and co-use edges, the global layer as it stands
 (including evidence a forgotten namespace left in it without ``scrub_global``), every live
-impression with its verdicts, and the feedback count. Explicit feedback ids are not copied: they
+impression with its verdicts, the feedback count and the fitted weights' record (as it stands,
+version included). Explicit feedback ids are not copied: they
 only let a caller's retry find its impression again, for minutes. The target must be empty.
 """
 
@@ -91,4 +92,15 @@ def copy_state(source: StateBackend, target: StateBackend) -> dict[str, int]:
     if any(v for k, v in target.stats().items() if not k.startswith("max_")):  # (not its caps)
         raise StateError(f"state copy: the target {target!r} is not empty")
     sink.import_state(export_state(source))
+    _copy_weights(source, target)
     return target.stats()
+
+
+def _copy_weights(source: StateBackend, target: StateBackend) -> None:
+    """The fitted weights' record (:mod:`heaprank.state.weights`), if the source has one."""
+    from .weights import record_version, weight_store
+
+    src, dst = weight_store(source), weight_store(target)
+    record = None if src is None else src.read_weights()
+    if record is not None and dst is not None:
+        dst.swap_weights(0, record_version(record), record)

@@ -92,6 +92,7 @@ class MemoryState:
         # What the latest impressions showed, as written: feedback follows a rerank closely,
         # and reads them without decoding (bounded; dropped at feedback and when forgotten).
         self._shown: dict[str, _Shown] = {}
+        self._weights: tuple[int, str] | None = None  # (version, record): see state.weights
 
     @property
     def version(self) -> int:
@@ -358,6 +359,19 @@ class MemoryState:
                 "open_impressions": len(self._open),
                 "max_open_impressions": self.max_open_impressions,
             }
+
+    def read_weights(self) -> str | None:
+        """The fitted weights' record (:mod:`heaprank.state.weights`), or None."""
+        with self._lock:
+            return None if self._weights is None else self._weights[1]
+
+    def swap_weights(self, expected: int, version: int, record: str) -> bool:
+        """Store ``record`` if the stored version is ``expected`` (0: none yet)."""
+        with self._lock:
+            if (0 if self._weights is None else self._weights[0]) != expected:
+                return False
+            self._weights = (version, record)
+            return True
 
     def close(self) -> None:
         """Nothing to release; present for the Protocol."""

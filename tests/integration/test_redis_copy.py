@@ -97,7 +97,7 @@ def test_copy_memory_to_redis(redis_url):
     _teach(memory)
     target = RedisState(redis_url, prefix=unique_prefix())
     try:
-        assert _counts(copy_state(memory.state, target)) == _counts(memory.stats())
+        assert _counts(copy_state(memory.state, target)) == _counts(memory.state.stats())
         _same_ranking(memory, Reranker(target))
         with pytest.raises(StateError, match="not empty"):
             copy_state(memory.state, target)

@@ -74,9 +74,11 @@ def test_rerank_never_mutates_the_callers_objects(rr, cands):
 def test_rerank_writes_only_the_impression(rr, cands):
     rr.rerank(QUERY, cands, namespace="maya", k=2, now=NOW)
     # (the namespace object holding the open impression counts: it takes memory)
-    assert rr.stats() == {"namespaces": 1, "links": 0, "global_links": 0, "documents": 0,
-                          "impressions": 1, "feedbacks": 0, "open_impressions": 1,
-                          "max_open_impressions": 100_000}
+    assert rr.state.stats() == {"namespaces": 1, "links": 0, "global_links": 0, "documents": 0,
+                                "impressions": 1, "feedbacks": 0, "open_impressions": 1,
+                                "max_open_impressions": 100_000}
+    assert rr.stats()["weights_fitted"] is None  # (and the weights it ranks with)
+    assert rr.stats()["weights"]["usefulness"] == rr.config.weights.usefulness
     rr.rerank(QUERY, cands, namespace="maya", k=2, now=NOW, track=False)
     assert rr.stats()["impressions"] == 1
 

@@ -192,7 +192,7 @@ def test_reranker_tune_refuses_and_keeps_its_config_with_too_little_data():
 def _reranked_state(seed: int = 0) -> Reranker:
     """Real reranks of varied candidates, with feedback: a log as the reranker writes it."""
     rng = np.random.default_rng(seed)
-    rr = Reranker(MemoryState())
+    rr = Reranker(MemoryState(), config=Config(refit_every=0))  # one logging config
     kinds = ["fact", "episode", "tool_result", "preference", None]
     queries = ["When is my flight?", "What do I like?", "How much was it?", "Who is Ana?"]
     for t in range(120):

@@ -192,7 +192,8 @@ return {ns, body}
 #: 10 n pooled keys, 11 fed score, 12 recall id; then the features; then per feature its pooled
 #: key (1-based past KEYS[11]; 0: not pooled, or a Cluster); then per feature its id (a
 #: Cluster; 0: a document feature); then per feature the pooled (pos, neg) read by the caller
-#: (a Cluster); then per item: rank, used, reject weight, id, n features, feature indices.
+#: (a Cluster); then per item: rank, verdict code (1 used, 2 ignored, 3 outdated, 4 wrong),
+#: reject weight, id, n features, feature indices.
 #: Returns {applied item indices, already recorded item indices, outbox entry id, its deltas}
 #: (0-based; the outbox part "" unless a Cluster), or an error "HEAPRANK_UNKNOWN" /
 #: "HEAPRANK_CONFLICT <item index> <stored verdict>".
@@ -216,7 +217,8 @@ for j = 1, n_feat do
 end
 local items, todo, done = {}, {}, {}
 for i = 1, n_items do
-  local item = {rank = tonumber(ARGV[at]), used = ARGV[at + 1] == '1',
+  local code = tonumber(ARGV[at + 1])
+  local item = {rank = tonumber(ARGV[at]), used = code == 1, code = code,
                 weight = tonumber(ARGV[at + 2]), id = ARGV[at + 3], f = {}}
   local k = tonumber(ARGV[at + 4]); at = at + 5
   for q = 1, k do item.f[q] = tonumber(ARGV[at]); at = at + 1 end
@@ -224,14 +226,14 @@ for i = 1, n_items do
   if item.rank <= n_shown then prev = string.byte(body, 14 + item.rank) end
   if prev == 0 then
     todo[#todo + 1] = i
-  elseif (prev == 1) == item.used then
+  elseif prev == code then
     done[#done + 1] = i - 1
   else
     return redis.error_reply('HEAPRANK_CONFLICT ' .. (i - 1) .. ' ' .. prev)
   end
   items[i] = item
 end
-if #todo == 0 or n_feat == 0 then
+if #todo == 0 then  -- (items without features still get their verdicts below)
   local pending = {}
   if cluster and #done > 0 then  -- a retry: the outbox entry of the first attempt, if unpushed
     for _, i in ipairs(done) do pending[#pending + 1] = ARGV[12] .. ':' .. items[i + 1].rank end
@@ -349,7 +351,7 @@ for _, i in ipairs(todo) do
   local item = items[i]
   applied[#applied + 1] = i - 1
   if first_rank == nil or item.rank < first_rank then first_rank = item.rank end
-  redis.call('SETRANGE', KEYS[1], 13 + item.rank, item.used and '\\1' or '\\2')
+  redis.call('SETRANGE', KEYS[1], 13 + item.rank, string.char(item.code))
   if item.used then
     local last, uses = now, 1
     local row = redis.call('HGET', KEYS[3], item.id)

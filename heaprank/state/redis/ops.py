@@ -24,6 +24,7 @@ import numpy as np
 
 from ...errors import ConfigError, FeedbackError, StateError
 from ...records import (
+    LABEL_OF,
     DocStats,
     FeedbackBatch,
     FeedbackOutcome,
@@ -266,7 +267,7 @@ def feedback(layout: KeyLayout, cluster: bool, batch: FeedbackBatch, cache: Pool
                        int(recall_born_s(rid) * 1000), rid, *features, *where, *ids]
     tail: list[Any] = []
     for item in batch.items:
-        tail += [item.rank, "1" if item.used else "0", repr(float(item.reject_weight)),
+        tail += [item.rank, str(item.code), repr(float(item.reject_weight)),
                  item.id, len(item.features), *(index[f] for f in item.features)]
     script = "FEEDBACK"
     if batch.co_use is not None:  # the same script, then the co-use edges (.edges)
@@ -315,7 +316,7 @@ def feedback_outcome(batch: FeedbackBatch, reply: list[Any]) -> FeedbackOutcome:
         message = reply[0]
         if message.startswith("HEAPRANK_CONFLICT"):
             _, index, stored = message.split()
-            was = "used" if int(stored) == codec.USED else "ignored"
+            was = LABEL_OF.get(int(stored), stored)
             raise FeedbackError(f"recall {batch.recall_id}: id {batch.items[int(index)].id!r} was "
                                 f"already recorded as {was}; feedback for an impression cannot "
                                 f"be changed")

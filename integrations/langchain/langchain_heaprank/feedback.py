@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
@@ -241,16 +241,26 @@ class HeapRankFeedbackHandler(BaseCallbackHandler):
         Raises:
             FeedbackError: an id that no ranking of the trace showed (before any write).
         """
-        wanted = list(used)
-        plan: list[tuple[Any, list[str]]] = []
+        return [(ranking, mine) for ranking, mine, _ in self._graded(run_id, trace, used, None)]
+
+    def _graded(self, run_id: UUID, trace: _Trace, used: Iterable[str],
+                labels: Mapping[str, str] | None
+                ) -> list[tuple[dict[str, Any], list[str], dict[str, str]]]:
+        """:meth:`_plan` with each ranking's share of ``labels`` too (names resolved)."""
+        wanted, graded = list(used), dict(labels or {})
+        plan: list[tuple[Any, list[str], dict[str, str]]] = []
         claimed: set[str] = set()
         for ranking in trace.rankings:
             names = {name: s.id for s in _shown(ranking) for name in (s.id, *s.aliases)}
-            plan.append((ranking, [names[u] for u in wanted if u in names]))
-            claimed.update(u for u in wanted if u in names)
+            plan.append((ranking, [names[u] for u in wanted if u in names],
+                         {names[u]: label for u, label in graded.items() if u in names}))
+            claimed.update(u for u in (*wanted, *graded) if u in names)
         unknown = [u for u in wanted if u not in claimed]
         if unknown:
             raise FeedbackError(f"used: {unknown} were not shown in run {run_id}")
+        unknown = [u for u in graded if u not in claimed]
+        if unknown:
+            raise FeedbackError(f"labels: {unknown} were not shown in run {run_id}")
         return plan
 
     def _report(self, run_id: UUID, ranking: dict[str, Any], used: Sequence[str],
@@ -284,9 +294,12 @@ class HeapRankFeedbackHandler(BaseCallbackHandler):
                                 f"(unknown, still running, or older than the last {self.keep})")
         return root, trace
 
-    def feedback(self, run_id: UUID | str, used: Iterable[str], *, now: Any = None) -> list[FeedbackReport]:
+    def feedback(self, run_id: UUID | str, used: Iterable[str] = (), *, now: Any = None,
+                 labels: Mapping[str, str] | None = None) -> list[FeedbackReport]:
         """Report what the answer of trace ``run_id`` (its root run id) used, e.g. with
-        ``usage="explicit"``. Ids may be heaprank ids or ``Document.id`` values.
+        ``usage="explicit"``. Ids may be heaprank ids or ``Document.id`` values. ``labels``
+        grades shown documents one by one, as the core's ``feedback(labels=...)``:
+        ``{id: "used" | "ignored" | "outdated" | "wrong"}``.
 
         Raises:
             FeedbackError: unknown or forgotten run id, or an id that was not shown (nothing is
@@ -294,20 +307,22 @@ class HeapRankFeedbackHandler(BaseCallbackHandler):
         """
         root, trace = self._finished(run_id)
         out = []
-        for ranking, mine in self._plan(root, trace, used):
+        for ranking, mine, graded in self._graded(root, trace, used, labels):
             outcome = self.engine.feedback(ranking["recall_id"], used=mine, now=now,
-                                           namespace=ranking["namespace"])
+                                           namespace=ranking["namespace"], labels=graded or None)
             out.append(self._report(root, ranking, mine, "explicit", outcome))
         return out
 
-    async def afeedback(self, run_id: UUID | str, used: Iterable[str], *,
-                        now: Any = None) -> list[FeedbackReport]:
+    async def afeedback(self, run_id: UUID | str, used: Iterable[str] = (), *,
+                        now: Any = None,
+                        labels: Mapping[str, str] | None = None) -> list[FeedbackReport]:
         """Async :meth:`feedback` (the core's ``afeedback``)."""
         root, trace = self._finished(run_id)
         out = []
-        for ranking, mine in self._plan(root, trace, used):
+        for ranking, mine, graded in self._graded(root, trace, used, labels):
             outcome = await self.engine.afeedback(ranking["recall_id"], used=mine, now=now,
-                                                  namespace=ranking["namespace"])
+                                                  namespace=ranking["namespace"],
+                                                  labels=graded or None)
             out.append(self._report(root, ranking, mine, "explicit", outcome))
         return out
 

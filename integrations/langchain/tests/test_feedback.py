@@ -309,3 +309,23 @@ def test_a_usage_callable_that_raises_is_counted_not_swallowed(
     [record] = [r for r in caplog.records if "not recorded" in r.getMessage()]
     assert record.levelno == logging.WARNING and "KeyError" in record.getMessage()
     assert not [r for r in caplog.records if "Error in" in r.getMessage()]  # no swallowed line
+
+
+def test_explicit_feedback_with_labels_reaches_the_core(store: InMemoryVectorStore) -> None:
+    from heaprank.state import codec
+
+    engine = Reranker()
+    hr, chain = _chain(store, engine, ["Some answer without citations"])
+    handler = HeapRankFeedbackHandler(engine, usage="explicit")
+    run_id = uuid.uuid4()
+    chain.invoke(QUERY, config={"callbacks": [handler], "run_id": run_id})
+    [report] = handler.feedback(run_id, used=["wish"], labels={"booked": "outdated"})
+    verdicts = dict(zip(report.shown, engine.state.get_impression(report.recall_id).verdicts))
+    assert verdicts["wish"] == codec.USED and verdicts["booked"] == codec.OUTDATED
+    with pytest.raises(FeedbackError, match="labels: \\['nope'\\] were not shown"):
+        handler.feedback(run_id, labels={"nope": "wrong"})
+    again = uuid.uuid4()
+    chain.invoke(QUERY, config={"callbacks": [handler], "run_id": again})
+    [late] = asyncio.run(handler.afeedback(again, labels={"booked": "wrong"}))
+    verdicts = dict(zip(late.shown, engine.state.get_impression(late.recall_id).verdicts))
+    assert verdicts["booked"] == codec.WRONG

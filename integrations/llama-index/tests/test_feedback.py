@@ -275,3 +275,28 @@ def test_a_usage_callable_that_raises_is_counted_not_swallowed(
     assert handler.failed == 1 and handler.reports == []
     [record] = [r for r in caplog.records if "not recorded" in r.getMessage()]
     assert "KeyError" in record.getMessage() and record.exc_info is None
+
+
+def test_explicit_feedback_with_labels_reaches_the_core(index, llm, postprocessor) -> None:
+    from heaprank.state import codec
+
+    handler = HeapRankFeedbackHandler(postprocessor, usage="explicit").install()
+    try:
+        llm.answer = "An answer with no citation [1]."
+        response = _engine(index, llm, postprocessor).query(QUERY)
+        first, second = (n.node for n in response.source_nodes[:2])
+        [report] = handler.feedback(response, used=[first.node_id],
+                                    labels={second.node_id: "wrong"})
+        stored = postprocessor.engine.state.get_impression(report.recall_id)
+        verdicts = dict(zip(report.shown, stored.verdicts))
+        assert verdicts[second.metadata["heaprank_id"]] == codec.WRONG
+        with pytest.raises(FeedbackError, match="labels: .* were not among"):
+            handler.feedback(response, labels={"elsewhere": "outdated"})
+        again = _engine(index, llm, postprocessor).query(QUERY)
+        node = again.source_nodes[0].node
+        [late] = asyncio.run(handler.afeedback(again, labels={node.node_id: "outdated"}))
+        stored = postprocessor.engine.state.get_impression(late.recall_id)
+        assert dict(zip(late.shown, stored.verdicts))[node.metadata["heaprank_id"]] == \
+            codec.OUTDATED
+    finally:
+        handler.uninstall()

@@ -12,7 +12,7 @@ import functools
 import threading
 import warnings
 from collections import OrderedDict
-from collections.abc import AsyncGenerator, Generator, Iterable, Sequence
+from collections.abc import AsyncGenerator, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -269,43 +269,56 @@ class HeapRankFeedbackHandler(BaseSpanHandler[SimpleSpan]):
             del self._reports[:-self._keep]
         return report
 
-    def _plan(self, response: Any, used: Iterable[str]) -> list[tuple[_Ranking, list[str]]]:
+    def _plan(self, response: Any, used: Iterable[str],
+              labels: Mapping[str, str] | None = None
+              ) -> list[tuple[_Ranking, list[str], dict[str, str]]]:
+        """Each heaprank ranking of ``response`` with the ids of ``used`` and ``labels`` it
+        showed (names resolved)."""
         rankings = self._mine(_rankings(getattr(response, "source_nodes", None) or []))
         if not rankings:
             raise FeedbackError("response: no source node carries a heaprank ranking of this "
                                 "handler's state")
-        wanted = list(used)
-        plan: list[tuple[Any, list[str]]] = []
+        wanted, graded = list(used), dict(labels or {})
+        plan: list[tuple[Any, list[str], dict[str, str]]] = []
         claimed: set[str] = set()
         for ranking in rankings:
             names = {name: s.id for s in ranking.shown for name in (s.id, *s.aliases)}
-            plan.append((ranking, [names[u] for u in wanted if u in names]))
-            claimed.update(u for u in wanted if u in names)
+            plan.append((ranking, [names[u] for u in wanted if u in names],
+                         {names[u]: label for u, label in graded.items() if u in names}))
+            claimed.update(u for u in (*wanted, *graded) if u in names)
         unknown = [u for u in wanted if u not in claimed]
         if unknown:
             raise FeedbackError(f"used: {unknown} were not among the response's source nodes")
+        unknown = [u for u in graded if u not in claimed]
+        if unknown:
+            raise FeedbackError(f"labels: {unknown} were not among the response's source nodes")
         return plan
 
-    def feedback(self, response: Any, used: Iterable[str]) -> list[FeedbackReport]:
+    def feedback(self, response: Any, used: Iterable[str] = (), *,
+                 labels: Mapping[str, str] | None = None) -> list[FeedbackReport]:
         """Report what ``response`` (a Response, chat response or drained stream) used; ids may be
-        heaprank ids, node ids or ``ref_doc_id`` values.
+        heaprank ids, node ids or ``ref_doc_id`` values. ``labels`` grades source nodes one by
+        one, as the core's ``feedback(labels=...)``: ``{id: "used" | "ignored" | "outdated" |
+        "wrong"}``.
 
         Raises:
             FeedbackError: the response has no heaprank nodes, or an id was not among them
                 (nothing is written then); the core's errors as they come (the app's own call).
         """
         out = []
-        for ranking, mine in self._plan(response, used):
+        for ranking, mine, graded in self._plan(response, used, labels):
             outcome = self._engine.feedback(ranking.recall_id, used=mine,
-                                            namespace=ranking.namespace)
+                                            namespace=ranking.namespace, labels=graded or None)
             out.append(self._report(ranking, mine, "explicit", outcome))
         return out
 
-    async def afeedback(self, response: Any, used: Iterable[str]) -> list[FeedbackReport]:
+    async def afeedback(self, response: Any, used: Iterable[str] = (), *,
+                        labels: Mapping[str, str] | None = None) -> list[FeedbackReport]:
         """Async :meth:`feedback` (the core's ``afeedback``)."""
         out = []
-        for ranking, mine in self._plan(response, used):
+        for ranking, mine, graded in self._plan(response, used, labels):
             outcome = await self._engine.afeedback(ranking.recall_id, used=mine,
-                                                   namespace=ranking.namespace)
+                                                   namespace=ranking.namespace,
+                                                   labels=graded or None)
             out.append(self._report(ranking, mine, "explicit", outcome))
         return out

@@ -1,0 +1,250 @@
+"""Continuous re-fitting: the signal weights re-fitted from the state's own impression log after
+every ``Config.refit_every`` feedbacks, kept in the state so that every reranker sharing it
+agrees (docs/design.md, "Continuous re-fitting").
+
+A re-fit is :func:`heaprank.learning.tuning.tune` on the latest ``Config.refit_window``
+impressions of the log: a conditional logit shrunk
+(``Config.refit_shrinkage``) toward the weights in use, which moves only when the fit on the
+earlier 80% predicts the latest 20% better. Its record also says what the learned signals are
+worth on those latest impressions: the held-out MRR of the shown items re-ordered by the
+weights that apply, next to relevance alone. It runs at feedback time, after the feedback is
+stored, never inside a rerank; ``rerank`` only compares a clock with the next poll time.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+from collections import deque
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, fields, replace
+from datetime import datetime, timezone
+from typing import Any
+
+import numpy as np
+
+from ..config import Config, Weights
+from ..errors import StateError
+from ..records import FeedbackOutcome, Impression
+from ..state.base import StateBackend
+from ..state.weights import WeightStore, record_version, weight_store
+from .choices import ChoiceLog, heldout_scores, weight_names
+
+__all__ = ["FittedWeights", "Refitter", "adopted", "describe_fit", "fit_weights"]
+
+logger = logging.getLogger("heaprank")
+
+#: The later share of the log each re-fit is checked on (as ``tune``'s ``holdout``).
+HOLDOUT = 0.2
+#: With ``Config.refit_qtypes``, a question type's fit is pulled this hard toward the pooled
+#: weights (as ``tune``'s ``namespace_shrinkage``).
+QTYPE_SHRINKAGE = 4.0
+
+
+@dataclass(frozen=True, slots=True)
+class FittedWeights:
+    """The state's fitted-weights record.
+
+    Attributes:
+        version: Raised by one with every write; readers adopt a record of another version.
+        weights: The weights that apply (the fit's if it moved, else those it started from).
+        fitted_at: Wall-clock time of the fit (epoch seconds).
+        moved, reason: Whether the held-out check let the fit move, and why (``tune``'s).
+        impressions: Usable impressions the fit read; ``heldout``: how many were held out.
+        heldout_mrr, heldout_mrr_relevance: On the held-out impressions, the MRR of the first
+            used item with the shown items re-ordered by the weights that apply (fitted on
+            the earlier part only) and by relevance alone; ``gain`` is their difference.
+        labels: The graded labels the log held (``outdated``, ``wrong``).
+        qtype_weights: With ``Config.refit_qtypes``, the weights of each question type whose
+            own fit moved (pulled toward the pooled ones); else empty.
+    """
+
+    version: int
+    weights: Weights
+    fitted_at: float
+    moved: bool
+    reason: str
+    impressions: int = 0
+    heldout: int = 0
+    heldout_mrr: float | None = None
+    heldout_mrr_relevance: float | None = None
+    labels: Mapping[str, int] | None = None
+    qtype_weights: Mapping[str, Weights] | None = None
+
+    @property
+    def gain(self) -> float | None:
+        """Held-out MRR of the learned signals over relevance alone (None: no check ran)."""
+        if self.heldout_mrr is None or self.heldout_mrr_relevance is None:
+            return None
+        return self.heldout_mrr - self.heldout_mrr_relevance
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        out["weights"] = {n: getattr(self.weights, n) for n in weight_names()}
+        out["labels"] = dict(self.labels or {})
+        out["qtype_weights"] = {q: {n: getattr(w, n) for n in weight_names()}
+                                for q, w in (self.qtype_weights or {}).items()}
+        out["gain"] = self.gain
+        return out
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str | None) -> FittedWeights | None:
+        """The record stored as ``text``; None for none or one this version cannot read."""
+        if not text:
+            return None
+        try:
+            data = json.loads(text)
+            data.pop("gain", None)
+            data["weights"] = Weights(**data["weights"])
+            data["qtype_weights"] = {q: Weights(**w)
+                                     for q, w in (data.get("qtype_weights") or {}).items()}
+            return cls(**data)
+        except (ValueError, TypeError, KeyError, AttributeError):
+            return None
+
+
+def fit_weights(state: StateBackend, config: Config, version: int) -> FittedWeights | None:
+    """Re-fit ``config.weights`` on the latest ``config.refit_window`` impressions of
+    ``state``'s log: the record to store as ``version``, or None while they hold too few usable
+    impressions to fit at all."""
+    from .tuning import MIN_HELDOUT, MIN_IMPRESSIONS, pooled_fit
+
+    impressions = deque(state.feedback_log(None), maxlen=config.refit_window)
+    log = ChoiceLog(impressions)
+    n = len(log)
+    late = np.arange(n - int(round(HOLDOUT * n)), n)
+    if n < MIN_IMPRESSIONS or len(late) < MIN_HELDOUT:
+        return None
+    fit = pooled_fit(log, config, shrinkage=config.refit_shrinkage, holdout=HOLDOUT,
+                     only=config.refit_signals)
+    relevance_only = np.zeros(len(weight_names()))
+    relevance_only[weight_names().index("relevance")] = max(config.weights.relevance, 1e-3)
+    _, mrr_relevance = heldout_scores(log, late, relevance_only, config.half_life_s,
+                                      config.recency_floor)
+    mrr = fit.heldout_mrr_after if fit.moved else fit.heldout_mrr_before
+    qtypes = _qtype_fits(impressions, replace(config, weights=fit.weights)) \
+        if config.refit_qtypes else {}
+    return FittedWeights(version=version, weights=fit.weights, fitted_at=time.time(),
+                         moved=fit.moved, reason=fit.reason, impressions=n, heldout=len(late),
+                         heldout_mrr=mrr, heldout_mrr_relevance=mrr_relevance,
+                         labels=dict(log.labels), qtype_weights=qtypes)
+
+
+def _qtype_fits(impressions: Iterable[Impression], config: Config) -> dict[str, Weights]:
+    """Each question type's own fit (its impressions only, pulled with
+    :data:`QTYPE_SHRINKAGE` toward its current weights: ``config.qtype_weights``, else the
+    pooled ``config.weights``), where its held-out check lets it move."""
+    from .tuning import pooled_fit
+
+    by_qtype: dict[str, list[Impression]] = {}
+    for imp in impressions:
+        by_qtype.setdefault(imp.qtype, []).append(imp)
+    out: dict[str, Weights] = {}
+    for qtype, mine in sorted(by_qtype.items()):
+        start = replace(config, weights=config.qtype_weights.get(qtype, config.weights))
+        found = pooled_fit(ChoiceLog(mine), start, shrinkage=QTYPE_SHRINKAGE, holdout=HOLDOUT,
+                           only=config.refit_signals)
+        if found.moved:
+            out[qtype] = found.weights
+        elif qtype in config.qtype_weights:
+            out[qtype] = config.qtype_weights[qtype]
+    return out
+
+
+def describe_fit(fitted: dict[str, Any] | None) -> str:
+    """When the state's weights were last fitted, and what the held-out check said."""
+    if fitted is None:
+        return "never (the config's weights; a re-fit runs every Config.refit_every feedbacks)"
+    when = datetime.fromtimestamp(fitted["fitted_at"], timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+    gain = fitted["gain"]
+    held = "no held-out check" if gain is None else (
+        f"held-out MRR {fitted['heldout_mrr']:.3f} vs relevance alone "
+        f"{fitted['heldout_mrr_relevance']:.3f} ({gain:+.3f}) on the latest {fitted['heldout']} "
+        f"impressions")
+    return (f"{when} UTC (version {fitted['version']}, {fitted['impressions']} impressions, "
+            f"{'moved' if fitted['moved'] else 'kept'}); {held}")
+
+
+def adopted(config: Config, record: FittedWeights) -> Config:
+    """``config`` ranking with ``record``'s weights (and its question types' ones, over those
+    configured, with ``Config.refit_qtypes``)."""
+    if not config.refit_qtypes or not record.qtype_weights:
+        return replace(config, weights=record.weights)
+    return replace(config, weights=record.weights,
+                   qtype_weights={**config.qtype_weights, **record.qtype_weights})
+
+
+class Refitter:
+    """One reranker's side of continuous re-fitting: it counts the feedbacks given through
+    it, fits when their count reaches ``refit_every``, and polls the state for a record of
+    another version every ``refit_poll_s`` seconds."""
+
+    def __init__(self, config: Config, state: StateBackend) -> None:
+        self.every = config.refit_every
+        self.poll_s = config.refit_poll_s
+        self.store: WeightStore | None = weight_store(state) if self.every > 0 else None
+        self.state = state
+        self.count = 0
+        self.version = 0
+        self.current: FittedWeights | None = None
+        #: ``time.monotonic()`` at which ``rerank`` next polls (never without a store)
+        self.next_poll = 0.0 if self.store is not None else math.inf
+
+    def due(self, outcome: FeedbackOutcome) -> bool:
+        """Count a feedback that applied something; True when a re-fit is due."""
+        if self.store is None or not outcome.applied:
+            return False
+        self.count += 1
+        if self.count < self.every:
+            return False
+        self.count = 0
+        return True
+
+    def poll(self) -> FittedWeights | None:
+        """The stored record if its version is not the one in use (then it is adopted)."""
+        if self.store is None:
+            return None
+        self.next_poll = time.monotonic() + self.poll_s
+        try:
+            record = FittedWeights.from_json(self.store.read_weights())
+        except StateError:  # unreachable now: rank on with the weights in use
+            return None
+        if record is None or record.version == self.version:
+            return None
+        self.version, self.current = record.version, record
+        return record
+
+    def fit(self, config: Config) -> FittedWeights | None:
+        """Re-fit from ``config`` (its weights those in use) and store the record: the record
+        that now applies (another process's, if it stored one first), or None."""
+        if self.store is None:
+            return None
+        try:
+            self.poll()  # start from the latest stored weights
+            if self.current is not None:
+                config = adopted(config, self.current)
+            record = fit_weights(self.state, config, self.version + 1)
+            return None if record is None else self.store_record(record)
+        except StateError as exc:  # the feedback that made it due is stored: it stands
+            logger.warning("heaprank: re-fit of the weights skipped: %s", exc)
+            return None
+
+    def store_record(self, record: FittedWeights) -> FittedWeights | None:
+        """Store ``record`` as the next version: it, or the record another process stored
+        first (then adopted instead)."""
+        assert self.store is not None
+        record = replace(record, version=self.version + 1)
+        if self.store.swap_weights(self.version, record.version, record.to_json()):
+            self.version, self.current = record.version, record
+            return record
+        stored = self.store.read_weights()
+        if record_version(stored) == record.version and stored == record.to_json():
+            self.version, self.current = record.version, record  # a retried write of ours
+            return record
+        self.poll()
+        return self.current
