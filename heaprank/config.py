@@ -26,6 +26,9 @@ DEFAULT_KIND_IMPORTANCE: Mapping[str, float] = MappingProxyType({
 
 SIGNALS = ("relevance", "recency", "importance", "usefulness", "reinforcement", "association")
 #: Config fields held as read-only mappings.
+#: Recency where the question asks for it ("the latest", "still", "now"), nowhere else: with no
+#: feedback and no explicit importance or rule, heaprank then keeps the retriever's order.
+DEFAULT_INTENT_RECENCY: Mapping[str, float] = MappingProxyType({"past": 0.0, "none": 0.0})
 _MAPPINGS = ("kind_importance", "intent_recency", "fusion_weights", "qtype_weights")
 
 RECENCY_KERNELS = ("exponential", "ebbinghaus")
@@ -110,9 +113,16 @@ class Config:
             links learn which questions ask about the user's and which about the assistant's
             own statements.
         intent_recency: Multiplier of the recency weight per temporal intent of the question
-            (``"recent"``: "latest", "now", "still"; ``"past"``: "in 2019", "last summer");
-            a negative value favours older memories. Missing intents keep the weight. Tune
-            the values on your data (RESULTS.md gives the ones chosen on LoCoMo's dev split).
+            (``"recent"``: "latest", "now", "still"; ``"past"``: "in 2019", "last summer";
+            ``"none"``: neither); a negative value favours older memories. Missing intents
+            keep the weight. The default, :data:`DEFAULT_INTENT_RECENCY`, applies recency only
+            to questions that ask for the current state, so that with no feedback the
+            retriever's order is kept (docs/design.md, "Day one"); ``{"none": 1.0, "past":
+            1.0}`` ranks every question by recency. Tune the values on your data (RESULTS.md
+            gives the ones chosen on LoCoMo's dev split).
+        stage_slots: Add the ``stage:`` and ``gap:`` slots: the candidate's rank in the
+            retriever's order and its score gap to the retriever's top, so links learn how
+            often the first stage's choice is right for which questions.
         fusion_weights: Weight of each named retriever score a candidate carries in
             ``metadata.retriever_scores`` (e.g. ``{"dense": 1.0}``), relative to its ``score``
             (weight 1): relevance becomes the weighted mean of the min-max normalised scores.
@@ -144,7 +154,9 @@ class Config:
     exploration_seed: int | None = None
     co_use: CoUse | None = None
     speaker_roles: bool = False
-    intent_recency: Mapping[str, float] = field(default_factory=dict)
+    intent_recency: Mapping[str, float] = field(
+        default_factory=lambda: dict(DEFAULT_INTENT_RECENCY))
+    stage_slots: bool = True
     fusion_weights: Mapping[str, float] = field(default_factory=dict)
     qtype_weights: Mapping[str, Weights] = field(default_factory=dict)
 
@@ -189,6 +201,9 @@ class Config:
         if isinstance(self.tag_slots, str) or not all(isinstance(t, str) for t in self.tag_slots):
             raise ConfigError("tag_slots: expected a tuple of tag names")
         object.__setattr__(self, "tag_slots", tuple(self.tag_slots))
+        if not isinstance(self.stage_slots, bool):
+            raise ConfigError(f"stage_slots: expected a bool, got "
+                              f"{type(self.stage_slots).__name__}")
         if not isinstance(self.speaker_roles, bool):
             raise ConfigError(f"speaker_roles: expected a bool, got "
                               f"{type(self.speaker_roles).__name__}")
@@ -227,9 +242,9 @@ class Config:
                 raise ConfigError(f"{name}: expected a mapping, got "
                                   f"{type(getattr(self, name)).__name__}")
         for intent, scale in self.intent_recency.items():
-            if intent not in INTENTS[:-1]:
+            if intent not in INTENTS:
                 raise ConfigError(f"intent_recency: unknown intent {intent!r}; expected "
-                                  f"'recent' or 'past'")
+                                  f"'recent', 'past' or 'none'")
             if isinstance(scale, bool) or not isinstance(scale, (int, float)) \
                     or not math.isfinite(scale):
                 raise ConfigError(f"intent_recency[{intent!r}]: expected a finite number, got "

@@ -16,6 +16,12 @@ Relation slots (query x candidate, still no words)::
                   statements the question asks about (its grammatical person) crossed with
                   the candidate's source role
 
+First-stage slots (``Config.stage_slots``, from the retriever's order alone, never its words)::
+
+    rank:1|2|3-5|6-10|>10        the candidate's place in the retriever's order
+    gap:0|<0.1|<0.25|<0.5|>=0.5  its score's gap to the retriever's top, as a share of the
+                                 list's score span (so the same on any score scale)
+
 The question's temporal intent (:func:`temporal_intent`: ``recent``, ``past`` or ``none``) is
 not a slot: it scales the recency weight (``Config.intent_recency``).
 
@@ -27,6 +33,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+import numpy as np
 
 from .query import PERSONS, QUESTION_TYPES, ROLES, QueryInfo, person_slot
 from .text import _DATE, _NUM, names, tokens
@@ -118,7 +126,7 @@ def _rank_bucket(rank: int) -> str:
 
 NO_NEIGHBOURS = ("prev:none", "next:none")
 _BUCKETS = ("top1", "top3", "top10", "lower", "none")
-_NEIGHBOUR_CODE: dict[tuple[str, ...], int] = {(f"prev:{a}", f"next:{b}"): 5 * i + j
+NEIGHBOUR_CODE: dict[tuple[str, ...], int] = {(f"prev:{a}", f"next:{b}"): 5 * i + j
                    for i, a in enumerate(_BUCKETS) for j, b in enumerate(_BUCKETS)}
 
 
@@ -143,6 +151,44 @@ def neighbour_slots(threads: Sequence[str | None], positions: Sequence[float],
     return out
 
 
+RANK_SLOTS = ("rank:1", "rank:2", "rank:3-5", "rank:6-10", "rank:>10")
+GAP_SLOTS = ("gap:0", "gap:<0.1", "gap:<0.25", "gap:<0.5", "gap:>=0.5")
+_RANK_EDGES = np.array([1, 2, 5, 10])  # 0-based rank below an edge: that bucket
+_GAP_EDGES = np.array([0.1, 0.25, 0.5])
+#: Structure codes: ``neighbour code + N_NEIGHBOUR_CODES x stage`` where stage is 0 without
+#: first-stage slots, else ``1 + 5 x rank bucket + gap bucket``.
+N_NEIGHBOUR_CODES = len(NEIGHBOUR_CODE)
+N_STRUCTURE_CODES = N_NEIGHBOUR_CODES * (1 + len(RANK_SLOTS) * len(GAP_SLOTS))
+_BY_CODE = {code: slots for slots, code in NEIGHBOUR_CODE.items()}
+#: The slots of each structure code.
+STRUCTURE_SLOTS: tuple[tuple[str, ...], ...] = tuple(
+    _BY_CODE[code % N_NEIGHBOUR_CODES] + (
+        () if code < N_NEIGHBOUR_CODES else
+        (RANK_SLOTS[(code // N_NEIGHBOUR_CODES - 1) // len(GAP_SLOTS)],
+         GAP_SLOTS[(code // N_NEIGHBOUR_CODES - 1) % len(GAP_SLOTS)]))
+    for code in range(N_STRUCTURE_CODES))
+NO_STRUCTURE = NEIGHBOUR_CODE[NO_NEIGHBOURS]
+#: The code of each structure's slots (the inverse of :data:`STRUCTURE_SLOTS`).
+STRUCTURE_CODE = {slots: code for code, slots in enumerate(STRUCTURE_SLOTS)}
+
+
+def stage_codes(rank: np.ndarray, scores: np.ndarray) -> np.ndarray:
+    """Each candidate's first-stage code ``1 + 5 x rank bucket + gap bucket`` (vectorised):
+    ``rank`` its 0-based place in the retriever's order, ``scores`` what it was ordered by
+    (higher is better; NaN counts as the list's lowest)."""
+    where = np.searchsorted(_RANK_EDGES, rank, side="right")
+    valid = scores[~np.isnan(scores)]
+    hi, lo = (float(valid.max()), float(valid.min())) if valid.size else (0.0, 0.0)
+    span = hi - lo
+    if span > 0 and np.isfinite(span):
+        gap = np.round((hi - np.nan_to_num(scores, nan=lo)) / span, 12)
+        gap_at = np.where(gap <= 0, 0, 1 + np.searchsorted(_GAP_EDGES, gap, side="right"))
+    else:
+        gap_at = np.zeros(len(scores), dtype=np.intp)
+    out: np.ndarray = 1 + len(GAP_SLOTS) * where + gap_at
+    return out
+
+
 # The slot codebook of stored impressions: slots that carry no caller data get a fixed one-byte
 # code, so an impression stores ~11 bytes of features per shown item instead of ~400 bytes of
 # names. Append only: a stored code must keep its meaning in every later version.
@@ -158,6 +204,7 @@ FIXED_SLOTS: tuple[str, ...] = (
             for b in ("top1", "top3", "top10", "lower", "none"))
     + tuple(f"source:{s}" for s in ("user", "assistant", "system", "tool"))
     + tuple(f"person:{p}/{r}" for p in PERSONS for r in ROLES)
+    + RANK_SLOTS + GAP_SLOTS
 )
 
 #: The codebook's slots and their crossings with every question type, each as one string object

@@ -18,7 +18,13 @@ from ..learning.exploration import Explorer
 from . import fusion, rank
 from . import signals as sig
 from .candidates import CandidateBatch, CandidateLike, coerce_candidates
-from .features import neighbour_slots
+from .features import (
+    N_NEIGHBOUR_CODES,
+    NEIGHBOUR_CODE,
+    NO_STRUCTURE,
+    neighbour_slots,
+    stage_codes,
+)
 from .query import QueryInfo, QuestionClassifier
 from .rules import Rule, apply_rules
 from .space import FeatureSpace
@@ -117,10 +123,12 @@ class Scorer:
     def _feature_rows(self, query: QueryInfo, batch: CandidateBatch, cfg: Config,
                       fused: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
         """The distinct feature rows of the candidates and each candidate's position among them
-        (see :meth:`FeatureSpace.rows`). The neighbour slots rank the candidates by the
-        retriever's score, or by the ``fused`` relevance when several scores were blended."""
-        structure: list[tuple[str, ...]] | None
-        if batch.threads.count(None) != len(batch):
+        (see :meth:`FeatureSpace.rows`). The neighbour and first-stage slots rank the
+        candidates by the retriever's score, or by the ``fused`` relevance when several scores
+        were blended."""
+        threads = batch.threads.count(None) != len(batch)
+        structure: list[int] | None = None
+        if threads or cfg.stage_slots:
             if fused is not None:
                 scores = fused
             else:
@@ -128,10 +136,14 @@ class Scorer:
             order = np.lexsort((np.arange(len(batch)), -np.nan_to_num(scores, nan=-np.inf)))
             retriever_rank = np.empty(len(batch), dtype=np.intp)
             retriever_rank[order] = np.arange(len(batch))
-            structure = neighbour_slots(batch.threads, batch.position.tolist(),
-                                        retriever_rank.tolist())
-        else:  # no thread anywhere: nobody has a neighbour
-            structure = None
+            codes = np.full(len(batch), NO_STRUCTURE, dtype=np.intp)
+            if threads:  # else nobody has a neighbour
+                codes = np.fromiter(map(NEIGHBOUR_CODE.__getitem__, neighbour_slots(
+                    batch.threads, batch.position.tolist(), retriever_rank.tolist())),
+                    dtype=np.intp, count=len(batch))
+            if cfg.stage_slots:
+                codes += N_NEIGHBOUR_CODES * stage_codes(retriever_rank, scores)
+            structure = codes.tolist()
         return self.space.rows(query, batch, structure=structure, tag_slots=cfg.tag_slots,
                                doc_features=cfg.doc_features, speaker_roles=cfg.speaker_roles)
 

@@ -23,7 +23,8 @@ def rr() -> Reranker:
 
 @pytest.fixture()
 def lenient() -> Reranker:
-    return Reranker(config=Config(on_invalid="neutral"))
+    # recency on every question: the clamped age is explained
+    return Reranker(config=Config(on_invalid="neutral", intent_recency={}))
 
 
 def cand(**fields):

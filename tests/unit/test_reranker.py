@@ -86,14 +86,18 @@ def test_impression_records_what_was_shown(rr, cands):
     imp = rr.state.get_impression(ranking.recall_id)
     assert imp.ids == tuple(ranking.ids) and imp.namespace == "maya"
     assert imp.time == NOW and imp.time_explicit is True and imp.qtype == "when"
-    # 7 shape slots + qsrc/qent + prev/next neighbours, each plain and crossed with the qtype.
-    assert len(imp.features) == 2 and all(len(f) == 2 * (7 + 2 + 2) for f in imp.features)
+    # 7 shape slots + qsrc/qent + prev/next neighbours + first-stage rank/gap, each plain and
+    # crossed with the qtype.
+    assert len(imp.features) == 2 and all(len(f) == 2 * (7 + 2 + 2 + 2) for f in imp.features)
     assert imp.signal_names == ("relevance", "age_days", "importance", "usefulness", "rules")
     top = ranking[0]
-    age_days = (NOW - top.candidate.metadata["created_at"]) / 86_400
-    expected = (top.signals["relevance"], age_days, top.signals["importance"],
+    # A question whose intent leaves recency out (the default for "when is ...") logs no age.
+    expected = (top.signals["relevance"], np.nan, top.signals["importance"],
                 top.signals["usefulness"], 1.0)
     np.testing.assert_allclose(imp.signals[0], expected, rtol=1e-6)  # stored as float32
+    every = rr.with_config(intent_recency={}).rerank(QUERY, cands, namespace="maya", k=2, now=NOW)
+    age_days = (NOW - every[0].candidate.metadata["created_at"]) / 86_400
+    assert rr.state.get_impression(every.recall_id).signals[0][1] == pytest.approx(age_days)
 
 
 def test_a_turn_after_the_top_hit_gets_prev_top1(rr):
@@ -114,7 +118,7 @@ def test_a_turn_after_the_top_hit_gets_prev_top1(rr):
     assert {"prev:none", "next:top10"} <= set(feats["ask"])  # the answer is 4th of 4
     for doc in ("other", "loose"):  # another thread's turn 5, and no thread at all
         assert {"prev:none", "next:none"} <= set(feats[doc])
-    assert all(len(f) == 22 for f in imp.features)
+    assert all(len(f) == 26 for f in imp.features)
 
 
 def test_k_limits_the_results(rr, cands):
@@ -164,8 +168,9 @@ def test_with_state_keeps_the_config_on_another_state(rr, cands, tmp_path):
 # ---------------------------------------------------------------------------- feedback
 
 def test_feedback_updates_links_and_doc_stats(cands):
-    # An ignored item adds exactly 1 of negative evidence only without the position discount.
-    rr = Reranker(config=Config(reject_discount="none"))
+    # An ignored item adds exactly 1 of negative evidence only without the position discount;
+    # recency on every question (by default only where the question asks for it).
+    rr = Reranker(config=Config(reject_discount="none", intent_recency={}))
     ranking = rr.rerank(QUERY, cands, namespace="maya", k=3, now=NOW)
     assert "lisbon" in ranking.ids and "chat" not in ranking.ids
     out = rr.feedback(ranking.recall_id, used=["lisbon"], namespace="maya")
@@ -266,7 +271,7 @@ def test_uniform_credit_without_em(cands):
     ranking = rr.rerank(QUERY, cands, namespace="n", k=1, now=NOW)
     rr.feedback(ranking.recall_id, used=ranking.ids)
     n = len(rr.state.get_impression(ranking.recall_id).features[0])
-    assert n == 22
+    assert n == 26
     _, pos, neg = rr.state.list_links("n")
     assert len(pos) == n
     assert np.allclose(pos, 1 / n) and np.allclose(neg, (n - 1) / n)
