@@ -199,6 +199,17 @@ def _verdicts(by: dict[str, Any], stage: str, split: str) -> list[dict[str, Any]
     return out
 
 
+def _lever_diffs(rows: list[dict[str, Any]], per_q: dict[str, Any], boot: Bootstrap) -> None:
+    """Each ablation row's paired MRR difference to the default it flips a lever of (day one
+    or after oracle feedback): the lever's measured contribution, with the sign flipped."""
+    for r in rows:
+        if r["key"].startswith("abl_"):
+            ref = "heaprank_default" if r["key"].endswith("_day_one") else "heaprank_oracle"
+            d = boot.diff(per_q[r["key"]].rr, per_q[ref].rr)
+            r["diff_vs_default"] = {"row": ref, "mrr": {"diff": round(d["diff"], 5),
+                                                        "ci": [round(x, 5) for x in d["ci"]]}}
+
+
 def _report(table: _Table, args: Any, data: Any, qs: list[int], dev: list[int]
             ) -> dict[str, Any]:
     for key, scores in table.scores.items():
@@ -208,6 +219,7 @@ def _report(table: _Table, args: Any, data: Any, qs: list[int], dev: list[int]
     cats = np.array([data.questions[qi].category for qi in qs])
     per_q = {k: collect(v) for k, v in table.scores.items()}
     rows = _rows(per_q, table.meta, boot, cats, "baseline", "bm25", full=True)
+    _lever_diffs(rows, per_q, boot)
     by = {r["key"]: r for r in rows}
     split = "dev split" if args.split == "dev" else "all conversations"
     result: dict[str, Any] = {
@@ -224,6 +236,7 @@ def _report(table: _Table, args: Any, data: Any, qs: list[int], dev: list[int]
         sub = {k: _subset(pq, idx) for k, pq in per_q.items()}
         sboot = Bootstrap(int(idx.sum()), resamples=args.resamples, seed=args.seed)
         srows = _rows(sub, table.meta, sboot, cats[idx], "baseline", "bm25", full=False)
+        _lever_diffs(srows, sub, sboot)
         result["test_split"] = {
             "conversations": sorted({data.conversations[data.questions[qi].conv].sample_id
                                      for qi, k in zip(qs, idx) if k}),
@@ -242,9 +255,12 @@ def render(res: dict[str, Any]) -> str:
     def body(rs: list[dict[str, Any]]) -> list[list[str]]:
         return [[label[r["key"]], f"{r['mrr']:.3f}", _ci(r["mrr_ci"]), f"{r['recall@10']:.3f}",
                  _dci(r["diff_vs_baseline"]["mrr"]), _dci(r["diff_vs_baseline"]["recall@10"]),
-                 _dci(r["diff_vs_bm25"]["mrr"])] for r in rs]
+                 _dci(r["diff_vs_bm25"]["mrr"]),
+                 _dci(r["diff_vs_default"]["mrr"]) if "diff_vs_default" in r else ""]
+                for r in rs]
 
-    header = ["row", "MRR", "95% CI", "R@10", "dMRR vs first stage", "dR@10", "dMRR vs BM25"]
+    header = ["row", "MRR", "95% CI", "R@10", "dMRR vs first stage", "dR@10", "dMRR vs BM25",
+              "dMRR vs default"]
     out += _table(header, body(rows), {1, 3}) + [""]
     ts = res["test_split"]
     if ts:

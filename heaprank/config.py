@@ -120,7 +120,7 @@ class Config:
             retriever's order is kept (docs/design.md, "Day one"); ``{"none": 1.0, "past":
             1.0}`` ranks every question by recency. Tune the values on your data (RESULTS.md
             gives the ones chosen on LoCoMo's dev split).
-        stage_slots: Add the ``stage:`` and ``gap:`` slots: the candidate's rank in the
+        stage_slots: Add the ``rank:`` and ``gap:`` slots: the candidate's rank in the
             retriever's order and its score gap to the retriever's top, so links learn how
             often the first stage's choice is right for which questions.
         fusion_weights: Weight of each named retriever score a candidate carries in

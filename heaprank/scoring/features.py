@@ -19,7 +19,7 @@ Relation slots (query x candidate, still no words)::
 First-stage slots (``Config.stage_slots``, from the retriever's order alone, never its words)::
 
     rank:1|2|3-5|6-10|>10        the candidate's place in the retriever's order
-    gap:0|<0.1|<0.25|<0.5|>=0.5  its score's gap to the retriever's top, as a share of the
+    gap:0|<=0.1|<=0.25|<=0.5|>0.5  its score's gap to the retriever's top, as a share of the
                                  list's score span (so the same on any score scale)
 
 The question's temporal intent (:func:`temporal_intent`: ``recent``, ``past`` or ``none``) is
@@ -152,9 +152,8 @@ def neighbour_slots(threads: Sequence[str | None], positions: Sequence[float],
 
 
 RANK_SLOTS = ("rank:1", "rank:2", "rank:3-5", "rank:6-10", "rank:>10")
-GAP_SLOTS = ("gap:0", "gap:<0.1", "gap:<0.25", "gap:<0.5", "gap:>=0.5")
+GAP_SLOTS = ("gap:0", "gap:<=0.1", "gap:<=0.25", "gap:<=0.5", "gap:>0.5")
 _RANK_EDGES = np.array([1, 2, 5, 10])  # 0-based rank below an edge: that bucket
-_GAP_EDGES = np.array([0.1, 0.25, 0.5])
 #: Structure codes: ``neighbour code + N_NEIGHBOUR_CODES x stage`` where stage is 0 without
 #: first-stage slots, else ``1 + 5 x rank bucket + gap bucket``.
 N_NEIGHBOUR_CODES = len(NEIGHBOUR_CODE)
@@ -172,20 +171,29 @@ NO_STRUCTURE = NEIGHBOUR_CODE[NO_NEIGHBOURS]
 STRUCTURE_CODE = {slots: code for code, slots in enumerate(STRUCTURE_SLOTS)}
 
 
-def stage_codes(rank: np.ndarray, scores: np.ndarray) -> np.ndarray:
-    """Each candidate's first-stage code ``1 + 5 x rank bucket + gap bucket`` (vectorised):
-    ``rank`` its 0-based place in the retriever's order, ``scores`` what it was ordered by
-    (higher is better; NaN counts as the list's lowest)."""
-    where = np.searchsorted(_RANK_EDGES, rank, side="right")
-    valid = scores[~np.isnan(scores)]
-    hi, lo = (float(valid.max()), float(valid.min())) if valid.size else (0.0, 0.0)
+#: ``N_NEIGHBOUR_CODES x 5 x rank bucket`` of each place in the retriever's order (0-based).
+_RANK_PART = N_NEIGHBOUR_CODES * len(GAP_SLOTS) * np.minimum(
+    np.searchsorted(_RANK_EDGES, np.arange(4096), side="right"), len(RANK_SLOTS) - 1)
+_GAP_EDGES = np.array([0.0, 0.1, 0.25, 0.5])  # x the span: a gap above each edge
+
+
+def stage_codes(order: np.ndarray, relevance: np.ndarray) -> np.ndarray:
+    """Each candidate's first-stage part of its structure code, ``N_NEIGHBOUR_CODES x (1 + 5 x
+    rank bucket + gap bucket)``: ``order`` is the retriever's order (best first), ``relevance``
+    the normalised scores it was ordered by (the gap is read as a share of their span, so any
+    score scale gives the same buckets). A few numpy calls, no loop per candidate."""
+    n = len(order)
+    rank_part = _RANK_PART[:n] if n <= len(_RANK_PART) else N_NEIGHBOUR_CODES * len(
+        GAP_SLOTS) * np.searchsorted(_RANK_EDGES, np.arange(n), side="right")
+    ranked = relevance[order]
+    hi, lo = float(np.maximum.reduce(ranked)), float(np.minimum.reduce(ranked))
+    gap = hi - ranked
     span = hi - lo
-    if span > 0 and np.isfinite(span):
-        gap = np.round((hi - np.nan_to_num(scores, nan=lo)) / span, 12)
-        gap_at = np.where(gap <= 0, 0, 1 + np.searchsorted(_GAP_EDGES, gap, side="right"))
-    else:
-        gap_at = np.zeros(len(scores), dtype=np.intp)
-    out: np.ndarray = 1 + len(GAP_SLOTS) * where + gap_at
+    part = rank_part + N_NEIGHBOUR_CODES
+    if span > 0:  # the bucket: how many edges the gap is above
+        part += N_NEIGHBOUR_CODES * np.searchsorted(_GAP_EDGES * span, gap, side="left")
+    out = np.empty(n, dtype=np.intp)
+    out[order] = part
     return out
 
 

@@ -19,7 +19,6 @@ from . import fusion, rank
 from . import signals as sig
 from .candidates import CandidateBatch, CandidateLike, coerce_candidates
 from .features import (
-    N_NEIGHBOUR_CODES,
     NEIGHBOUR_CODE,
     NO_STRUCTURE,
     neighbour_slots,
@@ -117,11 +116,11 @@ class Scorer:
         """What ``query`` and the candidates say before the state is read."""
         info = self.space.query(query, self.classify)
         rel, fused = relevance(batch, info, cfg)
-        rows, row_of = self._feature_rows(info, batch, cfg, None if fused is None else rel)
+        rows, row_of = self._feature_rows(info, batch, cfg, rel, fused is not None)
         return Seen(batch, info, rel, fused, rows, row_of)
 
     def _feature_rows(self, query: QueryInfo, batch: CandidateBatch, cfg: Config,
-                      fused: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+                      rel: np.ndarray, fused: bool) -> tuple[np.ndarray, np.ndarray]:
         """The distinct feature rows of the candidates and each candidate's position among them
         (see :meth:`FeatureSpace.rows`). The neighbour and first-stage slots rank the
         candidates by the retriever's score, or by the ``fused`` relevance when several scores
@@ -129,20 +128,22 @@ class Scorer:
         threads = batch.threads.count(None) != len(batch)
         structure: list[int] | None = None
         if threads or cfg.stage_slots:
-            if fused is not None:
-                scores = fused
+            if fused:
+                scores = rel
             else:
                 scores = batch.scores if cfg.score_kind == "similarity" else -batch.scores
-            order = np.lexsort((np.arange(len(batch)), -np.nan_to_num(scores, nan=-np.inf)))
-            retriever_rank = np.empty(len(batch), dtype=np.intp)
-            retriever_rank[order] = np.arange(len(batch))
-            codes = np.full(len(batch), NO_STRUCTURE, dtype=np.intp)
+            # best first, ties by input position (a stable sort)
+            order = np.argsort(-np.nan_to_num(scores, nan=-np.inf), kind="stable")
             if threads:  # else nobody has a neighbour
+                retriever_rank = np.empty(len(batch), dtype=np.intp)
+                retriever_rank[order] = np.arange(len(batch))
                 codes = np.fromiter(map(NEIGHBOUR_CODE.__getitem__, neighbour_slots(
                     batch.threads, batch.position.tolist(), retriever_rank.tolist())),
                     dtype=np.intp, count=len(batch))
-            if cfg.stage_slots:
-                codes += N_NEIGHBOUR_CODES * stage_codes(retriever_rank, scores)
+                if cfg.stage_slots:
+                    codes += stage_codes(order, rel)
+            else:
+                codes = stage_codes(order, rel) + NO_STRUCTURE
             structure = codes.tolist()
         return self.space.rows(query, batch, structure=structure, tag_slots=cfg.tag_slots,
                                doc_features=cfg.doc_features, speaker_roles=cfg.speaker_roles)
@@ -190,8 +191,13 @@ class Scorer:
         imp = sig.importance(batch, cfg.kind_importance)
         usage = sig.usage_signals(cfg, request.namespace, age, imp, docs.use_count)
         sampled = self.explorer.sample(cfg.exploration_rate, links.alpha, links.beta)
-        ranked_use = use if sampled is None else linkmath.noisy_or(
-            sampled[links.where])[seen.row_of]
+        if sampled is None:
+            ranked_use = use
+        else:
+            drawn = sampled[links.where]
+            if links.ranked is not None:  # first-stage links are not ranked on
+                drawn = np.where(links.ranked, drawn, 0.0)
+            ranked_use = linkmath.noisy_or(drawn)[seen.row_of]
         return Signals(age, imp, usage, use, sampled, ranked_use)
 
 
