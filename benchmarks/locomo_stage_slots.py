@@ -2,9 +2,9 @@
 conversations only (issue 24, item 2).
 
 For each first stage, heaprank after oracle feedback (learning from and holding out conversations
-0-4 only) with each variant of the first-stage slots: none; rank and gap learned but left out of
-the usefulness ranked on (``learned``, the default); rank and gap ranked on too (``ranked``);
-and, ranked on, rank alone, gap alone, ``rank:1`` against the rest alone. A variant replaces the
+0-4 only) with each variant of the first-stage slots: none (the default); rank and gap
+(``ranked``); rank alone; gap alone; ``rank:1`` against the rest alone. (Links learned but
+left out of the usefulness ranked on were measured at commit d3b8c8f.) A variant replaces the
 codes
 :func:`heaprank.scoring.features.stage_codes` gives (rank alone: every gap bucket read as
 ``gap:0``, a slot then shared by all candidates), so the rows differ in what the slots say.
@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-VARIANTS = ("none", "learned", "ranked", "rank", "gap", "top1")
+VARIANTS = ("none", "ranked", "rank", "gap", "top1")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -39,7 +39,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _codes(variant: str, original: Any) -> Any:
     from heaprank.scoring.features import GAP_SLOTS, N_NEIGHBOUR_CODES, RANK_SLOTS
 
-    if variant in ("none", "learned", "ranked"):
+    if variant in ("none", "ranked"):
         return original
 
     def codes(order: np.ndarray, relevance: np.ndarray) -> np.ndarray:
@@ -59,7 +59,6 @@ def _codes(variant: str, original: Any) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     from heaprank import Config
-    from heaprank.learning import evidence
     from heaprank.scoring import scorer
 
     from .locomo import _data_path
@@ -69,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
     from .metrics import Bootstrap, collect, score_ranking
 
     path = _data_path(args.data)
-    original, mask = scorer.stage_codes, evidence.stage_mask
+    original = scorer.stage_codes
     lines = ["LoCoMo first-stage slot variants, dev split (learn from and hold out "
              "conversations 0-4), oracle feedback", ""]
     body = []
@@ -91,8 +90,6 @@ def run(args: argparse.Namespace) -> int:
         for variant in args.variants.split(","):
             cfg = replace(Config(), stage_slots=variant != "none")
             scorer.stage_codes = _codes(variant, original)  # type: ignore[assignment]
-            if variant != "learned":  # every link ranked on
-                evidence.stage_mask = lambda space, matrix: None  # type: ignore[assignment]
             try:
                 scores: list[Any] = []
                 for f in folds:
@@ -101,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
                     fq = [qi for qi in qs if data.questions[qi].conv == f]
                     scores += runner.evaluate(runner.train(f, cfg, "oracle"), fq)
             finally:
-                scorer.stage_codes, evidence.stage_mask = original, mask
+                scorer.stage_codes = original
             rr = collect(scores).rr
             body.append([stage, variant, f"{base.mean():.3f}", f"{rr.mean():.3f}",
                          _dci(boot.diff(rr, base))])

@@ -55,7 +55,6 @@ class RowLinks(NamedTuple):
     usefulness: np.ndarray  # noisy-OR of each row
     top_links: dict[int, tuple[tuple[str, float], ...]]  # a row's strongest links, once worked out
     link_texts: dict[int, str]  # a row's top links as EXPLAIN shows them, once composed
-    ranked: np.ndarray | None = None  # entries usefulness counts (None: all of them)
 
 
 class Evidence(NamedTuple):
@@ -74,11 +73,6 @@ def _no_state(n_features: int, n_docs: int) -> tuple[LinkCounts, DocStats]:
     zero = np.zeros(n_features)
     return (LinkCounts(zero, zero, zero, zero),
             DocStats(np.full(n_docs, math.nan), np.zeros(n_docs)))
-
-
-def stage_mask(space: FeatureSpace, matrix: np.ndarray) -> np.ndarray | None:
-    """The first-stage entries of a feature matrix (:meth:`FeatureSpace.stage_mask`)."""
-    return space.stage_mask(matrix)
 
 
 class EvidenceReader:
@@ -157,15 +151,7 @@ class EvidenceReader:
         alpha, beta = linkmath.posterior(counts, self._prior)
         shaped = where.reshape(matrix.shape)
         row_p = linkmath.posterior_mean(alpha, beta)[shaped]
-        stage = stage_mask(self._space, matrix)
-        if stage is None:
-            return RowLinks(matrix, shaped, alpha, beta, row_p, linkmath.noisy_or(row_p), {}, {})
-        # First-stage links take their share of a used item's credit (what the retriever
-        # already knew is explained away), but relevance already ranks on the retriever's
-        # order: usefulness is the noisy-OR of the other links.
-        ranked = ~stage
-        return RowLinks(matrix, shaped, alpha, beta, row_p,
-                        linkmath.noisy_or(np.where(ranked, row_p, 0.0)), {}, {}, ranked)
+        return RowLinks(matrix, shaped, alpha, beta, row_p, linkmath.noisy_or(row_p), {}, {})
 
     def top_links(self, links: RowLinks,
                   rows: list[int]) -> dict[int, tuple[tuple[str, float], ...]]:
@@ -179,8 +165,6 @@ class EvidenceReader:
         if missing:
             names, at = self._space.names, np.array(missing)
             p, matrix = links.p[at], links.matrix[at]
-            if links.ranked is not None:  # only the links usefulness counts are shown
-                p = np.where(links.ranked[at], p, -1.0)
             best = np.argsort(-p, axis=1, kind="stable")[:, :TOP_LINKS]
             which = np.arange(len(missing))[:, None]
             for r, ids, ps in zip(missing, matrix[which, best].tolist(), p[which, best].tolist()):

@@ -191,13 +191,8 @@ class Scorer:
         imp = sig.importance(batch, cfg.kind_importance)
         usage = sig.usage_signals(cfg, request.namespace, age, imp, docs.use_count)
         sampled = self.explorer.sample(cfg.exploration_rate, links.alpha, links.beta)
-        if sampled is None:
-            ranked_use = use
-        else:
-            drawn = sampled[links.where]
-            if links.ranked is not None:  # first-stage links are not ranked on
-                drawn = np.where(links.ranked, drawn, 0.0)
-            ranked_use = linkmath.noisy_or(drawn)[seen.row_of]
+        ranked_use = use if sampled is None else linkmath.noisy_or(
+            sampled[links.where])[seen.row_of]
         return Signals(age, imp, usage, use, sampled, ranked_use)
 
 

@@ -60,7 +60,6 @@ _QueryReading = tuple[str, frozenset[str], frozenset[str], bool, str, str, tuple
 #: key is the slot id times :data:`_SLOT_SCALE`: the first term of a row key, as it is.
 _Entry = tuple[int, frozenset[str], frozenset[str], int, Shape]
 _SLOT_SCALE = 131072  # > 16 x (question types x structure codes): the rest of a row key
-_STAGE_PREFIXES = ("rank:", "gap:")
 _SLOT_KEY = operator.itemgetter(0)
 _SLOTS_OF = operator.itemgetter(1)
 _SOURCE_WORDS = operator.itemgetter(1)
@@ -94,10 +93,6 @@ class FeatureSpace:
         self.max_rows = max_rows
         self.names: list[str] = []
         self._ids: dict[str, int] = {}
-        #: Per feature id, whether it is a first-stage feature (``rank:``, ``gap:``, crossed or
-        #: not): learned like every link, left out of the usefulness ranked on.
-        self._stage = np.zeros(1024, dtype=bool)
-        self.has_stage = False
         self._shapes: dict[int, _Entry] = {}
         self.cached_bytes = 0
         self._rows: dict[object, int] = {}
@@ -155,23 +150,8 @@ class FeatureSpace:
             if i is None:
                 i = ids[f] = len(self.names)
                 self.names.append(f)
-                if f.startswith(_STAGE_PREFIXES) or "&rank:" in f or "&gap:" in f:
-                    if i >= len(self._stage):
-                        grown = np.zeros(2 * i, dtype=bool)
-                        grown[:len(self._stage)] = self._stage
-                        self._stage = grown
-                    self._stage[i] = self.has_stage = True
             out.append(i)
         return tuple(out)
-
-    def stage_mask(self, matrix: np.ndarray) -> np.ndarray | None:
-        """Which entries of a feature-id ``matrix`` are first-stage features (None: none is)."""
-        if not self.has_stage:
-            return None
-        flags = self._stage
-        mask = flags[np.minimum(matrix, len(flags) - 1)]
-        mask &= matrix < len(flags)
-        return mask if mask.any() else None
 
     def _new_shape(self, key: int, prefix: str, kind: str | None,
                    source: str | None, tags: frozenset[str],
@@ -409,8 +389,6 @@ class FeatureSpace:
         self.generation += 1  # row and feature ids are about to be reused
         self.names.clear()
         self._ids.clear()
-        self._stage[:] = False
-        self.has_stage = False
         self._rows.clear()
         self._row_info.clear()
         self._shapes.clear()  # their slot ids go with the rows

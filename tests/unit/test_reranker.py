@@ -86,9 +86,8 @@ def test_impression_records_what_was_shown(rr, cands):
     imp = rr.state.get_impression(ranking.recall_id)
     assert imp.ids == tuple(ranking.ids) and imp.namespace == "maya"
     assert imp.time == NOW and imp.time_explicit is True and imp.qtype == "when"
-    # 7 shape slots + qsrc/qent + prev/next neighbours + first-stage rank/gap, each plain and
-    # crossed with the qtype.
-    assert len(imp.features) == 2 and all(len(f) == 2 * (7 + 2 + 2 + 2) for f in imp.features)
+    # 7 shape slots + qsrc/qent + prev/next neighbours, each plain and crossed with the qtype.
+    assert len(imp.features) == 2 and all(len(f) == 2 * (7 + 2 + 2) for f in imp.features)
     assert imp.signal_names == ("relevance", "age_days", "importance", "usefulness", "rules")
     top = ranking[0]
     # A question whose intent leaves recency out (the default for "when is ...") logs no age.
@@ -118,7 +117,7 @@ def test_a_turn_after_the_top_hit_gets_prev_top1(rr):
     assert {"prev:none", "next:top10"} <= set(feats["ask"])  # the answer is 4th of 4
     for doc in ("other", "loose"):  # another thread's turn 5, and no thread at all
         assert {"prev:none", "next:none"} <= set(feats[doc])
-    assert all(len(f) == 26 for f in imp.features)
+    assert all(len(f) == 22 for f in imp.features)
 
 
 def test_k_limits_the_results(rr, cands):
@@ -271,7 +270,7 @@ def test_uniform_credit_without_em(cands):
     ranking = rr.rerank(QUERY, cands, namespace="n", k=1, now=NOW)
     rr.feedback(ranking.recall_id, used=ranking.ids)
     n = len(rr.state.get_impression(ranking.recall_id).features[0])
-    assert n == 26
+    assert n == 22
     _, pos, neg = rr.state.list_links("n")
     assert len(pos) == n
     assert np.allclose(pos, 1 / n) and np.allclose(neg, (n - 1) / n)
@@ -576,3 +575,23 @@ def test_a_kept_impression_expires(tmp_path, cands, monkeypatch):
     assert state.reads == 1  # read from the state, which holds it as long as its own TTL
     newer = rr.rerank(QUERY, cands, namespace="maya", k=3, now=NOW)
     assert list(rr._impressions._stored) == [newer.recall_id]  # the stale ones dropped on the way in
+
+
+def test_first_stage_slots_name_the_rank_and_the_gap_on_any_scale():
+    """Config(stage_slots=True): rank:/gap: slots from the first stage's order, crossed with the
+    question type; an affine change of the scores gives the same slots."""
+    cands = [{"id": f"d{i}", "text": "a note", "score": s} for i, s in
+             enumerate([0.2, 9.0, 8.5, 1.0, 0.0])]
+    rr = Reranker(config=Config(stage_slots=True))
+    moved = [{**c, "score": -3.0 + 0.001 * c["score"]} for c in cands]
+    rows = []
+    for given in (cands, moved):
+        ranking = rr.rerank(QUERY, given, namespace="n", k=5, now=NOW)
+        imp = rr.state.get_impression(ranking.recall_id)
+        rows.append({d: f for d, f in zip(imp.ids, imp.features)})
+        assert all(len(f) == 26 for f in imp.features)
+    assert rows[0] == rows[1]
+    got = rows[0]
+    assert {"rank:1", "gap:0", "qt:when&rank:1"} <= set(got["d1"])
+    assert {"rank:2", "gap:<=0.1"} <= set(got["d2"])
+    assert {"rank:3-5", "gap:>0.5"} <= set(got["d0"]) and "gap:>0.5" in got["d4"]
