@@ -50,7 +50,7 @@ def _levers(default: Any) -> list[tuple[str, str, dict[str, Any], tuple[str, ...
     out: list[tuple[str, str, dict[str, Any], tuple[str, ...]]] = []
     if any(default.intent_recency.get(i, 1.0) != 1.0 for i in RECENCY_EVERY_QUESTION):
         out.append(("abl_recency_every_question", "recency on every question (old default)",
-                    {"intent_recency": RECENCY_EVERY_QUESTION}, ("none", "oracle")))
+                    {"intent_recency": RECENCY_EVERY_QUESTION}, ("none",)))
     if hasattr(default, "stage_slots"):
         on = default.stage_slots
         out.append(("abl_stage_slots", ("without" if on else "with") + " first-stage rank/gap "
