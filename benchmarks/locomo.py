@@ -168,9 +168,12 @@ def run(args: argparse.Namespace) -> int:
     except FileNotFoundError as exc:
         print(f"python -m benchmarks locomo: {exc}", file=sys.stderr)
         return 2
-    if args.first_stage:
+    if args.first_stage or args.summarize:
         from . import locomo_first_stage
 
+        if args.summarize:
+            print(locomo_first_stage.summarize(args.summarize))
+            return 0
         return locomo_first_stage.run(args, path)
     groups = [g.strip() for g in args.rows.split(",") if g.strip()]
     unknown = set(groups) - set(ROW_GROUPS)

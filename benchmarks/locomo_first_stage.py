@@ -39,6 +39,9 @@ def add_arguments(parser: Any) -> None:
     parser.add_argument("--split", choices=("all", "dev"), default="all",
                         help="with --first-stage: 'dev' holds out and learns from the "
                         "development conversations only (where choices are made)")
+    parser.add_argument("--summarize", nargs="+", metavar="JSON",
+                        help="print one table of several --first-stage results (their --out "
+                        "files) and their verdicts, then exit")
     parser.add_argument("--cache", metavar="DIR",
                         default=str(Path.home() / ".cache" / "heaprank-benchmarks"),
                         help="with --first-stage: embeddings and LambdaRank scores cache, "
@@ -280,3 +283,36 @@ def render(res: dict[str, Any]) -> str:
     if "timing" in res:
         out.append("timing: " + ", ".join(f"{k} {v}" for k, v in res["timing"].items()))
     return "\n".join(out)
+
+
+def summarize(paths: list[str]) -> str:
+    """One line per first stage (its --out JSON): alone, and heaprank's paired MRR differences
+    to it, on all conversations and on the test split; then each lever's difference to the
+    default it flips, and every verdict."""
+    results = [json.loads(Path(p).read_text(encoding="utf-8")) for p in paths]
+
+    def cell(rows: list[dict[str, Any]], key: str, ref: str = "diff_vs_baseline") -> str:
+        row = next((r for r in rows if r["key"] == key), None)
+        return "" if row is None or ref not in row else _dci(row[ref]["mrr"])
+
+    body, levers, verdicts = [], [], []
+    for res in results:
+        rows, ts = res["rows"], res["test_split"] or {"rows": []}
+        alone = next(r for r in rows if r["key"] == "baseline")
+        body.append([res["first_stage"], f"{alone['mrr']:.3f}", cell(rows, "heaprank_default"),
+                     cell(rows, "heaprank_oracle"), cell(rows, "heaprank_noisy"),
+                     cell(ts["rows"], "heaprank_default"), cell(ts["rows"], "heaprank_oracle"),
+                     cell(ts["rows"], "heaprank_oracle", "diff_vs_bm25")])
+        levers.append([res["first_stage"]] + [
+            cell(rows, k, "diff_vs_default") for k in (
+                "abl_recency_every_question_day_one", "abl_stage_slots", "abl_speaker_roles")])
+        for split, items in res["targets"].items():
+            verdicts += [f"  {res['first_stage']}, {split}: {t['target']}: "
+                         + (f"ratio {t['ratio']:.3f}" if "ratio" in t else _dci(t))
+                         + f" -> {'PASS' if t['pass'] else 'MISS'}" for t in items]
+    out = _table(["first stage", "alone", "day one", "+ oracle", "+ noisy", "test: day one",
+                  "test: + oracle", "test: oracle vs BM25"], body, {1})
+    out += ["", "levers (paired MRR difference of the row flipping it, all conversations):"]
+    out += _table(["first stage", "recency on every question, day one", "stage slots, oracle",
+                   "speaker-role slot, oracle"], levers, set())
+    return "\n".join(out + ["", "targets:"] + verdicts)
