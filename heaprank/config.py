@@ -29,6 +29,9 @@ SIGNALS = ("relevance", "recency", "importance", "usefulness", "reinforcement", 
 #: Recency where the question asks for it ("the latest", "still", "now"), nowhere else: with no
 #: feedback and no explicit importance or rule, heaprank then keeps the retriever's order.
 DEFAULT_INTENT_RECENCY: Mapping[str, float] = MappingProxyType({"past": 0.0, "none": 0.0})
+#: ``Config(intent_recency=RECENCY_EVERY_QUESTION)``: recency on every question, whatever its
+#: intent (the default before issue 24).
+RECENCY_EVERY_QUESTION: Mapping[str, float] = MappingProxyType({"past": 1.0, "none": 1.0})
 _MAPPINGS = ("kind_importance", "intent_recency", "fusion_weights", "qtype_weights")
 
 RECENCY_KERNELS = ("exponential", "ebbinghaus")
@@ -114,12 +117,13 @@ class Config:
             own statements.
         intent_recency: Multiplier of the recency weight per temporal intent of the question
             (``"recent"``: "latest", "now", "still"; ``"past"``: "in 2019", "last summer";
-            ``"none"``: neither); a negative value favours older memories. Missing intents
-            keep the weight. The default, :data:`DEFAULT_INTENT_RECENCY`, applies recency only
-            to questions that ask for the current state, so that with no feedback the
-            retriever's order is kept (docs/design.md, "Day one"); ``{"none": 1.0, "past":
-            1.0}`` ranks every question by recency. Tune the values on your data (RESULTS.md
-            gives the ones chosen on LoCoMo's dev split).
+            ``"none"``: neither); a negative value favours older memories. An intent the
+            mapping does not name takes its default, :data:`DEFAULT_INTENT_RECENCY` (past 0,
+            none 0; recent keeps the weight): recency applies only to questions that ask for
+            the current state, so that with no feedback the retriever's order is kept
+            (docs/design.md, "Day one"); :data:`RECENCY_EVERY_QUESTION` ranks every question by
+            recency. Tune the values on your data (RESULTS.md gives the ones chosen on
+            LoCoMo's dev split).
         stage_slots: Add the ``rank:`` and ``gap:`` slots: the candidate's rank in the
             retriever's order and its score gap to the retriever's top, so links learn how
             often the first stage's choice is right for which questions. Off by default: on
@@ -157,8 +161,7 @@ class Config:
     exploration_seed: int | None = None
     co_use: CoUse | None = None
     speaker_roles: bool = False
-    intent_recency: Mapping[str, float] = field(
-        default_factory=lambda: dict(DEFAULT_INTENT_RECENCY))
+    intent_recency: Mapping[str, float] = field(default_factory=dict)
     stage_slots: bool = False
     fusion_weights: Mapping[str, float] = field(default_factory=dict)
     qtype_weights: Mapping[str, Weights] = field(default_factory=dict)
@@ -252,6 +255,10 @@ class Config:
                     or not math.isfinite(scale):
                 raise ConfigError(f"intent_recency[{intent!r}]: expected a finite number, got "
                                   f"{scale!r}")
+        # Each intent not named takes its default (so {"past": -8} keeps recency off where a
+        # question has no temporal intent).
+        object.__setattr__(self, "intent_recency",
+                           {**DEFAULT_INTENT_RECENCY, **self.intent_recency})
         for name, weight in self.fusion_weights.items():
             if not isinstance(name, str) or not name:
                 raise ConfigError(f"fusion_weights: score names must be non-empty str, got "

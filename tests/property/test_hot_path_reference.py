@@ -125,7 +125,7 @@ def _reference_details(batch, info, cfg: Config, i: int, age_s: float,
         rec = f"age {age_s / DAY_S:.1f}d"
         if use_count > 0:
             rec += f", used {use_count:g}x"
-    if info.intent in cfg.intent_recency:
+    if info.intent != "none" and cfg.intent_recency.get(info.intent, 1.0) != 1.0:
         rec += f", asks for {info.intent}"
     imp = "explicit" if not math.isnan(batch.importance[i]) else batch.kinds[i] or "default"
     if not math.isnan(batch.source_count[i]):

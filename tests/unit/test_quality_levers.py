@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from heaprank import Config, Reranker
-from heaprank.config import Weights
+from heaprank.config import RECENCY_EVERY_QUESTION, Weights
 from heaprank.errors import ConfigError, InputError, InputTypeError
 from heaprank.scoring.features import FIXED_SLOTS, GAP_SLOTS, RANK_SLOTS
 from heaprank.scoring.fusion import fuse
@@ -304,7 +304,7 @@ def test_fuse_properties(data: st.DataObject) -> None:
 def test_qtype_weights_apply_to_their_question_type() -> None:
     # recency on every question (the default keeps it for questions that ask for it)
     cfg = Config(qtype_weights={"when": Weights(recency=3.0, usefulness=0.5)},
-                 intent_recency={})
+                 intent_recency=RECENCY_EVERY_QUESTION)
     rr = Reranker(config=cfg)
     cands = _job_facts()
     when = rr.rerank("When did I start at the bakery?", cands, now=NOW)

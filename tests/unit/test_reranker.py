@@ -23,6 +23,7 @@ from heaprank import (
     StateUnavailableError,
     Weights,
 )
+from heaprank.config import RECENCY_EVERY_QUESTION
 
 NOW = 1_750_000_000.0
 DAY = 86_400.0
@@ -94,7 +95,8 @@ def test_impression_records_what_was_shown(rr, cands):
     expected = (top.signals["relevance"], np.nan, top.signals["importance"],
                 top.signals["usefulness"], 1.0)
     np.testing.assert_allclose(imp.signals[0], expected, rtol=1e-6)  # stored as float32
-    every = rr.with_config(intent_recency={}).rerank(QUERY, cands, namespace="maya", k=2, now=NOW)
+    every = rr.with_config(intent_recency=RECENCY_EVERY_QUESTION).rerank(
+        QUERY, cands, namespace="maya", k=2, now=NOW)
     age_days = (NOW - every[0].candidate.metadata["created_at"]) / 86_400
     assert rr.state.get_impression(every.recall_id).signals[0][1] == pytest.approx(age_days)
 
@@ -169,7 +171,7 @@ def test_with_state_keeps_the_config_on_another_state(rr, cands, tmp_path):
 def test_feedback_updates_links_and_doc_stats(cands):
     # An ignored item adds exactly 1 of negative evidence only without the position discount;
     # recency on every question (by default only where the question asks for it).
-    rr = Reranker(config=Config(reject_discount="none", intent_recency={}))
+    rr = Reranker(config=Config(reject_discount="none", intent_recency=RECENCY_EVERY_QUESTION))
     ranking = rr.rerank(QUERY, cands, namespace="maya", k=3, now=NOW)
     assert "lisbon" in ranking.ids and "chat" not in ranking.ids
     out = rr.feedback(ranking.recall_id, used=["lisbon"], namespace="maya")
