@@ -22,11 +22,11 @@ from typing import Any
 
 import numpy as np
 
+from heaprank.config import RECENCY_EVERY_QUESTION
+
 from .locomo_report import CATEGORY, _ci, _dci, _git, _rows, _subset, _table
 from .metrics import Bootstrap, collect, score_ranking
 
-#: What the recency default was before issue 24: every question, whatever its intent.
-RECENCY_EVERY_QUESTION = {"recent": 1.0, "past": 1.0, "none": 1.0}
 NOT_WORSE = -0.005
 
 
@@ -39,6 +39,9 @@ def add_arguments(parser: Any) -> None:
     parser.add_argument("--split", choices=("all", "dev"), default="all",
                         help="with --first-stage: 'dev' holds out and learns from the "
                         "development conversations only (where choices are made)")
+    parser.add_argument("--levers", choices=("all", "day-one"), default="all",
+                        help="with --first-stage: every lever's ablation row, or only those "
+                        "that need no training (the choices were made with --split dev)")
     parser.add_argument("--summarize", nargs="+", metavar="JSON",
                         help="print one table of several --first-stage results (their --out "
                         "files) and their verdicts, then exit")
@@ -51,9 +54,9 @@ def add_arguments(parser: Any) -> None:
 def _levers(default: Any) -> list[tuple[str, str, dict[str, Any], tuple[str, ...]]]:
     """``(key, label, Config changes, feedback modes)`` of each lever's ablation row."""
     out: list[tuple[str, str, dict[str, Any], tuple[str, ...]]] = []
-    if any(default.intent_recency.get(i, 1.0) != 1.0 for i in RECENCY_EVERY_QUESTION):
+    if any(default.intent_recency.get(i, 1.0) != 1.0 for i in ("recent", "past", "none")):
         out.append(("abl_recency_every_question", "recency on every question (old default)",
-                    {"intent_recency": RECENCY_EVERY_QUESTION}, ("none",)))
+                    {"intent_recency": dict(RECENCY_EVERY_QUESTION)}, ("none",)))
     if hasattr(default, "stage_slots"):
         on = default.stage_slots
         out.append(("abl_stage_slots", ("without" if on else "with") + " first-stage rank/gap "
@@ -137,7 +140,7 @@ def run(args: Any, path: Path) -> int:
               default.to_dict())
     table.add("heaprank_noisy", "+ heaprank after noisy feedback", "core", "noisy",
               default.to_dict())
-    levers = _levers(default)
+    levers = [lv for lv in _levers(default) if args.levers == "all" or lv[3] == ("none",)]
     from dataclasses import replace
 
     from heaprank.reranker import Reranker
@@ -228,7 +231,8 @@ def _report(table: _Table, args: Any, data: Any, qs: list[int], dev: list[int]
     result: dict[str, Any] = {
         "benchmark": "locomo", "first_stage": args.first_stage, "git": _git(),
         "command": f"python -m benchmarks locomo --first-stage {args.first_stage}"
-                   + (" --split dev" if args.split == "dev" else ""),
+                   + (" --split dev" if args.split == "dev" else "")
+                   + (" --levers day-one" if args.levers == "day-one" else ""),
         "protocol": {"candidates": "bm25 top 50, re-ordered by the first stage",
                      "split": args.split, "seed": args.seed, "shown_k": 10, "eval_k": 50,
                      "bootstrap_resamples": args.resamples},
