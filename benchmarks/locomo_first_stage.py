@@ -316,7 +316,8 @@ def summarize(paths: list[str]) -> str:
                          + f" -> {'PASS' if t['pass'] else 'MISS'}" for t in items]
     out = _table(["first stage", "alone", "day one", "+ oracle", "+ noisy", "test: day one",
                   "test: + oracle", "test: oracle vs BM25"], body, {1})
-    out += ["", "levers (paired MRR difference of the row flipping it, all conversations):"]
+    out += ["", "levers (paired MRR difference of the row flipping it to the default, each "
+            "file's questions: all conversations, or the dev split):"]
     out += _table(["first stage", "recency on every question, day one", "stage slots, oracle",
                    "speaker-role slot, oracle"], levers, set())
     return "\n".join(out + ["", "targets:"] + verdicts)
