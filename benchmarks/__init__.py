@@ -29,6 +29,11 @@ BENCHMARKS = {
                       "LoCoMo ablation table: each signal and quality lever, one Config per row"),
     "locomo-ku": ("benchmarks.locomo_ku",
                   "knowledge-update questions written into LoCoMo: temporal intent x recency"),
+    "locomo-roles": ("benchmarks.locomo_roles",
+                     "questions about the assistant's or the user's own turns written into "
+                     "LoCoMo: the speaker-role slot"),
+    "locomo-stage-slots": ("benchmarks.locomo_stage_slots",
+                           "which first-stage slots to keep (development conversations)"),
     "exploration": ("benchmarks.exploration", "exploration's MRR cost and what it recovers "
                     "from feedback biased toward the top (LoCoMo development conversations)"),
     "locomo-sequential": ("benchmarks.locomo_sequential",

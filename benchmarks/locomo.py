@@ -79,6 +79,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("--no-timing", action="store_true",
                         help="leave wall times out (byte-identical output across runs)")
+    from . import locomo_first_stage
+
+    locomo_first_stage.add_arguments(parser)
 
 
 def _data_path(arg: str | None) -> Path:
@@ -165,6 +168,13 @@ def run(args: argparse.Namespace) -> int:
     except FileNotFoundError as exc:
         print(f"python -m benchmarks locomo: {exc}", file=sys.stderr)
         return 2
+    if args.first_stage or args.summarize:
+        from . import locomo_first_stage
+
+        if args.summarize:
+            print(locomo_first_stage.summarize(args.summarize))
+            return 0
+        return locomo_first_stage.run(args, path)
     groups = [g.strip() for g in args.rows.split(",") if g.strip()]
     unknown = set(groups) - set(ROW_GROUPS)
     if unknown:

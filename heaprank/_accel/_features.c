@@ -104,7 +104,7 @@ typedef struct {
     int64_t words; /* the index of the shape's word set in the table's list of word sets */
 } table_entry;
 
-#define SLOT_SCALE 8192
+#define SLOT_SCALE 131072
 /* The largest slot key + 1 taken: row keys add at most a few thousand to a slot key, so no
  * arithmetic on a key read from a table can overflow. */
 #define MAX_SLOT ((int64_t)1 << 48)

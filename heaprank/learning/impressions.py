@@ -6,6 +6,7 @@ feedback (the impression itself, the link means its rerank read).
 from __future__ import annotations
 
 import logging
+import math
 import time
 from dataclasses import replace
 from typing import Any
@@ -62,6 +63,10 @@ def impression_of(scored: Scored, recall_id: str, space: FeatureSpace) -> Impres
                                            signals.use, scored.rules, *extra.values()),
                          scored.top)
     stored[:, 1] /= DAY_S
+    if request.config.intent_recency.get(seen.info.intent) == 0:
+        # Recency did not apply to this question (its intent scales it to 0): no age logged,
+        # so replay and tune see its recency as neutral, as it was ranked.
+        stored[:, 1] = math.nan
     rows = seen.rows.tolist()
     return Impression(
         recall_id, request.namespace, seen.info.qtype, request.when, request.explicit,

@@ -151,7 +151,10 @@ def _add_details(scored: Scored, shown: _Shown) -> None:
     seen, cfg = scored.seen, scored.request.config
     batch, info, fused = seen.batch, seen.info, seen.fused
     fused_names = tuple(cfg.fusion_weights)
-    asks = f", asks for {info.intent}" if info.intent in cfg.intent_recency else ""
+    # the note says why the recency exponent is not the weight (a question with no intent and
+    # a multiplier of 1 needs none)
+    scale = cfg.intent_recency.get(info.intent, 1.0)
+    asks = f", asks for {info.intent}" if info.intent != "none" and scale != 1.0 else ""
     all_nan = None
     for row, i, score, imp, sources, age_s, uses in zip(
             shown.rows, shown.positions, shown.scores, shown.importance, shown.source_count,

@@ -16,6 +16,12 @@ Relation slots (query x candidate, still no words)::
                   statements the question asks about (its grammatical person) crossed with
                   the candidate's source role
 
+First-stage slots (``Config.stage_slots``, from the retriever's order alone, never its words)::
+
+    rank:1|2|3-5|6-10|>10        the candidate's place in the retriever's order
+    gap:0|<=0.1|<=0.25|<=0.5|>0.5  its score's gap to the retriever's top, as a share of the
+                                 list's score span (so the same on any score scale)
+
 The question's temporal intent (:func:`temporal_intent`: ``recent``, ``past`` or ``none``) is
 not a slot: it scales the recency weight (``Config.intent_recency``).
 
@@ -27,6 +33,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+import numpy as np
 
 from .query import PERSONS, QUESTION_TYPES, ROLES, QueryInfo, person_slot
 from .text import _DATE, _NUM, names, tokens
@@ -118,7 +126,7 @@ def _rank_bucket(rank: int) -> str:
 
 NO_NEIGHBOURS = ("prev:none", "next:none")
 _BUCKETS = ("top1", "top3", "top10", "lower", "none")
-_NEIGHBOUR_CODE: dict[tuple[str, ...], int] = {(f"prev:{a}", f"next:{b}"): 5 * i + j
+NEIGHBOUR_CODE: dict[tuple[str, ...], int] = {(f"prev:{a}", f"next:{b}"): 5 * i + j
                    for i, a in enumerate(_BUCKETS) for j, b in enumerate(_BUCKETS)}
 
 
@@ -143,6 +151,52 @@ def neighbour_slots(threads: Sequence[str | None], positions: Sequence[float],
     return out
 
 
+RANK_SLOTS = ("rank:1", "rank:2", "rank:3-5", "rank:6-10", "rank:>10")
+GAP_SLOTS = ("gap:0", "gap:<=0.1", "gap:<=0.25", "gap:<=0.5", "gap:>0.5")
+_RANK_EDGES = np.array([1, 2, 5, 10])  # 0-based rank below an edge: that bucket
+#: Structure codes: ``neighbour code + N_NEIGHBOUR_CODES x stage`` where stage is 0 without
+#: first-stage slots, else ``1 + 5 x rank bucket + gap bucket``.
+N_NEIGHBOUR_CODES = len(NEIGHBOUR_CODE)
+N_STRUCTURE_CODES = N_NEIGHBOUR_CODES * (1 + len(RANK_SLOTS) * len(GAP_SLOTS))
+_BY_CODE = {code: slots for slots, code in NEIGHBOUR_CODE.items()}
+#: The slots of each structure code.
+STRUCTURE_SLOTS: tuple[tuple[str, ...], ...] = tuple(
+    _BY_CODE[code % N_NEIGHBOUR_CODES] + (
+        () if code < N_NEIGHBOUR_CODES else
+        (RANK_SLOTS[(code // N_NEIGHBOUR_CODES - 1) // len(GAP_SLOTS)],
+         GAP_SLOTS[(code // N_NEIGHBOUR_CODES - 1) % len(GAP_SLOTS)]))
+    for code in range(N_STRUCTURE_CODES))
+NO_STRUCTURE = NEIGHBOUR_CODE[NO_NEIGHBOURS]
+#: The code of each structure's slots (the inverse of :data:`STRUCTURE_SLOTS`).
+STRUCTURE_CODE = {slots: code for code, slots in enumerate(STRUCTURE_SLOTS)}
+
+
+#: ``N_NEIGHBOUR_CODES x 5 x rank bucket`` of each place in the retriever's order (0-based).
+_RANK_PART = N_NEIGHBOUR_CODES * len(GAP_SLOTS) * np.minimum(
+    np.searchsorted(_RANK_EDGES, np.arange(4096), side="right"), len(RANK_SLOTS) - 1)
+_GAP_EDGES = np.array([0.0, 0.1, 0.25, 0.5])  # x the span: a gap above each edge
+
+
+def stage_codes(order: np.ndarray, relevance: np.ndarray) -> np.ndarray:
+    """Each candidate's first-stage part of its structure code, ``N_NEIGHBOUR_CODES x (1 + 5 x
+    rank bucket + gap bucket)``: ``order`` is the retriever's order (best first), ``relevance``
+    the normalised scores it was ordered by (the gap is read as a share of their span, so any
+    score scale gives the same buckets). A few numpy calls, no loop per candidate."""
+    n = len(order)
+    rank_part = _RANK_PART[:n] if n <= len(_RANK_PART) else N_NEIGHBOUR_CODES * len(
+        GAP_SLOTS) * np.searchsorted(_RANK_EDGES, np.arange(n), side="right")
+    ranked = relevance[order]
+    hi, lo = float(np.maximum.reduce(ranked)), float(np.minimum.reduce(ranked))
+    gap = hi - ranked
+    span = hi - lo
+    part = rank_part + N_NEIGHBOUR_CODES
+    if span > 0:  # the bucket: how many edges the gap is above
+        part += N_NEIGHBOUR_CODES * np.searchsorted(_GAP_EDGES * span, gap, side="left")
+    out = np.empty(n, dtype=np.intp)
+    out[order] = part
+    return out
+
+
 # The slot codebook of stored impressions: slots that carry no caller data get a fixed one-byte
 # code, so an impression stores ~11 bytes of features per shown item instead of ~400 bytes of
 # names. Append only: a stored code must keep its meaning in every later version.
@@ -158,6 +212,7 @@ FIXED_SLOTS: tuple[str, ...] = (
             for b in ("top1", "top3", "top10", "lower", "none"))
     + tuple(f"source:{s}" for s in ("user", "assistant", "system", "tool"))
     + tuple(f"person:{p}/{r}" for p in PERSONS for r in ROLES)
+    + RANK_SLOTS + GAP_SLOTS
 )
 
 #: The codebook's slots and their crossings with every question type, each as one string object

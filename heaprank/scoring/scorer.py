@@ -18,7 +18,12 @@ from ..learning.exploration import Explorer
 from . import fusion, rank
 from . import signals as sig
 from .candidates import CandidateBatch, CandidateLike, coerce_candidates
-from .features import neighbour_slots
+from .features import (
+    NEIGHBOUR_CODE,
+    NO_STRUCTURE,
+    neighbour_slots,
+    stage_codes,
+)
 from .query import QueryInfo, QuestionClassifier
 from .rules import Rule, apply_rules
 from .space import FeatureSpace
@@ -111,27 +116,35 @@ class Scorer:
         """What ``query`` and the candidates say before the state is read."""
         info = self.space.query(query, self.classify)
         rel, fused = relevance(batch, info, cfg)
-        rows, row_of = self._feature_rows(info, batch, cfg, None if fused is None else rel)
+        rows, row_of = self._feature_rows(info, batch, cfg, rel, fused is not None)
         return Seen(batch, info, rel, fused, rows, row_of)
 
     def _feature_rows(self, query: QueryInfo, batch: CandidateBatch, cfg: Config,
-                      fused: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+                      rel: np.ndarray, fused: bool) -> tuple[np.ndarray, np.ndarray]:
         """The distinct feature rows of the candidates and each candidate's position among them
-        (see :meth:`FeatureSpace.rows`). The neighbour slots rank the candidates by the
-        retriever's score, or by the ``fused`` relevance when several scores were blended."""
-        structure: list[tuple[str, ...]] | None
-        if batch.threads.count(None) != len(batch):
-            if fused is not None:
-                scores = fused
+        (see :meth:`FeatureSpace.rows`). The neighbour and first-stage slots rank the
+        candidates by the retriever's score, or by the ``fused`` relevance when several scores
+        were blended."""
+        threads = batch.threads.count(None) != len(batch)
+        structure: list[int] | None = None
+        if threads or cfg.stage_slots:
+            if fused:
+                scores = rel
             else:
                 scores = batch.scores if cfg.score_kind == "similarity" else -batch.scores
-            order = np.lexsort((np.arange(len(batch)), -np.nan_to_num(scores, nan=-np.inf)))
-            retriever_rank = np.empty(len(batch), dtype=np.intp)
-            retriever_rank[order] = np.arange(len(batch))
-            structure = neighbour_slots(batch.threads, batch.position.tolist(),
-                                        retriever_rank.tolist())
-        else:  # no thread anywhere: nobody has a neighbour
-            structure = None
+            # best first, ties by input position (a stable sort)
+            order = np.argsort(-np.nan_to_num(scores, nan=-np.inf), kind="stable")
+            if threads:  # else nobody has a neighbour
+                retriever_rank = np.empty(len(batch), dtype=np.intp)
+                retriever_rank[order] = np.arange(len(batch))
+                codes = np.fromiter(map(NEIGHBOUR_CODE.__getitem__, neighbour_slots(
+                    batch.threads, batch.position.tolist(), retriever_rank.tolist())),
+                    dtype=np.intp, count=len(batch))
+                if cfg.stage_slots:
+                    codes += stage_codes(order, rel)
+            else:
+                codes = stage_codes(order, rel) + NO_STRUCTURE
+            structure = codes.tolist()
         return self.space.rows(query, batch, structure=structure, tag_slots=cfg.tag_slots,
                                doc_features=cfg.doc_features, speaker_roles=cfg.speaker_roles)
 

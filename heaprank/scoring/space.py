@@ -18,8 +18,9 @@ from .._accel import kernels
 from .._accel.tables import RowTable, ShapeTable, word_bloom
 from .candidates import CandidateBatch
 from .features import (
-    _NEIGHBOUR_CODE,
-    NO_NEIGHBOURS,
+    N_STRUCTURE_CODES,
+    NO_STRUCTURE,
+    STRUCTURE_SLOTS,
     Shape,
     expand_features,
     person_slot,
@@ -58,7 +59,7 @@ _QueryReading = tuple[str, frozenset[str], frozenset[str], bool, str, str, tuple
 #: A cached shape: (slot key, source words, text words, approximate bytes, the shape). The slot
 #: key is the slot id times :data:`_SLOT_SCALE`: the first term of a row key, as it is.
 _Entry = tuple[int, frozenset[str], frozenset[str], int, Shape]
-_SLOT_SCALE = 8192
+_SLOT_SCALE = 131072  # > 16 x (question types x structure codes): the rest of a row key
 _SLOT_KEY = operator.itemgetter(0)
 _SLOTS_OF = operator.itemgetter(1)
 _SOURCE_WORDS = operator.itemgetter(1)
@@ -189,13 +190,13 @@ class FeatureSpace:
         return entry
 
     def rows(self, query: QueryInfo, batch: CandidateBatch, *,
-             structure: Sequence[tuple[str, ...]] | None, tag_slots: tuple[str, ...],
+             structure: list[int] | None, tag_slots: tuple[str, ...],
              doc_features: bool, speaker_roles: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """``(distinct, of)``: the distinct feature rows of the batch's candidates for this
         query (rows of :meth:`matrix`), and for each candidate the position of its row among
-        them. ``structure`` holds each candidate's neighbour slots (:func:`neighbour_slots`);
-        ``None`` means no candidate has a neighbour. ``speaker_roles`` adds the ``person:``
-        slot."""
+        them. ``structure`` holds each candidate's structure code (its neighbour and
+        first-stage slots, :data:`~heaprank.scoring.features.STRUCTURE_SLOTS`); ``None``
+        means none of either. ``speaker_roles`` adds the ``person:`` slot."""
         if self._over_bounds():
             with self._lock:
                 if self._over_bounds():
@@ -217,13 +218,12 @@ class FeatureSpace:
             or len(self._slot_ids) > self.max_rows
 
     def _rows_python(self, query: QueryInfo, batch: CandidateBatch, tag_slots: tuple[str, ...],
-                     doc_features: bool, structure: Sequence[tuple[str, ...]] | None,
+                     doc_features: bool, structure: list[int] | None,
                      person: int) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`rows` in Python (the caller holds the lock)."""
         sources = batch.sources
         entries = self._entries(batch.texts, batch.kinds, sources, batch.tags, tag_slots)
-        if doc_features or (structure is not None and not all(
-                map(_NEIGHBOUR_CODE.__contains__, structure))):
+        if doc_features:
             return self._rows_one_by_one(query, batch.ids, sources, entries, doc_features,
                                          structure, person)
         # The row key of every candidate at once: one int per (shape, question type, relation,
@@ -232,10 +232,10 @@ class FeatureSpace:
         # distinct key: the slot key fixes the source's words, so it cannot split a group.
         # (Python ints, not numpy: on a few dozen candidates each numpy call costs more than
         # the arithmetic, and more again with cold caches.)
-        # Layout: slot key (slot id x _SLOT_SCALE) + 16 x (question type x 32 + neighbour
-        # code) + 4 x person + 2 x (the question does not name the source) + (no shared name),
+        # Layout: slot key (slot id x _SLOT_SCALE) + 16 x (question type x N_STRUCTURE_CODES
+        # + structure code) + 4 x person + 2 x (the question does not name the source) + (no shared name),
         # so that both flags add as the bools ``isdisjoint`` returns.
-        base = (_QTYPE_CODE[query.qtype] * 32) * 16 + 4 * person
+        base = (_QTYPE_CODE[query.qtype] * N_STRUCTURE_CODES) * 16 + 4 * person
         if query.names:
             keys = list(map(operator.add, map(_SLOT_KEY, entries), map(
                 query.names.isdisjoint, map(_WORDS, entries))))
@@ -243,10 +243,10 @@ class FeatureSpace:
             keys = list(map(_SLOT_KEY, entries))
             base += 1
         if structure is None:
-            base += 16 * _NEIGHBOUR_CODE[NO_NEIGHBOURS]
+            base += 16 * NO_STRUCTURE
         else:
-            keys = list(map(operator.add, keys, map(operator.mul, map(
-                _NEIGHBOUR_CODE.__getitem__, structure), itertools.repeat(16))))
+            keys = list(map(operator.add, keys, map(operator.mul, structure,
+                                                    itertools.repeat(16))))
         # Each distinct key (in order of first appearance) -> one entry of its candidates:
         # every candidate of a key has the same row, so any of them stands for it.
         some = dict(zip(keys, entries))
@@ -260,31 +260,27 @@ class FeatureSpace:
                     i = keys.index(key)
                     distinct[j] = self._new_row(
                         full[j], query, entry, None,
-                        NO_NEIGHBOURS if structure is None else structure[i], sources[i],
-                        bool(person))
+                        STRUCTURE_SLOTS[NO_STRUCTURE if structure is None else structure[i]],
+                        sources[i], bool(person))
         # One array for both (one numpy call less: each costs ~1 us with cold caches).
         both = np.fromiter(itertools.chain(distinct, map(local.__getitem__, keys)),
                            dtype=np.intp, count=len(distinct) + len(keys))
         return both[:len(distinct)], both[len(distinct):]
 
     def _rows_kernel(self, query: QueryInfo, batch: CandidateBatch,
-                     structure: Sequence[tuple[str, ...]] | None,
+                     structure: list[int] | None,
                      person: int) -> tuple[np.ndarray, np.ndarray] | None:
         """:meth:`rows` by the C kernel (``_features.shape_rows``) when every candidate's shape
         is cached (no tag slots or document features), or None: the Python path then runs,
         and featurises the new shapes. The same row keys as that path, in one C pass."""
         assert shape_rows_kernel is not None and self._table is not None \
             and self._row_table is not None
-        codes = None
-        if structure is not None:
-            codes = list(map(_NEIGHBOUR_CODE.get, structure))
-            if None in codes:
-                return None  # neighbour slots outside the int-key codebook
-        base = (_QTYPE_CODE[query.qtype] * 32) * 16 + 4 * person
+        codes = structure
+        base = (_QTYPE_CODE[query.qtype] * N_STRUCTURE_CODES) * 16 + 4 * person
         if not query.names:
             base += 1
         if structure is None:
-            base += 16 * _NEIGHBOUR_CODE[NO_NEIGHBOURS]
+            base += 16 * NO_STRUCTURE
         blooms = query.blooms
         if blooms is None:
             blooms = (word_bloom(query.names), word_bloom(query.words))
@@ -309,8 +305,8 @@ class FeatureSpace:
                             return None  # evicted since: the Python pass featurises it again
                         built = self._new_row(
                             full, query, entry, None,
-                            NO_NEIGHBOURS if structure is None else structure[i], sources[i],
-                            bool(person))
+                            STRUCTURE_SLOTS[NO_STRUCTURE if structure is None
+                                            else structure[i]], sources[i], bool(person))
                     rows[j] = built
         return rows[:d], rows[d:]
 
@@ -338,7 +334,7 @@ class FeatureSpace:
 
     def _rows_one_by_one(self, query: QueryInfo, ids: Sequence[str],
                          sources: Sequence[str | None], entries: list[_Entry],
-                         doc_features: bool, structure: Sequence[tuple[str, ...]] | None,
+                         doc_features: bool, structure: list[int] | None,
                          person: int) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`rows` for document features and unusual neighbour slots: a tuple key per
         candidate."""
@@ -349,7 +345,7 @@ class FeatureSpace:
         for i, entry in enumerate(entries):
             qsrc = not qwords.isdisjoint(entry[1])
             qent = not qnames.isdisjoint(entry[2])
-            nbr = NO_NEIGHBOURS if structure is None else structure[i]
+            nbr = STRUCTURE_SLOTS[NO_STRUCTURE if structure is None else structure[i]]
             doc_id = ids[i] if doc_features else None
             key = (entry[0], query.qtype, qsrc, qent, nbr, person, doc_id)
             row = rows_get(key)

@@ -165,3 +165,18 @@ def test_grid_shortcut_matches_real_reranks() -> None:
     assert not counts.pos.any() and not counts.neg.any()
     assert np.allclose(counts.gpos, full.gpos - full.pos)
     assert isinstance(Reranker(view), Reranker)
+
+
+def test_first_stage_run_keeps_the_layout_and_prints_verdicts(capsys):
+    """``--first-stage bm25`` (no dense model needed): rows keyed ``baseline`` and
+    ``heaprank_oracle``, the same under ``test_split`` when a split exists, and verdicts."""
+    out = run_bench(capsys, "--first-stage", "bm25", "--levers", "day-one",
+                    "--dev-conversations", "0", "--cache", "none")
+    keys = [r["key"] for r in out["rows"]]
+    assert keys[:5] == ["baseline", "bm25", "heaprank_default", "heaprank_oracle",
+                        "heaprank_noisy"]
+    assert out["baseline"] == "baseline" and out["first_stage"] == "bm25"
+    day_one = next(r for r in out["rows"] if r["key"] == "heaprank_default")
+    assert day_one["diff_vs_baseline"]["mrr"]["diff"] == pytest.approx(0.0, abs=0.05)
+    verdicts = [t for items in out["targets"].values() for t in items]
+    assert verdicts and all(isinstance(t["pass"], bool) for t in verdicts)

@@ -12,6 +12,7 @@ import pytest
 
 from heaprank import FeedbackError, InputError, MemoryState, Reranker
 from heaprank._checks import MAX_K, MAX_QUERY_CHARS
+from heaprank.config import RECENCY_EVERY_QUESTION
 
 NOW = 1_750_000_000.0
 DAY = 86_400.0
@@ -43,6 +44,8 @@ def test_a_feedback_far_from_its_rerank_is_refused_and_learns_nothing(rr):
 
 
 def test_a_stored_time_after_now_counts_as_now(rr):
+    # recency on every question: its age is explained (by default only where a question asks)
+    rr = rr.with_config(intent_recency=RECENCY_EVERY_QUESTION)
     ranking = rr.rerank(QUERY, CANDS, namespace="maya", k=3, now=NOW)
     rr.feedback(ranking.recall_id, used=["d2"], now=NOW + 100 * DAY)
     # A rerank dated before that use (a replay, a clock behind) sees the use as just now.

@@ -21,7 +21,14 @@ from hypothesis import strategies as st
 
 from heaprank import Config, CoUse, Reranker, SQLiteState, Weights
 from heaprank.scoring.candidates import coerce_candidates
-from heaprank.scoring.features import NO_NEIGHBOURS, retrieval_features, shape_of
+from heaprank.scoring.features import (
+    N_STRUCTURE_CODES,
+    NO_NEIGHBOURS,
+    NO_STRUCTURE,
+    STRUCTURE_SLOTS,
+    retrieval_features,
+    shape_of,
+)
 from heaprank.scoring.query import analyze_query
 from heaprank.scoring.space import FeatureSpace
 from tests.strategies import NOW, batch_of, candidate_lists, queries
@@ -56,11 +63,8 @@ LEVER_QUESTIONS = ["What is my latest plan?", "Where did you say we stay now?",
                    "Can you remind me what my current seat is?", "What is the plan?",
                    "When did we book it, and what is it now?"]
 lever_queries = st.one_of(st.sampled_from(LEVER_QUESTIONS), queries)
-#: A candidate's neighbour slots: the usual ones, and shapes outside the int-key codebook.
-structures = st.one_of(
-    st.tuples(st.sampled_from(["prev:top1", "prev:top3", "prev:lower", "prev:none"]),
-              st.sampled_from(["next:top10", "next:none"])),
-    st.sampled_from([("prev:none",), ("prev:top1", "next:none", "next:top3")]))
+#: A candidate's structure code: its neighbour slots and, from code 25 on, first-stage slots.
+structures = st.integers(0, N_STRUCTURE_CODES - 1)
 
 
 @st.composite
@@ -121,7 +125,7 @@ def _reference_details(batch, info, cfg: Config, i: int, age_s: float,
         rec = f"age {age_s / DAY_S:.1f}d"
         if use_count > 0:
             rec += f", used {use_count:g}x"
-    if info.intent in cfg.intent_recency:
+    if info.intent != "none" and cfg.intent_recency.get(info.intent, 1.0) != 1.0:
         rec += f", asks for {info.intent}"
     imp = "explicit" if not math.isnan(batch.importance[i]) else batch.kinds[i] or "default"
     if not math.isnan(batch.source_count[i]):
@@ -190,7 +194,8 @@ def test_feature_rows_name_the_reference_features(cands, questions, doc_features
                              tag_slots)
             expected = retrieval_features(info, shape, batch.sources[i],
                                           batch.ids[i] if doc_features else None,
-                                          NO_NEIGHBOURS if structure is None else structure[i],
+                                          STRUCTURE_SLOTS[NO_STRUCTURE if structure is None
+                                                          else structure[i]],
                                           speaker_roles)
             assert space.names_of(row) == expected
         assert len(set(of.tolist())) == len(distinct)

@@ -16,7 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from heaprank._accel.tables import ShapeTable, word_bloom
-from heaprank.scoring.features import NO_NEIGHBOURS
+from heaprank.scoring.features import N_STRUCTURE_CODES, NO_STRUCTURE
 from heaprank.scoring.query import PERSONS, analyze_query
 from heaprank.scoring.space import FeatureSpace
 from tests.property.kernels import stage_kernels
@@ -102,10 +102,8 @@ def _structure(kind: str | None, n: int, rng: np.random.Generator) -> Any:
     if kind is None:
         return None
     if kind == "none":
-        return [NO_NEIGHBOURS] * n
-    buckets = ["top1", "top3", "top10", "lower", "none"]
-    return [(f"prev:{buckets[rng.integers(5)]}", f"next:{buckets[rng.integers(5)]}")
-            for _ in range(n)]
+        return [NO_STRUCTURE] * n
+    return rng.integers(N_STRUCTURE_CODES, size=n).tolist()  # neighbour and first-stage slots
 
 
 @given(cands=candidate_lists(min_size=1, max_size=20, scored=None),

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from heaprank import Candidate, Config, HeapRankError, InputError, Reranker
+from heaprank.config import RECENCY_EVERY_QUESTION
 from heaprank.errors import InputTypeError
 from heaprank.scoring.candidates import DEFAULT_FIELD_KEYS, coerce_candidates
 
@@ -23,7 +24,8 @@ def rr() -> Reranker:
 
 @pytest.fixture()
 def lenient() -> Reranker:
-    return Reranker(config=Config(on_invalid="neutral"))
+    # recency on every question: the clamped age is explained
+    return Reranker(config=Config(on_invalid="neutral", intent_recency=RECENCY_EVERY_QUESTION))
 
 
 def cand(**fields):

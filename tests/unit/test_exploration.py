@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from heaprank import Config, Reranker, Weights
+from heaprank.config import RECENCY_EVERY_QUESTION
 
 NOW = 1_760_000_000.0
 DAY = 86_400.0
@@ -117,7 +118,10 @@ def _used(rr: Reranker, counts: dict[str, int]) -> None:
 
 def test_reinforcement_is_off_by_default_and_ranks_by_capped_use_when_on():
     cands = [{"id": d, "text": "same shape of text", "score": 1.0} for d in ("a", "b", "c", "d")]
-    rr = Reranker(config=Config(weights=Weights(reinforcement=1.0), reinforcement_cap=10))
+    # recency on every question; no first-stage slots: the tied scores' ranks would tell the
+    # candidates apart, and only use counts are to differ here
+    rr = Reranker(config=Config(weights=Weights(reinforcement=1.0), reinforcement_cap=10,
+                                intent_recency=RECENCY_EVERY_QUESTION, stage_slots=False))
     _used(rr, {"b": 3, "c": 10, "d": 25})
     ranking = {r.id: r for r in rr.rerank("q", cands, namespace="u", now=NOW, track=False, k=4)}
     assert ranking["a"].signals["reinforcement"] == 1.0

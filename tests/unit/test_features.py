@@ -11,6 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from heaprank.scoring.features import (
+    NO_STRUCTURE,
+    STRUCTURE_CODE,
     length_bucket,
     neighbour_slots,
     relation_slots,
@@ -293,7 +295,8 @@ def test_feature_space_rows_name_exactly_the_reference_features():
     structure = [("prev:none", "next:top1"), ("prev:top1", "next:none"), ("prev:none", "next:none")]
     for _ in range(2):  # the second pass is served from the caches (evicting: 1000 B hold ~2)
         distinct, of = space.rows(query, batch_of(ids, texts, kinds, sources, tags),
-                                  structure=structure, tag_slots=(), doc_features=True)
+                                  structure=[STRUCTURE_CODE[s] for s in structure],
+                                  tag_slots=(), doc_features=True)
         rows = distinct[of]
         for i, row in enumerate(rows):
             shape = shape_of(texts[i], kinds[i], sources[i], tags[i], ())
@@ -329,7 +332,7 @@ def test_only_a_bounded_prefix_of_a_text_is_featurised():
     filler = "word " * 100  # 500 characters without a date
     texts = [filler + "on Monday", filler + "on March 3", "on Monday"]
     distinct, of = space.rows(query, batch_of(["a", "b", "c"], texts),
-                              structure=[("prev:none", "next:none")] * 3, tag_slots=(),
+                              structure=[NO_STRUCTURE] * 3, tag_slots=(),
                               doc_features=False)
     names = [space.names_of(r) for r in distinct[of]]
     assert "date:no" in names[0] and "date:no" in names[1]  # the dates lie past the prefix
@@ -343,7 +346,7 @@ def test_the_shape_cache_is_bounded_by_bytes_and_holds_no_text():
     query = analyze_query("When is it?")
     for i in range(300):
         text = f"{i} " + "Lisbon flight on Monday at 9:40 " * 200
-        space.rows(query, batch_of([f"t{i}"], [text]), structure=[("prev:none", "next:none")],
+        space.rows(query, batch_of([f"t{i}"], [text]), structure=[NO_STRUCTURE],
                    tag_slots=(), doc_features=False)
         assert space.cached_bytes <= 20_000
     assert 0 < len(space._shapes) < 300

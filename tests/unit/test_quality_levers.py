@@ -12,9 +12,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from heaprank import Config, Reranker
-from heaprank.config import Weights
+from heaprank.config import RECENCY_EVERY_QUESTION, Weights
 from heaprank.errors import ConfigError, InputError, InputTypeError
-from heaprank.scoring.features import FIXED_SLOTS
+from heaprank.scoring.features import FIXED_SLOTS, GAP_SLOTS, RANK_SLOTS
 from heaprank.scoring.fusion import fuse
 from heaprank.scoring.query import (
     PERSONS,
@@ -107,11 +107,12 @@ def test_person_slots_are_appended_to_the_codebook() -> None:
     """The codec's codebook is append-only: the new slots sit at its end, every earlier code
     keeps its meaning (the first entries are the ones of schema 2)."""
     person = [f"person:{p}/{r}" for p in PERSONS for r in ROLES]
-    assert list(FIXED_SLOTS[-len(person):]) == person
+    stage = list(RANK_SLOTS + GAP_SLOTS)  # issue 24, after the person slots
+    assert list(FIXED_SLOTS[-len(stage):]) == stage
+    assert list(FIXED_SLOTS[-len(stage) - len(person):-len(stage)]) == person
     assert FIXED_SLOTS[:2] == ("kind:none", "source:none")
     assert FIXED_SLOTS.index("source:tool") == 45  # the last code of schema 2
-    assert FIXED_SLOTS[-len(person) - 4:-len(person)] == (
-        "source:user", "source:assistant", "source:system", "source:tool")
+    assert FIXED_SLOTS.index("person:first/user") == 46
     slots = (("kind:none", "person:second/assistant"),)
     body = encode(Head("what", NOW, True, False, ()), ("a",), slots, None)
     assert b"person" not in body  # a fixed one-byte code, not a table string
@@ -301,7 +302,9 @@ def test_fuse_properties(data: st.DataObject) -> None:
 
 
 def test_qtype_weights_apply_to_their_question_type() -> None:
-    cfg = Config(qtype_weights={"when": Weights(recency=3.0, usefulness=0.5)})
+    # recency on every question (the default keeps it for questions that ask for it)
+    cfg = Config(qtype_weights={"when": Weights(recency=3.0, usefulness=0.5)},
+                 intent_recency=RECENCY_EVERY_QUESTION)
     rr = Reranker(config=cfg)
     cands = _job_facts()
     when = rr.rerank("When did I start at the bakery?", cands, now=NOW)

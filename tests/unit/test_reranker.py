@@ -23,6 +23,7 @@ from heaprank import (
     StateUnavailableError,
     Weights,
 )
+from heaprank.config import RECENCY_EVERY_QUESTION
 
 NOW = 1_750_000_000.0
 DAY = 86_400.0
@@ -92,10 +93,14 @@ def test_impression_records_what_was_shown(rr, cands):
     assert len(imp.features) == 2 and all(len(f) == 2 * (7 + 2 + 2) for f in imp.features)
     assert imp.signal_names == ("relevance", "age_days", "importance", "usefulness", "rules")
     top = ranking[0]
-    age_days = (NOW - top.candidate.metadata["created_at"]) / 86_400
-    expected = (top.signals["relevance"], age_days, top.signals["importance"],
+    # A question whose intent leaves recency out (the default for "when is ...") logs no age.
+    expected = (top.signals["relevance"], np.nan, top.signals["importance"],
                 top.signals["usefulness"], 1.0)
     np.testing.assert_allclose(imp.signals[0], expected, rtol=1e-6)  # stored as float32
+    every = rr.with_config(intent_recency=RECENCY_EVERY_QUESTION).rerank(
+        QUERY, cands, namespace="maya", k=2, now=NOW)
+    age_days = (NOW - every[0].candidate.metadata["created_at"]) / 86_400
+    assert rr.state.get_impression(every.recall_id).signals[0][1] == pytest.approx(age_days)
 
 
 def test_a_turn_after_the_top_hit_gets_prev_top1(rr):
@@ -166,8 +171,9 @@ def test_with_state_keeps_the_config_on_another_state(rr, cands, tmp_path):
 # ---------------------------------------------------------------------------- feedback
 
 def test_feedback_updates_links_and_doc_stats(cands):
-    # An ignored item adds exactly 1 of negative evidence only without the position discount.
-    rr = Reranker(config=Config(reject_discount="none"))
+    # An ignored item adds exactly 1 of negative evidence only without the position discount;
+    # recency on every question (by default only where the question asks for it).
+    rr = Reranker(config=Config(reject_discount="none", intent_recency=RECENCY_EVERY_QUESTION))
     ranking = rr.rerank(QUERY, cands, namespace="maya", k=3, now=NOW)
     assert "lisbon" in ranking.ids and "chat" not in ranking.ids
     out = rr.feedback(ranking.recall_id, used=["lisbon"], namespace="maya")
@@ -573,3 +579,23 @@ def test_a_kept_impression_expires(tmp_path, cands, monkeypatch):
     assert state.reads == 1  # read from the state, which holds it as long as its own TTL
     newer = rr.rerank(QUERY, cands, namespace="maya", k=3, now=NOW)
     assert list(rr._impressions._stored) == [newer.recall_id]  # the stale ones dropped on the way in
+
+
+def test_first_stage_slots_name_the_rank_and_the_gap_on_any_scale():
+    """Config(stage_slots=True): rank:/gap: slots from the first stage's order, crossed with the
+    question type; an affine change of the scores gives the same slots."""
+    cands = [{"id": f"d{i}", "text": "a note", "score": s} for i, s in
+             enumerate([0.2, 9.0, 8.5, 1.0, 0.0])]
+    rr = Reranker(config=Config(stage_slots=True))
+    moved = [{**c, "score": -3.0 + 0.001 * c["score"]} for c in cands]
+    rows = []
+    for given in (cands, moved):
+        ranking = rr.rerank(QUERY, given, namespace="n", k=5, now=NOW)
+        imp = rr.state.get_impression(ranking.recall_id)
+        rows.append({d: f for d, f in zip(imp.ids, imp.features)})
+        assert all(len(f) == 26 for f in imp.features)
+    assert rows[0] == rows[1]
+    got = rows[0]
+    assert {"rank:1", "gap:0", "qt:when&rank:1"} <= set(got["d1"])
+    assert {"rank:2", "gap:<=0.1"} <= set(got["d2"])
+    assert {"rank:3-5", "gap:>0.5"} <= set(got["d0"]) and "gap:>0.5" in got["d4"]

@@ -9,7 +9,7 @@ import math
 import pytest
 
 from heaprank import Candidate, Config, Ranked, Ranking, Reranker, Weights
-from heaprank.config import SIGNALS
+from heaprank.config import RECENCY_EVERY_QUESTION, SIGNALS
 
 NOW = 1_750_000_000.0
 ONES = {"relevance": 1.0, "recency": 1.0, "importance": 1.0, "usefulness": 1.0}
@@ -36,8 +36,9 @@ def ranking() -> Ranking:
         {"id": "weak", "text": "Something else entirely", "score": 1.0},
         {"id": "mid", "text": "Another note", "score": 6.5, "metadata": {"kind": "instruction"}},
     ]
-    # Recency floor pinned: the explain text below spells out its exact values.
-    cfg = Config(recency_floor=0.5)
+    # Recency floor pinned: the explain text below spells out its exact values (recency on
+    # every question: by default only where the question asks for it).
+    cfg = Config(recency_floor=0.5, intent_recency=RECENCY_EVERY_QUESTION)
     return Reranker(config=cfg).rerank("When is my flight to Lisbon?", cands, k=2, now=NOW)
 
 
@@ -135,7 +136,9 @@ def test_why_not_recency_and_usefulness_factors():
     old = {"id": "old", "text": "note", "score": 1.0,
            "metadata": {"created_at": NOW - 400 * 86_400}}
     new = {"id": "new", "text": "note", "score": 1.0, "metadata": {"created_at": NOW}}
-    r = Reranker().rerank("What did I note?", [new, old], k=1, now=NOW)
+    # recency on every question (by default only where the question asks for it)
+    rr = Reranker(config=Config(intent_recency=RECENCY_EVERY_QUESTION))
+    r = rr.rerank("What did I note?", [new, old], k=1, now=NOW)
     assert r.why_not("old").factor == "recency"
 
 

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from heaprank import Config, ConfigError, Reranker, Weights
+from heaprank.config import RECENCY_EVERY_QUESTION
 from heaprank.learning.retention import (
     PolicyFile,
     PolicySet,
@@ -185,7 +186,8 @@ def test_defaults_leave_every_new_signal_off():
 
 def test_the_ebbinghaus_kernel_is_floor_plus_retention_and_explained():
     policy = RetentionPolicy(half_life_days=30, k_importance=2.0, k_access=1.5)
-    cfg = Config(recency_kernel="ebbinghaus", retention_policy=policy, recency_floor=0.5)
+    cfg = Config(recency_kernel="ebbinghaus", retention_policy=policy, recency_floor=0.5,
+                 intent_recency=RECENCY_EVERY_QUESTION)  # recency on every question
     rr = Reranker(config=cfg)
     cands = _aged([0, 10, 100], importance=[1.0, 5.0, 1.0])
     ranking = rr.rerank("trip", cands, namespace="u", now=NOW, k=3)
@@ -202,7 +204,8 @@ def test_the_ebbinghaus_kernel_is_floor_plus_retention_and_explained():
 
 
 def test_use_lengthens_the_ebbinghaus_recency_of_a_document():
-    rr = Reranker(config=Config(recency_kernel="ebbinghaus", recency_floor=0.0))
+    rr = Reranker(config=Config(recency_kernel="ebbinghaus", recency_floor=0.0,
+                                intent_recency=RECENCY_EVERY_QUESTION))  # recency on every question
     cands = _aged([300, 300])
     before = rr.rerank("trip", cands, namespace="u", now=NOW - 200 * DAY)
     for _ in range(5):  # m1 used five times, 200 days ago

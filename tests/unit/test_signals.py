@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from heaprank import Config, Reranker, Weights
-from heaprank.config import DEFAULT_KIND_IMPORTANCE
+from heaprank.config import DEFAULT_KIND_IMPORTANCE, RECENCY_EVERY_QUESTION
 from heaprank.scoring.candidates import coerce_candidates
 from heaprank.scoring.rank import combine
 from heaprank.scoring.signals import importance, recency, relevance
@@ -179,7 +179,8 @@ def test_a_constant_factor_on_every_candidate_keeps_the_order():
              for i, (s, k) in enumerate([(3.0, "fact"), (2.0, "instruction"), (1.5, "episode"),
                                          (0.0, "preference")])]
     aged = [{**c, "metadata": {**c["metadata"], "created_at": NOW - 10 * DAY}} for c in cands]
-    rr = Reranker(config=Config(weights=Weights(importance=3.0, recency=2.0)))
+    rr = Reranker(config=Config(weights=Weights(importance=3.0, recency=2.0),
+                                intent_recency=RECENCY_EVERY_QUESTION))  # recency on every question
     base = rr.rerank("What did we plan?", cands, k=4, now=NOW, track=False)
     older = rr.rerank("What did we plan?", aged, k=4, now=NOW, track=False)
     assert base.ids == older.ids
@@ -196,7 +197,7 @@ def test_day_one_ranking_equals_the_retrievers():
 
 
 def test_an_ancient_memory_is_weak_but_never_dropped_with_a_zero_floor():
-    cfg = Config(recency_floor=0.0, half_life_s=DAY)
+    cfg = Config(recency_floor=0.0, half_life_s=DAY, intent_recency=RECENCY_EVERY_QUESTION)
     cands = [{"id": "ancient", "text": "note", "score": 2.0,
               "metadata": {"created_at": NOW - 3650 * DAY}},
              {"id": "fresh", "text": "note", "score": 1.0, "metadata": {"created_at": NOW}}]

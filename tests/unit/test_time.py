@@ -12,6 +12,7 @@ import pytest
 
 from heaprank import Config, InputError, Reranker
 from heaprank._time import EARLIEST_S, LATEST_S, resolve_now, to_epoch
+from heaprank.config import RECENCY_EVERY_QUESTION
 from heaprank.errors import InputTypeError
 
 NOW = 1_750_000_000.0  # 2025-06-15T15:06:40Z
@@ -71,7 +72,8 @@ def test_resolve_now_reports_whether_the_caller_chose_the_time():
 def test_rerank_accepts_every_form_of_now(now):
     cands = [{"id": "a", "text": "Meeting notes", "score": 1.0,
               "metadata": {"created_at": "2025-05-16T15:06:40Z"}}]
-    cfg = Config(recency_floor=0.5, half_life_s=30 * 86_400.0)  # pinned, not the defaults
+    cfg = Config(recency_floor=0.5, half_life_s=30 * 86_400.0,  # pinned, not the defaults
+                 intent_recency=RECENCY_EVERY_QUESTION)
     r = Reranker(config=cfg).rerank("What was discussed?", cands, now=now)[0]
     assert "age 30.0d" in r.explain()
     assert r.signals["recency"] == pytest.approx(0.5 + 0.5 * 0.5)  # one half-life, floor 0.5

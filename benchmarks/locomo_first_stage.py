@@ -1,0 +1,323 @@
+"""``python -m benchmarks locomo --first-stage bm25|fusion|ltr|rrf``: heaprank on top of a first
+stage that re-orders BM25's top 50 (issue 24; the stages in :mod:`benchmarks.locomo_stages`).
+
+The protocol of ``python -m benchmarks locomo`` (leave one conversation out, oracle and noisy
+feedback from the other conversations, k=10 shown, scored on the full list), with the first
+stage's order and score as what heaprank is handed. Rows: the first stage alone (``baseline``),
+BM25 alone, heaprank with no feedback (day one), after oracle and after noisy feedback, and one
+ablation row per issue-24 lever (each flipped against the default, the others as they are).
+``test_split`` repeats every row on conversations 5-9. ``--split dev`` holds out and learns
+from the development conversations (0-4) only: where the levers' defaults were chosen.
+
+The targets' verdicts (PASS/MISS) are printed last.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from heaprank.config import RECENCY_EVERY_QUESTION
+
+from .locomo_report import CATEGORY, _ci, _dci, _git, _rows, _subset, _table
+from .metrics import Bootstrap, collect, score_ranking
+
+NOT_WORSE = -0.005
+
+
+def add_arguments(parser: Any) -> None:
+    from .locomo_stages import STAGES
+
+    parser.add_argument("--first-stage", choices=STAGES,
+                        help="re-order BM25's top 50 with this first stage, then run heaprank on "
+                        "top of it (issue 24); the other row options are ignored")
+    parser.add_argument("--split", choices=("all", "dev"), default="all",
+                        help="with --first-stage: 'dev' holds out and learns from the "
+                        "development conversations only (where choices are made)")
+    parser.add_argument("--levers", choices=("all", "day-one"), default="all",
+                        help="with --first-stage: every lever's ablation row, or only those "
+                        "that need no training (the choices were made with --split dev)")
+    parser.add_argument("--summarize", nargs="+", metavar="JSON",
+                        help="print one table of several --first-stage results (their --out "
+                        "files) and their verdicts, then exit")
+    parser.add_argument("--cache", metavar="DIR",
+                        default=str(Path.home() / ".cache" / "heaprank-benchmarks"),
+                        help="with --first-stage: embeddings and LambdaRank scores cache, "
+                        "outside the repository ('none': no cache)")
+
+
+def _levers(default: Any) -> list[tuple[str, str, dict[str, Any], tuple[str, ...]]]:
+    """``(key, label, Config changes, feedback modes)`` of each lever's ablation row."""
+    out: list[tuple[str, str, dict[str, Any], tuple[str, ...]]] = []
+    if any(default.intent_recency.get(i, 1.0) != 1.0 for i in ("recent", "past", "none")):
+        out.append(("abl_recency_every_question", "recency on every question (old default)",
+                    {"intent_recency": dict(RECENCY_EVERY_QUESTION)}, ("none",)))
+    if hasattr(default, "stage_slots"):
+        on = default.stage_slots
+        out.append(("abl_stage_slots", ("without" if on else "with") + " first-stage rank/gap "
+                    "slots", {"stage_slots": not on}, ("oracle",)))
+    on = default.speaker_roles
+    out.append(("abl_speaker_roles", ("without" if on else "with") + " the speaker-role slot",
+                {"speaker_roles": not on}, ("oracle",)))
+    return out
+
+
+class _Table:
+    def __init__(self, questions: list[int]) -> None:
+        self.where = {qi: i for i, qi in enumerate(questions)}
+        self.scores: dict[str, list[Any]] = {}
+        self.meta: dict[str, dict[str, Any]] = {}
+
+    def add(self, key: str, label: str, group: str, feedback: str, config: Any) -> None:
+        if key not in self.scores:
+            self.scores[key] = [None] * len(self.where)
+            self.meta[key] = {"label": label, "group": group, "system": "heaprank"
+                              if key.startswith(("heaprank", "abl")) else "first stage",
+                              "feedback": feedback, "config": config}
+
+    def put(self, key: str, questions: list[int], scores: list[Any]) -> None:
+        for qi, s in zip(questions, scores):
+            self.scores[key][self.where[qi]] = s
+
+
+def _setup(args: Any, path: Path) -> dict[str, Any]:
+    from .locomo import DEV_CONVERSATIONS
+    from .locomo_data import BM25Scorer, DenseScorer, build_candidates, load_locomo
+    from .locomo_stages import LambdaRank, StageInputs
+
+    data = load_locomo(path, conversations=args.conversations,
+                       questions_per_conversation=args.questions_limit)
+    dev = [c for c in map(int, DEV_CONVERSATIONS.split(",")) if c < len(data.conversations)]
+    training = frozenset(dev) if args.split == "dev" else frozenset(range(len(data.conversations)))
+    folds = sorted(training)
+    cache = None if args.cache == "none" else Path(args.cache).expanduser()
+    bm25 = BM25Scorer(data)
+    lists = build_candidates(data, "bm25", bm25=bm25)
+    dense = None
+    if args.first_stage != "bm25":
+        dense = DenseScorer(data, cache=None if cache is None else cache / (
+            f"minilm_{path.stem}_{len(data.questions)}.npz"))
+    inputs = StageInputs(data, bm25, dense, lists)
+    ranker = LambdaRank(inputs, cache) if args.first_stage == "ltr" else None
+    return {"data": data, "dev": dev, "training": training, "folds": folds, "lists": lists,
+            "inputs": inputs, "ranker": ranker}
+
+
+def run(args: Any, path: Path) -> int:
+    from heaprank.config import Config
+
+    from .locomo_sim import HeaprankRunner, prepare
+
+    started = time.perf_counter()
+    stage = args.first_stage
+    s = _setup(args, path)
+    data, folds, training, dev = s["data"], s["folds"], s["training"], s["dev"]
+    t_fit = time.perf_counter()
+    if s["ranker"] is None:
+        fixed = prepare(data, s["inputs"].fixed_lists(stage), args.now_offset_days)
+        preps = {f: fixed for f in folds}
+    else:
+        preps = {f: prepare(data, s["ranker"].fold_lists(f, training), args.now_offset_days)
+                 for f in folds}
+    fit_s = time.perf_counter() - t_fit
+    bm25_prep = prepare(data, s["lists"], args.now_offset_days)
+    qs = [q.index for q in data.questions if q.conv in training]
+    fold_qs = {f: [qi for qi in qs if data.questions[qi].conv == f] for f in folds}
+    table = _Table(qs)
+    default = Config()
+    from .locomo_stages import STAGE_LABEL
+
+    table.add("baseline", STAGE_LABEL[stage] + " alone", "core", "none", {"first_stage": stage})
+    table.add("bm25", "BM25 (bm25s), top 50, alone", "core", "none", {"first_stage": "bm25"})
+    table.add("heaprank_default", "+ heaprank, day one (no feedback)", "core", "none",
+              default.to_dict())
+    table.add("heaprank_oracle", "+ heaprank after oracle feedback", "core", "oracle",
+              default.to_dict())
+    table.add("heaprank_noisy", "+ heaprank after noisy feedback", "core", "noisy",
+              default.to_dict())
+    levers = [lv for lv in _levers(default) if args.levers == "all" or lv[3] == ("none",)]
+    from dataclasses import replace
+
+    from heaprank.reranker import Reranker
+
+    for f in folds:
+        prep, fq = preps[f], fold_qs[f]
+        runner = HeaprankRunner(prep, seed=args.seed, train_conversations=training)
+        table.put("baseline", fq, [score_ranking([c.id for c in prep.candidates[qi]],
+                                                 prep.evidence[qi]) for qi in fq])
+        table.put("bm25", fq, [score_ranking([c.id for c in bm25_prep.candidates[qi]],
+                                             bm25_prep.evidence[qi]) for qi in fq])
+        table.put("heaprank_default", fq, runner.evaluate(Reranker(config=default), fq))
+        for mode in ("oracle", "noisy"):
+            table.put(f"heaprank_{mode}", fq, runner.evaluate(runner.train(f, default, mode), fq))
+        for key, label, changes, modes in levers:
+            cfg = replace(default, **changes)
+            for mode in modes:
+                k = key if mode == "oracle" else f"{key}_day_one"
+                table.add(k, f"ablation: {label}" + (", day one" if mode == "none" else
+                                                      f", {mode}"), "ablations", mode,
+                          {**changes})
+                table.put(k, fq, runner.evaluate(runner.train(f, cfg, mode), fq))
+        print(f"  fold {data.conversations[f].sample_id} done ({time.perf_counter() - started:.0f}"
+              " s)", file=sys.stderr, flush=True)
+    result = _report(table, args, data, qs, dev)
+    result["timing"] = {"total_s": round(time.perf_counter() - started, 1),
+                        "first_stage_fit_s": round(fit_s, 1),
+                        "ltr_models_fitted": 0 if s["ranker"] is None else s["ranker"].fits}
+    if args.no_timing:
+        result.pop("timing")
+    text = json.dumps(result, indent=1)
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(text + "\n", encoding="utf-8")
+    print(text if args.json else render(result))
+    return 0
+
+
+def _verdicts(by: dict[str, Any], stage: str, split: str) -> list[dict[str, Any]]:
+    """The issue-24 targets on one set of questions."""
+    out = []
+
+    def d(key: str, ref: str = "diff_vs_baseline") -> dict[str, Any]:
+        return dict(by[key][ref]["mrr"])
+
+    for key, what in (("heaprank_default", "day one"), ("heaprank_oracle", "after oracle")):
+        x = d(key)
+        out.append({"target": f"{what} >= first stage (lower end >= {NOT_WORSE})", **x,
+                    "pass": x["ci"][0] >= NOT_WORSE})
+    if stage == "ltr":
+        x = d("heaprank_oracle")
+        out.append({"target": "LambdaRank + heaprank after oracle >= +0.01 MRR", **x,
+                    "pass": x["diff"] >= 0.01})
+    if stage == "fusion" and split == "test split":
+        x = d("heaprank_oracle", "diff_vs_bm25")
+        out.append({"target": "fusion + heaprank after oracle >= +0.08 over BM25", **x,
+                    "pass": x["diff"] >= 0.08})
+    base, o, n = (by[k]["mrr"] for k in ("baseline", "heaprank_oracle", "heaprank_noisy"))
+    ratio = (n - base) / (o - base) if o > base else float("nan")
+    out.append({"target": "noisy keeps >= 80% of the oracle gain", "ratio": round(ratio, 3),
+                "pass": bool(ratio >= 0.8)})
+    return out
+
+
+def _lever_diffs(rows: list[dict[str, Any]], per_q: dict[str, Any], boot: Bootstrap) -> None:
+    """Each ablation row's paired MRR difference to the default it flips a lever of (day one
+    or after oracle feedback): the lever's measured contribution, with the sign flipped."""
+    for r in rows:
+        if r["key"].startswith("abl_"):
+            ref = "heaprank_default" if r["key"].endswith("_day_one") else "heaprank_oracle"
+            d = boot.diff(per_q[r["key"]].rr, per_q[ref].rr)
+            r["diff_vs_default"] = {"row": ref, "mrr": {"diff": round(d["diff"], 5),
+                                                        "ci": [round(x, 5) for x in d["ci"]]}}
+
+
+def _report(table: _Table, args: Any, data: Any, qs: list[int], dev: list[int]
+            ) -> dict[str, Any]:
+    for key, scores in table.scores.items():
+        if any(s is None for s in scores):
+            raise RuntimeError(f"row {key!r}: questions not evaluated")
+    boot = Bootstrap(len(qs), resamples=args.resamples, seed=args.seed)
+    cats = np.array([data.questions[qi].category for qi in qs])
+    per_q = {k: collect(v) for k, v in table.scores.items()}
+    rows = _rows(per_q, table.meta, boot, cats, "baseline", "bm25", full=True)
+    _lever_diffs(rows, per_q, boot)
+    by = {r["key"]: r for r in rows}
+    split = "dev split" if args.split == "dev" else "all conversations"
+    result: dict[str, Any] = {
+        "benchmark": "locomo", "first_stage": args.first_stage, "git": _git(),
+        "command": f"python -m benchmarks locomo --first-stage {args.first_stage}"
+                   + (" --split dev" if args.split == "dev" else "")
+                   + (" --levers day-one" if args.levers == "day-one" else ""),
+        "protocol": {"candidates": "bm25 top 50, re-ordered by the first stage",
+                     "split": args.split, "seed": args.seed, "shown_k": 10, "eval_k": 50,
+                     "bootstrap_resamples": args.resamples},
+        "n_questions": len(qs), "baseline": "baseline", "bm25_row": "bm25", "rows": rows,
+        "targets": {split: _verdicts(by, args.first_stage, split)}, "test_split": None}
+    idx = np.array([data.questions[qi].conv not in dev for qi in qs])
+    if args.split == "all" and idx.any() and not idx.all():
+        sub = {k: _subset(pq, idx) for k, pq in per_q.items()}
+        sboot = Bootstrap(int(idx.sum()), resamples=args.resamples, seed=args.seed)
+        srows = _rows(sub, table.meta, sboot, cats[idx], "baseline", "bm25", full=False)
+        _lever_diffs(srows, sub, sboot)
+        result["test_split"] = {
+            "conversations": sorted({data.conversations[data.questions[qi].conv].sample_id
+                                     for qi, k in zip(qs, idx) if k}),
+            "n_questions": int(idx.sum()), "rows": srows,
+            "targets": _verdicts({r["key"]: r for r in srows}, args.first_stage, "test split")}
+        result["targets"]["test split"] = result["test_split"]["targets"]
+    return result
+
+
+def render(res: dict[str, Any]) -> str:
+    rows = res["rows"]
+    label = {r["key"]: r["label"] for r in rows}
+    out = [f"LoCoMo, first stage {res['first_stage']}: {res['n_questions']} questions "
+           f"({res['protocol']['split']}), seed {res['protocol']['seed']}", ""]
+
+    def body(rs: list[dict[str, Any]]) -> list[list[str]]:
+        return [[label[r["key"]], f"{r['mrr']:.3f}", _ci(r["mrr_ci"]), f"{r['recall@10']:.3f}",
+                 _dci(r["diff_vs_baseline"]["mrr"]), _dci(r["diff_vs_baseline"]["recall@10"]),
+                 _dci(r["diff_vs_bm25"]["mrr"]),
+                 _dci(r["diff_vs_default"]["mrr"]) if "diff_vs_default" in r else ""]
+                for r in rs]
+
+    header = ["row", "MRR", "95% CI", "R@10", "dMRR vs first stage", "dR@10", "dMRR vs BM25",
+              "dMRR vs default"]
+    out += _table(header, body(rows), {1, 3}) + [""]
+    ts = res["test_split"]
+    if ts:
+        out += [f"Test split ({', '.join(ts['conversations'])}, {ts['n_questions']} questions):"]
+        out += _table(header, body(ts["rows"]), {1, 3}) + [""]
+    cats = sorted(rows[0]["per_category"])
+    out += _table(["MRR by category"] + [f"{c} {CATEGORY.get(c, '')} (n "
+                                         f"{rows[0]['per_category'][c]['n']})" for c in cats],
+                  [[label[r["key"]]] + [f"{r['per_category'][c]['mrr']:.3f}" for c in cats]
+                   for r in rows], set(range(1, len(cats) + 1))) + [""]
+    out.append(f"targets, first stage {res['first_stage']}:")
+    for split, items in res["targets"].items():
+        for t in items:
+            detail = (f"ratio {t['ratio']:.3f}" if "ratio" in t
+                      else f"{t['diff']:+.3f} [{t['ci'][0]:+.3f}, {t['ci'][1]:+.3f}]")
+            out.append(f"  {split}: {t['target']}: {detail} -> {'PASS' if t['pass'] else 'MISS'}")
+    if "timing" in res:
+        out.append("timing: " + ", ".join(f"{k} {v}" for k, v in res["timing"].items()))
+    return "\n".join(out)
+
+
+def summarize(paths: list[str]) -> str:
+    """One line per first stage (its --out JSON): alone, and heaprank's paired MRR differences
+    to it, on all conversations and on the test split; then each lever's difference to the
+    default it flips, and every verdict."""
+    results = [json.loads(Path(p).read_text(encoding="utf-8")) for p in paths]
+
+    def cell(rows: list[dict[str, Any]], key: str, ref: str = "diff_vs_baseline") -> str:
+        row = next((r for r in rows if r["key"] == key), None)
+        return "" if row is None or ref not in row else _dci(row[ref]["mrr"])
+
+    body, levers, verdicts = [], [], []
+    for res in results:
+        rows, ts = res["rows"], res["test_split"] or {"rows": []}
+        alone = next(r for r in rows if r["key"] == "baseline")
+        body.append([res["first_stage"], f"{alone['mrr']:.3f}", cell(rows, "heaprank_default"),
+                     cell(rows, "heaprank_oracle"), cell(rows, "heaprank_noisy"),
+                     cell(ts["rows"], "heaprank_default"), cell(ts["rows"], "heaprank_oracle"),
+                     cell(ts["rows"], "heaprank_oracle", "diff_vs_bm25")])
+        levers.append([res["first_stage"]] + [
+            cell(rows, k, "diff_vs_default") for k in (
+                "abl_recency_every_question_day_one", "abl_stage_slots", "abl_speaker_roles")])
+        for split, items in res["targets"].items():
+            verdicts += [f"  {res['first_stage']}, {split}: {t['target']}: "
+                         + (f"ratio {t['ratio']:.3f}" if "ratio" in t else _dci(t))
+                         + f" -> {'PASS' if t['pass'] else 'MISS'}" for t in items]
+    out = _table(["first stage", "alone", "day one", "+ oracle", "+ noisy", "test: day one",
+                  "test: + oracle", "test: oracle vs BM25"], body, {1})
+    out += ["", "levers (paired MRR difference of the row flipping it to the default, each "
+            "file's questions: all conversations, or the dev split):"]
+    out += _table(["first stage", "recency on every question, day one", "stage slots, oracle",
+                   "speaker-role slot, oracle"], levers, set())
+    return "\n".join(out + ["", "targets:"] + verdicts)
