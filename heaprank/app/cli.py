@@ -18,11 +18,10 @@ from pathlib import Path
 from typing import Any, NoReturn
 from urllib.parse import parse_qsl, urlsplit
 
-from .._time import DAY_S
 from .._version import __version__
 from ..errors import HeapRankError
 from ..state import sqlite_path
-from .options import FEATURES, known_namespace, number, whole_number
+from .options import FEATURES, known_namespace, number, print_fit, whole_number
 
 DEFAULT_STATE = "sqlite:///heaprank.db"
 DEFAULT_CONFIG = "heaprank-config.json"
@@ -68,20 +67,21 @@ def _existing_state(url: str) -> str:
         if not Path(path).is_file():
             raise UsageError(f"no state at {url!r} (file {path!r} does not exist); "
                              "pass --state or set HEAPRANK_STATE")
-        mode = [v for k, v in parse_qsl(url.partition("?")[2]) if k == "mode"]
-        if mode and mode != ["ro"]:
-            raise UsageError(f"--state: mode={mode[-1]} in {url!r}, but this command only reads "
-                             "the state and opens it read-only; drop mode= (or use mode=ro)")
-        if not mode:
-            url += ("&" if "?" in url else "?") + "mode=ro"
-    elif url.split(":", 1)[0] in _REDIS_SCHEMES:  # read-only: a missing state is not created
-        mode = [v for k, v in parse_qsl(urlsplit(url).query) if k == "mode"]
-        if mode and mode != ["ro"]:
-            raise UsageError(f"--state: mode={mode[-1]} in {url!r}, but this command only reads "
-                             "the state and opens it read-only; drop mode= (or use mode=ro)")
-        if not mode:
-            url += ("&" if urlsplit(url).query else ("" if url.endswith("?") else "?")) + "mode=ro"
+        return _read_only(url, url.partition("?")[2])
+    if url.split(":", 1)[0] in _REDIS_SCHEMES:  # read-only: a missing state is not created
+        return _read_only(url, urlsplit(url).query)
     return url
+
+
+def _read_only(url: str, query: str) -> str:
+    """``url`` with ``mode=ro`` in its ``query`` (added unless it says so already)."""
+    mode = [v for k, v in parse_qsl(query) if k == "mode"]
+    if mode and mode != ["ro"]:
+        raise UsageError(f"--state: mode={mode[-1]} in {url!r}, but this command only reads "
+                         "the state and opens it read-only; drop mode= (or use mode=ro)")
+    if mode:
+        return url
+    return url + ("&" if query else ("" if url.endswith("?") else "?")) + "mode=ro"
 
 
 def _state_url(args: argparse.Namespace) -> str:
@@ -201,7 +201,6 @@ def _cmd_stats(args: argparse.Namespace) -> int:
     return 0
 
 
-
 def _cmd_state_copy(args: argparse.Namespace) -> int:
     from ..state import open_state
     from ..state.copy import copy_state
@@ -277,27 +276,6 @@ def _config(args: argparse.Namespace) -> Any:
     return load_config(args.config) if args.config else Config()
 
 
-def _print_fit(fit: Any, start: Any) -> None:
-    who = "pooled (all namespaces)" if fit.namespace is None else f"namespace {fit.namespace!r}"
-    print(f"{who}: {fit.impressions} usable impressions ({fit.choices} used items), "
-          f"{fit.heldout_impressions} held out")
-    if fit.fitted is not None:
-        rows = [(n, getattr(start.weights, n), getattr(fit.fitted, n), *fit.intervals[n])
-                for n in fit.intervals if n != "half_life_s"]
-        if "half_life_s" in fit.intervals:  # shown in days
-            low, high = fit.intervals["half_life_s"]
-            rows.append(("half-life d", start.half_life_s / DAY_S,
-                         fit.fitted_half_life_s / DAY_S, low / DAY_S, high / DAY_S))
-        print(f"  {'weight':<12} {'current':>8} {'fitted':>8}   90% interval")
-        for name, before, after, low, high in rows:
-            print(f"  {name:<12} {before:8.3f} {after:8.3f}   {low:.3f}-{high:.3f}")
-    if fit.heldout_loglik_before is not None:
-        print(f"  held-out log-likelihood per choice {fit.heldout_loglik_before:.4f} -> "
-              f"{fit.heldout_loglik_after:.4f}; MRR {fit.heldout_mrr_before:.4f} -> "
-              f"{fit.heldout_mrr_after:.4f}")
-    print(f"  {'moved' if fit.moved else 'not moved'}: {fit.reason}")
-
-
 def _cmd_tune(args: argparse.Namespace) -> int:
     from ..config import save_config
     from ..reranker import Reranker
@@ -316,7 +294,7 @@ def _cmd_tune(args: argparse.Namespace) -> int:
         _print_json({**result.to_dict(), "written": out if written else None})
         return 0
     for fit in (result.pooled, *result.namespaces.values()):
-        _print_fit(fit, result.start)
+        print_fit(fit, result.start)
     print("skipped impressions: " + ", ".join(f"{k} {v}" for k, v in result.skipped.items()))
     if written:
         print(f"wrote the tuned config to {out} (load it with --config {out})")

@@ -1,11 +1,12 @@
-"""What the command line and its plots share: option types with plain messages, and the legend
-of the feature names ``heaprank links`` prints."""
+"""What the command line and its plots share: option types with plain messages, the legend of
+the feature names ``heaprank links`` prints, and the printed form of a weight fit."""
 
 from __future__ import annotations
 
 import argparse
 from typing import Any
 
+from .._time import DAY_S
 from ..errors import InputError
 
 
@@ -50,3 +51,26 @@ FEATURES = """feature names: a shape of the memory or its relation to the questi
   tag:<t>, person:<p>/<r>  a tag listed in Config.tag_slots; question person x speaker role
   qt:when&date:yes         a slot crossed with the question type (when, who, howmany, ...)
   doc:<id>                 this very document (Config.doc_features)"""
+
+
+def print_fit(fit: Any, start: Any) -> None:
+    """What ``heaprank tune`` prints of a fit: its data, each weight before and after with its
+    interval, the held-out check and whether the weights moved."""
+    who = "pooled (all namespaces)" if fit.namespace is None else f"namespace {fit.namespace!r}"
+    print(f"{who}: {fit.impressions} usable impressions ({fit.choices} used items), "
+          f"{fit.heldout_impressions} held out")
+    if fit.fitted is not None:
+        rows = [(n, getattr(start.weights, n), getattr(fit.fitted, n), *fit.intervals[n])
+                for n in fit.intervals if n != "half_life_s"]
+        if "half_life_s" in fit.intervals:  # shown in days
+            low, high = fit.intervals["half_life_s"]
+            rows.append(("half-life d", start.half_life_s / DAY_S,
+                         fit.fitted_half_life_s / DAY_S, low / DAY_S, high / DAY_S))
+        print(f"  {'weight':<12} {'current':>8} {'fitted':>8}   90% interval")
+        for name, before, after, low, high in rows:
+            print(f"  {name:<12} {before:8.3f} {after:8.3f}   {low:.3f}-{high:.3f}")
+    if fit.heldout_loglik_before is not None:
+        print(f"  held-out log-likelihood per choice {fit.heldout_loglik_before:.4f} -> "
+              f"{fit.heldout_loglik_after:.4f}; MRR {fit.heldout_mrr_before:.4f} -> "
+              f"{fit.heldout_mrr_after:.4f}")
+    print(f"  {'moved' if fit.moved else 'not moved'}: {fit.reason}")
