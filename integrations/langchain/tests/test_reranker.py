@@ -10,11 +10,16 @@ from pathlib import Path
 
 import pytest
 from heaprank import Config, ConfigError, InputError, InputTypeError, Reranker
+from heaprank.config import RECENCY_EVERY_QUESTION
 from langchain_core.documents import BaseDocumentCompressor, Document
 from pydantic import ValidationError
 
 from langchain_heaprank import HeapRankReranker
 from lc_support import DAY, MEMORIES, NOW
+
+#: Recency on every question (by default only on questions about the current state), for the
+#: tests of how a document's dates read.
+_RECENCY_ALWAYS = Config(intent_recency=RECENCY_EVERY_QUESTION)
 
 QUERY = "When is my flight to Lisbon?"
 
@@ -128,14 +133,14 @@ def test_top_n_none_keeps_all_and_empty_input_gives_nothing(reranker: HeapRankRe
     NOW - 3 * DAY,
     datetime.fromtimestamp(NOW - 3 * DAY, tz=timezone.utc).isoformat(),
 ])
-def test_created_at_as_datetime_epoch_or_iso_reads_the_same(reranker: HeapRankReranker,
-                                                             created: object) -> None:
+def test_created_at_as_datetime_epoch_or_iso_reads_the_same(created: object) -> None:
+    reranker = HeapRankReranker(state="memory://", now=NOW, config=_RECENCY_ALWAYS)
     doc = Document("note about the flight", id="n", metadata={"created_at": created})
     assert "age 3.0d" in reranker.compress_documents([doc], "flight")[0].metadata["heaprank_explain"]
 
 
 def test_recency_and_importance_keys_are_configurable() -> None:
-    rr = HeapRankReranker(state="memory://", now=NOW,
+    rr = HeapRankReranker(state="memory://", now=NOW, config=_RECENCY_ALWAYS,
                           metadata_keys={"created_at": "ts", "importance": "weight"})
     old = Document("flight note one", id="old", metadata={"ts": NOW - 300 * DAY})
     new = Document("flight note two", id="new", metadata={"ts": NOW - 1 * DAY, "weight": 2.0})
@@ -145,8 +150,8 @@ def test_recency_and_importance_keys_are_configurable() -> None:
     assert "age 1.0d" in explain and "importance 2.00 (explicit)" in explain
 
 
-def test_bad_metadata_is_neutralised_flagged_and_logged(reranker: HeapRankReranker,
-                                                        caplog: pytest.LogCaptureFixture) -> None:
+def test_bad_metadata_is_neutralised_flagged_and_logged(caplog: pytest.LogCaptureFixture) -> None:
+    reranker = HeapRankReranker(state="memory://", top_n=3, now=NOW, config=_RECENCY_ALWAYS)
     docs = [Document("flight one", id="bad", metadata={"created_at": "next tuesday-ish",
                                                         "kind": {"x": 1}, "importance": "high"}),
             Document("flight two", id="good", metadata={"created_at": NOW - DAY})]
