@@ -94,6 +94,21 @@ def _data_path(arg: str | None) -> Path:
                             "to a copy of locomo10.json (github.com/snap-research/locomo)")
 
 
+def augmented_data(args: argparse.Namespace, augment: Any, command: str) -> tuple[Path, Any] | None:
+    """``(path, raw)``: the LoCoMo file of ``--data`` rewritten by ``augment(raw, args.seed)``
+    (saved to ``--write`` when given), for the test sets built from it; None once the missing
+    file is reported."""
+    try:
+        path = _data_path(args.data)
+    except FileNotFoundError as exc:
+        print(f"python -m benchmarks {command}: {exc}", file=sys.stderr)
+        return None
+    raw = augment(json.loads(path.read_text(encoding="utf-8")), args.seed)
+    if args.write:
+        Path(args.write).write_text(json.dumps(raw, indent=1), encoding="utf-8")
+    return path, raw
+
+
 def _folds(arg: str | None, data: Any) -> list[int]:
     if not arg:
         return list(range(len(data.conversations)))

@@ -111,20 +111,16 @@ def _category_of(raw: list[dict[str, Any]]) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     from heaprank import Config, Reranker
 
-    from .locomo import DEV_CONVERSATIONS, _data_path
+    from .locomo import DEV_CONVERSATIONS, augmented_data
     from .locomo_data import BM25Scorer, build_candidates, parse_locomo
     from .locomo_report import _ci, _dci, _git, _table
     from .locomo_sim import HeaprankRunner, prepare
     from .metrics import Bootstrap, collect, score_ranking
 
-    try:
-        path = _data_path(args.data)
-    except FileNotFoundError as exc:
-        print(f"python -m benchmarks locomo-ku: {exc}", file=sys.stderr)
+    loaded = augmented_data(args, augment, "locomo-ku")
+    if loaded is None:
         return 2
-    raw = augment(json.loads(path.read_text(encoding="utf-8")), args.seed)
-    if args.write:
-        Path(args.write).write_text(json.dumps(raw, indent=1), encoding="utf-8")
+    path, raw = loaded
     intents = _category_of(raw)
     for sample in raw:  # the loader wants integer categories
         for qa in sample["qa"]:

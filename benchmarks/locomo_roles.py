@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import copy
 import json
-import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -129,20 +128,16 @@ def _rows(data: Any, prep: Any, seed: int, training: frozenset[int], held: list[
 
 
 def run(args: argparse.Namespace) -> int:
-    from .locomo import DEV_CONVERSATIONS, _data_path
+    from .locomo import DEV_CONVERSATIONS, augmented_data
     from .locomo_data import BM25Scorer, build_candidates, parse_locomo
     from .locomo_report import _ci, _dci, _git, _table
     from .locomo_sim import prepare
     from .metrics import Bootstrap
 
-    try:
-        path = _data_path(args.data)
-    except FileNotFoundError as exc:
-        print(f"python -m benchmarks locomo-roles: {exc}", file=sys.stderr)
+    loaded = augmented_data(args, augment, "locomo-roles")
+    if loaded is None:
         return 2
-    raw = augment(json.loads(path.read_text(encoding="utf-8")), args.seed)
-    if args.write:
-        Path(args.write).write_text(json.dumps(raw, indent=1), encoding="utf-8")
+    path, raw = loaded
     data = parse_locomo(raw, origin=str(path))
     n = len(data.conversations)
     dev = [c for c in map(int, DEV_CONVERSATIONS.split(",")) if c < n]
