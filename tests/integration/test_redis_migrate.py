@@ -1,6 +1,7 @@
 """``heaprank state migrate``: a state of Redis layout 1 (written here key by key, as heaprank
 0.1 kept it) becomes layout 2 while 4 writer processes of this version apply feedback; the
-result equals all the feedbacks (the old ones and the writers') applied serially, exactly."""
+result equals all the feedbacks (the old ones and the writers') applied serially, exactly.
+On one server and on a 3-master Cluster, where the 8 old shards' slots lie on every master."""
 
 from __future__ import annotations
 
@@ -10,13 +11,15 @@ import struct
 import time
 import zlib
 
+import pytest
 import redis
 
 from heaprank import MemoryState
 from heaprank.app.cli import main as cli
 from heaprank.records import FeedbackBatch, FeedbackItem, Impression
 from heaprank.state.redis import RedisState
-from heaprank.state.redis.layout import shard_tags
+from heaprank.state.redis.connect import connect
+from heaprank.state.redis.layout import key_slot, shard_tags
 from tests.integration import redis_workers as workers
 from tests.integration.redis_servers import unique_prefix
 
@@ -40,7 +43,7 @@ def old_plan(born_ms: int, names: list[str]):  # type: ignore[no-untyped-def]
                                  kappa=workers.PRIOR.kappa, em=False)
 
 
-def write_layout_1(client: redis.Redis, prefix: str, pairs) -> None:  # type: ignore[no-untyped-def]
+def write_layout_1(client: "redis.Redis", prefix: str, pairs) -> None:  # type: ignore[no-untyped-def]
     """The state of ``pairs`` in layout 1: keys tagged by one of 8 global shards."""
     serial = MemoryState()
     fed: dict[str, int] = {}
@@ -84,7 +87,7 @@ def write_layout_1(client: redis.Redis, prefix: str, pairs) -> None:  # type: ig
 
 def gated_writer(url: str, prefix: str, worker: int, born_ms: int) -> tuple[int, int, float, float]:
     """A writer of this version: waits until the state says layout 2, then writes."""
-    client = redis.Redis.from_url(url)
+    client = connect(url, 5.0)
     deadline = time.monotonic() + 60
     while b":" not in (client.get(f"{prefix}:meta") or b"") and time.monotonic() < deadline:
         time.sleep(0.005)
@@ -92,12 +95,27 @@ def gated_writer(url: str, prefix: str, worker: int, born_ms: int) -> tuple[int,
     return workers.run_worker(url, prefix, worker, FEEDBACKS, born_ms, 10)
 
 
-def test_migrating_while_4_writers_run_loses_and_doubles_nothing(redis_url, capsys):
+def old_keys_by_master(client: "redis.Redis", prefix: str) -> dict[str, int]:
+    """How many layout-1 keys each master holds (one entry on a single server)."""
+    if not hasattr(client, "get_primaries"):
+        return {"single": sum(1 for _ in client.scan_iter(match=f"{prefix}:{{[0-7].*}}:*"))}
+    held: dict[str, int] = {}
+    for key in client.scan_iter(match=f"{prefix}:{{[0-7].*}}:*"):
+        node = client.nodes_manager.get_node_from_slot(key_slot(key.decode()))
+        held[node.name] = held.get(node.name, 0) + 1
+    return held
+
+
+@pytest.mark.parametrize("kind", ["redis", "redis-cluster"])
+def test_migrating_while_4_writers_run_loses_and_doubles_nothing(kind, request, capsys):
+    redis_url = request.getfixturevalue("redis_url" if kind == "redis" else "redis_cluster_url")
     prefix = unique_prefix()
     born_ms = int(time.time() * 1000)
     old = list(old_plan(born_ms - 5_000, [f"old{i:03d}" for i in range(400)]))
-    client = redis.Redis.from_url(redis_url)
+    client = connect(redis_url, 5.0)
     write_layout_1(client, prefix, old)
+    spread = old_keys_by_master(client, prefix)
+    assert len(spread) == (3 if kind == "redis-cluster" else 1), spread  # old keys on every master
     ctx = multiprocessing.get_context("spawn")
     with ctx.Pool(WRITERS) as pool:
         running = pool.starmap_async(gated_writer, [(redis_url, prefix, 20 + w, born_ms)

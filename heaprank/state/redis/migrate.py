@@ -13,7 +13,9 @@ the slot of one of N global shards, the pool summed over those shards) into layo
    feedback count to its bucket's, and the namespace is marked migrated in the same step (a
    second run skips it); then its old keys are deleted.
 
-Until a namespace is merged, a rerank does not see its old evidence (the old keys are not read).
+On a Cluster (a ``redis+cluster://`` URL) the scans visit every master, and every script
+touches keys of one slot: ``MIGRATE_NS`` a namespace's new keys (one tag), ``INTERN`` the id
+map's. Until a namespace is merged, a rerank does not see its old evidence (the old keys are not read).
 Writers of the previous version must be stopped first: what they write to the old keys after
 their namespace was merged is not copied.
 """
