@@ -42,6 +42,8 @@ BENCHMARKS = {
                          "LoCoMo end to end through langchain-heaprank (dense candidates, oracle)"),
     "refit-cost": ("benchmarks.refit_cost", "the cost of one continuous re-fit of the weights, "
                    "by impression-log size and backend"),
+    "redis-load": ("benchmarks.redis_load", "a Redis server's restart with a heaprank state "
+                   "loaded: AOF and RDB load time, file size, used_memory"),
     "views": ("benchmarks.views", "a real SQLite state built from LoCoMo (development "
               "conversations), then heaprank tune, replay, forget --preview and plot run on it"),
 }

@@ -33,28 +33,40 @@ def _used(client: Any) -> int:
     return int(client.info("memory")["used_memory"])
 
 
+FEATURES = [f"qt:{q}&kind:k{i:02d}" for q in ("when", "who") for i in range(50)]
+
+
+def feed_namespace(state: Any, i: int, open_impression: bool = False) -> None:
+    """Namespace ``user:{i}``'s 100 links through ``apply_feedback`` (one feedback of 10 shown
+    items x 10 features, 1 used); with ``open_impression`` one more impression, left unfed."""
+    from heaprank.records import FeedbackBatch, FeedbackItem, Impression, new_recall_id
+
+    ns = f"user:{i:06d}"
+    ids = tuple(f"user{i % 100:02d}/m{k:05d}" for k in range(10))
+    for fed in (True, False) if open_impression else (True,):
+        rid = new_recall_id()
+        imp = Impression(recall_id=rid, namespace=ns, qtype="other", time=NOW, time_explicit=True,
+                         ids=ids, slots=tuple(("kind:none",) for _ in ids))
+        state.put_impression(imp)
+        if fed:
+            items = tuple(FeedbackItem(id=ids[k], rank=k + 1, used=k == 0,
+                                       features=tuple(FEATURES[10 * k:10 * k + 10])) for k in range(10))
+            state.apply_feedback(FeedbackBatch(rid, ns, NOW, items), None)  # type: ignore[arg-type]
+
+
 def load_links(url: str, prefix: str, namespaces: int) -> dict[str, Any]:
-    """``namespaces`` x 100 links through ``apply_feedback`` (one feedback of 10 shown items x 10
-    features each, 1 used), fed impressions pruned: ``used_memory`` per namespace and link."""
+    """``namespaces`` x 100 links through ``apply_feedback`` (:func:`feed_namespace`), fed
+    impressions pruned: ``used_memory`` per namespace and link."""
     import redis
 
-    from heaprank.records import FeedbackBatch, FeedbackItem, Impression, new_recall_id
     from heaprank.state.redis import RedisState
     from heaprank.state.redis.layout import key_slot
 
     client = redis.Redis.from_url(url)
     state = RedisState(url, prefix=prefix, max_impressions=1)
-    features = [f"qt:{q}&kind:k{i:02d}" for q in ("when", "who") for i in range(50)]
     before = _used(client)
     for i in range(namespaces):
-        ns, rid = f"user:{i:06d}", new_recall_id()
-        ids = tuple(f"user{i % 100:02d}/m{k:05d}" for k in range(10))
-        imp = Impression(recall_id=rid, namespace=ns, qtype="other", time=NOW, time_explicit=True,
-                         ids=ids, slots=tuple(("kind:none",) for _ in ids))
-        state.put_impression(imp)
-        items = tuple(FeedbackItem(id=ids[k], rank=k + 1, used=k == 0,
-                                   features=tuple(features[10 * k:10 * k + 10])) for k in range(10))
-        state.apply_feedback(FeedbackBatch(rid, ns, NOW, items), None)  # type: ignore[arg-type]
+        feed_namespace(state, i)
     state.prune()
     grown = _used(client) - before
     stats = state.stats()

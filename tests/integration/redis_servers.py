@@ -83,11 +83,13 @@ class RedisServer:
         self.proc: subprocess.Popen[bytes] | None = None
         self.start()
 
-    def start(self) -> None:
+    def start(self, timeout_s: float = 5.0) -> None:
+        """Start the server and wait (up to ``timeout_s``) until it answers PONG: a server
+        loading its AOF or RDB file answers LOADING until it has loaded it."""
         cmd = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
                "--dir", str(self.folder), "--logfile", str(self.folder / "redis.log"), *self.args]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        if not ping(self.port):
+        if not ping(self.port, timeout_s):
             self.stop()
             raise RuntimeError(f"redis-server on port {self.port} did not start: "
                                f"{(self.folder / 'redis.log').read_text()[-2000:]}")
