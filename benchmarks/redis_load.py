@@ -55,6 +55,28 @@ def _file_bytes(folder: Path, mode: str) -> int:
     return sum(p.stat().st_size for p in (folder / "appendonlydir").iterdir())  # Redis 7 layout
 
 
+def aof_shares(folder: Path) -> dict[str, float]:
+    """The share of an AOF's bytes by command and key kind (``HSET g``: a pooled shard's hash),
+    read from its RESP commands: what makes the history large."""
+    data = b"".join(p.read_bytes() for p in sorted((folder / "appendonlydir").glob("*.incr.aof")))
+    size: dict[str, int] = {}
+    at = 0
+    while at < len(data):
+        end = data.index(b"\r\n", at)  # "*<count>\r\n", then count "$<length>\r\n<bytes>\r\n"
+        count, at = int(data[at + 1:end]), end + 2
+        parts = []
+        for _ in range(count):
+            end = data.index(b"\r\n", at)
+            length = int(data[at + 1:end])
+            parts.append(data[end + 2:end + 2 + length])
+            at = end + 4 + length
+        fields = parts[1].decode("utf-8", "replace").split(":") if len(parts) > 1 else []
+        name = f"{parts[0].decode().upper()} {fields[2] if len(fields) > 2 else ''}".strip()
+        size[name] = size.get(name, 0) + sum(len(p) for p in parts)
+    total = sum(size.values()) or 1
+    return {k: v / total for k, v in sorted(size.items(), key=lambda kv: -kv[1])}
+
+
 def _restart_s(server: Any) -> float:
     """Stop ``server`` (SIGTERM) and start it again: seconds until it answers with its data."""
     import redis
@@ -108,6 +130,7 @@ def measure(folder: Path, mode: str, namespaces: int) -> dict[str, Any]:
         keys = int(client.dbsize())
         client.close()
         size = _file_bytes(folder / mode, mode)
+        shares = aof_shares(folder / mode) if mode == "aof" else {}
         restart = _restart_s(server)
         check = RedisState(url, prefix="load")
         assert check.stats()["links"] == stats["links"], "the restart lost links"
@@ -117,7 +140,7 @@ def measure(folder: Path, mode: str, namespaces: int) -> dict[str, Any]:
     return {"mode": mode, "namespaces": namespaces, "links": stats["links"], "keys": keys,
             "load_through_api_s": loaded_s, "file_bytes": size, "used_memory": used,
             "used_memory_growth": used - empty,
-            "restart_s": restart}
+            "restart_s": restart, "aof_byte_shares": shares}
 
 
 def empty_start_s(folder: Path) -> float:
@@ -146,6 +169,11 @@ def report(rows: list[dict[str, Any]], empty_s: float) -> str:
         lines.append(f"{r['mode']:<14} {r['keys']:>7,} {r['file_bytes'] / 1e6:>8.1f} "
                      f"{r['used_memory'] / 1e6:>15.1f} {r['restart_s']:>10.3f} | {'':>23} "
                      f"{r['file_bytes'] * scale / 1e9:>8.2f} {memory / 1e9:>10.2f} {restart:>10.1f}")
+    for r in rows:
+        if r["aof_byte_shares"]:
+            top = list(r["aof_byte_shares"].items())[:3]
+            lines.append(f"{r['mode']} bytes by command and key kind: " +
+                         ", ".join(f"{k} {v:.0%}" for k, v in top))
     lines.append(f"an empty server restarts in {empty_s:.3f} s; the 1M columns are a linear "
                  "extrapolation, not a measurement")
     return "\n".join(lines)

@@ -32,3 +32,4 @@ def test_redis_load_benchmark_restarts_each_mode_with_the_data(tmp_path, capsys)
         assert row["file_bytes"] > 0 and row["used_memory"] > 0 and row["restart_s"] > 0
     # the history replays every command; the rewritten file is the state's size
     assert rows[0]["file_bytes"] > rows[1]["file_bytes"]
+    assert abs(sum(rows[0]["aof_byte_shares"].values()) - 1) < 1e-9 and "SET l" in rows[0]["aof_byte_shares"]
