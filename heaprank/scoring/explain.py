@@ -22,6 +22,8 @@ from ..config import SIGNALS
 from . import rank
 from .candidates import Candidate
 from .results import (
+    AGE_DETAIL,
+    SCORE_DETAIL,
     Ranked,
     Ranking,
     ResultSource,
@@ -147,7 +149,8 @@ def _notes(scored: Scored, i: int) -> dict[str, str]:
 def _add_details(scored: Scored, shown: _Shown) -> None:
     """What each shown candidate's relevance, recency and importance came from, for EXPLAIN:
     appended to its row of signal values, then a place for its top links' text (see
-    :class:`ResultSource`)."""
+    :class:`ResultSource`). The usual relevance and recency go in as the numbers of
+    :data:`SCORE_DETAIL` and :data:`AGE_DETAIL`: the EXPLAIN line formats them itself."""
     seen, cfg = scored.seen, scored.request.config
     batch, info, fused = seen.batch, seen.info, seen.fused
     fused_names = tuple(cfg.fusion_weights)
@@ -155,10 +158,17 @@ def _add_details(scored: Scored, shown: _Shown) -> None:
     # a multiplier of 1 needs none)
     scale = cfg.intent_recency.get(info.intent, 1.0)
     asks = f", asks for {info.intent}" if info.intent != "none" and scale != 1.0 else ""
+    numbers = info.has_content and fused is None and not asks
     all_nan = None
     for row, i, score, imp, sources, age_s, uses in zip(
             shown.rows, shown.positions, shown.scores, shown.importance, shown.source_count,
             shown.ages, shown.uses):
+        origin = "explicit" if imp == imp else batch.kinds[i] or "default"
+        if sources == sources:
+            origin += f", {sources:g} sources"
+        if numbers and score == score and age_s == age_s and not uses > 0:
+            row += score, age_s / DAY_S, origin, ""
+            continue
         if not info.has_content:
             rel = "empty query"
         elif score != score:  # NaN
@@ -166,17 +176,14 @@ def _add_details(scored: Scored, shown: _Shown) -> None:
                 all_nan = bool(np.isnan(batch.scores).all())
             rel = f"rank {i + 1}" if all_nan else "no valid score"
         else:
-            rel = f"score {score:.4g}"
+            rel = SCORE_DETAIL % score
         if fused is not None:  # the other retriever scores fused into relevance
             rel += "".join(f", {n} {v:.4g}" if v == v else f", no {n}"
                            for n, v in zip(fused_names, fused[i].tolist()))
         if age_s != age_s:
             rec = "no date"
         elif uses > 0:
-            rec = f"age {age_s / DAY_S:.1f}d, used {uses:g}x"
+            rec = f"{AGE_DETAIL % (age_s / DAY_S)}, used {uses:g}x"
         else:
-            rec = f"age {age_s / DAY_S:.1f}d"
-        origin = "explicit" if imp == imp else batch.kinds[i] or "default"
-        if sources == sources:
-            origin += f", {sources:g} sources"
+            rec = AGE_DETAIL % (age_s / DAY_S)
         row += rel, rec + asks, origin, ""

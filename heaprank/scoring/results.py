@@ -109,6 +109,12 @@ _put_line = _SETTERS[-1]
 _SLOTS = tuple(Ranked.__dict__[name] for name in _FIELDS)  # the slots (two become properties below)
 #: The three details every result has (its EXPLAIN line shows them in brackets), in this order.
 DETAIL_NAMES = ("relevance", "recency", "importance")
+#: Most results' relevance and recency details, as ``%`` formats of the retriever score and of
+#: the age in days. A :class:`ResultSource` row may hold those two numbers in place of the two
+#: texts (a float where a text would be): its EXPLAIN line then formats them in its own ``%``,
+#: not in two strings of their own first.
+SCORE_DETAIL = "score %.4g"
+AGE_DETAIL = "age %.1fd"
 
 
 class ResultSource:
@@ -117,8 +123,9 @@ class ResultSource:
     each holds this source) and its EXPLAIN line from here.
 
     ``rows[j]`` is result ``j``'s signal values in ``names`` order, followed by its three
-    details (:data:`DETAIL_NAMES`) and one place for its top links' text: the line is one ``%``
-    format of that list. ``link_rows[j]`` keys its top links' text in ``link_texts``, a cache
+    details (:data:`DETAIL_NAMES`; the first two may be the numbers of :data:`SCORE_DETAIL` and
+    :data:`AGE_DETAIL`) and one place for its top links' text: the line is one ``%`` format of
+    that list. ``link_rows[j]`` keys its top links' text in ``link_texts``, a cache
     the reranker shares between the results whose top links are the same.
     """
 
@@ -137,7 +144,10 @@ class ResultSource:
 
     def details(self, j: int) -> dict[str, str]:
         row, n = self.rows[j], len(self.names)
-        return dict(zip(DETAIL_NAMES, row[n:n + 3]))
+        rel, rec, origin = row[n:n + 3]
+        if rel.__class__ is float:  # the numbers of the two usual details
+            rel, rec = SCORE_DETAIL % rel, AGE_DETAIL % rec
+        return dict(zip(DETAIL_NAMES, (rel, rec, origin)))
 
     def line(self, item: Ranked) -> str:
         """``item``'s EXPLAIN line, what :func:`_compose` gives for it."""
@@ -154,7 +164,8 @@ class ResultSource:
         else:
             text = ""
         row[-1] = text
-        line = template.direct % template.pick(row)
+        direct = template.numbers if row[len(self.names)].__class__ is float else template.direct
+        line = direct % template.pick(row)
         return line + _tail(item) if item.rules or item.flags else line
 
 
@@ -257,13 +268,15 @@ class ExplainTemplate:
 
     ``direct % pick(row)`` is the line (but its rules and flags) of a result whose details are
     the three of :data:`DETAIL_NAMES` and nothing else, from its :class:`ResultSource` row
-    (its signal values, those details, its top links' text).
+    (its signal values, those details, its top links' text); ``numbers % pick(row)`` the same
+    from a row that holds the numbers of :data:`SCORE_DETAIL` and :data:`AGE_DETAIL`.
     """
 
-    __slots__ = ("format", "shown", "direct", "pick")
+    __slots__ = ("format", "shown", "direct", "numbers", "pick")
 
     def __init__(self, names: tuple[str, ...], weights: tuple[float, ...]) -> None:
-        parts, shown, direct, picks = [], [], [], []
+        parts, shown, direct, numbers, picks = [], [], [], [], []
+        number_detail = {"relevance": SCORE_DETAIL, "recency": AGE_DETAIL, "importance": "%s"}
         n = len(names)
         for i, (name, weight) in enumerate(zip(names, weights)):
             if weight == 0:
@@ -276,18 +289,22 @@ class ExplainTemplate:
             if name == "usefulness":
                 parts.append(text + "%s")
                 direct.append(text + "%s")
+                numbers.append(text + "%s")
                 picks.append(n + 3)
             else:
                 parts.append(text + " (%s)")
                 if name in DETAIL_NAMES:
                     direct.append(text + " (%s)")
+                    numbers.append(f"{text} ({number_detail[name]})")
                     picks.append(n + DETAIL_NAMES.index(name))
                 else:
                     direct.append(text)
+                    numbers.append(text)
             shown.append((i, None if name == "usefulness" else name))
         self.format = " x ".join(parts)
         self.shown = tuple(shown)
         self.direct = " x ".join(direct)
+        self.numbers = " x ".join(numbers)
         # one pick gives the value itself, not a 1-tuple: % takes it as well (none is a tuple)
         self.pick: Callable[[list[Any]], Any] = itemgetter(*picks) if picks else _no_values
 

@@ -126,6 +126,19 @@ def _row_codes(row: Sequence[str], table: dict[str, int]) -> bytes:
     return out
 
 
+def _own_rows(slots: Sequence[Sequence[str]], table: dict[str, int]) -> dict[tuple[str, ...], bytes] | None:
+    """The codes of an impression's rows where some have free-form slots (coded in ``table``,
+    as the Python pass codes them: in the order they first come), for ``encode_items``; None
+    where a row is not a tuple (the Python pass then runs)."""
+    own: dict[tuple[str, ...], bytes] = {}
+    for row in slots:
+        if type(row) is not tuple:
+            return None
+        if row not in own:
+            own[row] = _FIXED_ROWS.get(row) or _row_codes(row, table)
+    return own
+
+
 def encode(head: Head, ids: Sequence[str], slots: Sequence[Sequence[str]],
            signals: np.ndarray | Sequence[Sequence[float]] | None,
            verdicts: Sequence[int] | None = None) -> bytes:
@@ -139,7 +152,12 @@ def encode(head: Head, ids: Sequence[str], slots: Sequence[Sequence[str]],
         made = encode_kernel(ids, slots, _FIXED_ROWS, wide, m)
         if made is not None:  # every row a codebook one: no free-form slot table
             return _head(head, n, verdicts, {}, made)
-    table: dict[str, int] = {}
+        table: dict[str, int] = {}
+        own = _own_rows(slots, table)
+        made = None if own is None else encode_kernel(ids, slots, own, wide, m)
+        if made is not None:
+            return _head(head, n, verdicts, table, made)
+    table = {}
     body = bytearray()  # the items, then the signal values
     small, fixed = _SMALL, _FIXED_ROWS.get
     for doc_id, row in zip(ids, slots):

@@ -39,6 +39,26 @@ def test_the_kernels_impression_bytes_are_the_python_encoders(items, data):
     assert codec.encode(_HEAD, ids, slots, signals) == expected
 
 
+_FREE_ROWS = st.lists(st.one_of(st.sampled_from(FIXED_SLOTS),
+                                st.sampled_from(["source:ann", "source:bo", "tag:x", "kind:q%"])),
+                      max_size=12).map(tuple)
+
+
+@given(items=st.lists(st.tuples(_IDS, _FREE_ROWS), max_size=20))
+def test_impressions_with_free_form_slots_encode_to_the_python_encoders_bytes(items):
+    """Rows with slots outside the codebook: the kernel over the impression's own rows' codes
+    (numbered in the order they first come) writes what the Python pass writes."""
+    ids = tuple(i for i, _ in items)
+    slots = tuple(row for _, row in items)
+    signals = np.arange(len(ids) * 3, dtype=np.float64).reshape(len(ids), 3)
+    with mock.patch.object(codec, "encode_kernel", None):
+        expected = codec.encode(_HEAD, ids, slots, signals)
+    with mock.patch.object(codec, "encode_kernel", mock.Mock(wraps=STATE.encode_items)) as kernel:
+        assert codec.encode(_HEAD, ids, slots, signals) == expected
+    assert kernel.call_args.args[2] is not codec._FIXED_ROWS or all(
+        row in codec._FIXED_ROWS for row in slots)  # a free-form row: its own codes
+
+
 def test_the_kernels_impression_bytes_defer_on_what_they_do_not_take():
     class Slot(str):
         pass
