@@ -71,7 +71,10 @@ def aof_shares(folder: Path) -> dict[str, float]:
             parts.append(data[end + 2:end + 2 + length])
             at = end + 4 + length
         fields = parts[1].decode("utf-8", "replace").split(":") if len(parts) > 1 else []
-        name = f"{parts[0].decode().upper()} {fields[2] if len(fields) > 2 else ''}".strip()
+        # the kind is the first part after the prefix that is not a hash tag: ``P:{t}:g`` is a
+        # pooled shard, ``P:r:{<rid>}`` a recall id's pointer (one name for all of them)
+        kind = next((f for f in fields[1:] if not f.startswith("{")), "")
+        name = f"{parts[0].decode().upper()} {kind}".strip()
         size[name] = size.get(name, 0) + sum(len(p) for p in parts)
     total = sum(size.values()) or 1
     return {k: v / total for k, v in sorted(size.items(), key=lambda kv: -kv[1])}
