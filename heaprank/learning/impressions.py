@@ -62,11 +62,12 @@ def impression_of(scored: Scored, recall_id: str, space: FeatureSpace) -> Impres
     stored = rank.matrix(len(seen.batch), (seen.relevance, signals.age, signals.importance,
                                            signals.use, scored.rules, *extra.values()),
                          scored.top)
-    stored[:, 1] /= DAY_S
     if request.config.intent_recency.get(seen.info.intent) == 0:
         # Recency did not apply to this question (its intent scales it to 0): no age logged,
         # so replay and tune see its recency as neutral, as it was ranked.
         stored[:, 1] = math.nan
+    else:
+        stored[:, 1] /= DAY_S
     rows = seen.rows.tolist()
     return Impression(
         recall_id, request.namespace, seen.info.qtype, request.when, request.explicit,

@@ -27,6 +27,7 @@ from .results import (
     Ranked,
     Ranking,
     ResultSource,
+    Standings,
     exp_score,
     explain_template,
     new_ranked_all,
@@ -69,10 +70,9 @@ def ranking(scored: Scored, recall_id: str, top_links: TopLinks,
     vars(made).update(
         recall_id=recall_id, namespace=request.namespace, query=request.query,
         qtype=seen.info.qtype, items=_results(scored, top_links, untracked),
-        order_ids=tuple(map(batch.ids.__getitem__, order.tolist())),
-        log_scores=scored.log_score[order], log_terms=scored.log_terms[order],
-        signal_names=SIGNALS, log_rules=scored.log_rules[order] if fired else scored.log_rules,
-        dropped=dropped)  # (no rule fired: log_rules are zeros)
+        standings=Standings(batch.ids, order, scored.log_score, scored.log_terms,
+                            scored.log_rules),
+        signal_names=SIGNALS, dropped=dropped)
     return made
 
 

@@ -359,6 +359,55 @@ class WhyNot:
         return self.message
 
 
+class Standings:
+    """Every candidate of a rerank that no rule dropped, best first, with its log score and its
+    terms: what ``why_not`` reads. Kept as the rerank left them (the candidates' ids, the order
+    and the unordered arrays) and put in order on first use, since most rankings never ask."""
+
+    def __init__(self, ids: Sequence[str], order: np.ndarray, log_scores: np.ndarray | None = None,
+                 log_terms: np.ndarray | None = None, log_rules: np.ndarray | None = None) -> None:
+        self._ids, self._order = ids, order
+        self._scores = np.empty(0) if log_scores is None else log_scores
+        self._terms = np.empty((0, 0)) if log_terms is None else log_terms
+        self._rules = np.empty(0) if log_rules is None else log_rules
+
+    @functools.cached_property
+    def ids(self) -> tuple[str, ...]:
+        return tuple(map(self._ids.__getitem__, self._order.tolist()))
+
+    @functools.cached_property
+    def log_scores(self) -> np.ndarray:
+        return self._in_order(self._scores)
+
+    @functools.cached_property
+    def log_terms(self) -> np.ndarray:
+        return self._in_order(self._terms)
+
+    @functools.cached_property
+    def log_rules(self) -> np.ndarray:
+        return self._in_order(self._rules)
+
+    def _in_order(self, values: np.ndarray) -> np.ndarray:
+        return values[self._order] if len(values) else values
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Standings):
+            return NotImplemented
+        return self.ids == other.ids and all(
+            np.array_equal(a, b, equal_nan=True) for a, b in (
+                (self.log_scores, other.log_scores), (self.log_terms, other.log_terms),
+                (self.log_rules, other.log_rules)))
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Standings({list(self.ids)!r})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return Standings, (self.ids, np.arange(len(self.ids)), self.log_scores, self.log_terms,
+                           self.log_rules)
+
+
 @dataclass(frozen=True, eq=False)
 class Ranking(Sequence[Ranked]):
     """The top ``k`` results, best first, plus what ``why_not`` needs about the rest.
@@ -376,11 +425,8 @@ class Ranking(Sequence[Ranked]):
     query: str
     qtype: str
     items: tuple[Ranked, ...]
-    order_ids: tuple[str, ...] = ()  # every kept candidate, best first
-    log_scores: np.ndarray = field(default_factory=lambda: np.empty(0))
-    log_terms: np.ndarray = field(default_factory=lambda: np.empty((0, 0)))
+    standings: Standings = field(default_factory=lambda: Standings((), np.empty(0, np.intp)))
     signal_names: tuple[str, ...] = ()
-    log_rules: np.ndarray = field(default_factory=lambda: np.empty(0))
     dropped: Mapping[str, str] = field(default_factory=dict)
 
     def __eq__(self, other: object) -> bool:
@@ -388,12 +434,29 @@ class Ranking(Sequence[Ranked]):
         if not isinstance(other, Ranking):
             return NotImplemented
         return (self.recall_id, self.namespace, self.query, self.qtype, self.items,
-                self.order_ids, self.signal_names, dict(self.dropped)) == (
+                self.standings, self.signal_names, dict(self.dropped)) == (
                     other.recall_id, other.namespace, other.query, other.qtype, other.items,
-                    other.order_ids, other.signal_names, dict(other.dropped)) and all(
-            np.array_equal(a, b, equal_nan=True) for a, b in (
-                (self.log_scores, other.log_scores), (self.log_terms, other.log_terms),
-                (self.log_rules, other.log_rules)))
+                    other.standings, other.signal_names, dict(other.dropped))
+
+    @property
+    def order_ids(self) -> tuple[str, ...]:
+        """Every candidate no rule dropped, best first."""
+        return self.standings.ids
+
+    @property
+    def log_scores(self) -> np.ndarray:
+        """Their log scores, best first."""
+        return self.standings.log_scores
+
+    @property
+    def log_terms(self) -> np.ndarray:
+        """Their log score's terms, one column per signal, best first."""
+        return self.standings.log_terms
+
+    @property
+    def log_rules(self) -> np.ndarray:
+        """Their rule multipliers' logs, best first."""
+        return self.standings.log_rules
 
     __hash__ = None  # type: ignore[assignment]  # holds arrays: a value, not a key
 
