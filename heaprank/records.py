@@ -16,6 +16,7 @@ import time as _time
 from array import array
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -225,8 +226,23 @@ class FeedbackOutcome:
     already_recorded: tuple[str, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class UsedFeedback:
+_OUTCOME_SETTERS = tuple(FeedbackOutcome.__dict__[name].__set__
+                         for name in ("recall_id", "applied", "already_recorded"))
+
+
+def new_outcome(recall_id: str, applied: tuple[str, ...],
+                already_recorded: tuple[str, ...], /) -> FeedbackOutcome:
+    """A :class:`FeedbackOutcome`, its slots set directly (a third of the frozen dataclass's
+    ``__init__``: every feedback makes one or two)."""
+    made = object.__new__(FeedbackOutcome)
+    put_recall_id, put_applied, put_already = _OUTCOME_SETTERS
+    put_recall_id(made, recall_id)
+    put_applied(made, applied)
+    put_already(made, already_recorded)
+    return made
+
+
+class UsedFeedback(NamedTuple):
     """``feedback(recall_id, used)`` on a recall with no feedback yet, as a state's lean path
     takes it (:class:`~heaprank.state.base.LeanFeedback`): the same counts as the general path's
     :class:`FeedbackBatch`, which the state then never has to be handed.

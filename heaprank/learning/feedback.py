@@ -34,6 +34,7 @@ from ..records import (
     Impression,
     UsedFeedback,
     new_feedback_item,
+    new_outcome,
     new_recall_id,
 )
 from ..scoring.candidates import CandidateLike, coerce_candidates
@@ -109,8 +110,8 @@ def named_only(outcome: FeedbackOutcome, namespace: str | None,
     if namespace is not None:
         return outcome
     keep = set(named).__contains__
-    return FeedbackOutcome(outcome.recall_id, tuple(filter(keep, outcome.applied)),
-                           tuple(filter(keep, outcome.already_recorded)))
+    return new_outcome(outcome.recall_id, tuple(filter(keep, outcome.applied)),
+                       tuple(filter(keep, outcome.already_recorded)))
 
 
 class FeedbackStage:

@@ -28,6 +28,7 @@ from ..records import (
     Impression,
     LinkCounts,
     UsedFeedback,
+    new_outcome,
     recall_born_s,
 )
 from . import codec, edges
@@ -322,7 +323,7 @@ class MemoryState:
             del self._shown[recall_id]
             self._fed[recall_id] = (ns, codec.with_verdicts(body, verdicts))
             self._feedbacks[ns.name] = self._feedbacks.get(ns.name, 0) + 1
-        return FeedbackOutcome(recall_id, ids, ())
+        return new_outcome(recall_id, ids, ())
 
     # ------------------------------------------------------------------ audit
 

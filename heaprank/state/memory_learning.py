@@ -13,7 +13,7 @@ from __future__ import annotations
 import itertools
 import operator
 from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -47,11 +47,11 @@ class Row:
         self.raw = self.array.tobytes()  # what the C kernel reads
 
 
-@dataclass(frozen=True, slots=True)
-class Fresh:
+class Fresh(NamedTuple):
     """A feedback on a fresh recall, as :meth:`MemoryState.apply_used` resolved it: the
     namespace, what the impression showed, the used ids, the means the rerank read (while the
-    counts' version stands) and the request (its learning settings and reject weights)."""
+    counts' version stands) and the request (its learning settings and reject weights). A named
+    tuple: one is made per feedback, at a fifth of a frozen dataclass's cost."""
 
     ns: Namespace
     ids: tuple[str, ...]
