@@ -27,13 +27,13 @@ from .results import (
     Ranked,
     Ranking,
     ResultSource,
-    Standings,
     exp_score,
     explain_template,
     new_ranked_all,
 )
 from .scorer import Scored
 from .spreading import co_used_with
+from .standings import Standings
 
 #: EXPLAIN's flag on every result of a query with no content words.
 NO_CONTENT = "query has no content words: ranked by the other signals"
