@@ -16,6 +16,20 @@ Layout (little-endian)::
     u8  k, then k x (varint length, UTF-8): slot strings outside the codebook
     n x (varint length, UTF-8 id, u8 slot count, slot codes: < 128 codebook, >= 128 table + 128)
     f32[n * m] signal values, row by row
+
+Format 2 (:func:`encode_compact`, what the Redis backend stores, where memory is the bill) has
+the same header, verdicts, signal codes and slot strings, then::
+
+    n x (varint bytes shared with the previous id, varint length, UTF-8 rest, u8 slot count,
+         slot codes)
+    u16 columns holding one value for every item, u16 columns kept as float32
+    per signal column, in order: one value if it is constant, else n; float16, or float32
+    where a value would lose precision as float16 (a finite non-zero magnitude outside
+    [2**-14, 65504])
+
+float16 keeps every value it stores to a relative error of 2**-11 (~0.05%): enough for what
+reads stored values back (tuning, re-fitting, replay), which fit smooth functions of them over
+thousands of impressions; a live ranking never reads them. Both formats are read back alike.
 """
 
 from __future__ import annotations
@@ -35,10 +49,15 @@ from ..scoring.features import FIXED_SLOTS
 from ..scoring.query import QUESTION_TYPES
 
 __all__ = ["IGNORED", "OPEN", "OUTDATED", "USED", "WRONG", "Head", "decode_impression",
-           "encode_impression"]
+           "encode_compact", "encode_impression"]
 
 FORMAT_VERSION = 1
+#: The compact format of :func:`encode_compact`
+COMPACT_VERSION = 2
 VERDICT_OFFSET = 14
+#: float16's largest finite value and smallest normal one (below it, precision is lost)
+_F16_MAX = 65504.0
+_F16_MIN_NORMAL = 2.0 ** -14
 
 #: Signal columns an impression may carry, by code. Append only.
 SIGNAL_CODES = ("relevance", "recency", "importance", "usefulness", "age_days", "rules",
@@ -180,12 +199,12 @@ def encode(head: Head, ids: Sequence[str], slots: Sequence[Sequence[str]],
 
 
 def _head(head: Head, n: int, verdicts: Sequence[int] | None, table: dict[str, int],
-          body: bytes | bytearray) -> bytes:
+          body: bytes | bytearray, version: int = FORMAT_VERSION) -> bytes:
     """The stored impression: its header, verdicts, signal codes and free-form slots, then
     ``body`` (the items and signal values)."""
     flags = (1 if head.time_explicit else 0) | (2 if head.doc_features else 0)
     return b"".join((
-        _HEADER.pack(FORMAT_VERSION, flags, _QTYPE_CODE[head.qtype], n, len(head.signal_names),
+        _HEADER.pack(version, flags, _QTYPE_CODE[head.qtype], n, len(head.signal_names),
                      head.time),
         bytes(n) if verdicts is None else bytes(verdicts),
         bytes(map(_SIGNAL_CODE.__getitem__, head.signal_names)),
@@ -200,6 +219,71 @@ def encode_impression(impression: Impression) -> bytes:
     return encode(head, impression.ids, impression.slots,
                   impression.signals if len(impression.signals) else None,
                   impression.verdicts or None)
+
+
+def encode_compact(impression: Impression) -> bytes:
+    """``impression`` in format 2 (see the module docstring): ids share their prefix with the
+    item before, a signal column with one value for every item stores it once, and values are
+    float16 where that keeps their precision."""
+    head = Head(impression.qtype, impression.time, impression.time_explicit,
+                impression.doc_features, impression.signal_names)
+    n, m = len(impression.ids), len(head.signal_names)
+    values = np.ascontiguousarray(impression.signals if len(impression.signals)
+                                  else np.zeros((n, m)), dtype=np.float64).reshape(n, m)
+    table: dict[str, int] = {}
+    body = bytearray()
+    previous = b""
+    for doc_id, row in zip(impression.ids, impression.slots):
+        encoded = doc_id.encode("utf-8")
+        shared = _shared_prefix(previous, encoded)
+        body += _varint(shared) + _varint(len(encoded) - shared) + encoded[shared:]
+        body += _row_codes(row, table)
+        previous = encoded
+    body += _compact_values(values)
+    return _head(head, n, impression.verdicts or None, table, body, COMPACT_VERSION)
+
+
+def _shared_prefix(a: bytes, b: bytes) -> int:
+    """How many leading bytes ``a`` and ``b`` share."""
+    limit = min(len(a), len(b))
+    k = 0
+    while k < limit and a[k] == b[k]:
+        k += 1
+    return k
+
+
+def _compact_values(values: np.ndarray) -> bytes:
+    """The signal values of format 2: the two column masks, then each column's value(s)."""
+    n, m = values.shape
+    bits = values.view(np.uint64)
+    constant = (bits == bits[:1]).all(axis=0) if n else np.zeros(m, dtype=bool)
+    size = np.abs(values)
+    with np.errstate(invalid="ignore"):
+        lossy = (np.isfinite(size) & (size != 0)
+                 & ((size > _F16_MAX) | (size < _F16_MIN_NORMAL))).any(axis=0)
+    out = bytearray(struct.pack("<HH", _mask(constant), _mask(lossy)))
+    for j in range(m):
+        column = values[:1, j] if constant[j] else values[:, j]
+        with np.errstate(over="ignore"):  # past float32's range: inf, as format 1 keeps it
+            out += column.astype("<f4" if lossy[j] else "<f2").tobytes()
+    return bytes(out)
+
+
+def _mask(flags: np.ndarray) -> int:
+    return sum(1 << j for j in np.flatnonzero(flags).tolist())
+
+
+def _read_values(body: bytes, pos: int, n: int, m: int) -> np.ndarray:
+    """The ``(n, m)`` signal values of a format 2 body, from ``pos``."""
+    constant, lossy = struct.unpack_from("<HH", body, pos)
+    pos += 4
+    out = np.empty((n, m))
+    for j in range(m):
+        wide = lossy >> j & 1
+        count = 1 if constant >> j & 1 else n
+        out[:, j] = np.frombuffer(body, dtype="<f4" if wide else "<f2", count=count, offset=pos)
+        pos += count * (4 if wide else 2)
+    return out
 
 
 def decode_impression(recall_id: str, namespace: str, body: bytes) -> Impression:
@@ -220,8 +304,9 @@ class Decoded:
     def __init__(self, body: bytes) -> None:
         try:
             version, flags, qcode, n, m, self.time = _HEADER.unpack_from(body, 0)
-            if version != FORMAT_VERSION:
+            if version != FORMAT_VERSION and version != COMPACT_VERSION:
                 raise StateError(f"impression format {version} is not readable by this heaprank")
+            compact = version == COMPACT_VERSION
             self.time_explicit = bool(flags & 1)
             self.doc_features = bool(flags & 2)
             self.qtype = QUESTION_TYPES[qcode]
@@ -240,9 +325,18 @@ class Decoded:
             ids: list[str] = []
             slots: list[tuple[str, ...]] = []
             fixed = FIXED_SLOTS
+            previous = b""
             for _ in range(n):
-                length, pos = _read_varint(body, pos)
-                ids.append(body[pos:pos + length].decode("utf-8"))
+                if compact:  # the bytes shared with the id before, then the rest
+                    shared, pos = _read_varint(body, pos)
+                    length, pos = _read_varint(body, pos)
+                    if shared > len(previous):
+                        raise ValueError("shared prefix past the previous id")
+                    previous = previous[:shared] + body[pos:pos + length]
+                    ids.append(previous.decode("utf-8"))
+                else:
+                    length, pos = _read_varint(body, pos)
+                    ids.append(body[pos:pos + length].decode("utf-8"))
                 pos += length
                 count = body[pos]
                 codes = body[pos + 1:pos + 1 + count]
@@ -256,7 +350,8 @@ class Decoded:
                 slots.append(row)
             self.ids = tuple(ids)
             self.slots = tuple(slots)
-            self.signals = np.frombuffer(body, dtype="<f4", count=n * m, offset=pos).reshape(n, m)
+            self.signals = _read_values(body, pos, n, m) if compact else np.frombuffer(
+                body, dtype="<f4", count=n * m, offset=pos).reshape(n, m)
         except StateError:
             raise
         except (IndexError, ValueError, struct.error, UnicodeDecodeError) as exc:

@@ -109,6 +109,38 @@ def test_a_namespace_links_stay_one_compact_string(redis_url):
         state.close()
 
 
+def test_impressions_are_stored_compact_and_read_back(redis_url):
+    """Redis keeps impressions in the compact format 2 (float16 values, shared id prefixes);
+    what a reranker wrote reads back with its ids and slots exact, its values to float16's
+    precision, and its feedback applies."""
+    import numpy as np
+
+    from heaprank import Reranker
+    from heaprank.state import codec
+
+    state = RedisState(redis_url, prefix=unique_prefix())
+    rr = Reranker(state)
+    try:
+        cands = [{"id": f"user03/m{i:05d}", "text": f"Met Ana in Lisbon on day {i}",
+                  "score": 10.0 - i} for i in range(12)]
+        ranking = rr.rerank("Where did I meet Ana?", cands, namespace="ns", k=10, now=NOW)
+        rid = ranking.recall_id
+        body = state.client.get(state.layout.body_key("ns", rid))
+        assert body[0] == codec.COMPACT_VERSION
+        stored = state.get_impression(rid)
+        assert stored.ids == tuple(ranking.ids)
+        wide = codec.decode_impression(rid, "ns", codec.encode_impression(stored))
+        assert len(body) < len(codec.encode_impression(stored)) * 0.7
+        column = stored.signal_names.index("relevance")
+        relevance = [r.signals["relevance"] for r in ranking]
+        assert np.allclose([row[column] for row in wide.signals], relevance, rtol=2.0 ** -11)
+        assert rr.feedback(rid, used=[ranking.ids[0]]).applied == (ranking.ids[0],)
+        assert state.get_impression(rid).verdicts[0] == codec.USED
+    finally:
+        state.clear()
+        rr.close()
+
+
 def test_without_redis_py_the_error_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "redis", None)
     with pytest.raises(MissingDependencyError, match=r"heaprank\[redis\]"):

@@ -11,7 +11,8 @@ of bucket-registry shard ``bucket mod 16``)::
     P:{t}:d:<ns>          hash  doc id -> <dd> last used, uses    (used documents only;
                                 "" -> the namespace's feedbacks, counted in c)
     P:{t}:x:<ns>          hash  explicit feedback id -> recall id (expires with its newest)
-    P:{t}:i:<ns>:<rid>    string  the codec bytes of an impression (TTL until its first feedback)
+    P:{t}:i:<ns>:<rid>    string  an impression in the codec's compact format 2 (TTL until its
+                                first feedback; format 1 bodies of earlier versions read alike)
     P:{t}:a:<ns>          hash  doc id -> its co-use edges ("" -> their count; edges.py)
     P:{t}:n               hash  the bucket's namespaces with evidence (the registry) -> "";
                                 "" -> feedbacks applied in the bucket

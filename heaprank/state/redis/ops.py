@@ -183,7 +183,7 @@ def put_impression(layout: KeyLayout, cluster: bool, impression: Impression,
         yield from register(layout, seen, ns)
     body_key, pointer = layout.body_key(ns, rid), layout.pointer_key(rid)
     keys = [body_key, layout.ns_key("x", ns), layout.bucket_key(ns, "o")] + ([] if cluster else [pointer])
-    args = [codec.encode_impression(impression), expire_ms, feedback_id or "", body_key[:-len(rid)], rid,
+    args = [codec.encode_compact(impression), expire_ms, feedback_id or "", body_key[:-len(rid)], rid,
             layout.pointer_value(ns), now_ms]
     if cluster:
         return (yield from _put_in_cluster(layout, keys, args, pointer, expire_ms, feedback_id))
