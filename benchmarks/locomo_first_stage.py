@@ -39,9 +39,10 @@ def add_arguments(parser: Any) -> None:
     parser.add_argument("--split", choices=("all", "dev"), default="all",
                         help="with --first-stage: 'dev' holds out and learns from the "
                         "development conversations only (where choices are made)")
-    parser.add_argument("--levers", choices=("all", "day-one", "refit"), default="all",
+    parser.add_argument("--levers", choices=("all", "day-one", "refit", "slots"), default="all",
                         help="with --first-stage: every lever's ablation row, only those that "
-                        "need no training, or only continuous re-fitting's (the choices were "
+                        "need no training, only continuous re-fitting's, or every other one "
+                        "(slots: recency, first-stage slots, speaker roles; the choices were "
                         "made with --split dev)")
     parser.add_argument("--summarize", nargs="+", metavar="JSON",
                         help="print one table of several --first-stage results (their --out "
@@ -66,6 +67,19 @@ def _levers(default: Any) -> list[tuple[str, str, dict[str, Any], tuple[str, ...
     out.append(("abl_speaker_roles", ("without" if on else "with") + " the speaker-role slot",
                 {"speaker_roles": not on}, ("oracle",)))
     return out + _refit_levers(default)
+
+
+def _runs(choice: str, lever: tuple[str, str, dict[str, Any], tuple[str, ...]]) -> bool:
+    """Whether ``--levers choice`` runs ``lever``: ``refit`` the re-fitting ones, ``slots``
+    every other one (recency, first-stage slots, speaker roles), ``day-one`` those judged
+    without feedback."""
+    if choice == "all":
+        return True
+    if choice == "refit":
+        return lever[0] in REFIT_LEVERS
+    if choice == "slots":
+        return lever[0] not in REFIT_LEVERS
+    return lever[3] == ("none",)
 
 
 #: Keys of the re-fitting levers' rows (``--levers refit`` runs only these).
@@ -162,8 +176,7 @@ def run(args: Any, path: Path) -> int:
               default.to_dict())
     table.add("heaprank_noisy", "+ heaprank after noisy feedback", "core", "noisy",
               default.to_dict())
-    levers = [lv for lv in _levers(default) if args.levers == "all"
-              or (lv[0] in REFIT_LEVERS if args.levers == "refit" else lv[3] == ("none",))]
+    levers = [lv for lv in _levers(default) if _runs(args.levers, lv)]
     from dataclasses import replace
 
     from heaprank.reranker import Reranker
