@@ -90,11 +90,17 @@ def list_pooled(state: RedisState) -> tuple[list[str], np.ndarray, np.ndarray]:
     drain(state)
 
     def run() -> tuple[list[str], np.ndarray, np.ndarray]:
+        layout = state.layout
         pipe = state.client.pipeline(transaction=False)
-        for key in state.layout.pooled:
+        pipe.get(layout.meta)
+        for key in layout.pooled:
             pipe.hgetall(key)
+        pipe.get(layout.meta)
+        replies = pipe.execute()
+        if {replies[0], replies[-1]} != {layout.meta_value.encode()}:  # placed again meanwhile
+            raise pooled.LayoutChanged(layout.meta_value)
         total: dict[bytes, np.ndarray] = {}
-        for rows in pipe.execute():
+        for rows in replies[1:-1]:
             for f, v in rows.items():
                 if f:  # "" is the shard's version
                     total[f] = unpack([v], 4)[0]

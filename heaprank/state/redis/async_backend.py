@@ -12,7 +12,6 @@ prune); audit, forget and copy stay on the sync client.
 from __future__ import annotations
 
 import asyncio
-import itertools
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -102,22 +101,29 @@ class AsyncRedisState(RedisClientBase):
         self.refuse_writes(what)
         if not self.checked:
             await self._check_meta()
-        for attempt in itertools.count():
+        attempt = 0
+        while True:
             try:
                 return await adrive(flow(), self._send)
-            except self.failures.errors as exc:
+            except self.failures.caught as exc:
+                if self.moved_on(exc):  # a reshard moved shards: placed again, run again
+                    if not self.adopt(await adrive(redis_ops.load_placement(self.layout),
+                                                   self._send)):
+                        await asyncio.sleep(0.01)  # (a replica behind the primary)
+                    continue
                 await asyncio.sleep(self.failures.wait_s(what, exc, attempt, idempotent=idempotent))
-        raise AssertionError("unreachable")
+                attempt += 1
 
     async def _check_meta(self) -> None:
         self.checked = True  # before the call: _run would check again
         try:
-            await self._run("open", lambda: redis_ops.check_layout(
+            placed = await self._run("open", lambda: redis_ops.check_layout(
                 self.layout, "AsyncRedisState", self.where() if self.read_only else None),
                 idempotent=True)
         except BaseException:
             self.checked = False
             raise
+        self.adopt(placed)
 
     # ------------------------------------------------------------ the hot path
 
@@ -178,7 +184,7 @@ class AsyncRedisState(RedisClientBase):
         entries = self.take_outbox()
         if entries:
             try:
-                markers = await self._run("push", lambda: push(self.layout, entries),
+                markers = await self._run("push", lambda: push(self.layout, entries, self.cluster),
                                           idempotent=True)
             except BaseException:
                 self.restore(entries)  # kept in the buckets' outboxes too: none is lost

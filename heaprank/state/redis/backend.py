@@ -122,7 +122,7 @@ class RedisState(RedisClientBase):
         """Check the key layout (read-only: that a state is there) and load the scripts."""
         check = redis_ops.check_layout(self.layout, "RedisState",
                                        self.where() if self.read_only else None)
-        self._attempt("open", lambda: drive(check, self._send), idempotent=True)
+        self.adopt(self._attempt("open", lambda: drive(check, self._send), idempotent=True))
         self._attempt("check eviction", self._check_eviction, idempotent=True)
         # Loaded up front on every primary: redis-py leaks a connection when a cluster answers
         # NOSCRIPT, so that answer is kept for a server that restarted since.
@@ -176,12 +176,17 @@ class RedisState(RedisClientBase):
         return self._attempt(what, fn, idempotent=idempotent)
 
     def _attempt(self, what: str, fn: Callable[[], T], *, idempotent: bool) -> T:
-        for attempt in itertools.count():
+        attempt = 0
+        while True:
             try:
                 return fn()
-            except self.failures.errors as exc:
+            except self.failures.caught as exc:
+                if self.moved_on(exc):  # a reshard moved shards: placed again, run again
+                    if not self.adopt(drive(redis_ops.load_placement(self.layout), self._send)):
+                        time.sleep(0.01)  # (a replica behind the primary)
+                    continue
                 time.sleep(self.failures.wait_s(what, exc, attempt, idempotent=idempotent))
-        raise AssertionError("unreachable")
+                attempt += 1
 
     def _send(self, request: Request, client: Any = None) -> Any:
         client = self.client if client is None else client
@@ -308,7 +313,7 @@ class RedisState(RedisClientBase):
     def push_entries(self, entries: list[pooled.Entry]) -> None:
         """Push outbox entries (each at most once), then remove their markers."""
         if entries:
-            markers = self._run("push", lambda: pooled.push(self.layout, entries),
+            markers = self._run("push", lambda: pooled.push(self.layout, entries, self.cluster),
                                 idempotent=True)
             try:  # (applied and gone from their outboxes: never to be pushed again)
                 self._run("unmark", lambda: pooled.unmark(self.layout, markers), idempotent=True)

@@ -21,8 +21,8 @@ from urllib.parse import parse_qsl, urlsplit
 from ..._optional import require
 from ..._time import DAY_S
 from ...errors import ConfigError, StateReadOnlyError, StateUnavailableError
-from .layout import CLUSTER_SCHEME, KeyLayout
-from .pooled import Entry, PooledCache, decode_entry
+from .layout import CLUSTER_SCHEME, KeyLayout, Placement
+from .pooled import Entry, LayoutChanged, PooledCache, decode_entry, moved_on
 
 #: First wait before a retry, doubled at each further attempt.
 FIRST_BACKOFF_S = 0.05
@@ -199,6 +199,8 @@ class FailurePolicy:
         #: not yet promoted) raises a RedisClusterException, which is no RedisError.
         self.errors: tuple[type[BaseException], ...] = (errors.RedisError,
                                                         errors.RedisClusterException, OSError)
+        #: ``errors`` and :class:`LayoutChanged` (the pooled layer placed again: a reshard).
+        self.caught: tuple[type[BaseException], ...] = (LayoutChanged, *self.errors)
         self._transient = (errors.ConnectionError, errors.TimeoutError, errors.ClusterDownError,
                            errors.TryAgainError, errors.ReadOnlyError,
                            errors.RedisClusterException, OSError)
@@ -249,6 +251,18 @@ class RedisClientBase:
             raise ConfigError(f"{name}: the client must use decode_responses=False")
         self._feedbacks = itertools.count(1)
         self.read_only = settings.read_only
+
+    def adopt(self, placement: Placement | None) -> bool:
+        """Place the pooled shards as ``placement`` says (read from ``P:meta``: a state
+        resharded, or a reshard's progress); the pooled counts cached are dropped. Returns
+        whether anything changed."""
+        if placement is None or placement == self.layout.placement:
+            return False
+        self.layout = KeyLayout(self.layout.prefix, placement.shards, placement)
+        self.cache.clear()
+        return True
+
+    moved_on = staticmethod(moved_on)
 
     def refuse_writes(self, what: str) -> None:
         """Raise StateReadOnlyError for a call that writes (``what`` in :data:`WRITES`) on a

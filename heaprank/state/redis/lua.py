@@ -18,6 +18,17 @@ from __future__ import annotations
 
 from .blob import LUA as _BLOB
 
+#: The layout check of the scripts that touch pooled shards on one server: ARGV starts with the
+#: meta key and the meta value the caller placed the shards by ("": no check, a Cluster), both
+#: taken off ARGV here; a meta that moved on (a reshard: reshard.py) is the error
+#: HEAPRANK_EPOCH, and the caller reloads it and runs the script again.
+GUARD = """
+local META_KEY, META_WANT = table.remove(ARGV, 1), table.remove(ARGV, 1)
+if META_WANT ~= '' and redis.call('GET', META_KEY) ~= META_WANT then
+  return redis.error_reply('HEAPRANK_EPOCH')
+end
+"""
+
 #: Helpers every script below starts with.
 _COMMON = _BLOB + """
 local function hmget(key, fields)
@@ -84,10 +95,10 @@ end
 
 #: One server only: everything a rerank reads, the pooled shards read here, returned as packed
 #: doubles in one reply. KEYS: links, docs, the document features' hash, the pooled shards of
-#: the features. ARGV: n features, the features, n ids, the ids, then per feature its pooled
-#: key (1-based index past the third key; 0: a document feature). Returns {own <dd>...,
-#: pooled <dd>..., docs <dd>...}, a missing document as (NaN, 0).
-READ_LOCAL = _COMMON + """
+#: the features. ARGV: GUARD's two, n features, the features, n ids, the ids, then per feature
+#: its pooled key (1-based index past the third key; 0: a document feature). Returns
+#: {own <dd>..., pooled <dd>..., docs <dd>...}, a missing document as (NaN, 0).
+READ_LOCAL = _COMMON + GUARD + """
 local nf = tonumber(ARGV[1])
 local feats, ids = {}, {}
 for j = 1, nf do feats[j] = ARGV[1 + j] end
@@ -188,16 +199,16 @@ return {ns, body}
 #: unused), then the pooled shards written here (one server).
 #: The namespace's feedbacks are counted in its docs hash too, under the field "" (no document
 #: id is empty), so forgetting it can take them off the bucket's counter.
-#: ARGV: 1 namespace, 2 time, 3 a0, 4 b0, 5 kappa, 6 em, 7 n items, 8 n features, 9 cluster,
-#: 10 n pooled keys, 11 fed score, 12 recall id; then the features; then per feature its pooled
-#: key (1-based past KEYS[11]; 0: not pooled, or a Cluster); then per feature its id (a
-#: Cluster; 0: a document feature); then per feature the pooled (pos, neg) read by the caller
-#: (a Cluster); then per item: rank, verdict code (1 used, 2 ignored, 3 outdated, 4 wrong),
-#: reject weight, id, n features, feature indices.
+#: ARGV: GUARD's two (in a Cluster ""), then 1 namespace, 2 time, 3 a0, 4 b0, 5 kappa, 6 em,
+#: 7 n items, 8 n features, 9 cluster, 10 n pooled keys, 11 fed score, 12 recall id; then the
+#: features; then per feature its pooled key (1-based past KEYS[11]; 0: not pooled, or a
+#: Cluster); then per feature its id (a Cluster; 0: a document feature); then per feature the
+#: pooled (pos, neg) read by the caller (a Cluster); then per item: rank, verdict code (1 used,
+#: 2 ignored, 3 outdated, 4 wrong), reject weight, id, n features, feature indices.
 #: Returns {applied item indices, already recorded item indices, outbox entry id, its deltas}
 #: (0-based; the outbox part "" unless a Cluster), or an error "HEAPRANK_UNKNOWN" /
 #: "HEAPRANK_CONFLICT <item index> <stored verdict>".
-FEEDBACK = _COMMON + """
+FEEDBACK = _COMMON + GUARD + """
 local body = redis.call('GET', KEYS[1])
 if not body then return redis.error_reply('HEAPRANK_UNKNOWN') end
 local n_shown = struct.unpack('<H', body, 4)

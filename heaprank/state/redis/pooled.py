@@ -39,6 +39,17 @@ _NAME = struct.Struct("<H")
 _ROW = struct.Struct("<dddd")
 
 
+class LayoutChanged(Exception):
+    """The pooled layer moved since this process read ``P:meta`` (a reshard): reload it and run
+    the call again (:meth:`~.connect.RedisClientBase.adopt`)."""
+
+
+def moved_on(exc: BaseException) -> bool:
+    """Whether ``exc`` says the layout moved on: :class:`LayoutChanged`, or a script's
+    HEAPRANK_EPOCH (GUARD in :mod:`.lua`)."""
+    return isinstance(exc, LayoutChanged) or "HEAPRANK_EPOCH" in str(exc)
+
+
 class PooledCache:
     """Pooled counts read by this process, each with its shard's version when read.
 
@@ -170,18 +181,25 @@ class Entry:
 Markers = dict[int, list[str]]
 
 
-def push(layout: KeyLayout, entries: Sequence[Entry]) -> Generator[Any, Any, Markers]:
+def push(layout: KeyLayout, entries: Sequence[Entry],
+         cluster: bool = True) -> Generator[Any, Any, Markers]:
     """Push outbox entries to their shards (one POOL_ADD per shard, all in one round trip),
     then delete them and persist their pointers (a second); features a shard dropped leave
     the id map (a third). Rows named by id alone are named first (a round trip before).
     Returns the markers to remove with :func:`unmark`, in a call of its own: this flow run
-    again after a lost reply must still find them."""
+    again after a lost reply must still find them. On one server (not ``cluster``) one
+    POOL_PUSH_LOCAL applies and deletes each entry at once (no markers)."""
     decoded = [decode_entry(e.blob) for e in entries]
     unnamed = sorted({r[1] for rows in decoded for r in rows if not r[0]})
     if unnamed:
         names = yield Call("hmget", (layout.id_names, [str(i) for i in unnamed]))
         known = {i: n.decode("utf-8") for i, n in zip(unnamed, names) if n is not None}
         decoded = [[(r[0] or known.get(r[1], ""), *r[1:]) for r in rows] for rows in decoded]
+    if not cluster:
+        gone = (yield from _push_local(layout, entries, decoded)) if entries else []
+        if gone:
+            yield from _forget_ids(layout, gone)
+        return {}
     by_shard: dict[int, tuple[list[int], list[Any]]] = {}
     for entry, rows in zip(entries, decoded):
         groups: dict[int, list[Row]] = {}
@@ -205,9 +223,40 @@ def push(layout: KeyLayout, entries: Sequence[Entry]) -> Generator[Any, Any, Mar
     if tail:
         yield Pipeline(tuple(tail))
     if dropped:
-        yield Pipeline((Call("hdel", (layout.id_map, *dropped[0::2])),
-                        Call("hdel", (layout.id_names, *dropped[1::2]))))
+        yield from _forget_ids(layout, dropped)
     return {s: _entry_ids(args) for s, (_, args) in by_shard.items()}
+
+
+def _forget_ids(layout: KeyLayout, dropped: list[Any]) -> Generator[Any, Any, None]:
+    """Features no namespace holds (``[name, id, ...]``) leave the id map."""
+    yield Pipeline((Call("hdel", (layout.id_map, *dropped[0::2])),
+                    Call("hdel", (layout.id_names, *dropped[1::2]))))
+
+
+def _push_local(layout: KeyLayout, entries: Sequence[Entry],
+                decoded: list[list[Row]]) -> Generator[Any, Any, list[Any]]:
+    """One server: every entry in one POOL_PUSH_LOCAL (placed by ``layout``, checked by the
+    script's GUARD), then the pointers persisted -> the fields the shards dropped."""
+    keys: list[str] = []
+    index: dict[str, int] = {}
+
+    def at(key: str) -> int:
+        if key not in index:
+            keys.append(key)
+            index[key] = len(keys)
+        return index[key]
+    args: list[Any] = [layout.meta, layout.meta_value, len(entries)]
+    for entry, rows in zip(entries, decoded):
+        named = [r for r in rows if r[0]]  # (a name gone from the map: it left the pool)
+        args += [at(entry.outbox), entry.id, len(named)]
+        for name, ident, p, q, c in named:
+            args += [at(layout.pooled[layout.shard_of(name)]), name, ident,
+                     repr(float(p)), repr(float(q)), repr(float(c))]
+    dropped = yield Script("POOL_PUSH_LOCAL", keys, args)
+    pointers = [Call("persist", (e.pointer,)) for e in entries if e.pointer]
+    if pointers:
+        yield Pipeline(tuple(pointers))
+    return list(dropped)
 
 
 def unmark(layout: KeyLayout, markers: Markers) -> Generator[Any, Any, None]:
