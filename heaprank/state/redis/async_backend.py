@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..._flow import adrive
-from ...errors import FeedbackError, StateUnavailableError
+from ...errors import FeedbackError
 from ...records import DocStats, FeedbackBatch, FeedbackOutcome, Impression, LinkCounts, recall_key
 from ..base import CreditFn
 from ..edges import EdgeRows
@@ -26,7 +26,7 @@ from . import ops as redis_ops
 from .connect import PRUNE_EVERY, RedisClientBase, RedisOptions, connect_async
 from .layout import redis_options
 from .ops import Request
-from .pooled import PooledCache, push, unmark
+from .pooled import PooledCache, push
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -184,16 +184,12 @@ class AsyncRedisState(RedisClientBase):
         entries = self.take_outbox()
         if entries:
             try:
-                markers = await self._run("push", lambda: push(self.layout, entries, self.cluster),
-                                          idempotent=True)
+                await self._run("push", lambda: push(self.layout, entries, self.cluster),
+                                idempotent=True)
             except BaseException:
                 self.restore(entries)  # kept in the buckets' outboxes too: none is lost
                 raise
-            self.settled(entries)  # applied and gone from their outboxes: never pushed again
-            try:
-                await self._run("unmark", lambda: unmark(self.layout, markers), idempotent=True)
-            except StateUnavailableError:
-                pass  # markers left expire after a day
+            self.settled(entries)  # applied and gone from their outboxes
 
     async def aclose(self) -> None:
         """Push the waiting pooled deltas, release the connection pool."""

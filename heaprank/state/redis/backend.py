@@ -311,14 +311,10 @@ class RedisState(RedisClientBase):
             self.settled(entries)
 
     def push_entries(self, entries: list[pooled.Entry]) -> None:
-        """Push outbox entries (each at most once), then remove their markers."""
+        """Push outbox entries (each applied at most once)."""
         if entries:
-            markers = self._run("push", lambda: pooled.push(self.layout, entries, self.cluster),
-                                idempotent=True)
-            try:  # (applied and gone from their outboxes: never to be pushed again)
-                self._run("unmark", lambda: pooled.unmark(self.layout, markers), idempotent=True)
-            except StateUnavailableError as exc:  # markers left expire after a day
-                logger.info("heaprank: pooled markers left to expire: %s", exc)
+            self._run("push", lambda: pooled.push(self.layout, entries, self.cluster),
+                      idempotent=True)
 
     def drain(self) -> None:
         """Push every waiting outbox entry, this process's and any other writer's."""

@@ -24,7 +24,8 @@ of bucket-registry shard ``bucket mod 16``)::
                                 "" -> the shard's version, bumped by every write
     P:{ids}:f             hash  feature -> its id ("" -> the last id given)
     P:{ids}:r             hash  id -> feature (both dropped when no namespace holds it)
-    P:{g}:m               zset  outbox entries applied to the shard, by time (dedupe)
+    P:{g}:m               zset  outbox entries applied to the shard, by creation time
+                                (dedupe); "" -> the watermark (pooled.py)
     P:r:{<rid>}           string  "<t>:<ns>": which namespace holds a recall id (TTL as its body)
     P:meta                string  "2:<G>" (layout 2 with G pooled shards); after a reshard
                                 "2:<G>@<e>" (epoch e: the shards' tags carry it), during one

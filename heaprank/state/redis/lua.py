@@ -10,8 +10,8 @@ Pooled deltas that a script cannot write itself (in a Cluster the pooled shards 
 slots) go to its bucket's outbox (``P:{t}:q``) in the same script: entries
 ``<H`` name length, name, ``<ddd`` (pos, neg, namespaces) each; the client pushes them to the
 shards with POOL_ADD, which records the entry's id in the shard's marker zset in the same
-script, so an entry pushed twice (a retry, a crash before the outbox entry was deleted) counts
-once.
+script, so an entry pushed twice (a retry, a crash before the outbox entry was deleted, a
+copy pushed after a drain) counts once (:mod:`.pooled`: markers and their watermark).
 """
 
 from __future__ import annotations
@@ -428,16 +428,15 @@ return box
 """
 
 #: Push outbox entries to one pooled shard, each at most once. KEYS: the shard, its marker
-#: zset. ARGV: now (ms), marker retention (ms; markers of entries pushed are removed by the
-#: pusher once the entries left their outbox: this bounds leftovers), n entries, then per
-#: entry: its id, n fields,
-#: the fields, then per field its id and (pos, neg, namespaces) deltas. Returns the fields the
-#: shard dropped (no namespace holds them any more) as {name, id, ...}.
+#: zset (entry id -> its creation time; "" -> the watermark: every entry older was applied).
+#: ARGV: n entries, then per entry: its id, creation time (ms), n fields, the fields, then per
+#: field its id and (pos, neg, namespaces) deltas. Returns the fields the shard dropped (no
+#: namespace holds them any more) as {name, id, ...}.
 POOL_ADD = _COMMON + """
-local now, keep, n = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-local at, dropped = 4, {}
+local n, at, dropped = tonumber(ARGV[1]), 2, {}
+local mark = tonumber(redis.call('ZSCORE', KEYS[2], '') or '-1')
 for e = 1, n do
-  local id, m = ARGV[at], tonumber(ARGV[at + 1]); at = at + 2
+  local id, born, m = ARGV[at], tonumber(ARGV[at + 1]), tonumber(ARGV[at + 2]); at = at + 3
   local fields, ids, dp, dn, dc = {}, {}, {}, {}, {}
   for j = 1, m do fields[j] = ARGV[at + j - 1] end
   at = at + m
@@ -446,13 +445,21 @@ for e = 1, n do
                                   tonumber(ARGV[at + 2]), tonumber(ARGV[at + 3])
     at = at + 4
   end
-  if not redis.call('ZSCORE', KEYS[2], id) then
+  if born >= mark and not redis.call('ZSCORE', KEYS[2], id) then
     for _, x in ipairs(pool_add(KEYS[1], fields, dp, dn, dc, ids)) do dropped[#dropped + 1] = x end
-    redis.call('ZADD', KEYS[2], now, id)
+    redis.call('ZADD', KEYS[2], born, id)
   end
 end
-redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now - keep)
 return dropped
+"""
+
+#: Raise a shard's watermark. KEYS: its marker zset. ARGV: the new watermark (ms). The markers
+#: of entries older than it go (POOL_ADD skips such entries). Returns the markers removed.
+MARKS_TRIM = """
+local held = redis.call('ZSCORE', KEYS[1], '')
+if held and tonumber(held) >= tonumber(ARGV[1]) then return 0 end
+redis.call('ZADD', KEYS[1], ARGV[1], '')
+return redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. ARGV[1])
 """
 
 #: The ids of pooled features, made on first use (a Cluster: before the feedback script).

@@ -17,7 +17,7 @@ from . import lua_migrate, lua_pooled
 #: ones wrap READ_LOCAL and FEEDBACK: see :mod:`.edges`).
 SCRIPTS = {**{name: getattr(redis_lua, name) for name in
               ("READ_LOCAL", "PUT", "GET_LOCAL", "FEEDBACK", "FORGET", "POOL_ADD", "DROP_FED",
-               "INTERN")},
+               "INTERN", "MARKS_TRIM")},
            "MIGRATE_NS": lua_migrate.MIGRATE_NS,
            **{name: getattr(lua_pooled, name) for name in
               ("POOL_PUSH_LOCAL", "META_SWAP", "RESHARD_MOVE")},
