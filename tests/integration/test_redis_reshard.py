@@ -65,8 +65,11 @@ def test_resharding_while_4_writers_run_loses_and_doubles_nothing(redis_url):
     client = redis.Redis.from_url(redis_url)
     state = RedisState(redis_url, prefix=prefix)
     stale = RedisState(redis_url, prefix=prefix)  # opened at G = 32, never told
+    cached = RedisState(redis_url, prefix=prefix, global_cache_ttl_s=60.0)  # reads pipelined
+    features = [*workers.KINDS, *workers.LENGTHS]
     try:
         workers.apply(state, 0, 100, born_ms)  # some pooled rows before the first move
+        assert cached.read_links("ns-a", features).gpos.sum() > 0  # cached at G = 32
         up, _ = _with_writers(redis_url, prefix, born_ms, 10,
                               lambda: reshard(state, 64, pause_s=0.02))
         assert (up["from"], up["to"], up["epoch"], up["moved"]) == (32, 64, 1, 32)
@@ -79,6 +82,11 @@ def test_resharding_while_4_writers_run_loses_and_doubles_nothing(redis_url):
         serial = _serial(born_ms, [0, 1, *range(10, 10 + WRITERS), *range(20, 20 + WRITERS)])
         assert workers.snapshot(state) == serial  # exact: not one increment lost or doubled
         assert workers.snapshot(stale) == serial
+        # The cached reader: told by the meta in its pipeline, it reads the moved rows again.
+        want = state.read_links("ns-a", features)
+        got = cached.read_links("ns-a", features)
+        assert got.gpos.tolist() == want.gpos.tolist()
+        assert got.gneg.tolist() == want.gneg.tolist() and cached.n_shards == 8
         # Only the 8 shards of epoch 2 hold pooled rows; the old ones are gone.
         shards = sorted(k.decode() for k in client.scan_iter(match=f"{prefix}:{{g*}}:g"))
         assert len(shards) == 8 and all("{g2e" in k for k in shards)
@@ -87,6 +95,7 @@ def test_resharding_while_4_writers_run_loses_and_doubles_nothing(redis_url):
         state.clear()
         state.close()
         stale.close()
+        cached.close()
         client.close()
 
 

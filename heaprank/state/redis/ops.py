@@ -148,8 +148,9 @@ def read(layout: KeyLayout, cache: PooledCache, cluster: bool, namespace: str,
     asked = {s: fs if check else [f for f in fs if f not in known] for s, fs in wanted.items()}
     asked = {s: fs for s, fs in asked.items() if fs or check}
     commands += [Command("hmget", (layout.pooled[s], ["", *fs])) for s, fs in asked.items()]
+    commands.append(Command("get", (layout.meta,)))  # (a move between the two: read again)
     replies = yield Pipeline(tuple(commands))
-    if (replies.pop(0) or b"").decode() != layout.meta_value:
+    if {replies.pop(0), replies.pop()} != {layout.meta_value.encode()}:
         raise LayoutChanged(layout.meta_value)
     entries = blob.decode(replies.pop(0))
     own_rows = dict(zip(mine, unpack(replies.pop(0), 2).tolist())) if mine else {}
