@@ -165,3 +165,45 @@ def _forget_blob(state: RedisState, namespace: str) -> bytes:
 
     links = blob.decode(state.client.get(state.layout.ns_key("l", namespace)))
     return pooled.encode_entry([("", i, -p, -n, -1.0) for i, (p, n) in sorted(links.items())])
+
+
+def test_an_async_client_opened_before_a_reshard_keeps_working(redis_url):
+    import asyncio
+
+    from heaprank.state.redis import AsyncRedisState
+
+    prefix = unique_prefix()
+    born_ms = int(time.time() * 1000)
+    state = RedisState(redis_url, prefix=prefix)
+
+    async def feed(client: AsyncRedisState, worker: int) -> None:
+        for imp, batch in workers.plan(worker, 40, born_ms):
+            assert await client.put_impression(imp) == imp.recall_id
+            await client.apply_feedback(batch, workers.credit)
+
+    async def run() -> None:
+        client = AsyncRedisState.from_url(f"{redis_url}?prefix={prefix}")
+        try:
+            await feed(client, 0)  # at G = 32
+            reshard(state, 16)
+            await feed(client, 1)  # told by the scripts, it reloads the meta
+            assert client.n_shards == 16
+        finally:
+            await client.aclose()
+    try:
+        asyncio.run(run())
+        assert workers.snapshot(state) == workers.serial_snapshot(
+            [*workers.plan(0, 40, born_ms), *workers.plan(1, 40, born_ms)])
+    finally:
+        state.clear()
+        state.close()
+
+
+def test_a_cluster_is_refused_for_now(redis_cluster_url):
+    state = RedisState(redis_cluster_url, prefix=unique_prefix())
+    try:
+        with pytest.raises(ConfigError, match="Cluster is not supported"):
+            reshard(state, 64)
+    finally:
+        state.clear()
+        state.close()
