@@ -108,9 +108,9 @@ def list_pooled(state: RedisState) -> tuple[list[str], np.ndarray, np.ndarray]:
         if {replies[0], replies[-1]} != {layout.meta_value.encode()}:  # placed again meanwhile
             raise pooled.LayoutChanged(layout.meta_value)
         total: dict[bytes, np.ndarray] = {}
-        for rows in replies[1:-1]:
-            for f, v in rows.items():
-                if f:  # "" is the shard's version
+        for s, rows in enumerate(replies[1:-1]):
+            for f, v in rows.items():  # ("" is the shard's version; a reshard: where it is)
+                if f and layout.shard_of(f.decode("utf-8")) == s:
                     total[f] = unpack([v], 4)[0]
         names = sorted(f for f, v in total.items() if v[2] > 0)
         arr = np.array([total[f][:2] for f in names], dtype=np.float64).reshape(-1, 2)

@@ -101,15 +101,14 @@ class AsyncRedisState(RedisClientBase):
         self.refuse_writes(what)
         if not self.checked:
             await self._check_meta()
-        attempt = 0
+        attempt, since = 0, time.monotonic()
         while True:
             try:
                 return await adrive(flow(), self._send)
             except self.failures.caught as exc:
                 if self.moved_on(exc):  # a reshard moved shards: placed again, run again
-                    if not self.adopt(await adrive(redis_ops.load_placement(self.layout),
-                                                   self._send)):
-                        await asyncio.sleep(0.01)  # (a replica behind the primary)
+                    placement = await adrive(redis_ops.load_placement(self.layout), self._send)
+                    await asyncio.sleep(self.placed_again(what, exc, since, placement))
                     continue
                 await asyncio.sleep(self.failures.wait_s(what, exc, attempt, idempotent=idempotent))
                 attempt += 1

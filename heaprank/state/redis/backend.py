@@ -176,14 +176,14 @@ class RedisState(RedisClientBase):
         return self._attempt(what, fn, idempotent=idempotent)
 
     def _attempt(self, what: str, fn: Callable[[], T], *, idempotent: bool) -> T:
-        attempt = 0
+        attempt, since = 0, time.monotonic()
         while True:
             try:
                 return fn()
             except self.failures.caught as exc:
                 if self.moved_on(exc):  # a reshard moved shards: placed again, run again
-                    if not self.adopt(drive(redis_ops.load_placement(self.layout), self._send)):
-                        time.sleep(0.01)  # (a replica behind the primary)
+                    time.sleep(self.placed_again(what, exc, since, drive(
+                        redis_ops.load_placement(self.layout), self._send)))
                     continue
                 time.sleep(self.failures.wait_s(what, exc, attempt, idempotent=idempotent))
                 attempt += 1

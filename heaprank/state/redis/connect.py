@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import re
+import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
 from types import ModuleType
@@ -32,6 +33,9 @@ PRUNE_EVERY = 256
 #: oldest has waited PUSH_AFTER_S): fewer round trips, fewer writes to the pooled shards.
 PUSH_EVERY = 16
 PUSH_AFTER_S = 0.25
+#: How long a call waits for pooled shards a reshard froze before it gives up (a push: its
+#: entries wait in their outboxes).
+FROZEN_WAIT_S = 2.0
 #: Entry ids a client remembers having pushed.
 REMEMBERED = 65_536
 #: The calls that write: refused by a state opened read-only (``mode=ro``).
@@ -263,6 +267,18 @@ class RedisClientBase:
         return True
 
     moved_on = staticmethod(moved_on)
+
+    def placed_again(self, what: str, exc: BaseException, since: float,
+                     placement: Placement) -> float:
+        """After ``exc`` (:meth:`moved_on`): adopt the ``placement`` just read; seconds to wait
+        before the next attempt (0 if it moved on; a shard frozen by a reshard, or a replica
+        behind: 10 ms, up to :data:`FROZEN_WAIT_S` since ``since``, then StateUnavailableError)."""
+        if self.adopt(placement):
+            return 0.0
+        if time.monotonic() - since > FROZEN_WAIT_S:
+            raise StateUnavailableError(f"Redis state: {what} failed: the pooled layer is "
+                                        f"being resharded: {exc}") from None
+        return 0.01
 
     def refuse_writes(self, what: str) -> None:
         """Raise StateReadOnlyError for a call that writes (``what`` in :data:`WRITES`) on a

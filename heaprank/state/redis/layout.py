@@ -160,6 +160,14 @@ class Placement:
         g, e, n, k = match.groups()
         return cls(int(g), int(e or 0), None if n is None else int(n), int(k or 0))
 
+    def order(self) -> list[int]:
+        """The old shards in the order a reshard moves them: by new shard when several merge
+        into one (G a multiple of N: the old shards of one new shard one after the other)."""
+        n = self.target or self.shards
+        if n < self.shards and self.shards % n == 0:
+            return sorted(range(self.shards), key=lambda s: (s % n, s))
+        return list(range(self.shards))
+
     def text(self) -> str:
         head = f"{LAYOUT_VERSION}:{self.shards}"
         if self.epoch == 0 and self.target is None:
@@ -186,6 +194,8 @@ class KeyLayout:
         self.n_shards = placement.shards
         self.tags = list(epoch_tags(self.n_shards, placement.epoch))
         self.target = placement.target
+        #: Each old shard's rank in the moves (moved once below ``placement.moved``).
+        self.rank = {s: r for r, s in enumerate(placement.order())}
         if self.target is not None:
             _check_shards(self.target)
             self.tags += epoch_tags(self.target, placement.epoch + 1)
@@ -215,7 +225,7 @@ class KeyLayout:
         during a reshard, its new shard (past the old ones) once its old shard moved."""
         h = crc(feature)
         old = h % self.n_shards
-        if self.target is None or old >= self.placement.moved:
+        if self.target is None or self.rank[old] >= self.placement.moved:
             return old
         return self.n_shards + h % self.target
 

@@ -21,10 +21,11 @@ from .blob import LUA as _BLOB
 #: The layout check of the scripts that touch pooled shards on one server: ARGV starts with the
 #: meta key and the meta value the caller placed the shards by ("": no check, a Cluster), both
 #: taken off ARGV here; a meta that moved on (a reshard: reshard.py) is the error
-#: HEAPRANK_EPOCH, and the caller reloads it and runs the script again.
+#: HEAPRANK_EPOCH, and the caller reloads it and runs the script again. No meta at all (a
+#: replica not synced yet) is no check.
 GUARD = """
 local META_KEY, META_WANT = table.remove(ARGV, 1), table.remove(ARGV, 1)
-if META_WANT ~= '' and redis.call('GET', META_KEY) ~= META_WANT then
+if META_WANT ~= '' and (redis.call('GET', META_KEY) or META_WANT) ~= META_WANT then
   return redis.error_reply('HEAPRANK_EPOCH')
 end
 """
@@ -429,11 +430,19 @@ return box
 
 #: Push outbox entries to one pooled shard, each at most once. KEYS: the shard, its marker
 #: zset (entry id -> its creation time; "" -> the watermark: every entry older was applied).
-#: ARGV: n entries, then per entry: its id, creation time (ms), n fields, the fields, then per
-#: field its id and (pos, neg, namespaces) deltas. Returns the fields the shard dropped (no
-#: namespace holds them any more) as {name, id, ...}.
+#: ARGV: force (1: the resharder's, into a frozen shard), n entries, then per entry: its id,
+#: creation time (ms), n fields, the fields, then per field its id and (pos, neg, namespaces)
+#: deltas. Returns the fields the shard dropped (no namespace holds them any more) as
+#: {name, id, ...}; a shard a reshard froze (version -2) is HEAPRANK_FROZEN, one it moved
+#: (version -1) HEAPRANK_EPOCH (reshard.py).
 POOL_ADD = _COMMON + """
-local n, at, dropped = tonumber(ARGV[1]), 2, {}
+local force, n, at, dropped = ARGV[1] == '1', tonumber(ARGV[2]), 3, {}
+local state = redis.call('HGET', KEYS[1], '')
+if state == '-1' then
+  if force then return {} end
+  return redis.error_reply('HEAPRANK_EPOCH')
+end
+if state == '-2' and not force then return redis.error_reply('HEAPRANK_FROZEN') end
 local mark = tonumber(redis.call('ZSCORE', KEYS[2], '') or '-1')
 for e = 1, n do
   local id, born, m = ARGV[at], tonumber(ARGV[at + 1]), tonumber(ARGV[at + 2]); at = at + 3
@@ -450,6 +459,7 @@ for e = 1, n do
     redis.call('ZADD', KEYS[2], born, id)
   end
 end
+if state == '-2' then redis.call('HSET', KEYS[1], '', -2) end  -- (frozen it stays)
 return dropped
 """
 

@@ -1,10 +1,13 @@
-"""The one-server scripts of the pooled layer: pushing outbox entries (a forget's) in one
-script, and moving the pooled shards to another shard count (``heaprank state reshard``).
+"""The pooled layer's scripts for pushing outbox entries on one server and for moving the
+pooled shards to another shard count (``heaprank state reshard``).
 
 On one server a script may touch every shard, so both are atomic: an entry is applied to all
 its shards and leaves its outbox in the same script (it is applied only while it is still
 there, so a pusher that read it before another one pushed it applies nothing); an old shard's
 rows reach their new shards, the old shard goes and ``P:meta`` records it in the same script.
+In a Cluster the shards sit in other slots: an old shard is frozen (RESHARD_FREEZE: POOL_ADD
+refuses it, HEAPRANK_FROZEN), copied (RESHARD_PUT, into each new shard's slot) and tombstoned
+(RESHARD_TOMB: POOL_ADD says HEAPRANK_EPOCH, a reader sees version -1); see reshard.py.
 """
 
 from __future__ import annotations
@@ -110,4 +113,41 @@ end
 redis.call('DEL', KEYS[2], KEYS[3])
 redis.call('SET', KEYS[1], ARGV[3])
 return {1, moved}
+"""
+
+#: A Cluster: freeze an old shard (its version "" becomes -2). KEYS: the shard. Returns -1 if
+#: it was tombstoned already, else -2.
+RESHARD_FREEZE = """
+if redis.call('HGET', KEYS[1], '') == '-1' then return -1 end
+redis.call('HSET', KEYS[1], '', -2)
+return -2
+"""
+
+#: A Cluster: write rows and markers copied from frozen old shards into a new shard (rows set,
+#: not added: nothing else writes them before the move is recorded; run twice, the same).
+#: KEYS: the new shard, its marker zset. ARGV: the old shards' watermark, n rows, then n
+#: (name, packed row) pairs, then (marker id, creation time) pairs.
+RESHARD_PUT = _COMMON + """
+local w, n = tonumber(ARGV[1]), tonumber(ARGV[2])
+local flat, marks = {}, {}
+for j = 3, 2 + 2 * n do flat[#flat + 1] = ARGV[j] end
+for j = 3 + 2 * n, #ARGV, 2 do marks[#marks + 1] = ARGV[j + 1]; marks[#marks + 1] = ARGV[j] end
+if #flat > 0 then hset(KEYS[1], flat) end
+for first = 1, #marks, 4000 do
+  redis.call('ZADD', KEYS[2], unpack(marks, first, math.min(first + 3999, #marks)))
+end
+if w > tonumber(redis.call('ZSCORE', KEYS[2], '') or '-1') then
+  redis.call('ZADD', KEYS[2], w, '')
+  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', '(' .. ARGV[1])
+end
+redis.call('HINCRBY', KEYS[1], '', 1)
+return n
+"""
+
+#: A Cluster: tombstone a copied old shard: its rows and markers go, its version "" is -1 (kept,
+#: so a late pusher is told rather than writing to a key nobody reads). KEYS: shard, markers.
+RESHARD_TOMB = """
+redis.call('DEL', KEYS[1], KEYS[2])
+redis.call('HSET', KEYS[1], '', -1)
+return 1
 """

@@ -149,9 +149,7 @@ def read(layout: KeyLayout, cache: PooledCache, cluster: bool, namespace: str,
     asked = {s: fs for s, fs in asked.items() if fs or check}
     commands += [Command("hmget", (layout.pooled[s], ["", *fs])) for s, fs in asked.items()]
     commands.append(Command("get", (layout.meta,)))  # (a move between the two: read again)
-    replies = yield Pipeline(tuple(commands))
-    if {replies.pop(0), replies.pop()} != {layout.meta_value.encode()}:
-        raise LayoutChanged(layout.meta_value)
+    replies = _placed(layout, (yield Pipeline(tuple(commands))), len(asked))
     entries = blob.decode(replies.pop(0))
     own_rows = dict(zip(mine, unpack(replies.pop(0), 2).tolist())) if mine else {}
     if unknown:
@@ -176,6 +174,17 @@ def read(layout: KeyLayout, cache: PooledCache, cluster: bool, namespace: str,
     used = ~np.isnan(last)
     last[used] = stats[used, 0]
     return _counts(own, pooled), DocStats(last, stats[:, 1].copy()), edges
+
+
+def _placed(layout: KeyLayout, replies: list[Any], shards: int) -> list[Any]:
+    """A pipelined read's replies without the meta read first and last; LayoutChanged if the
+    meta moved on (a move between the two; no meta: a replica not synced yet, no check), or a
+    shard read was a Cluster reshard's tombstone (version -1: its rows went elsewhere)."""
+    want = layout.meta_value.encode()
+    if {replies.pop(0) or want, replies.pop() or want} != {want} \
+            or any(r[0] == b"-1" for r in replies[len(replies) - shards:]):
+        raise LayoutChanged(layout.meta_value)
+    return replies
 
 
 def _local_reply(reply: list[Any], ids: list[str],

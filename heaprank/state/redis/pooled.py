@@ -50,8 +50,10 @@ class LayoutChanged(Exception):
 
 def moved_on(exc: BaseException) -> bool:
     """Whether ``exc`` says the layout moved on: :class:`LayoutChanged`, or a script's
-    HEAPRANK_EPOCH (GUARD in :mod:`.lua`)."""
-    return isinstance(exc, LayoutChanged) or "HEAPRANK_EPOCH" in str(exc)
+    HEAPRANK_EPOCH (GUARD in :mod:`.lua`, or POOL_ADD), or HEAPRANK_FROZEN (POOL_ADD: a shard
+    being moved)."""
+    return isinstance(exc, LayoutChanged) or "HEAPRANK_EPOCH" in str(exc) \
+        or "HEAPRANK_FROZEN" in str(exc)
 
 
 class PooledCache:
@@ -188,18 +190,49 @@ def push(layout: KeyLayout, entries: Sequence[Entry],
     then delete them and persist their pointers (a second); features a shard dropped leave
     the id map (a third). Rows named by id alone are named first (a round trip before). On
     one server (not ``cluster``) one POOL_PUSH_LOCAL applies and deletes each entry at once."""
+    decoded = yield from _named(layout, entries)
+    if not cluster:
+        gone = (yield from _push_local(layout, entries, decoded)) if entries else []
+        if gone:
+            yield from _forget_ids(layout, gone)
+        return
+    dropped = yield from _pool_add(layout, _by_shard(layout, entries, decoded), False)
+    tail: list[Any] = [Call("hdel", (e.outbox, e.id)) for e in entries]
+    tail += [Call("persist", (e.pointer,)) for e in entries if e.pointer]
+    if tail:
+        yield Pipeline(tuple(tail))
+    if dropped:
+        yield from _forget_ids(layout, dropped)
+
+
+def complete(layout: KeyLayout, entries: Sequence[Entry],
+             shards: Sequence[int]) -> Generator[Any, Any, None]:
+    """The resharder's (a Cluster): apply ``entries``' rows that belong to ``shards`` (frozen)
+    to them, each at most once, leaving the entries in their outboxes for their pushers."""
+    decoded = yield from _named(layout, entries)
+    by_shard = {s: v for s, v in _by_shard(layout, entries, decoded).items() if s in shards}
+    dropped = yield from _pool_add(layout, by_shard, True)
+    if dropped:
+        yield from _forget_ids(layout, dropped)
+
+
+def _named(layout: KeyLayout, entries: Sequence[Entry]) -> Generator[Any, Any, list[list[Row]]]:
+    """The entries' rows, those named by id alone named from the id map."""
     decoded = [decode_entry(e.blob) for e in entries]
     unnamed = sorted({r[1] for rows in decoded for r in rows if not r[0]})
     if unnamed:
         names = yield Call("hmget", (layout.id_names, [str(i) for i in unnamed]))
         known = {i: n.decode("utf-8") for i, n in zip(unnamed, names) if n is not None}
         decoded = [[(r[0] or known.get(r[1], ""), *r[1:]) for r in rows] for rows in decoded]
-    if not cluster:
-        gone = (yield from _push_local(layout, entries, decoded)) if entries else []
-        if gone:
-            yield from _forget_ids(layout, gone)
-        return
-    by_shard: dict[int, tuple[list[int], list[Any]]] = {}
+    return decoded
+
+
+Groups = dict[int, tuple[list[int], list[Any]]]
+
+
+def _by_shard(layout: KeyLayout, entries: Sequence[Entry], decoded: list[list[Row]]) -> Groups:
+    """POOL_ADD's arguments per shard (an entry count, then each entry's block)."""
+    by_shard: Groups = {}
     for entry, rows in zip(entries, decoded):
         groups: dict[int, list[Row]] = {}
         for row in rows:
@@ -210,18 +243,16 @@ def push(layout: KeyLayout, entries: Sequence[Entry],
             count[0] += 1
             args += [entry.id, repr(created(entry.blob)), len(group), *(r[0] for r in group)]
             args += [repr(float(v)) for r in group for v in r[1:]]
-    dropped: list[bytes] = []
-    if by_shard:
-        replies = yield Pipeline(tuple(Script("POOL_ADD", [layout.pooled[s], layout.markers[s]],
-                                              [count[0], *args])
-                                       for s, (count, args) in sorted(by_shard.items())))
-        dropped = [x for reply in replies for x in reply]
-    tail: list[Any] = [Call("hdel", (e.outbox, e.id)) for e in entries]
-    tail += [Call("persist", (e.pointer,)) for e in entries if e.pointer]
-    if tail:
-        yield Pipeline(tuple(tail))
-    if dropped:
-        yield from _forget_ids(layout, dropped)
+    return by_shard
+
+
+def _pool_add(layout: KeyLayout, by_shard: Groups, force: bool) -> Generator[Any, Any, list[Any]]:
+    if not by_shard:
+        return []
+    replies = yield Pipeline(tuple(Script("POOL_ADD", [layout.pooled[s], layout.markers[s]],
+                                          ["1" if force else "0", count[0], *args])
+                                   for s, (count, args) in sorted(by_shard.items())))
+    return [x for reply in replies for x in reply]
 
 
 def _forget_ids(layout: KeyLayout, dropped: list[Any]) -> Generator[Any, Any, None]:

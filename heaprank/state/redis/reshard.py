@@ -1,5 +1,5 @@
 """``heaprank state reshard URL --shards N``: move the pooled layer of a Redis state from its G
-shards to N, while writers keep running.
+shards to N, while writers keep running (in a Cluster: :mod:`.reshard_cluster`).
 
 ``P:meta`` says where the pooled rows are: ``2:G@e`` (epoch e: the shards' tags carry it), and
 during a reshard ``2:G@e>N:k``: old shards below ``k`` have moved to the N shards of epoch
@@ -53,38 +53,56 @@ def _begin(state: RedisState, shards: int) -> Placement:
             return pending
 
 
-def _after(placement: Placement) -> Placement:
-    """The placement once the next old shard moved."""
+def _after(placement: Placement, step: int = 1) -> Placement:
+    """The placement once the next ``step`` old shards moved."""
     assert placement.target is not None
-    if placement.moved + 1 < placement.shards:
-        return Placement(placement.shards, placement.epoch, placement.target, placement.moved + 1)
+    if placement.moved + step < placement.shards:
+        return Placement(placement.shards, placement.epoch, placement.target,
+                         placement.moved + step)
     return Placement(placement.target, placement.epoch + 1)
+
+
+def _move_local(state: RedisState, placement: Placement) -> int:
+    """One server: the next old shard, in one script -> rows moved (-1: moved meanwhile)."""
+    assert placement.target is not None
+    layout = KeyLayout(state.layout.prefix, placement.shards, placement)
+    k, after = placement.order()[placement.moved], _after(placement)
+    keys = [layout.meta, layout.pooled[k], layout.markers[k], *layout.pooled[placement.shards:]]
+    move = Script("RESHARD_MOVE", keys, [placement.text(), placement.target, after.text()])
+    done, count = state.call("reshard", lambda: state.send(move), idempotent=True)
+    return int(count) if done else -1
 
 
 def reshard(state: RedisState, shards: int, pause_s: float = 0.0,
             on_move: Callable[[int], None] | None = None) -> dict[str, Any]:
-    """Move the pooled layer of ``state`` (one server) to ``shards`` shards, one old shard per
-    script, waiting ``pause_s`` between two (to spread the load); ``on_move(k)`` after old
-    shard k moved. Returns ``{"from", "to", "epoch", "moved", "rows", "seconds"}`` (``moved``:
-    old shards moved by this run)."""
-    if state.cluster:
-        raise ConfigError("state reshard: a Redis Cluster is not supported yet (its shards sit "
-                          "in other slots); use heaprank state copy to a new prefix")
+    """Move the pooled layer of ``state`` to ``shards`` shards: on one server one old shard per
+    script, in a Cluster (where the new count must divide or be a multiple of the old) one
+    group of old shards at a time (:mod:`.reshard_cluster`); ``pause_s`` between two moves
+    (to spread the load); ``on_move(k)`` after each. Returns ``{"from", "to", "epoch",
+    "moved", "rows", "seconds"}`` (``moved``: old shards moved by this run)."""
+    from .reshard_cluster import check_counts, move_group
+
     KeyLayout(state.layout.prefix, shards)  # (checks the count)
     started = time.monotonic()
+    current = _placement(state)
+    if state.cluster and current.target is None and current.shards != shards:
+        check_counts(current.shards, shards)
     placement = _begin(state, shards)
     first, moved, rows = placement.shards, 0, 0
     while placement.target is not None:
-        layout = KeyLayout(state.layout.prefix, placement.shards, placement)
-        k, after = placement.moved, _after(placement)
-        keys = [layout.meta, layout.pooled[k], layout.markers[k], *layout.pooled[placement.shards:]]
-        move = Script("RESHARD_MOVE", keys, [placement.text(), placement.target, after.text()])
-        done, count = state.call("reshard", lambda m=move: state.send(m), idempotent=True)
-        if done:
-            moved, rows = moved + 1, rows + int(count)
+        k = placement.moved
+        count, step = move_group(state, placement) if state.cluster else (
+            _move_local(state, placement), 1)
+        if count >= 0 and state.cluster:
+            swap = Script("META_SWAP", [state.layout.meta],
+                          [placement.text(), _after(placement, step).text()])
+            count = count if state.call("reshard", lambda s=swap: state.send(s),
+                                        idempotent=True) else -1
+        if count >= 0:
+            moved, rows = moved + step, rows + count
             if on_move is not None:
                 on_move(k)
-            if pause_s > 0 and after.target is not None:
+            if pause_s > 0 and k + step < placement.shards:
                 time.sleep(pause_s)
         placement = _placement(state)  # (another resharder may have moved it meanwhile)
     return {"from": first, "to": placement.shards, "epoch": placement.epoch, "moved": moved,

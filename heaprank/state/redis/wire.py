@@ -20,7 +20,8 @@ SCRIPTS = {**{name: getattr(redis_lua, name) for name in
                "INTERN", "MARKS_TRIM")},
            "MIGRATE_NS": lua_migrate.MIGRATE_NS,
            **{name: getattr(lua_pooled, name) for name in
-              ("POOL_PUSH_LOCAL", "META_SWAP", "RESHARD_MOVE")},
+              ("POOL_PUSH_LOCAL", "META_SWAP", "RESHARD_MOVE", "RESHARD_FREEZE", "RESHARD_PUT",
+               "RESHARD_TOMB")},
            **{name: getattr(redis_assoc, name) for name in ("READ_WITH_EDGES", "FEEDBACK_WITH_CO_USE")}}
 SHAS = {name: hashlib.sha1(body.encode("utf-8")).hexdigest() for name, body in SCRIPTS.items()}
 
