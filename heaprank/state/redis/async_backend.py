@@ -108,7 +108,9 @@ class AsyncRedisState(RedisClientBase):
             except self.failures.caught as exc:
                 if self.moved_on(exc):  # a reshard moved shards: placed again, run again
                     placement = await adrive(redis_ops.load_placement(self.layout), self._send)
-                    await asyncio.sleep(self.placed_again(what, exc, since, placement))
+                    wait = self.placed_again(what, exc, since, placement)
+                    since = since if wait else time.monotonic()  # (it moved on: wait anew)
+                    await asyncio.sleep(wait)
                     continue
                 await asyncio.sleep(self.failures.wait_s(what, exc, attempt, idempotent=idempotent))
                 attempt += 1

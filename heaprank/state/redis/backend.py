@@ -73,8 +73,9 @@ class RedisState(RedisClientBase):
             ``decode_responses=False``) instead of ``url``; its own retry settings apply, and
             the async methods of a Reranker then run this client in a worker thread.
         prefix: Every key starts with it (several states may share a server).
-        global_shards: G hashes the pooled layer is spread over, by feature (fixed for a
-            state's lifetime; default 32).
+        global_shards: G hashes the pooled layer is spread over, by feature (for a new state,
+            default 32; ``heaprank state reshard`` changes it, and a state resharded before
+            opens with its own count).
         timeout_s: Socket connect and read timeout; past it a call raises StateUnavailableError.
         retries: Retries of idempotent calls (reads, impression writes, feedback) after a
             connection error, a timeout or a Cluster failing over.
@@ -182,8 +183,10 @@ class RedisState(RedisClientBase):
                 return fn()
             except self.failures.caught as exc:
                 if self.moved_on(exc):  # a reshard moved shards: placed again, run again
-                    time.sleep(self.placed_again(what, exc, since, drive(
-                        redis_ops.load_placement(self.layout), self._send)))
+                    wait = self.placed_again(what, exc, since, drive(
+                        redis_ops.load_placement(self.layout), self._send))
+                    since = since if wait else time.monotonic()  # (it moved on: wait anew)
+                    time.sleep(wait)
                     continue
                 time.sleep(self.failures.wait_s(what, exc, attempt, idempotent=idempotent))
                 attempt += 1

@@ -272,7 +272,8 @@ class RedisClientBase:
                      placement: Placement) -> float:
         """After ``exc`` (:meth:`moved_on`): adopt the ``placement`` just read; seconds to wait
         before the next attempt (0 if it moved on; a shard frozen by a reshard, or a replica
-        behind: 10 ms, up to :data:`FROZEN_WAIT_S` since ``since``, then StateUnavailableError)."""
+        behind: 10 ms, up to :data:`FROZEN_WAIT_S` since ``since``, the last time it moved on,
+        then StateUnavailableError)."""
         if self.adopt(placement):
             return 0.0
         if time.monotonic() - since > FROZEN_WAIT_S:
