@@ -212,3 +212,22 @@ def test_an_async_client_opened_before_a_reshard_keeps_working(redis_url):
     finally:
         state.clear()
         state.close()
+
+
+def test_the_meta_spells_each_placement_once_and_places_every_feature_once():
+    from heaprank.state.redis.layout import KeyLayout, crc
+
+    for text in ["2:32", "2:64@1", "2:32@0>64:5", "2:64@1>8:17"]:
+        assert Placement.parse(text).text() == text
+    for text in ["2:32@0", "2:032", "2:32>64:1", "3:32"]:
+        with pytest.raises(ValueError):
+            Placement.parse(text)
+    # 64 -> 8 moves the old shards of one new shard one after the other.
+    assert Placement(64, 1, 8).order()[:8] == [0, 8, 16, 24, 32, 40, 48, 56]
+    features = [f"f{i}" for i in range(2_000)]
+    for placement in [Placement(64, 1, 8, 20), Placement(32, 0, 64, 7)]:
+        layout = KeyLayout("p", placement.shards, placement)
+        moved = set(placement.order()[:placement.moved])
+        for f in features:
+            s, old = layout.shard_of(f), crc(f) % placement.shards
+            assert s == (placement.shards + crc(f) % placement.target if old in moved else old)

@@ -158,7 +158,10 @@ class Placement:
         if match is None:
             raise ValueError(f"not a layout-2 meta value: {text!r}")
         g, e, n, k = match.groups()
-        return cls(int(g), int(e or 0), None if n is None else int(n), int(k or 0))
+        placement = cls(int(g), int(e or 0), None if n is None else int(n), int(k or 0))
+        if placement.text() != text:  # (one spelling each: a process compares the texts)
+            raise ValueError(f"not a layout-2 meta value: {text!r}")
+        return placement
 
     def order(self) -> list[int]:
         """The old shards in the order a reshard moves them: by new shard when several merge
