@@ -44,6 +44,8 @@ BENCHMARKS = {
                    "by impression-log size and backend"),
     "redis-load": ("benchmarks.redis_load", "a Redis server's restart with a heaprank state "
                    "loaded: AOF and RDB load time, file size, used_memory"),
+    "reshard": ("benchmarks.reshard", "heaprank state reshard (32 -> 64 pooled shards) of a "
+                "loaded Redis state while writer processes apply feedback"),
     "views": ("benchmarks.views", "a real SQLite state built from LoCoMo (development "
               "conversations), then heaprank tune, replay, forget --preview and plot run on it"),
 }

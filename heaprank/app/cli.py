@@ -227,8 +227,17 @@ def _cmd_state_copy(args: argparse.Namespace) -> int:
 def _cmd_state_migrate(args: argparse.Namespace) -> int:
     from ..state.redis.migrate import migrate_url
 
-    counts = migrate_url(args.url)
-    print(json.dumps(counts, indent=2) if args.json else f"migrated {args.url} to Redis layout 2: "
+    return _counts(args, f"migrated {args.url} to Redis layout 2", migrate_url(args.url))
+
+
+def _cmd_state_reshard(args: argparse.Namespace) -> int:
+    from ..state.redis.reshard import reshard_url
+
+    return _counts(args, f"resharded {args.url}", reshard_url(args.url, args.shards, args.pause))
+
+
+def _counts(args: argparse.Namespace, done: str, counts: dict[str, Any]) -> int:
+    print(json.dumps(counts, indent=2) if args.json else f"{done}: "
           + ", ".join(f"{k} {v}" for k, v in counts.items()))
     return 0
 
@@ -464,6 +473,13 @@ def _state_commands(sub: Any) -> None:
     migrate.add_argument("url", help="the Redis state (with its prefix= option)")
     migrate.add_argument("--json", action="store_true", help="print the counts as JSON")
     migrate.set_defaults(func=_cmd_state_migrate)
+    reshard = state_sub.add_parser("reshard", help="move a Redis state's pooled layer to N "
+                                   "shards while writers run (one server; docs/redis.md)")
+    reshard.add_argument("url", help="the Redis state (with its prefix= option)")
+    reshard.add_argument("--shards", type=int, required=True, help="the new shard count")
+    reshard.add_argument("--pause", type=float, default=0.0, help="seconds between two shards")
+    reshard.add_argument("--json", action="store_true", help="print the counts as JSON")
+    reshard.set_defaults(func=_cmd_state_reshard)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -96,3 +96,35 @@ def test_entries_pushed_out_of_order_lose_nothing(redis_cluster_url, monkeypatch
     finally:
         state.clear()
         state.close()
+
+
+def test_a_writer_pushing_after_a_drain_took_its_entries_counts_once(redis_cluster_url, monkeypatch):
+    """A writer keeps its entries for its next push; meanwhile another process's drain pushes
+    them from the outboxes (and removes their markers). The writer's push then applies
+    nothing: the shards' watermark says those entries were applied already."""
+    from heaprank.state.redis import admin, connect
+
+    monkeypatch.setattr(connect, "PUSH_EVERY", 1_000)
+    monkeypatch.setattr(connect, "PUSH_AFTER_S", 1e9)
+    prefix = unique_prefix()
+    born_ms = int(time.time() * 1000)
+    writer = RedisState(redis_cluster_url, prefix=prefix)
+    writer._feedbacks = itertools.count(2)  # no prune (which pushes) on the first feedback
+    drainer = RedisState(redis_cluster_url, prefix=prefix)
+    try:
+        workers.apply(writer, 2, 5, born_ms)
+        assert writer.outbox
+        monkeypatch.setattr(pooled, "CLOCK_SKEW_MS", 0.0)  # (so the test need not wait)
+        admin.drain(drainer, 0.0)  # a full drain: pushes them
+        time.sleep(0.05)
+        admin.drain(drainer, 0.0)  # none waits now: the watermark passes them, markers go
+        markers = drainer.client.zrange(drainer.layout.markers[0], 0, -1)
+        assert markers == [b""]  # (the watermark alone)
+        writer.push()  # the writer's copies, read before the drain
+        serial = MemoryState()
+        workers.apply(serial, 2, 5, born_ms)
+        assert workers.snapshot(drainer) == workers.snapshot(serial)
+    finally:
+        drainer.clear()
+        drainer.close()
+        writer.close()

@@ -51,7 +51,9 @@ def namespaces_flow(layout: KeyLayout) -> Op:
 def drain(state: RedisState, min_age_ms: float = 2_000.0, part: int | None = None) -> None:
     """Push this process's waiting outbox entries, then the entries waiting in the buckets (a
     writer that died before its push) at least ``min_age_ms`` old (an audit call: 2 s; younger
-    ones are their writers' to push): of every bucket, or of the ``part``-th 1/64 of them."""
+    ones are their writers' to push): of every bucket, or of the ``part``-th 1/64 of them
+    (every 64th part: all of them). Reading every bucket, it raises the shards' watermark
+    (:func:`.pooled.watermark`)."""
     own = state.take_outbox()
     try:
         state.push_entries(own)
@@ -59,12 +61,18 @@ def drain(state: RedisState, min_age_ms: float = 2_000.0, part: int | None = Non
         state.restore(own)
         raise
     state.settled(own)
+    if part is not None and part % DRAIN_PARTS == DRAIN_PARTS - 1:
+        part = None
+    since = time.time() * 1000
     buckets = state.run_flow("drain", lambda: pooled.buckets_in_use(state.layout), idempotent=True)
     if part is not None:
         buckets = [b for b in buckets if b % DRAIN_PARTS == part % DRAIN_PARTS]
-    left = state.run_flow("drain", lambda: pooled.pending(state.layout, buckets, min_age_ms),
-                          idempotent=True)
-    state.push_entries(left)
+    waiting = state.run_flow("drain", lambda: pooled.pending(state.layout, buckets),
+                             idempotent=True)
+    state.push_entries([e for e in waiting if pooled.created(e.blob) <= since - min_age_ms])
+    if part is None and state.cluster:
+        state.run_flow("drain", lambda: pooled.watermark(state.layout, waiting, since),
+                       idempotent=True)
 
 
 def list_own(state: RedisState, namespace: str) -> tuple[list[str], np.ndarray, np.ndarray]:
@@ -90,13 +98,19 @@ def list_pooled(state: RedisState) -> tuple[list[str], np.ndarray, np.ndarray]:
     drain(state)
 
     def run() -> tuple[list[str], np.ndarray, np.ndarray]:
+        layout = state.layout
         pipe = state.client.pipeline(transaction=False)
-        for key in state.layout.pooled:
+        pipe.get(layout.meta)
+        for key in layout.pooled:
             pipe.hgetall(key)
+        pipe.get(layout.meta)
+        replies = pipe.execute()
+        if {replies[0], replies[-1]} != {layout.meta_value.encode()}:  # placed again meanwhile
+            raise pooled.LayoutChanged(layout.meta_value)
         total: dict[bytes, np.ndarray] = {}
-        for rows in pipe.execute():
-            for f, v in rows.items():
-                if f:  # "" is the shard's version
+        for s, rows in enumerate(replies[1:-1]):
+            for f, v in rows.items():  # ("" is the shard's version; a reshard: where it is)
+                if f and layout.shard_of(f.decode("utf-8")) == s:
                     total[f] = unpack([v], 4)[0]
         names = sorted(f for f, v in total.items() if v[2] > 0)
         arr = np.array([total[f][:2] for f in names], dtype=np.float64).reshape(-1, 2)

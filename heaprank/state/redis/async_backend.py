@@ -12,14 +12,13 @@ prune); audit, forget and copy stay on the sync client.
 from __future__ import annotations
 
 import asyncio
-import itertools
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..._flow import adrive
-from ...errors import FeedbackError, StateUnavailableError
+from ...errors import FeedbackError
 from ...records import DocStats, FeedbackBatch, FeedbackOutcome, Impression, LinkCounts, recall_key
 from ..base import CreditFn
 from ..edges import EdgeRows
@@ -27,7 +26,7 @@ from . import ops as redis_ops
 from .connect import PRUNE_EVERY, RedisClientBase, RedisOptions, connect_async
 from .layout import redis_options
 from .ops import Request
-from .pooled import PooledCache, push, unmark
+from .pooled import PooledCache, push
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -102,22 +101,30 @@ class AsyncRedisState(RedisClientBase):
         self.refuse_writes(what)
         if not self.checked:
             await self._check_meta()
-        for attempt in itertools.count():
+        attempt, since = 0, time.monotonic()
+        while True:
             try:
                 return await adrive(flow(), self._send)
-            except self.failures.errors as exc:
+            except self.failures.caught as exc:
+                if self.moved_on(exc):  # a reshard moved shards: placed again, run again
+                    placement = await adrive(redis_ops.load_placement(self.layout), self._send)
+                    wait = self.placed_again(what, exc, since, placement)
+                    since = since if wait else time.monotonic()  # (it moved on: wait anew)
+                    await asyncio.sleep(wait)
+                    continue
                 await asyncio.sleep(self.failures.wait_s(what, exc, attempt, idempotent=idempotent))
-        raise AssertionError("unreachable")
+                attempt += 1
 
     async def _check_meta(self) -> None:
         self.checked = True  # before the call: _run would check again
         try:
-            await self._run("open", lambda: redis_ops.check_layout(
+            placed = await self._run("open", lambda: redis_ops.check_layout(
                 self.layout, "AsyncRedisState", self.where() if self.read_only else None),
                 idempotent=True)
         except BaseException:
             self.checked = False
             raise
+        self.adopt(placed)
 
     # ------------------------------------------------------------ the hot path
 
@@ -178,16 +185,12 @@ class AsyncRedisState(RedisClientBase):
         entries = self.take_outbox()
         if entries:
             try:
-                markers = await self._run("push", lambda: push(self.layout, entries),
-                                          idempotent=True)
+                await self._run("push", lambda: push(self.layout, entries, self.cluster),
+                                idempotent=True)
             except BaseException:
                 self.restore(entries)  # kept in the buckets' outboxes too: none is lost
                 raise
-            self.settled(entries)  # applied and gone from their outboxes: never pushed again
-            try:
-                await self._run("unmark", lambda: unmark(self.layout, markers), idempotent=True)
-            except StateUnavailableError:
-                pass  # markers left expire after a day
+            self.settled(entries)  # applied and gone from their outboxes
 
     async def aclose(self) -> None:
         """Push the waiting pooled deltas, release the connection pool."""

@@ -73,8 +73,9 @@ class RedisState(RedisClientBase):
             ``decode_responses=False``) instead of ``url``; its own retry settings apply, and
             the async methods of a Reranker then run this client in a worker thread.
         prefix: Every key starts with it (several states may share a server).
-        global_shards: G hashes the pooled layer is spread over, by feature (fixed for a
-            state's lifetime; default 32).
+        global_shards: G hashes the pooled layer is spread over, by feature (for a new state,
+            default 32; ``heaprank state reshard`` changes it, and a state resharded before
+            opens with its own count).
         timeout_s: Socket connect and read timeout; past it a call raises StateUnavailableError.
         retries: Retries of idempotent calls (reads, impression writes, feedback) after a
             connection error, a timeout or a Cluster failing over.
@@ -122,7 +123,7 @@ class RedisState(RedisClientBase):
         """Check the key layout (read-only: that a state is there) and load the scripts."""
         check = redis_ops.check_layout(self.layout, "RedisState",
                                        self.where() if self.read_only else None)
-        self._attempt("open", lambda: drive(check, self._send), idempotent=True)
+        self.adopt(self._attempt("open", lambda: drive(check, self._send), idempotent=True))
         self._attempt("check eviction", self._check_eviction, idempotent=True)
         # Loaded up front on every primary: redis-py leaks a connection when a cluster answers
         # NOSCRIPT, so that answer is kept for a server that restarted since.
@@ -176,12 +177,19 @@ class RedisState(RedisClientBase):
         return self._attempt(what, fn, idempotent=idempotent)
 
     def _attempt(self, what: str, fn: Callable[[], T], *, idempotent: bool) -> T:
-        for attempt in itertools.count():
+        attempt, since = 0, time.monotonic()
+        while True:
             try:
                 return fn()
-            except self.failures.errors as exc:
+            except self.failures.caught as exc:
+                if self.moved_on(exc):  # a reshard moved shards: placed again, run again
+                    wait = self.placed_again(what, exc, since, drive(
+                        redis_ops.load_placement(self.layout), self._send))
+                    since = since if wait else time.monotonic()  # (it moved on: wait anew)
+                    time.sleep(wait)
+                    continue
                 time.sleep(self.failures.wait_s(what, exc, attempt, idempotent=idempotent))
-        raise AssertionError("unreachable")
+                attempt += 1
 
     def _send(self, request: Request, client: Any = None) -> Any:
         client = self.client if client is None else client
@@ -306,14 +314,10 @@ class RedisState(RedisClientBase):
             self.settled(entries)
 
     def push_entries(self, entries: list[pooled.Entry]) -> None:
-        """Push outbox entries (each at most once), then remove their markers."""
+        """Push outbox entries (each applied at most once)."""
         if entries:
-            markers = self._run("push", lambda: pooled.push(self.layout, entries),
-                                idempotent=True)
-            try:  # (applied and gone from their outboxes: never to be pushed again)
-                self._run("unmark", lambda: pooled.unmark(self.layout, markers), idempotent=True)
-            except StateUnavailableError as exc:  # markers left expire after a day
-                logger.info("heaprank: pooled markers left to expire: %s", exc)
+            self._run("push", lambda: pooled.push(self.layout, entries, self.cluster),
+                      idempotent=True)
 
     def drain(self) -> None:
         """Push every waiting outbox entry, this process's and any other writer's."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import re
+import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
 from types import ModuleType
@@ -21,8 +22,8 @@ from urllib.parse import parse_qsl, urlsplit
 from ..._optional import require
 from ..._time import DAY_S
 from ...errors import ConfigError, StateReadOnlyError, StateUnavailableError
-from .layout import CLUSTER_SCHEME, KeyLayout
-from .pooled import Entry, PooledCache, decode_entry
+from .layout import CLUSTER_SCHEME, KeyLayout, Placement
+from .pooled import Entry, LayoutChanged, PooledCache, decode_entry, moved_on
 
 #: First wait before a retry, doubled at each further attempt.
 FIRST_BACKOFF_S = 0.05
@@ -32,6 +33,9 @@ PRUNE_EVERY = 256
 #: oldest has waited PUSH_AFTER_S): fewer round trips, fewer writes to the pooled shards.
 PUSH_EVERY = 16
 PUSH_AFTER_S = 0.25
+#: How long a call waits for pooled shards a reshard froze before it gives up (a push: its
+#: entries wait in their outboxes).
+FROZEN_WAIT_S = 2.0
 #: Entry ids a client remembers having pushed.
 REMEMBERED = 65_536
 #: The calls that write: refused by a state opened read-only (``mode=ro``).
@@ -199,6 +203,8 @@ class FailurePolicy:
         #: not yet promoted) raises a RedisClusterException, which is no RedisError.
         self.errors: tuple[type[BaseException], ...] = (errors.RedisError,
                                                         errors.RedisClusterException, OSError)
+        #: ``errors`` and :class:`LayoutChanged` (the pooled layer placed again: a reshard).
+        self.caught: tuple[type[BaseException], ...] = (LayoutChanged, *self.errors)
         self._transient = (errors.ConnectionError, errors.TimeoutError, errors.ClusterDownError,
                            errors.TryAgainError, errors.ReadOnlyError,
                            errors.RedisClusterException, OSError)
@@ -249,6 +255,31 @@ class RedisClientBase:
             raise ConfigError(f"{name}: the client must use decode_responses=False")
         self._feedbacks = itertools.count(1)
         self.read_only = settings.read_only
+
+    def adopt(self, placement: Placement | None) -> bool:
+        """Place the pooled shards as ``placement`` says (read from ``P:meta``: a state
+        resharded, or a reshard's progress); the pooled counts cached are dropped. Returns
+        whether anything changed."""
+        if placement is None or placement == self.layout.placement:
+            return False
+        self.layout = KeyLayout(self.layout.prefix, placement.shards, placement)
+        self.cache.clear()
+        return True
+
+    moved_on = staticmethod(moved_on)
+
+    def placed_again(self, what: str, exc: BaseException, since: float,
+                     placement: Placement) -> float:
+        """After ``exc`` (:meth:`moved_on`): adopt the ``placement`` just read; seconds to wait
+        before the next attempt (0 if it moved on; a shard frozen by a reshard, or a replica
+        behind: 10 ms, up to :data:`FROZEN_WAIT_S` since ``since``, the last time it moved on,
+        then StateUnavailableError)."""
+        if self.adopt(placement):
+            return 0.0
+        if time.monotonic() - since > FROZEN_WAIT_S:
+            raise StateUnavailableError(f"Redis state: {what} failed: the pooled layer is "
+                                        f"being resharded: {exc}") from None
+        return 0.01
 
     def refuse_writes(self, what: str) -> None:
         """Raise StateReadOnlyError for a call that writes (``what`` in :data:`WRITES`) on a

@@ -184,6 +184,7 @@ READ_WITH_EDGES = _wrap(redis_lua.READ_LOCAL, """
 local adj_key = KEYS[#KEYS]
 local KEYS = {unpack(KEYS, 1, #KEYS - 1)}""", """
 local reply = base_script()
+if reply.err then return reply end  -- (GUARD's: the layout moved on)
 local nf = tonumber(ARGV[1])
 local ids = {}
 for j = 1, tonumber(ARGV[nf + 2]) do ids[j] = ARGV[nf + 2 + j] end

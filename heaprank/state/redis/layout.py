@@ -24,10 +24,14 @@ of bucket-registry shard ``bucket mod 16``)::
                                 "" -> the shard's version, bumped by every write
     P:{ids}:f             hash  feature -> its id ("" -> the last id given)
     P:{ids}:r             hash  id -> feature (both dropped when no namespace holds it)
-    P:{g}:m               zset  outbox entries applied to the shard, by time (dedupe)
+    P:{g}:m               zset  outbox entries applied to the shard, by creation time
+                                (dedupe); "" -> the watermark (pooled.py)
     P:r:{<rid>}           string  "<t>:<ns>": which namespace holds a recall id (TTL as its body)
-    P:meta                string  "2:<G>" (layout 2 with G pooled shards); a bare number is
-                                layout 1, which ``heaprank state migrate`` converts
+    P:meta                string  "2:<G>" (layout 2 with G pooled shards); after a reshard
+                                "2:<G>@<e>" (epoch e: the shards' tags carry it), during one
+                                "2:<G>@<e>><N>:<k>" (old shards below k moved to the N of
+                                epoch e + 1; ``reshard.py``); a bare number is layout 1, which
+                                ``heaprank state migrate`` converts
 
 A namespace's keys share one slot (its bucket's), so a feedback is one script in a Cluster too;
 10,000 namespaces land on ~7,500 distinct slots. The pooled layer is placed by feature, not by
@@ -42,6 +46,7 @@ import itertools
 import re
 import zlib
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -125,24 +130,85 @@ def crc(text: str) -> int:
     return zlib.crc32(text.encode("utf-8"))
 
 
-class KeyLayout:
-    """The key names of one state: its prefix, its namespaces' buckets and its G pooled shards."""
+def _check_shards(n_shards: int) -> None:
+    if isinstance(n_shards, bool) or not isinstance(n_shards, int) or not 1 <= n_shards <= 1024:
+        raise ValueError("global_shards: must be an int in [1, 1024]")
 
-    def __init__(self, prefix: str, n_shards: int) -> None:
+
+@functools.cache
+def epoch_tags(n: int, epoch: int) -> tuple[str, ...]:
+    """The tags of the G = ``n`` pooled shards of reshard epoch ``epoch`` (0: as ever)."""
+    return tuple(shard_tags(n, "g" if epoch == 0 else f"g{epoch}e"))
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where the pooled layer is, as ``P:meta`` says: G shards of epoch ``epoch``, and during a
+    reshard the ``target`` shard count of epoch + 1 with the old shards below ``moved`` moved."""
+
+    shards: int
+    epoch: int = 0
+    target: int | None = None
+    moved: int = 0
+
+    @classmethod
+    def parse(cls, text: str) -> Placement:
+        """Placement of a layout-2 meta value (``2:G``, ``2:G@e``, ``2:G@e>N:k``)."""
+        match = _META.fullmatch(text)
+        if match is None:
+            raise ValueError(f"not a layout-2 meta value: {text!r}")
+        g, e, n, k = match.groups()
+        placement = cls(int(g), int(e or 0), None if n is None else int(n), int(k or 0))
+        if placement.text() != text:  # (one spelling each: a process compares the texts)
+            raise ValueError(f"not a layout-2 meta value: {text!r}")
+        return placement
+
+    def order(self) -> list[int]:
+        """The old shards in the order a reshard moves them: by new shard when several merge
+        into one (G a multiple of N: the old shards of one new shard one after the other)."""
+        n = self.target or self.shards
+        if n < self.shards and self.shards % n == 0:
+            return sorted(range(self.shards), key=lambda s: (s % n, s))
+        return list(range(self.shards))
+
+    def text(self) -> str:
+        head = f"{LAYOUT_VERSION}:{self.shards}"
+        if self.epoch == 0 and self.target is None:
+            return head  # (as states before resharding wrote it)
+        head += f"@{self.epoch}"
+        return head if self.target is None else f"{head}>{self.target}:{self.moved}"
+
+
+_META = re.compile(r"2:([0-9]+)(?:@([0-9]+)(?:>([0-9]+):([0-9]+))?)?")
+
+
+class KeyLayout:
+    """The key names of one state: its prefix, its namespaces' buckets and its G pooled shards
+    (during a reshard: the old shards, then the new ones; :meth:`shard_of` says where a
+    feature's row is, an index into :attr:`pooled`)."""
+
+    def __init__(self, prefix: str, n_shards: int, placement: Placement | None = None) -> None:
         if not prefix or any(c in prefix for c in "{}"):
             raise ValueError("prefix: must be non-empty, without { or }")
-        if isinstance(n_shards, bool) or not isinstance(n_shards, int) or not 1 <= n_shards <= 1024:
-            raise ValueError("global_shards: must be an int in [1, 1024]")
+        placement = placement or Placement(n_shards)
+        _check_shards(placement.shards)
         self.prefix = prefix
-        self.n_shards = n_shards
-        self.tags = shard_tags(n_shards)
+        self.placement = placement
+        self.n_shards = placement.shards
+        self.tags = list(epoch_tags(self.n_shards, placement.epoch))
+        self.target = placement.target
+        #: Each old shard's rank in the moves (moved once below ``placement.moved``).
+        self.rank = {s: r for r, s in enumerate(placement.order())}
+        if self.target is not None:
+            _check_shards(self.target)
+            self.tags += epoch_tags(self.target, placement.epoch + 1)
         self.pooled = [f"{prefix}:{{{t}}}:g" for t in self.tags]
         self.markers = [f"{prefix}:{{{t}}}:m" for t in self.tags]
         self.registry = [f"{prefix}:{{{t}}}:b" for t in shard_tags(BUCKET_SHARDS, "b")]
         self.id_map = f"{prefix}:{{ids}}:f"
         self.id_names = f"{prefix}:{{ids}}:r"
         self.meta = f"{prefix}:meta"
-        self.meta_value = f"{LAYOUT_VERSION}:{n_shards}"
+        self.meta_value = placement.text()
 
     @staticmethod
     def bucket(namespace: str) -> int:
@@ -158,8 +224,13 @@ class KeyLayout:
         return self.bucket_tag(self.bucket(namespace))
 
     def shard_of(self, feature: str) -> int:
-        """The pooled shard (0-based) a feature's pooled counts live in."""
-        return crc(feature) % self.n_shards
+        """The pooled shard (an index into :attr:`pooled`) a feature's pooled counts live in:
+        during a reshard, its new shard (past the old ones) once its old shard moved."""
+        h = crc(feature)
+        old = h % self.n_shards
+        if self.target is None or self.rank[old] >= self.placement.moved:
+            return old
+        return self.n_shards + h % self.target
 
     def registry_key(self, bucket: int) -> str:
         return self.registry[bucket % BUCKET_SHARDS]

@@ -10,13 +10,25 @@ Pooled deltas that a script cannot write itself (in a Cluster the pooled shards 
 slots) go to its bucket's outbox (``P:{t}:q``) in the same script: entries
 ``<H`` name length, name, ``<ddd`` (pos, neg, namespaces) each; the client pushes them to the
 shards with POOL_ADD, which records the entry's id in the shard's marker zset in the same
-script, so an entry pushed twice (a retry, a crash before the outbox entry was deleted) counts
-once.
+script, so an entry pushed twice (a retry, a crash before the outbox entry was deleted, a
+copy pushed after a drain) counts once (:mod:`.pooled`: markers and their watermark).
 """
 
 from __future__ import annotations
 
 from .blob import LUA as _BLOB
+
+#: The layout check of the scripts that touch pooled shards on one server: ARGV starts with the
+#: meta key and the meta value the caller placed the shards by ("": no check, a Cluster), both
+#: taken off ARGV here; a meta that moved on (a reshard: reshard.py) is the error
+#: HEAPRANK_EPOCH, and the caller reloads it and runs the script again. No meta at all (a
+#: replica not synced yet) is no check.
+GUARD = """
+local META_KEY, META_WANT = table.remove(ARGV, 1), table.remove(ARGV, 1)
+if META_WANT ~= '' and (redis.call('GET', META_KEY) or META_WANT) ~= META_WANT then
+  return redis.error_reply('HEAPRANK_EPOCH')
+end
+"""
 
 #: Helpers every script below starts with.
 _COMMON = _BLOB + """
@@ -84,10 +96,10 @@ end
 
 #: One server only: everything a rerank reads, the pooled shards read here, returned as packed
 #: doubles in one reply. KEYS: links, docs, the document features' hash, the pooled shards of
-#: the features. ARGV: n features, the features, n ids, the ids, then per feature its pooled
-#: key (1-based index past the third key; 0: a document feature). Returns {own <dd>...,
-#: pooled <dd>..., docs <dd>...}, a missing document as (NaN, 0).
-READ_LOCAL = _COMMON + """
+#: the features. ARGV: GUARD's two, n features, the features, n ids, the ids, then per feature
+#: its pooled key (1-based index past the third key; 0: a document feature). Returns
+#: {own <dd>..., pooled <dd>..., docs <dd>...}, a missing document as (NaN, 0).
+READ_LOCAL = _COMMON + GUARD + """
 local nf = tonumber(ARGV[1])
 local feats, ids = {}, {}
 for j = 1, nf do feats[j] = ARGV[1 + j] end
@@ -188,16 +200,16 @@ return {ns, body}
 #: unused), then the pooled shards written here (one server).
 #: The namespace's feedbacks are counted in its docs hash too, under the field "" (no document
 #: id is empty), so forgetting it can take them off the bucket's counter.
-#: ARGV: 1 namespace, 2 time, 3 a0, 4 b0, 5 kappa, 6 em, 7 n items, 8 n features, 9 cluster,
-#: 10 n pooled keys, 11 fed score, 12 recall id; then the features; then per feature its pooled
-#: key (1-based past KEYS[11]; 0: not pooled, or a Cluster); then per feature its id (a
-#: Cluster; 0: a document feature); then per feature the pooled (pos, neg) read by the caller
-#: (a Cluster); then per item: rank, verdict code (1 used, 2 ignored, 3 outdated, 4 wrong),
-#: reject weight, id, n features, feature indices.
+#: ARGV: GUARD's two (in a Cluster ""), then 1 namespace, 2 time, 3 a0, 4 b0, 5 kappa, 6 em,
+#: 7 n items, 8 n features, 9 cluster, 10 n pooled keys, 11 fed score, 12 recall id; then the
+#: features; then per feature its pooled key (1-based past KEYS[11]; 0: not pooled, or a
+#: Cluster); then per feature its id (a Cluster; 0: a document feature); then per feature the
+#: pooled (pos, neg) read by the caller (a Cluster); then per item: rank, verdict code (1 used,
+#: 2 ignored, 3 outdated, 4 wrong), reject weight, id, n features, feature indices.
 #: Returns {applied item indices, already recorded item indices, outbox entry id, its deltas}
 #: (0-based; the outbox part "" unless a Cluster), or an error "HEAPRANK_UNKNOWN" /
 #: "HEAPRANK_CONFLICT <item index> <stored verdict>".
-FEEDBACK = _COMMON + """
+FEEDBACK = _COMMON + GUARD + """
 local body = redis.call('GET', KEYS[1])
 if not body then return redis.error_reply('HEAPRANK_UNKNOWN') end
 local n_shown = struct.unpack('<H', body, 4)
@@ -417,16 +429,23 @@ return box
 """
 
 #: Push outbox entries to one pooled shard, each at most once. KEYS: the shard, its marker
-#: zset. ARGV: now (ms), marker retention (ms; markers of entries pushed are removed by the
-#: pusher once the entries left their outbox: this bounds leftovers), n entries, then per
-#: entry: its id, n fields,
-#: the fields, then per field its id and (pos, neg, namespaces) deltas. Returns the fields the
-#: shard dropped (no namespace holds them any more) as {name, id, ...}.
+#: zset (entry id -> its creation time; "" -> the watermark: every entry older was applied).
+#: ARGV: force (1: the resharder's, into a frozen shard), n entries, then per entry: its id,
+#: creation time (ms), n fields, the fields, then per field its id and (pos, neg, namespaces)
+#: deltas. Returns the fields the shard dropped (no namespace holds them any more) as
+#: {name, id, ...}; a shard a reshard froze (version -2) is HEAPRANK_FROZEN, one it moved
+#: (version -1) HEAPRANK_EPOCH (reshard.py).
 POOL_ADD = _COMMON + """
-local now, keep, n = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-local at, dropped = 4, {}
+local force, n, at, dropped = ARGV[1] == '1', tonumber(ARGV[2]), 3, {}
+local state = redis.call('HGET', KEYS[1], '')
+if state == '-1' then
+  if force then return {} end
+  return redis.error_reply('HEAPRANK_EPOCH')
+end
+if state == '-2' and not force then return redis.error_reply('HEAPRANK_FROZEN') end
+local mark = tonumber(redis.call('ZSCORE', KEYS[2], '') or '-1')
 for e = 1, n do
-  local id, m = ARGV[at], tonumber(ARGV[at + 1]); at = at + 2
+  local id, born, m = ARGV[at], tonumber(ARGV[at + 1]), tonumber(ARGV[at + 2]); at = at + 3
   local fields, ids, dp, dn, dc = {}, {}, {}, {}, {}
   for j = 1, m do fields[j] = ARGV[at + j - 1] end
   at = at + m
@@ -435,13 +454,22 @@ for e = 1, n do
                                   tonumber(ARGV[at + 2]), tonumber(ARGV[at + 3])
     at = at + 4
   end
-  if not redis.call('ZSCORE', KEYS[2], id) then
+  if born >= mark and not redis.call('ZSCORE', KEYS[2], id) then
     for _, x in ipairs(pool_add(KEYS[1], fields, dp, dn, dc, ids)) do dropped[#dropped + 1] = x end
-    redis.call('ZADD', KEYS[2], now, id)
+    redis.call('ZADD', KEYS[2], born, id)
   end
 end
-redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now - keep)
+if state == '-2' then redis.call('HSET', KEYS[1], '', -2) end  -- (frozen it stays)
 return dropped
+"""
+
+#: Raise a shard's watermark. KEYS: its marker zset. ARGV: the new watermark (ms). The markers
+#: of entries older than it go (POOL_ADD skips such entries). Returns the markers removed.
+MARKS_TRIM = """
+local held = redis.call('ZSCORE', KEYS[1], '')
+if held and tonumber(held) >= tonumber(ARGV[1]) then return 0 end
+redis.call('ZADD', KEYS[1], ARGV[1], '')
+return redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. ARGV[1])
 """
 
 #: The ids of pooled features, made on first use (a Cluster: before the feedback script).

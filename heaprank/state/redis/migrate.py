@@ -29,7 +29,7 @@ from ...errors import ConfigError
 from ...records import recall_key
 from .. import codec
 from .layout import KeyLayout, glob_escape, shard_tags
-from .pooled import Entry, encode_entry, push, unmark
+from .pooled import Entry, encode_entry, push
 from .wire import Script
 
 
@@ -68,7 +68,7 @@ class Migration:
         return drive(flow, self.send)
 
     def push(self, entries: list[Entry]) -> None:
-        self.run_flow(unmark(self.layout, self.run_flow(push(self.layout, entries))))
+        self.run_flow(push(self.layout, entries))
 
     def start(self) -> int | None:
         """Flip the meta key to layout 2; the old N (None: nothing to migrate)."""

@@ -38,16 +38,23 @@ from ..base import OWN_PREFIX
 from ..edges import EdgeRows
 from . import blob
 from . import edges as redis_assoc
-from .layout import KeyLayout, unpack
-from .pooled import Entry, PooledCache
+from .layout import KeyLayout, Placement, unpack
+from .pooled import Entry, LayoutChanged, PooledCache, moved_on
 from .wire import SCRIPTS, SHAS, Command, Op, Pipeline, Request, Script
 
-__all__ = ["SCRIPTS", "SHAS", "Command", "Op", "Pipeline", "Request", "Script"]
+__all__ = ["SCRIPTS", "SHAS", "Command", "LayoutChanged", "Op", "Pipeline", "Request", "Script",
+           "moved_on"]
+
+
+def guard(layout: KeyLayout, cluster: bool) -> list[str]:
+    """GUARD's two leading arguments: the meta key and the value the shards were placed by."""
+    return ["", ""] if cluster else [layout.meta, layout.meta_value]
 
 
 def check_layout(layout: KeyLayout, owner: str, read_only: str | None = None) -> Op:
     """Record the layout (version 2, G pooled shards) of a new state; refuse a prefix holding a
-    state with another G, or a state of layout 1 (to be migrated). With ``read_only`` (where the
+    state with another G (unless it was resharded: then its placement is returned, for the
+    caller to adopt), or a state of layout 1 (to be migrated). With ``read_only`` (where the
     state is, for the message) nothing is written: a prefix without a state is a StateError,
     "no heaprank state at ..."."""
     if read_only is None:
@@ -57,14 +64,26 @@ def check_layout(layout: KeyLayout, owner: str, read_only: str | None = None) ->
         raise StateError(f"no heaprank state at {read_only} (prefix {layout.prefix!r} holds "
                          f"none)")
     if stored is None:
-        return
+        return None
     text = stored.decode()
     if ":" not in text:
         raise ConfigError(f"{owner}: prefix {layout.prefix!r} holds a state of Redis layout 1 "
                           f"(heaprank 0.1); convert it first: heaprank state migrate URL")
-    if text != layout.meta_value:
+    if text == layout.meta_value:
+        return None
+    placement = Placement.parse(text)
+    if placement.epoch == 0 and placement.target is None:
         raise ConfigError(f"{owner}: prefix {layout.prefix!r} holds a state with "
-                          f"global_shards={int(text.split(':')[1])}, not {layout.n_shards}")
+                          f"global_shards={placement.shards}, not {layout.n_shards}")
+    return placement  # resharded: its shard count rules
+
+
+def load_placement(layout: KeyLayout) -> Op:
+    """The placement ``P:meta`` holds now (after :class:`LayoutChanged`)."""
+    stored = yield Command("get", (layout.meta,))
+    if stored is None or ":" not in stored.decode():
+        raise StateError(f"Redis state: {layout.meta} is gone or not layout 2")
+    return Placement.parse(stored.decode())
 
 
 def register(layout: KeyLayout, seen: set[int], namespace: str) -> Op:
@@ -110,15 +129,13 @@ def read(layout: KeyLayout, cache: PooledCache, cluster: bool, namespace: str,
         pooled_keys, index = _pooled_keys(layout, features)
         reply = yield Script("READ_WITH_EDGES" if with_edges else "READ_LOCAL",
                              [links, docs_key, own_key, *pooled_keys, *adjacency],
-                             [len(features), *features, len(ids), *ids, *index])
-        own, pooled, docs = (np.frombuffer(b, dtype="<f8").reshape(-1, 2).astype(np.float64)
-                             for b in reply[:3])
-        return (_counts(own, pooled), DocStats(docs[:, 0].copy(), docs[:, 1].copy()),
-                redis_assoc.edge_rows(ids, reply[3]) if with_edges else EdgeRows.empty())
+                             [*guard(layout, False), len(features), *features, len(ids), *ids,
+                              *index])
+        return _local_reply(reply, ids, with_edges)
     shared = [f for f in features if not f.startswith(OWN_PREFIX)]
     mine = [f for f in features if f.startswith(OWN_PREFIX)]
     unknown = [f for f in shared if f not in cache.ids]
-    commands: list[Command] = [Command("get", (links,))]
+    commands: list[Command] = [Command("get", (layout.meta,)), Command("get", (links,))]
     commands += [Command("hmget", (own_key, mine))] if mine else []
     commands += [Command("hmget", (layout.id_map, unknown))] if unknown else []
     if ids:
@@ -131,7 +148,8 @@ def read(layout: KeyLayout, cache: PooledCache, cluster: bool, namespace: str,
     asked = {s: fs if check else [f for f in fs if f not in known] for s, fs in wanted.items()}
     asked = {s: fs for s, fs in asked.items() if fs or check}
     commands += [Command("hmget", (layout.pooled[s], ["", *fs])) for s, fs in asked.items()]
-    replies = yield Pipeline(tuple(commands))
+    commands.append(Command("get", (layout.meta,)))  # (a move between the two: read again)
+    replies = _placed(layout, (yield Pipeline(tuple(commands))), len(asked))
     entries = blob.decode(replies.pop(0))
     own_rows = dict(zip(mine, unpack(replies.pop(0), 2).tolist())) if mine else {}
     if unknown:
@@ -156,6 +174,26 @@ def read(layout: KeyLayout, cache: PooledCache, cluster: bool, namespace: str,
     used = ~np.isnan(last)
     last[used] = stats[used, 0]
     return _counts(own, pooled), DocStats(last, stats[:, 1].copy()), edges
+
+
+def _placed(layout: KeyLayout, replies: list[Any], shards: int) -> list[Any]:
+    """A pipelined read's replies without the meta read first and last; LayoutChanged if the
+    meta moved on (a move between the two; no meta: a replica not synced yet, no check), or a
+    shard read was a Cluster reshard's tombstone (version -1: its rows went elsewhere)."""
+    want = layout.meta_value.encode()
+    if {replies.pop(0) or want, replies.pop() or want} != {want} \
+            or any(r[0] == b"-1" for r in replies[len(replies) - shards:]):
+        raise LayoutChanged(layout.meta_value)
+    return replies
+
+
+def _local_reply(reply: list[Any], ids: list[str],
+                 with_edges: bool) -> tuple[LinkCounts, DocStats, EdgeRows]:
+    """READ_LOCAL's (or READ_WITH_EDGES's) reply, decoded."""
+    own, pooled, docs = (np.frombuffer(b, dtype="<f8").reshape(-1, 2).astype(np.float64)
+                         for b in reply[:3])
+    return (_counts(own, pooled), DocStats(docs[:, 0].copy(), docs[:, 1].copy()),
+            redis_assoc.edge_rows(ids, reply[3]) if with_edges else EdgeRows.empty())
 
 
 def _by_shard(layout: KeyLayout, features: Sequence[str]) -> dict[int, list[str]]:
@@ -261,8 +299,8 @@ def feedback(layout: KeyLayout, cluster: bool, batch: FeedbackBatch, cache: Pool
     given, ids = np.zeros((len(features), 2)), [0] * len(features)
     if cluster and cache is not None:
         given, ids = yield from _cluster_inputs(layout, cache, batch, features)
-    head: list[Any] = [ns, repr(float(batch.time)), repr(batch.a0), repr(batch.b0),
-                       repr(batch.kappa), "1" if batch.em else "0", len(batch.items),
+    head: list[Any] = [*guard(layout, cluster), ns, repr(float(batch.time)), repr(batch.a0),
+                       repr(batch.b0), repr(batch.kappa), "1" if batch.em else "0", len(batch.items),
                        len(features), "1" if cluster else "0", len(pooled_keys),
                        int(recall_born_s(rid) * 1000), rid, *features, *where, *ids]
     tail: list[Any] = []
@@ -277,7 +315,7 @@ def feedback(layout: KeyLayout, cluster: bool, batch: FeedbackBatch, cache: Pool
     try:
         reply = yield Script(script, keys, head + [repr(v) for v in given.ravel().tolist()] + tail)
     except Exception as exc:  # the script's own refusals, as a redis ResponseError
-        if str(exc).startswith("HEAPRANK_"):
+        if str(exc).startswith("HEAPRANK_") and not moved_on(exc):
             return [str(exc)], None
         raise
     entry = None

@@ -8,14 +8,17 @@ between two checks of the versions, at most ``check_s`` apart; at a check, those
 version moved are read again.
 
 An outbox entry (written by the FEEDBACK or FORGET script in the namespace's slot, so it exists
-exactly when the namespace's writes do) is pushed by POOL_ADD, which applies it to a shard at
-most once (its id goes to the shard's marker zset in the same script), then deleted from its
-outbox, and then its markers go (a push is three round trips, once per batch). A marker only
-has to outlive the entry's stay in the outbox: one left by a pusher that died between the two
-last steps expires after :data:`MARKER_KEEP_MS`. A drain takes entries at least
-:data:`DRAIN_AFTER_MS` old, which their writer has had every chance to push itself.
-An entry whose pusher died stays in its bucket's outbox until a later push of that bucket or a
-drain (``prune``, the audit calls) takes it.
+exactly when the namespace's writes do, stamped with its creation time) is pushed by POOL_ADD,
+which applies it to a shard at most once (its id goes to the shard's marker zset, scored by its
+creation time, in the same script), then deleted from its outbox. Markers are not removed one by
+one: a pusher may hold a copy of an entry read before another pusher applied and deleted it
+(a writer's own batch, a drain's), and its push must still find the marker. Instead a full
+drain (:func:`watermark`) reads every outbox and raises each shard's watermark (the marker
+``""``'s score) to the creation time of the oldest entry still waiting (at most
+:data:`CLOCK_SKEW_MS` before now): every entry older than it has been applied, so POOL_ADD
+skips it, and its marker goes. A drain takes entries at least :data:`DRAIN_AFTER_MS` old, which
+their writer has had every chance to push itself. On one server an entry is applied to all
+its shards and deleted in one script (POOL_PUSH_LOCAL), without markers.
 """
 
 from __future__ import annotations
@@ -31,12 +34,26 @@ from ..._flow import Call
 from .layout import KeyLayout
 from .wire import Pipeline, Script
 
-#: How long a shard remembers the outbox entries it applied (a week).
-MARKER_KEEP_MS = 86_400_000
+#: The most two clocks (this process's, a master's TIME that stamps the entries) may differ:
+#: a watermark stays this far behind this process's clock.
+CLOCK_SKEW_MS = 10_000.0
 #: Outbox entries younger than this are left to their writer by a drain.
 DRAIN_AFTER_MS = 60_000
 _NAME = struct.Struct("<H")
 _ROW = struct.Struct("<dddd")
+
+
+class LayoutChanged(Exception):
+    """The pooled layer moved since this process read ``P:meta`` (a reshard): reload it and run
+    the call again (:meth:`~.connect.RedisClientBase.adopt`)."""
+
+
+def moved_on(exc: BaseException) -> bool:
+    """Whether ``exc`` says the layout moved on: :class:`LayoutChanged`, or a script's
+    HEAPRANK_EPOCH (GUARD in :mod:`.lua`, or POOL_ADD), or HEAPRANK_FROZEN (POOL_ADD: a shard
+    being moved)."""
+    return isinstance(exc, LayoutChanged) or "HEAPRANK_EPOCH" in str(exc) \
+        or "HEAPRANK_FROZEN" in str(exc)
 
 
 class PooledCache:
@@ -167,22 +184,55 @@ class Entry:
     pointer: str | None = None
 
 
-Markers = dict[int, list[str]]
-
-
-def push(layout: KeyLayout, entries: Sequence[Entry]) -> Generator[Any, Any, Markers]:
+def push(layout: KeyLayout, entries: Sequence[Entry],
+         cluster: bool = True) -> Generator[Any, Any, None]:
     """Push outbox entries to their shards (one POOL_ADD per shard, all in one round trip),
     then delete them and persist their pointers (a second); features a shard dropped leave
-    the id map (a third). Rows named by id alone are named first (a round trip before).
-    Returns the markers to remove with :func:`unmark`, in a call of its own: this flow run
-    again after a lost reply must still find them."""
+    the id map (a third). Rows named by id alone are named first (a round trip before). On
+    one server (not ``cluster``) one POOL_PUSH_LOCAL applies and deletes each entry at once."""
+    decoded = yield from _named(layout, entries)
+    if not cluster:
+        gone = (yield from _push_local(layout, entries, decoded)) if entries else []
+        if gone:
+            yield from _forget_ids(layout, gone)
+        return
+    dropped = yield from _pool_add(layout, _by_shard(layout, entries, decoded), False)
+    tail: list[Any] = [Call("hdel", (e.outbox, e.id)) for e in entries]
+    tail += [Call("persist", (e.pointer,)) for e in entries if e.pointer]
+    if tail:
+        yield Pipeline(tuple(tail))
+    if dropped:
+        yield from _forget_ids(layout, dropped)
+
+
+def complete(layout: KeyLayout, entries: Sequence[Entry],
+             shards: Sequence[int]) -> Generator[Any, Any, None]:
+    """The resharder's (a Cluster): apply ``entries``' rows that belong to ``shards`` (frozen)
+    to them, each at most once, leaving the entries in their outboxes for their pushers."""
+    decoded = yield from _named(layout, entries)
+    by_shard = {s: v for s, v in _by_shard(layout, entries, decoded).items() if s in shards}
+    dropped = yield from _pool_add(layout, by_shard, True)
+    if dropped:
+        yield from _forget_ids(layout, dropped)
+
+
+def _named(layout: KeyLayout, entries: Sequence[Entry]) -> Generator[Any, Any, list[list[Row]]]:
+    """The entries' rows, those named by id alone named from the id map."""
     decoded = [decode_entry(e.blob) for e in entries]
     unnamed = sorted({r[1] for rows in decoded for r in rows if not r[0]})
     if unnamed:
         names = yield Call("hmget", (layout.id_names, [str(i) for i in unnamed]))
         known = {i: n.decode("utf-8") for i, n in zip(unnamed, names) if n is not None}
         decoded = [[(r[0] or known.get(r[1], ""), *r[1:]) for r in rows] for rows in decoded]
-    by_shard: dict[int, tuple[list[int], list[Any]]] = {}
+    return decoded
+
+
+Groups = dict[int, tuple[list[int], list[Any]]]
+
+
+def _by_shard(layout: KeyLayout, entries: Sequence[Entry], decoded: list[list[Row]]) -> Groups:
+    """POOL_ADD's arguments per shard (an entry count, then each entry's block)."""
+    by_shard: Groups = {}
     for entry, rows in zip(entries, decoded):
         groups: dict[int, list[Row]] = {}
         for row in rows:
@@ -191,39 +241,63 @@ def push(layout: KeyLayout, entries: Sequence[Entry]) -> Generator[Any, Any, Mar
         for s, group in groups.items():
             count, args = by_shard.setdefault(s, ([0], []))
             count[0] += 1
-            args += [entry.id, len(group), *(r[0] for r in group)]
+            args += [entry.id, repr(created(entry.blob)), len(group), *(r[0] for r in group)]
             args += [repr(float(v)) for r in group for v in r[1:]]
-    dropped: list[bytes] = []
-    if by_shard:
-        now = int(time.time() * 1000)
-        replies = yield Pipeline(tuple(Script("POOL_ADD", [layout.pooled[s], layout.markers[s]],
-                                              [now, MARKER_KEEP_MS, count[0], *args])
-                                       for s, (count, args) in sorted(by_shard.items())))
-        dropped = [x for reply in replies for x in reply]
-    tail: list[Any] = [Call("hdel", (e.outbox, e.id)) for e in entries]
-    tail += [Call("persist", (e.pointer,)) for e in entries if e.pointer]
-    if tail:
-        yield Pipeline(tuple(tail))
-    if dropped:
-        yield Pipeline((Call("hdel", (layout.id_map, *dropped[0::2])),
-                        Call("hdel", (layout.id_names, *dropped[1::2]))))
-    return {s: _entry_ids(args) for s, (_, args) in by_shard.items()}
+    return by_shard
 
 
-def unmark(layout: KeyLayout, markers: Markers) -> Generator[Any, Any, None]:
-    """Remove the markers of entries pushed and gone from their outboxes."""
-    if markers:
-        yield Pipeline(tuple(Call("zrem", (layout.markers[s], *ids))
-                             for s, ids in sorted(markers.items()) if ids))
+def _pool_add(layout: KeyLayout, by_shard: Groups, force: bool) -> Generator[Any, Any, list[Any]]:
+    if not by_shard:
+        return []
+    replies = yield Pipeline(tuple(Script("POOL_ADD", [layout.pooled[s], layout.markers[s]],
+                                          ["1" if force else "0", count[0], *args])
+                                   for s, (count, args) in sorted(by_shard.items())))
+    return [x for reply in replies for x in reply]
 
 
-def _entry_ids(args: list[Any]) -> list[str]:
-    """The entry ids in one shard's POOL_ADD arguments (id, n, n names, 4n values, ...)."""
-    ids, at = [], 0
-    while at < len(args):
-        ids.append(args[at])
-        at += 2 + 5 * int(args[at + 1])
-    return ids
+def _forget_ids(layout: KeyLayout, dropped: list[Any]) -> Generator[Any, Any, None]:
+    """Features no namespace holds (``[name, id, ...]``) leave the id map."""
+    yield Pipeline((Call("hdel", (layout.id_map, *dropped[0::2])),
+                    Call("hdel", (layout.id_names, *dropped[1::2]))))
+
+
+def _push_local(layout: KeyLayout, entries: Sequence[Entry],
+                decoded: list[list[Row]]) -> Generator[Any, Any, list[Any]]:
+    """One server: every entry in one POOL_PUSH_LOCAL (placed by ``layout``, checked by the
+    script's GUARD), then the pointers persisted -> the fields the shards dropped."""
+    keys: list[str] = []
+    index: dict[str, int] = {}
+
+    def at(key: str) -> int:
+        if key not in index:
+            keys.append(key)
+            index[key] = len(keys)
+        return index[key]
+    args: list[Any] = [layout.meta, layout.meta_value, len(entries)]
+    for entry, rows in zip(entries, decoded):
+        named = [r for r in rows if r[0]]  # (a name gone from the map: it left the pool)
+        args += [at(entry.outbox), entry.id, len(named)]
+        for name, ident, p, q, c in named:
+            args += [at(layout.pooled[layout.shard_of(name)]), name, ident,
+                     repr(float(p)), repr(float(q)), repr(float(c))]
+    dropped = yield Script("POOL_PUSH_LOCAL", keys, args)
+    pointers = [Call("persist", (e.pointer,)) for e in entries if e.pointer]
+    if pointers:
+        yield Pipeline(tuple(pointers))
+    return list(dropped)
+
+
+def created(blob: bytes) -> float:
+    """An outbox entry's creation time (ms, the clock of its bucket's master)."""
+    return float(struct.unpack_from("<d", blob)[0])
+
+
+def watermark(layout: KeyLayout, entries: Sequence[Entry], since_ms: float) -> Generator[Any, Any, None]:
+    """Raise every shard's watermark to the oldest of ``entries`` (every entry waiting in every
+    outbox, read after ``since_ms``, this process's clock) or ``since_ms`` less
+    :data:`CLOCK_SKEW_MS`: an entry made after the read is younger than that."""
+    mark = min([since_ms - CLOCK_SKEW_MS, *(created(e.blob) for e in entries)])
+    yield Pipeline(tuple(Script("MARKS_TRIM", [key], [repr(mark)]) for key in layout.markers))
 
 
 def pending(layout: KeyLayout, buckets: Sequence[int],
@@ -235,7 +309,7 @@ def pending(layout: KeyLayout, buckets: Sequence[int],
     replies = yield Pipeline(tuple(Call("hgetall", (box,)) for box in boxes))
     oldest = time.time() * 1000 - min_age_ms
     return [Entry(box, k.decode("utf-8"), v) for box, rows in zip(boxes, replies)
-            for k, v in rows.items() if struct.unpack_from("<d", v)[0] <= oldest]
+            for k, v in rows.items() if created(v) <= oldest]
 
 
 def buckets_in_use(layout: KeyLayout) -> Generator[Any, Any, list[int]]:

@@ -11,14 +11,17 @@ from typing import Any
 from ..._flow import Call
 from . import edges as redis_assoc
 from . import lua as redis_lua
-from . import lua_migrate
+from . import lua_migrate, lua_pooled
 
 #: Every script the backend runs, by name, with the SHA1 that EVALSHA names it by (the co-use
 #: ones wrap READ_LOCAL and FEEDBACK: see :mod:`.edges`).
 SCRIPTS = {**{name: getattr(redis_lua, name) for name in
               ("READ_LOCAL", "PUT", "GET_LOCAL", "FEEDBACK", "FORGET", "POOL_ADD", "DROP_FED",
-               "INTERN")},
+               "INTERN", "MARKS_TRIM")},
            "MIGRATE_NS": lua_migrate.MIGRATE_NS,
+           **{name: getattr(lua_pooled, name) for name in
+              ("POOL_PUSH_LOCAL", "META_SWAP", "RESHARD_MOVE", "RESHARD_FREEZE", "RESHARD_PUT",
+               "RESHARD_TOMB")},
            **{name: getattr(redis_assoc, name) for name in ("READ_WITH_EDGES", "FEEDBACK_WITH_CO_USE")}}
 SHAS = {name: hashlib.sha1(body.encode("utf-8")).hexdigest() for name, body in SCRIPTS.items()}
 
