@@ -40,6 +40,7 @@ import binascii
 import functools
 import itertools
 import re
+import struct
 import zlib
 from collections.abc import Iterable
 from typing import Any
@@ -48,6 +49,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import numpy as np
 
 from ...errors import ConfigError
+from ...records import new_recall_id
 
 SLOTS = 16_384
 #: Namespace buckets: one per Cluster slot's worth of hash values.
@@ -56,8 +58,13 @@ BUCKETS = 16_384
 BUCKET_SHARDS = 16
 LAYOUT_VERSION = 2
 _GLOB = re.compile(r"([*?\[\]\\])")
-#: Length of a recall id, the last part of an impression's key.
+#: Length of a recall id of layout 2's first impressions (the last part of their keys).
 RECALL_ID_CHARS = 16
+#: Length of a recall id minted by this backend: 16 hex digits, then 4 of the namespace's bucket.
+BUCKETED_ID_CHARS = RECALL_ID_CHARS + 4
+#: Impressions are grouped in hashes by the hour (of epoch time, in ms) their recall was made.
+HOUR_MS = 3_600_000
+_NS_LENGTH = struct.Struct("<H")
 
 #: Options a URL may carry in its query string, with their types.
 URL_OPTIONS = {"prefix": str, "global_shards": int, "timeout": float, "global_cache_ttl": float,
@@ -175,6 +182,44 @@ class KeyLayout:
     def bucket_key(self, namespace: str, kind: str) -> str:
         """The key of ``kind`` (``n``, ``o``, ``f``, ``c``, ``q``) of a namespace's bucket."""
         return self.key(self.tag(namespace), kind)
+
+    def mint(self, namespace: str) -> str:
+        """A fresh recall id for an impression of ``namespace``: its bucket in 4 more digits."""
+        return f"{new_recall_id()}{self.bucket(namespace):04x}"
+
+    @staticmethod
+    def id_bucket(recall_id: str) -> int | None:
+        """The bucket a minted recall id names (None: an id of 16 digits, held by a pointer)."""
+        if len(recall_id) != BUCKETED_ID_CHARS:
+            return None
+        return int(recall_id[RECALL_ID_CHARS:], 16)
+
+    @staticmethod
+    def hour(recall_id: str) -> int:
+        """The hour (epoch ms // HOUR_MS) a recall id was made in: its impression's hash."""
+        return (int(recall_id[:RECALL_ID_CHARS], 16) >> 20) // HOUR_MS
+
+    def hour_key(self, tag: str, kind: str, hour: int | bytes) -> str:
+        """Hour ``hour``'s hash of impressions of a bucket: ``h`` open, ``k`` with feedback."""
+        text = hour.decode() if isinstance(hour, bytes) else str(hour)
+        return f"{self.prefix}:{{{tag}}}:{kind}:{text}"
+
+    def impression_keys(self, recall_id: str) -> tuple[str, str]:
+        """The open and the fed hash a minted recall id's impression is a field of."""
+        tag, hour = self.bucket_tag(int(recall_id[RECALL_ID_CHARS:], 16)), self.hour(recall_id)
+        return self.hour_key(tag, "h", hour), self.hour_key(tag, "k", hour)
+
+    @staticmethod
+    def stored(body: bytes, namespace: str) -> bytes:
+        """An impression's field value: its codec body, its namespace, the namespace's length."""
+        name = namespace.encode("utf-8")
+        return body + name + _NS_LENGTH.pack(len(name))
+
+    @staticmethod
+    def split_stored(value: bytes) -> tuple[str, bytes]:
+        """``(namespace, codec body)`` of a field value (:meth:`stored`)."""
+        n = _NS_LENGTH.unpack_from(value, len(value) - 2)[0]
+        return value[-2 - n:-2].decode("utf-8"), value[:-2 - n]
 
     def body_key(self, namespace: str, recall_id: str) -> str:
         return f"{self.ns_key('i', namespace)}:{recall_id}"

@@ -11,13 +11,14 @@ from typing import Any
 from ..._flow import Call
 from . import edges as redis_assoc
 from . import lua as redis_lua
-from . import lua_migrate
+from . import lua_impressions, lua_migrate
 
 #: Every script the backend runs, by name, with the SHA1 that EVALSHA names it by (the co-use
 #: ones wrap READ_LOCAL and FEEDBACK: see :mod:`.edges`).
 SCRIPTS = {**{name: getattr(redis_lua, name) for name in
-              ("READ_LOCAL", "PUT", "GET_LOCAL", "FEEDBACK", "FORGET", "POOL_ADD", "DROP_FED",
-               "INTERN")},
+              ("READ_LOCAL", "FEEDBACK", "FORGET", "POOL_ADD", "INTERN")},
+           **{name: getattr(lua_impressions, name) for name in
+              ("PUT", "PUT_HOURLY", "GET_LOCAL", "DROP_FED", "TRIM_FED")},
            "MIGRATE_NS": lua_migrate.MIGRATE_NS,
            **{name: getattr(redis_assoc, name) for name in ("READ_WITH_EDGES", "FEEDBACK_WITH_CO_USE")}}
 SHAS = {name: hashlib.sha1(body.encode("utf-8")).hexdigest() for name, body in SCRIPTS.items()}
