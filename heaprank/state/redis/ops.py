@@ -407,8 +407,28 @@ def prune(layout: KeyLayout, max_impressions: int) -> Op:
         where = [s for s, n in enumerate(sizes) if n]
         singles = [(int(score), 0, where[q], member, 1) for q, found in enumerate(rows)
                    for member, score in found]
-    wholes = [(int(h) * HOUR_MS, 1, s, h, n) for (s, h), n in zip(hours, counts) if n]
-    yield from _drop_oldest(layout, tags, sorted(singles + wholes), excess)
+    wholes = sorted(singles + [(int(h) * HOUR_MS, 1, s, h, n) for (s, h), n in zip(hours, counts) if n])
+    cut = _cut(wholes, excess)
+    if cut is not None:  # the hour the cut falls in, by field: the oldest go, of any bucket
+        split = [u for u in wholes if u[1] and u[3] == cut]
+        found = yield Pipeline(tuple(Command("hkeys", (layout.hour_key(tags[u[2]], "k", u[3]),))
+                                     for u in split))
+        wholes = sorted([u for u in wholes if not (u[1] and u[3] == cut)] + [
+            (int(recall_born_s(r.decode()) * 1000), 1, u[2], u[3], 1)
+            for u, rids in zip(split, found) for r in rids])
+    yield from _drop_oldest(layout, tags, wholes, excess)
+
+
+def _cut(units: list[tuple[int, int, int, bytes, int]], excess: int) -> bytes | None:
+    """The hour whose hashes the oldest ``excess`` impressions end inside of (None: they end
+    at a whole hour or a key)."""
+    for _, hourly, _, what, n in units:
+        if excess < n:
+            return what if hourly else None
+        excess -= n
+        if excess <= 0:
+            return None
+    return None
 
 
 def _drop_oldest(layout: KeyLayout, tags: list[str],
@@ -417,7 +437,7 @@ def _drop_oldest(layout: KeyLayout, tags: list[str],
     bucket index, the key or hour, count)``, oldest first): keys with DROP_FED, hours' fields
     with TRIM_FED."""
     bodies: dict[int, list[bytes]] = {}
-    trims: dict[int, list[Any]] = {}
+    trims: dict[int, dict[bytes, int]] = {}
     for _, hourly, s, what, n in oldest:
         if excess <= 0:
             break
@@ -426,11 +446,13 @@ def _drop_oldest(layout: KeyLayout, tags: list[str],
         if not hourly:
             bodies.setdefault(s, []).append(what)
         else:
-            trims.setdefault(s, []).extend((what, take))
+            by_hour = trims.setdefault(s, {})
+            by_hour[what] = by_hour.get(what, 0) + take
     scripts = [Script("DROP_FED", [layout.key(tags[s], "f"), *keys], []) for s, keys in bodies.items()]
     scripts += [Script("TRIM_FED", [layout.key(tags[s], "hf"),
-                                    *(layout.hour_key(tags[s], "k", h) for h in args[0::2])], args)
-                for s, args in trims.items()]
+                                    *(layout.hour_key(tags[s], "k", h) for h in by_hour)],
+                       [x for h, n in by_hour.items() for x in (h, n)])
+                for s, by_hour in trims.items()]
     if scripts:
         yield Pipeline(tuple(scripts))
     pointers = [layout.pointer_key(KeyLayout.split_body_key(key)[1])
