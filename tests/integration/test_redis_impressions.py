@@ -174,3 +174,28 @@ def test_minted_ids_rank_learn_and_forget_in_a_cluster(redis_cluster_url):
     finally:
         state.clear()
         state.close()
+
+
+def test_minted_ids_still_resolve_after_state_copy(state, tmp_path):
+    """A copy to another Redis state keeps the hour layout; a copy to SQLite keys an impression
+    by its id's first 16 digits, which a 20-digit id resolves to there."""
+    from heaprank import SQLiteState
+    from heaprank.state.copy import copy_state
+
+    rr = Reranker(state)
+    fed = rr.rerank("Where did I meet Ana?", CANDS, namespace="maya", k=5, now=NOW)
+    rr.feedback(fed.recall_id, used=[fed.ids[0]])
+    waiting = rr.rerank("When is my flight?", CANDS, namespace="maya", k=5, now=NOW)
+    other = RedisState(state.url, prefix=unique_prefix())
+    lite = SQLiteState(tmp_path / "copy.db")
+    try:
+        for target in (other, lite):
+            copy_state(state, target)
+            again = Reranker(target)
+            assert again.feedback(fed.recall_id, used=[fed.ids[0]]).already_recorded == (fed.ids[0],)
+            assert again.feedback(waiting.recall_id, used=[waiting.ids[1]]).applied == (waiting.ids[1],)
+        assert len(other.layout.mint("maya")) == 20 and other.get_impression(waiting.recall_id)
+    finally:
+        lite.close()
+        other.clear()
+        other.close()

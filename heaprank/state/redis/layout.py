@@ -11,8 +11,17 @@ of bucket-registry shard ``bucket mod 16``)::
     P:{t}:d:<ns>          hash  doc id -> <dd> last used, uses    (used documents only;
                                 "" -> the namespace's feedbacks, counted in c)
     P:{t}:x:<ns>          hash  explicit feedback id -> recall id (expires with its newest)
-    P:{t}:i:<ns>:<rid>    string  an impression in the codec's compact format 2 (TTL until its
-                                first feedback; format 1 bodies of earlier versions read alike)
+    P:{t}:h:<hour>        hash  the bucket's impressions without feedback whose recall was
+                                made in hour <hour> (epoch ms // 3,600,000): recall id -> the
+                                codec's compact format 3, the namespace, u16 its length; the
+                                hash expires impression_ttl after the hour ends, each field
+                                is read as expired impression_ttl after its recall
+    P:{t}:k:<hour>        hash  the same, for impressions that received feedback (no TTL;
+                                the cap drops the oldest hours, or the oldest fields of one)
+    P:{t}:ho              zset  hours with an open hash, by the hash's expiry (ms)
+    P:{t}:hf              zset  hours with a fed hash, by hour
+    P:{t}:i:<ns>:<rid>    string  an impression of a 16-digit recall id (the form of layout 2's
+                                first release, format 1 or 2; TTL until its first feedback)
     P:{t}:a:<ns>          hash  doc id -> its co-use edges ("" -> their count; edges.py)
     P:{t}:n               hash  the bucket's namespaces with evidence (the registry) -> "";
                                 "" -> feedbacks applied in the bucket
@@ -25,9 +34,16 @@ of bucket-registry shard ``bucket mod 16``)::
     P:{ids}:f             hash  feature -> its id ("" -> the last id given)
     P:{ids}:r             hash  id -> feature (both dropped when no namespace holds it)
     P:{g}:m               zset  outbox entries applied to the shard, by time (dedupe)
-    P:r:{<rid>}           string  "<t>:<ns>": which namespace holds a recall id (TTL as its body)
+    P:r:{<rid>}           string  "<t>:<ns>": which namespace holds a 16-digit recall id (TTL as
+                                its body)
     P:meta                string  "2:<G>" (layout 2 with G pooled shards); a bare number is
                                 layout 1, which ``heaprank state migrate`` converts
+
+Recall ids minted here are 20 hex digits: the 16 of :func:`~heaprank.records.new_recall_id`
+(time and randomness), then the bucket's 4, so an impression is found from its id alone (its
+bucket, and its hour from the id's time) without a pointer key; its field value names the
+namespace, and a recall id used with another namespace is unknown. Impressions of 16-digit ids
+(written before, or copied from SQLite or memory) keep the key-and-pointer form.
 
 A namespace's keys share one slot (its bucket's), so a feedback is one script in a Cluster too;
 10,000 namespaces land on ~7,500 distinct slots. The pooled layer is placed by feature, not by
