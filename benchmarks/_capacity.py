@@ -83,9 +83,10 @@ def load_links(url: str, prefix: str, namespaces: int) -> dict[str, Any]:
 def impression_bytes(url: str, prefix: str, n: int, namespaces: int = 20) -> dict[str, float]:
     """``used_memory`` per impression of a rerank of 50 candidates with k=10 over ``namespaces``
     namespaces, open and after its feedback: everything the impressions add (their fields, the
-    hour hashes' keys, tables and expiry, the hours' zset entries), the state a feedback adds
-    too. With 20 namespaces each bucket's hour hash holds n/20 impressions; with one namespace
-    per impression each pays a hash of its own."""
+    hashes' keys, tables and expiry, their zset entries), the state a feedback adds
+    too. With 20 namespaces each bucket's hash holds n/20 impressions; with one namespace per
+    impression each open one pays a hash of its own (fed ones join their hour's hash, which
+    each namespace's warm-up impression started)."""
     import redis
 
     from heaprank import Reranker
@@ -95,8 +96,8 @@ def impression_bytes(url: str, prefix: str, n: int, namespaces: int = 20) -> dic
     state = RedisState(url, prefix=prefix, max_impressions=10 * n)
     rr = Reranker(state)
     pools = [candidates(ns) for ns in range(20)]
-    warm = [rr.rerank(QUESTIONS[0], pools[i % 20], namespace=f"u{i % 20}", k=10, now=NOW)
-            for i in range(20)]
+    warm = [rr.rerank(QUESTIONS[0], pools[i % 20], namespace=f"u{i}", k=10, now=NOW)
+            for i in range(max(20, namespaces))]  # (each namespace learns before: not counted)
     for r in warm:
         rr.feedback(r.recall_id, used=[r.ids[0]])
     before = _used(client)

@@ -419,7 +419,7 @@ def _print_capacity(c: dict[str, Any]) -> None:
               f"{_verdict(max(imp['open'], imp['fed']) <= 400)}")
         one = c.get("impressions_sparse")
         if one:
-            print(f"  impression, one per namespace (each its bucket's only one this hour): "
+            print(f"  impression, one per namespace (each its bucket's only open one): "
                   f"{one['open']:.0f} B open, {one['fed']:.0f} B after feedback")
         print(f"  10,000 namespaces occupy {links['slots']:,} distinct slots (target >= 4,000)  "
               f"{_verdict(links['slots'] >= 4_000 and n >= 10_000)}")
@@ -487,7 +487,7 @@ def _print(report: dict[str, Any]) -> None:
                 f"{n} links {enc} {per:.1f} B/link" for n, enc, per in sweep))
         print(f"  used documents: {size['documents']}, {size['bytes_per_document']:.1f} bytes per "
               f"document (MEMORY USAGE of the documents hashes)")
-        print(f"  impression: {size['bytes_per_impression']:.0f} bytes, its share of its hour's "
+        print(f"  impression: {size['bytes_per_impression']:.0f} bytes, its share of its "
               f"hash (field value: codec body and namespace, {size['codec_bytes']:.0f} bytes), "
               f"{size['impressions_sampled']} in {size['hashes_sampled']} hashes sampled")
     if report.get("capacity"):

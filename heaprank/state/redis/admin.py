@@ -21,7 +21,7 @@ from .. import codec
 from ..base import OWN_PREFIX
 from . import blob, pooled
 from . import edges as redis_assoc
-from .layout import HOUR_MS, KeyLayout, unpack
+from .layout import SLOT_MS, KeyLayout, unpack
 from .ops import Command, Op, Pipeline, Script
 
 if TYPE_CHECKING:
@@ -183,8 +183,9 @@ def stats(state: RedisState) -> dict[str, int]:
 
 
 def hours_of(state: RedisState, buckets: list[int]) -> list[tuple[str, str, bytes]]:
-    """``(tag, kind, hour)`` of every hour's hash of impressions of ``buckets``: ``h`` open
-    (while its zset entry stands: an hour's hash ends at its entry's score), ``k`` fed."""
+    """``(tag, kind, hour)`` of every hash of impressions of ``buckets``: ``h`` open (by
+    10-minute slot, while its zset entry stands: the hash ends at its entry's score), ``k`` fed
+    (by hour)."""
     layout = state.layout
     tags = [layout.bucket_tag(b) for b in buckets]
     pipe = state.client.pipeline(transaction=False)
@@ -197,16 +198,16 @@ def hours_of(state: RedisState, buckets: list[int]) -> list[tuple[str, str, byte
 
 
 def hour_counts(state: RedisState, buckets: list[int], now_ms: int) -> tuple[int, int]:
-    """``(open, fed)`` impressions in the hours' hashes of ``buckets`` (an open one past its time
-    to live, in an hour's hash not yet expired, is not counted)."""
+    """``(open, fed)`` impressions in the hashes of ``buckets`` (an open one past its time to
+    live, in a slot's hash not yet expired, is not counted)."""
     layout = state.layout
     hours = hours_of(state, buckets)
     since = now_ms - int(state.impression_ttl_s * 1000)  # an open one born before is expired
     pipe = state.client.pipeline(transaction=False)
     for tag, kind, hour in hours:
         key = layout.hour_key(tag, kind, hour)
-        start = int(hour) * HOUR_MS
-        if kind == "h" and start <= since:  # the hour may hold expired ones: count by id
+        start = int(hour) * SLOT_MS
+        if kind == "h" and start <= since:  # the slot may hold expired ones: count by id
             pipe.hkeys(key)
         else:
             pipe.hlen(key)
@@ -386,16 +387,17 @@ def _copy_impression(state: RedisState, pipe: Any, rid: str, ns: str, body: byte
     expire_ms = int((recall_born_s(rid) + state.impression_ttl_s) * 1000)
     if not fed and expire_ms <= now_ms:
         return
-    if layout.id_bucket(rid) is not None:  # a field of its hour's hash
-        hour = layout.hour(rid)
+    if layout.id_bucket(rid) is not None:  # a field of its slot's or hour's hash
         open_key, fed_key = layout.impression_keys(rid)
         pipe.hset(fed_key if fed else open_key, rid, layout.stored(body, ns))
         if fed:
+            hour = layout.hour(rid)
             pipe.zadd(layout.bucket_key(ns, "hf"), {hour: hour})
         else:
-            ends = (hour + 1) * HOUR_MS + int(state.impression_ttl_s * 1000)
+            slot = layout.hour(rid, SLOT_MS)
+            ends = (slot + 1) * SLOT_MS + int(state.impression_ttl_s * 1000)
             pipe.pexpireat(open_key, ends)
-            pipe.zadd(layout.bucket_key(ns, "ho"), {hour: ends}, gt=True)
+            pipe.zadd(layout.bucket_key(ns, "ho"), {slot: ends}, gt=True)
         return
     body_key = layout.body_key(ns, rid)
     pipe.set(body_key, body, pxat=None if fed else expire_ms)

@@ -11,14 +11,15 @@ of bucket-registry shard ``bucket mod 16``)::
     P:{t}:d:<ns>          hash  doc id -> <dd> last used, uses    (used documents only;
                                 "" -> the namespace's feedbacks, counted in c)
     P:{t}:x:<ns>          hash  explicit feedback id -> recall id (expires with its newest)
-    P:{t}:h:<hour>        hash  the bucket's impressions without feedback whose recall was
-                                made in hour <hour> (epoch ms // 3,600,000): recall id -> the
-                                codec's compact format 3, the namespace, u16 its length; the
-                                hash expires impression_ttl after the hour ends, each field
-                                is read as expired impression_ttl after its recall
-    P:{t}:k:<hour>        hash  the same, for impressions that received feedback (no TTL;
-                                the cap drops the oldest hours, or the oldest fields of one)
-    P:{t}:ho              zset  hours with an open hash, by the hash's expiry (ms)
+    P:{t}:h:<slot>        hash  the bucket's impressions without feedback whose recall was
+                                made in 10-minute slot <slot> (epoch ms // 600,000): recall id
+                                -> the codec's compact format 3, the namespace, u16 its length;
+                                the hash expires impression_ttl after the slot ends, each
+                                field is read as expired impression_ttl after its recall
+    P:{t}:k:<hour>        hash  the same by hour (epoch ms // 3,600,000), for impressions that
+                                received feedback (no TTL; the cap drops the oldest hours, or
+                                the oldest fields of one)
+    P:{t}:ho              zset  slots with an open hash, by the hash's expiry (ms)
     P:{t}:hf              zset  hours with a fed hash, by hour
     P:{t}:i:<ns>:<rid>    string  an impression of a 16-digit recall id (the form of layout 2's
                                 first release, format 1 or 2; TTL until its first feedback)
@@ -41,7 +42,7 @@ of bucket-registry shard ``bucket mod 16``)::
 
 Recall ids minted here are 20 hex digits: the 16 of :func:`~heaprank.records.new_recall_id`
 (time and randomness), then the bucket's 4, so an impression is found from its id alone (its
-bucket, and its hour from the id's time) without a pointer key; its field value names the
+bucket, and its slot and hour from the id's time) without a pointer key; its field value names the
 namespace, and a recall id used with another namespace is unknown. Impressions of 16-digit ids
 (written before, or copied from SQLite or memory) keep the key-and-pointer form.
 
@@ -78,8 +79,11 @@ _GLOB = re.compile(r"([*?\[\]\\])")
 RECALL_ID_CHARS = 16
 #: Length of a recall id minted by this backend: 16 hex digits, then 4 of the namespace's bucket.
 BUCKETED_ID_CHARS = RECALL_ID_CHARS + 4
-#: Impressions are grouped in hashes by the hour (of epoch time, in ms) their recall was made.
+#: Impressions with feedback are grouped in hashes by the hour their recall was made in (epoch
+#: ms // HOUR_MS); those without, by its 10-minute slot (a slot's hash expires the TTL after
+#: the slot ends: what an expired impression costs until then is bounded by its length).
 HOUR_MS = 3_600_000
+SLOT_MS = 600_000
 _NS_LENGTH = struct.Struct("<H")
 
 #: Options a URL may carry in its query string, with their types.
@@ -211,19 +215,22 @@ class KeyLayout:
         return int(recall_id[RECALL_ID_CHARS:], 16)
 
     @staticmethod
-    def hour(recall_id: str) -> int:
-        """The hour (epoch ms // HOUR_MS) a recall id was made in: its impression's hash."""
-        return (int(recall_id[:RECALL_ID_CHARS], 16) >> 20) // HOUR_MS
+    def hour(recall_id: str, period_ms: int = HOUR_MS) -> int:
+        """The hour (epoch ms // HOUR_MS; ``period_ms=SLOT_MS``: the 10-minute slot) a recall id
+        was made in: its impression's fed (open) hash."""
+        return (int(recall_id[:RECALL_ID_CHARS], 16) >> 20) // period_ms
 
     def hour_key(self, tag: str, kind: str, hour: int | bytes) -> str:
-        """Hour ``hour``'s hash of impressions of a bucket: ``h`` open, ``k`` with feedback."""
+        """A bucket's hash of impressions: ``h`` without feedback (``hour`` a 10-minute slot),
+        ``k`` with feedback (an hour)."""
         text = hour.decode() if isinstance(hour, bytes) else str(hour)
         return f"{self.prefix}:{{{tag}}}:{kind}:{text}"
 
     def impression_keys(self, recall_id: str) -> tuple[str, str]:
         """The open and the fed hash a minted recall id's impression is a field of."""
-        tag, hour = self.bucket_tag(int(recall_id[RECALL_ID_CHARS:], 16)), self.hour(recall_id)
-        return self.hour_key(tag, "h", hour), self.hour_key(tag, "k", hour)
+        tag = self.bucket_tag(int(recall_id[RECALL_ID_CHARS:], 16))
+        return (self.hour_key(tag, "h", self.hour(recall_id, SLOT_MS)),
+                self.hour_key(tag, "k", self.hour(recall_id)))
 
     @staticmethod
     def stored(body: bytes, namespace: str) -> bytes:

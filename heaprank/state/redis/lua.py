@@ -139,7 +139,7 @@ return {table.concat(own), table.concat(pooled), table.concat(docs)}
 #: 8 the recall-id pointer (one server) or the outbox (a Cluster), 9 the document features'
 #: hash, 10 the id map and 11 its reverse (one server; in a Cluster any key of the slot,
 #: unused), then the pooled shards written here (one server). A minted (20-digit) recall id's
-#: impression is a field: KEYS 1 its hour's open hash, 5 the fed-hours zset, 7 its hour's fed
+#: impression is a field: KEYS 1 its slot's open hash, 5 the fed-hours zset, 7 its hour's fed
 #: hash, 8 any key of the slot (one server); ARGV 11 its expiry (ms); an impression of another
 #: namespace is unknown. Otherwise KEYS 1, 5, 7, 8 and ARGV 11 are as follows: 1 body, 5 fed
 #: zset, 7 open zset, 8 the recall-id pointer (one server) or the outbox (a Cluster), 9 the document features'
@@ -165,7 +165,7 @@ if hourly then
     body = redis.call('HGET', KEYS[1], rid)
     local t = redis.call('TIME')
     if body and tonumber(ARGV[11]) <= tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) then
-      body = nil  -- past its time to live (its hour's hash outlives it)
+      body = nil  -- past its time to live (its slot's hash outlives it)
     end
   end
   if body then
@@ -345,7 +345,7 @@ for _, i in ipairs(todo) do
     redis.call('HSET', KEYS[3], item.id, struct.pack('<dd', last, uses))
   end
 end
-if hourly then  -- from the open hour's hash to the fed one's, its hour in the fed index
+if hourly then  -- from its slot's open hash to its hour's fed one, the hour in the fed index
   redis.call('HSET', KEYS[7], rid, body .. ns .. struct.pack('<H', #ns))
   redis.call('HDEL', KEYS[1], rid)
   local hour = string.format('%d', math.floor(tonumber(string.sub(rid, 1, 11), 16) / 3600000))
@@ -377,7 +377,7 @@ return {applied, done, box_id, box}
 #: hash, fed zset, open zset, the namespace hash again (its feedback counter ""), outbox,
 #: document features, the open-hours and fed-hours zsets, then the namespace's
 #: impression bodies (layout 2's first form). ARGV: namespace, scrub (1/0), outbox entry id,
-#: key head of the bucket ("P:{t}:"): its fields in the bucket's hours' hashes go too. Its feedbacks (the docs
+#: key head of the bucket ("P:{t}:"): its fields in the bucket's open and fed hashes go too. Its feedbacks (the docs
 #: hash's field "") leave the bucket's counter; its links leave the pooled layer through an
 #: outbox entry (by id: the caller adds the names) with the namespace count of each, and its
 #: evidence too with scrub; the caller pushes it. Returns the outbox entry ("" if no links).

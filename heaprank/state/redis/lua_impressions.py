@@ -1,5 +1,5 @@
 """The Lua scripts that write and read impressions (see :mod:`.lua` for the rest): a recall id
-minted by the backend (20 digits, its bucket last) names a field of its hour's hash; an id of
+minted by the backend (20 digits, its bucket last) names a field of a hash of its bucket's; an id of
 16 digits (layout 2's first impressions) names a key of its own through a pointer."""
 
 from __future__ import annotations
@@ -38,10 +38,10 @@ end
 return {'new'}
 """
 
-#: Record an impression of a minted (20-digit) recall id as a field of its hour's open hash.
-#: KEYS: the open hash, explicit-id hash, the bucket's open-hours zset, the fed hash of the
-#: hour. ARGV: 1 value (body, namespace, its length), 2 its expiry (ms), 3 explicit id or "",
-#: 4 key head of the bucket ("P:{t}:"), 5 recall id, 6 hour, 7 the open hash's expiry (ms),
+#: Record an impression of a minted (20-digit) recall id as a field of its 10-minute slot's open
+#: hash. KEYS: the open hash, explicit-id hash, the bucket's open-slots zset, the fed hash of
+#: its hour. ARGV: 1 value (body, namespace, its length), 2 its expiry (ms), 3 explicit id or
+#: "", 4 key head of the bucket ("P:{t}:"), 5 recall id, 6 slot, 7 the open hash's expiry (ms),
 #: 8 now (ms), 9 time to live (ms), 10 key prefix of this namespace's layout-2 bodies. Returns
 #: as PUT.
 PUT_HOURLY = """
@@ -50,8 +50,9 @@ local function live(rid)  -- an explicit id's recall: still there?
   if #rid ~= 20 then return redis.call('EXISTS', ARGV[10] .. rid) == 1 end
   local born = tonumber(string.sub(rid, 1, 11), 16)
   local hour = string.format('%d', math.floor(born / 3600000))
+  local slot = string.format('%d', math.floor(born / 600000))
   if redis.call('HEXISTS', head .. 'k:' .. hour, rid) == 1 then return true end
-  return born + ttl > now and redis.call('HEXISTS', head .. 'h:' .. hour, rid) == 1
+  return born + ttl > now and redis.call('HEXISTS', head .. 'h:' .. slot, rid) == 1
 end
 local fid = ARGV[3]
 if fid ~= '' then

@@ -38,7 +38,7 @@ from ..base import OWN_PREFIX
 from ..edges import EdgeRows
 from . import blob
 from . import edges as redis_assoc
-from .layout import HOUR_MS, KeyLayout, unpack
+from .layout import HOUR_MS, SLOT_MS, KeyLayout, unpack
 from .pooled import Entry, PooledCache
 from .wire import SCRIPTS, SHAS, Command, Op, Pipeline, Request, Script
 
@@ -198,18 +198,18 @@ def put_impression(layout: KeyLayout, cluster: bool, impression: Impression,
 
 def _put_hourly(layout: KeyLayout, impression: Impression, feedback_id: str | None,
                 impression_ttl_s: float, now_ms: int) -> Op:
-    """PUT_HOURLY: an impression of a minted recall id as a field of its hour's open hash (its
-    bucket's slot: one script in a Cluster too)."""
+    """PUT_HOURLY: an impression of a minted recall id as a field of its 10-minute slot's open
+    hash (in its bucket's Cluster slot: one script in a Cluster too)."""
     rid, ns = impression.recall_id, impression.namespace
     if layout.id_bucket(rid) != layout.bucket(ns):
         raise ValueError(f"recall_id: {rid!r} was not minted for namespace {ns!r}")
     ttl_ms = int(impression_ttl_s * 1000)
-    hour = layout.hour(rid)
+    slot = layout.hour(rid, SLOT_MS)
     open_key, fed_key = layout.impression_keys(rid)
     keys = [open_key, layout.ns_key("x", ns), layout.bucket_key(ns, "ho"), fed_key]
     args = [layout.stored(codec.encode_compact(impression), ns),
             int(recall_born_s(rid) * 1000) + ttl_ms, feedback_id or "",
-            open_key[:open_key.index("}:") + 2], rid, hour, (hour + 1) * HOUR_MS + ttl_ms,
+            open_key[:open_key.index("}:") + 2], rid, slot, (slot + 1) * SLOT_MS + ttl_ms,
             now_ms, ttl_ms, layout.body_key(ns, "")]
     reply = yield Script("PUT_HOURLY", keys, args)
     outcome = reply[0].decode()
@@ -250,7 +250,7 @@ def expired(recall_id: str, impression_ttl_s: float) -> bool:
 def get_impression(layout: KeyLayout, cluster: bool, recall_id: str,
                    impression_ttl_s: float) -> Op:
     """The impression of a recall id -> :class:`Impression` or None (a minted id's: one round
-    trip, its hour's fed and open hash; an earlier id's: through its pointer)."""
+    trip, its hour's fed and its slot's open hash; an earlier id's: through its pointer)."""
     if recall_key(recall_id) is None:
         return None
     if layout.id_bucket(recall_id) is not None:
@@ -282,7 +282,7 @@ def _impression_keys(layout: KeyLayout, cluster: bool, namespace: str, rid: str,
     """FEEDBACK's KEYS 1, 5, 7 and 8 for the impression of ``rid``, its ARGV 11 and the
     pointer to persist (see the script)."""
     tag = layout.tag(namespace)
-    if layout.id_bucket(rid) is not None:  # a field of its hour's hashes
+    if layout.id_bucket(rid) is not None:  # a field of its slot's or hour's hash
         open_key, fed_key = layout.impression_keys(rid)
         return ([open_key, layout.key(tag, "hf"), fed_key, layout.key(tag, "q")],
                 int((recall_born_s(rid) + impression_ttl_s) * 1000), None)
