@@ -56,7 +56,7 @@ if TYPE_CHECKING:
 __all__ = ["URL_OPTIONS", "RedisState", "key_slot", "redis_options", "shard_tags"]
 
 #: Eviction policies that may evict learned links (any key), and those that evict keys with a
-#: time to live only (impressions without feedback, their pointers and explicit ids).
+#: time to live only (impressions without feedback, pointers of 16-digit ids, explicit ids).
 _EVICTS_ANY = ("allkeys-lru", "allkeys-lfu", "allkeys-random")
 _EVICTS_TTL = ("volatile-lru", "volatile-lfu", "volatile-random", "volatile-ttl")
 T = TypeVar("T")
@@ -335,7 +335,8 @@ class RedisState(RedisClientBase):
     def forget_namespace(self, namespace: str, *, scrub_global: bool = True) -> None:
         """Remove the namespace's keys in one script in its slot (links, documents, explicit
         ids, impressions, its pooled contribution with ``scrub_global``, pushed through its
-        bucket's outbox), then the recall-id pointers; the pooled fields no namespace holds
+        bucket's outbox; its fields in the bucket's impression hashes too), then the pointers
+        of its 16-digit recall ids; the pooled fields no namespace holds
         leave the pool. An impression written while this runs may survive until its TTL."""
         admin.forget(self, namespace, scrub_global)
 
