@@ -95,8 +95,10 @@ def test_an_open_impression_past_its_ttl_is_unknown(redis_url):
         state.close()
 
 
-def test_the_cap_keeps_the_newest_fed_impressions(redis_url):
-    state = RedisState(redis_url, prefix=unique_prefix(), max_impressions=3)
+@pytest.mark.parametrize("kind", ["redis", "redis-cluster"])
+def test_the_cap_keeps_the_newest_fed_impressions(kind, request):
+    url = request.getfixturevalue("redis_url" if kind == "redis" else "redis_cluster_url")
+    state = RedisState(url, prefix=unique_prefix(), max_impressions=3)
     try:
         rr = Reranker(state)
         made = []
@@ -200,3 +202,22 @@ def test_minted_ids_still_resolve_after_state_copy(state, tmp_path):
         lite.close()
         other.clear()
         other.close()
+
+
+def test_an_explicit_feedback_id_is_applied_once_with_minted_ids(state):
+    """The explicit form: the same feedback id again (a client retry, another process) finds the
+    recall it made and records nothing twice; another namespace's same id is its own."""
+    rr, other = Reranker(state), Reranker(RedisState(state.url, prefix=state.prefix))
+    first = rr.feedback(namespace="ns", query="Where?", shown=CANDS[:4], used=[CANDS[0]["id"]],
+                        feedback_id="f-1", now=NOW)
+    again = other.feedback(namespace="ns", query="Where?", shown=CANDS[:4], used=[CANDS[0]["id"]],
+                           feedback_id="f-1", now=NOW)
+    assert len(first.recall_id) == 20 and again.recall_id == first.recall_id
+    shown = tuple(c["id"] for c in CANDS[:4])  # (1 used, 3 ignored: each recorded once)
+    assert sorted(first.applied) == sorted(again.already_recorded) == sorted(shown)
+    assert again.applied == ()
+    elsewhere = rr.feedback(namespace="ns2", query="Where?", shown=CANDS[:4], used=[],
+                            feedback_id="f-1", now=NOW)
+    assert elsewhere.recall_id != first.recall_id
+    assert state.stats()["feedbacks"] == 2
+    other.close()
