@@ -8,8 +8,8 @@ from __future__ import annotations
 import logging
 import math
 import time
-from dataclasses import replace
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import numpy as np

@@ -1,7 +1,8 @@
-"""Redis impressions as fields of their bucket's hashes (issue 23; open ones by 10-minute slot,
-fed ones by hour): recall ids minted by the backend name their bucket, open and fed impressions, expiry, the cap, forgetting (nothing of
-the namespace left, in any key, field or value), namespaces kept apart, and the impressions of
-the first layout 2 (a key and a pointer each, format 2 bodies) still read and fed."""
+"""Redis impressions as fields of their bucket's hashes (issue 23; open ones by 10-minute slot, fed
+ones by hour): recall ids minted by the backend name their bucket, open and fed impressions,
+expiry, the cap, forgetting (nothing of the namespace left, in any key, field or value),
+namespaces kept apart, and the impressions of the first layout 2 (a key and a pointer each,
+format 2 bodies) still read and fed."""
 
 from __future__ import annotations
 

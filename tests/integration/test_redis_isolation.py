@@ -1,6 +1,7 @@
 """Isolation, enforced by the server: a Redis user whose ACL admits only alice's keys, the global
-layer, the recall-id pointers and its bucket's impression hashes ranks, learns and reads for alice; the same user touching bob's
-keys is refused. So one namespace's keys are never read for another except through the pool."""
+layer, the recall-id pointers and its bucket's impression hashes ranks, learns and reads for
+alice; the same user touching bob's keys is refused. So one namespace's keys are never read for
+another except through the pool."""
 
 from __future__ import annotations
 

@@ -212,7 +212,7 @@ def hour_counts(state: RedisState, buckets: list[int], now_ms: int) -> tuple[int
         else:
             pipe.hlen(key)
     counts = [0, 0]
-    for (_, kind, hour), found in zip(hours, pipe.execute() if hours else []):
+    for (_, kind, _), found in zip(hours, pipe.execute() if hours else []):
         if isinstance(found, list):
             found = sum(recall_born_s(r.decode()) * 1000 > since for r in found)
         counts[kind == "k"] += found

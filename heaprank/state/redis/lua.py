@@ -139,19 +139,17 @@ return {table.concat(own), table.concat(pooled), table.concat(docs)}
 #: 8 the recall-id pointer (one server) or the outbox (a Cluster), 9 the document features'
 #: hash, 10 the id map and 11 its reverse (one server; in a Cluster any key of the slot,
 #: unused), then the pooled shards written here (one server). A minted (20-digit) recall id's
-#: impression is a field: KEYS 1 its slot's open hash, 5 the fed-hours zset, 7 its hour's fed
-#: hash, 8 any key of the slot (one server); ARGV 11 its expiry (ms); an impression of another
-#: namespace is unknown. Otherwise KEYS 1, 5, 7, 8 and ARGV 11 are as follows: 1 body, 5 fed
-#: zset, 7 open zset, 8 the recall-id pointer (one server) or the outbox (a Cluster), 9 the document features'
-#: hash, 10 the id map and 11 its reverse (one server; in a Cluster any key of the slot,
+#: impression is a field instead: KEYS 1 its slot's open hash, 5 the fed-hours zset, 7 its
+#: hour's fed hash, 8 any key of the slot (one server); ARGV 11 its expiry (ms); a field of
+#: another namespace is unknown.
 #: The namespace's feedbacks are counted in its docs hash too, under the field "" (no document
 #: id is empty), so forgetting it can take them off the bucket's counter.
-#: ARGV: 1 namespace, 2 time, 3 a0, 4 b0, 5 kappa, 6 em, 7 n items, 8 n features, 9 cluster,
-#: 10 n pooled keys, 11 fed score, 12 recall id; then the features; then per feature its pooled
-#: key (1-based past KEYS[11]; 0: not pooled, or a Cluster); then per feature its id (a
-#: Cluster; 0: a document feature); then per feature the pooled (pos, neg) read by the caller
-#: (a Cluster); then per item: rank, verdict code (1 used, 2 ignored, 3 outdated, 4 wrong),
-#: reject weight, id, n features, feature indices.
+#: ARGV: 1 namespace, 2 time, 3 a0, 4 b0, 5 kappa, 6 em, 7 n items, 8 n features, 9 cluster, 10 n
+#: pooled keys, 11 fed score (a 20-digit id: its expiry), 12 recall id; then the features; then
+#: per feature its pooled key (1-based past KEYS[11]; 0: not pooled, or a Cluster); then per
+#: feature its id (a Cluster; 0: a document feature); then per feature the pooled (pos, neg) read
+#: by the caller (a Cluster); then per item: rank, verdict code (1 used, 2 ignored, 3 outdated, 4
+#: wrong), reject weight, id, n features, feature indices.
 #: Returns {applied item indices, already recorded item indices, outbox entry id, its deltas}
 #: (0-based; the outbox part "" unless a Cluster), or an error "HEAPRANK_UNKNOWN" /
 #: "HEAPRANK_CONFLICT <item index> <stored verdict>".
@@ -373,11 +371,11 @@ end
 return {applied, done, box_id, box}
 """
 
-#: Forget a namespace in its slot. KEYS: links, docs, explicit ids, the bucket's namespace
-#: hash, fed zset, open zset, the namespace hash again (its feedback counter ""), outbox,
-#: document features, the open-hours and fed-hours zsets, then the namespace's
-#: impression bodies (layout 2's first form). ARGV: namespace, scrub (1/0), outbox entry id,
-#: key head of the bucket ("P:{t}:"): its fields in the bucket's open and fed hashes go too. Its feedbacks (the docs
+#: Forget a namespace in its slot. KEYS: links, docs, explicit ids, the bucket's namespace hash,
+#: fed zset, open zset, the namespace hash again (its feedback counter ""), outbox, document
+#: features, the open-slots and fed-hours zsets, then the namespace's impression bodies (layout
+#: 2's first form). ARGV: namespace, scrub (1/0), outbox entry id, key head of the bucket
+#: ("P:{t}:"): its fields in the bucket's open and fed hashes go too. Its feedbacks (the docs
 #: hash's field "") leave the bucket's counter; its links leave the pooled layer through an
 #: outbox entry (by id: the caller adds the names) with the namespace count of each, and its
 #: evidence too with scrub; the caller pushes it. Returns the outbox entry ("" if no links).
