@@ -80,9 +80,13 @@ def load_links(url: str, prefix: str, namespaces: int) -> dict[str, Any]:
             "million_x_100_bytes": per_ns * 1e6 * 100 / (stats["links"] / namespaces)}
 
 
-def impression_bytes(url: str, prefix: str, n: int) -> dict[str, float]:
-    """``used_memory`` per impression of a rerank of 50 candidates with k=10, open (body,
-    pointer, open zset entry) and after its feedback (body, pointer, feedback-log entry)."""
+def impression_bytes(url: str, prefix: str, n: int, namespaces: int = 20) -> dict[str, float]:
+    """``used_memory`` per impression of a rerank of 50 candidates with k=10 over ``namespaces``
+    namespaces, open and after its feedback: everything the impressions add (their fields, the
+    hashes' keys, tables and expiry, their zset entries), the state a feedback adds
+    too. With 20 namespaces each bucket's hash holds n/20 impressions; with one namespace per
+    impression each open one pays a hash of its own (fed ones join their hour's hash, which
+    each namespace's warm-up impression started)."""
     import redis
 
     from heaprank import Reranker
@@ -92,13 +96,13 @@ def impression_bytes(url: str, prefix: str, n: int) -> dict[str, float]:
     state = RedisState(url, prefix=prefix, max_impressions=10 * n)
     rr = Reranker(state)
     pools = [candidates(ns) for ns in range(20)]
-    warm = [rr.rerank(QUESTIONS[0], pools[i % 20], namespace=f"u{i % 20}", k=10, now=NOW)
-            for i in range(20)]
+    warm = [rr.rerank(QUESTIONS[0], pools[i % 20], namespace=f"u{i}", k=10, now=NOW)
+            for i in range(max(20, namespaces))]  # (each namespace learns before: not counted)
     for r in warm:
         rr.feedback(r.recall_id, used=[r.ids[0]])
     before = _used(client)
-    made = [rr.rerank(QUESTIONS[i % 4], pools[i % 20], namespace=f"u{i % 20}", k=10, now=NOW)
-            for i in range(n)]
+    made = [rr.rerank(QUESTIONS[i % 4], pools[i % 20], namespace=f"u{i % namespaces}", k=10,
+                      now=NOW) for i in range(n)]
     opened = _used(client)
     for r in made:
         rr.feedback(r.recall_id, used=[r.ids[1]])
@@ -106,7 +110,7 @@ def impression_bytes(url: str, prefix: str, n: int) -> dict[str, float]:
     state.clear()
     rr.close()
     client.close()
-    return {"open": (opened - before) / n, "fed": (fed - before) / n}
+    return {"open": (opened - before) / n, "fed": (fed - before) / n, "namespaces": namespaces}
 
 
 def _answers(url: str, proc: int, answers: int, namespaces: int, start_at: float) -> tuple[int, float]:

@@ -211,19 +211,18 @@ def _sizes(url: str) -> dict[str, Any]:
         row[0] += 1
         row[1] += int(usage["links"])
         row[2] += int(usage["bytes"])
-    bodies = [key for key in state.client.scan_iter(match=f"{state.prefix}:{{*}}:i:*", count=1000)]
-    sample = bodies[:500]
-    body_bytes = sum(int(state.client.memory_usage(k, samples=0) or 0) for k in sample)
-    pointer_bytes = sum(int(state.client.memory_usage(f"{state.prefix}:r:{{{k.decode()[-16:]}}}",
-                                                      samples=0) or 0) for k in sample)
-    codec_bytes = sum(len(state.client.get(k) or b"") for k in sample)
+    hours = [key for kind in "hk"
+             for key in state.client.scan_iter(match=f"{state.prefix}:{{*}}:{kind}:*", count=1000)]
+    sample = hours[:200]  # hour hashes of impressions: MEMORY USAGE shared by their fields
+    hash_bytes = sum(int(state.client.memory_usage(k, samples=0) or 0) for k in sample)
+    values = [v for k in sample for v in state.client.hvals(k)]
     state.close()
-    n = max(len(sample), 1)
+    n = max(len(values), 1)
     return {"links": links, "bytes_per_link": links_bytes / max(links, 1),
             "documents": docs, "bytes_per_document": doc_bytes / max(docs, 1),
-            "by_encoding": by_encoding, "impressions_sampled": len(sample),
-            "bytes_per_impression": body_bytes / n, "pointer_bytes": pointer_bytes / n,
-            "codec_bytes": codec_bytes / n}
+            "by_encoding": by_encoding, "impressions_sampled": len(values),
+            "bytes_per_impression": hash_bytes / n, "hashes_sampled": len(sample),
+            "codec_bytes": sum(map(len, values)) / n}
 
 
 def _async_rate(url: str, n: int, in_flight: int = 16) -> dict[str, float]:
@@ -385,6 +384,8 @@ def _capacity(args: argparse.Namespace, urls: dict[str, str], nodes: list[Any],
         port = urlsplit(base).port or 6379
         out["links"] = cap.load_links(base, f"{tag}-fp", args.capacity_namespaces)
         out["impressions"] = cap.impression_bytes(base, f"{tag}-imp", 500 if quick else 2_000)
+        out["impressions_sparse"] = cap.impression_bytes(base, f"{tag}-one", 500 if quick else 2_000,
+                                                         namespaces=500 if quick else 2_000)
         out["hot"] = cap.hottest_key(base, port, f"{tag}-hot", 300 if quick else 1_000)
         out["trips_server"] = cap.round_trips(f"{base}?prefix={tag}-rt")
         out["rate_server"] = cap.throughput(f"{base}?prefix={tag}-tp", [port], 4, answers)
@@ -416,6 +417,10 @@ def _print_capacity(c: dict[str, Any]) -> None:
         print(f"  impression (50 candidates, k=10): {imp['open']:.0f} B open, {imp['fed']:.0f} B "
               f"after feedback, feedback-log entry included (target <= 400 B)  "
               f"{_verdict(max(imp['open'], imp['fed']) <= 400)}")
+        one = c.get("impressions_sparse")
+        if one:
+            print(f"  impression, one per namespace (each its bucket's only open one): "
+                  f"{one['open']:.0f} B open, {one['fed']:.0f} B after feedback")
         print(f"  10,000 namespaces occupy {links['slots']:,} distinct slots (target >= 4,000)  "
               f"{_verdict(links['slots'] >= 4_000 and n >= 10_000)}")
         print(f"  hottest key: {hot['hottest']} takes {100 * hot['share']:.1f}% of {hot['accesses']:,} "
@@ -482,8 +487,8 @@ def _print(report: dict[str, Any]) -> None:
                 f"{n} links {enc} {per:.1f} B/link" for n, enc, per in sweep))
         print(f"  used documents: {size['documents']}, {size['bytes_per_document']:.1f} bytes per "
               f"document (MEMORY USAGE of the documents hashes)")
-        print(f"  impression: {size['bytes_per_impression']:.0f} bytes (codec body "
-              f"{size['codec_bytes']:.0f}) + {size['pointer_bytes']:.0f} bytes recall-id pointer, "
-              f"{size['impressions_sampled']} sampled")
+        print(f"  impression: {size['bytes_per_impression']:.0f} bytes, its share of its "
+              f"hash (field value: codec body and namespace, {size['codec_bytes']:.0f} bytes), "
+              f"{size['impressions_sampled']} in {size['hashes_sampled']} hashes sampled")
     if report.get("capacity"):
         _print_capacity(report["capacity"])

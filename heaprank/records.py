@@ -31,7 +31,7 @@ LABELS = {"used": USED, "ignored": IGNORED, "outdated": OUTDATED, "wrong": WRONG
 #: Verdict code -> label name (codes 1 to 4).
 LABEL_OF = {code: name for name, code in LABELS.items()}
 
-_RECALL_ID = re.compile(r"[0-9a-f]{16}\Z")
+_RECALL_ID = re.compile(r"[0-9a-f]{16}(?:[0-9a-f]{4})?\Z")
 
 
 #: Random words from the OS's generator (what ``secrets`` draws from), fetched 1,024 at a time:
@@ -68,9 +68,13 @@ def new_recall_id() -> str:
 
 
 def recall_key(recall_id: str) -> int | None:
-    """The 64-bit key of a well-formed recall id, else None (such an id is simply unknown)."""
+    """The 64-bit key of a well-formed recall id, else None (such an id is simply unknown).
+
+    A Redis state's ids carry 4 more hex digits, their namespace's bucket (where the impression
+    lives); the key is their first 16 digits, so such an id copied to another backend resolves
+    there by that key."""
     if isinstance(recall_id, str) and _RECALL_ID.match(recall_id):
-        return int(recall_id, 16)
+        return int(recall_id[:16], 16)
     return None
 
 

@@ -105,8 +105,10 @@ class Reranker:
                               Explorer(self._config.exploration_seed))
         self._evidence = EvidenceReader(space, self._config.prior,
                                         versioned=self._caps.versioned, strict=self.strict)
+        mint = self._caps.recall_ids
         self._impressions = ImpressionLog(strict=self.strict,
-                                          keep_copies=not self._caps.local_impressions)
+                                          keep_copies=not self._caps.local_impressions,
+                                          mint=None if mint is None else mint.new_recall_id)
         self._feedback = FeedbackStage(self._config, self._caps, self._scorer, self._impressions)
 
     def __repr__(self) -> str:

@@ -35,7 +35,6 @@ from ..records import (
     UsedFeedback,
     new_feedback_item,
     new_outcome,
-    new_recall_id,
 )
 from ..scoring.candidates import CandidateLike, coerce_candidates
 from ..scoring.scorer import Scorer
@@ -324,7 +323,7 @@ class FeedbackStage:
         seen = self._scorer.read(batch, query, cfg)
         slots_of = self._scorer.space.slots_of
         held = yield from self._log.put(Impression(
-            recall_id=new_recall_id(), namespace=namespace, qtype=seen.info.qtype, time=when,
+            recall_id=self._log.mint(namespace), namespace=namespace, qtype=seen.info.qtype, time=when,
             time_explicit=explicit, ids=batch.ids,
             slots=tuple(slots_of(r) for r in seen.rows[seen.row_of].tolist()),
             doc_features=cfg.doc_features), feedback_id)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -82,8 +83,11 @@ class ImpressionLog:
     this reranker stored (with ``keep_copies``; not for a state whose impressions live in this
     process), and the link means its rerank read while the state's version stood."""
 
-    def __init__(self, *, strict: bool, keep_copies: bool) -> None:
+    def __init__(self, *, strict: bool, keep_copies: bool,
+                 mint: Callable[[str], str] | None = None) -> None:
         self._strict = strict
+        #: namespace -> a fresh recall id (the state's, where it mints them)
+        self.mint: Callable[[str], str] = mint or (lambda namespace: new_recall_id())
         self._keep_copies = keep_copies
         #: recall id -> (monotonic time, the impression stored for it)
         self._stored: dict[str, tuple[float, Impression]] = {}
@@ -100,7 +104,7 @@ class ImpressionLog:
         None)``. When the state fails (and the log is not strict) the ranking is still
         returned, untracked: ``(recall id, EXPLAIN's flag of why)``, and its feedback then
         reports an unknown recall."""
-        impression = impression_of(scored, new_recall_id(), space)
+        impression = impression_of(scored, self.mint(scored.request.namespace), space)
         try:
             recall_id = yield from self.put(impression)
         except StateError as exc:
@@ -122,7 +126,7 @@ class ImpressionLog:
             held = yield PutImpression(impression, feedback_id)
             if held is not None:
                 return str(held)
-            impression = replace(impression, recall_id=new_recall_id())
+            impression = replace(impression, recall_id=self.mint(impression.namespace))
         raise StateError("could not draw an unused recall id")
 
     def kept(self, recall_id: str) -> Impression | None:

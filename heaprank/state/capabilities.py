@@ -13,6 +13,8 @@ state: every later call goes to the capability it found, typed, with no lookup b
 - :class:`DocLister`: every used document of a namespace (for ``forget_candidates``).
 - :class:`LocalImpressions`: impressions held in this process, so reading one back costs no I/O
   (memory): the reranker then keeps no copy of its own.
+- :class:`RecallIds`: recall ids minted by the state, carrying where it keeps the impression
+  (Redis: the namespace's bucket); other states take :func:`~heaprank.records.new_recall_id`'s.
 """
 
 from __future__ import annotations
@@ -144,6 +146,16 @@ class LocalImpressions(Protocol):
     impressions_in_process: Literal[True]
 
 
+@runtime_checkable
+class RecallIds(Protocol):
+    """A state that mints the recall ids of its impressions (a well-formed id that
+    :func:`~heaprank.records.recall_key` reads, made fresh at every call)."""
+
+    def new_recall_id(self, namespace: str) -> str:
+        """A fresh recall id for an impression of ``namespace``."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class Capabilities:
     """A state and its optional capabilities (None: it has not got that one), each the state
@@ -157,6 +169,7 @@ class Capabilities:
     async_provider: AsyncProvider | None
     docs: DocLister | None
     local_impressions: bool
+    recall_ids: RecallIds | None = None
 
 
 def capabilities(state: StateBackend) -> Capabilities:
@@ -174,4 +187,5 @@ def capabilities(state: StateBackend) -> Capabilities:
         async_provider=state if isinstance(state, AsyncProvider) else None,
         docs=state if isinstance(state, DocLister) else None,
         local_impressions=isinstance(state, LocalImpressions),
+        recall_ids=state if isinstance(state, RecallIds) else None,
     )

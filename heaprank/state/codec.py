@@ -27,9 +27,18 @@ the same header, verdicts, signal codes and slot strings, then::
     where a value would lose precision as float16 (a finite non-zero magnitude outside
     [2**-14, 65504])
 
+Format 3 (what :func:`encode_compact` writes now) stores the same header, verdicts, signal
+codes, slot strings and values as format 2, the items by column::
+
+    n x (varint bytes shared with the previous id, varint length, UTF-8 rest)
+    u8  slots per item c, the same for every item (255: they differ, and n rows follow as in
+        format 2: u8 slot count, slot codes)
+    varint  mask of the slot columns holding one code for every item
+    per slot column, in order: its code once if it is constant, else n codes
+
 float16 keeps every value it stores to a relative error of 2**-11 (~0.05%): enough for what
 reads stored values back (tuning, re-fitting, replay), which fit smooth functions of them over
-thousands of impressions; a live ranking never reads them. Both formats are read back alike.
+thousands of impressions; a live ranking never reads them. Every format is read back alike.
 """
 
 from __future__ import annotations
@@ -52,8 +61,10 @@ __all__ = ["IGNORED", "OPEN", "OUTDATED", "USED", "WRONG", "Head", "decode_impre
            "encode_compact", "encode_impression"]
 
 FORMAT_VERSION = 1
-#: The compact format of :func:`encode_compact`
-COMPACT_VERSION = 2
+#: The compact format of :func:`encode_compact`, and the earlier one it still reads
+COMPACT_VERSION = 3
+COMPACT_ROWS_VERSION = 2
+_ROWS_DIFFER = 255
 VERDICT_OFFSET = 14
 #: float16's largest finite value and smallest normal one (below it, precision is lost)
 _F16_MAX = 65504.0
@@ -221,26 +232,65 @@ def encode_impression(impression: Impression) -> bytes:
                   impression.verdicts or None)
 
 
-def encode_compact(impression: Impression) -> bytes:
-    """``impression`` in format 2 (see the module docstring): ids share their prefix with the
-    item before, a signal column with one value for every item stores it once, and values are
-    float16 where that keeps their precision."""
+def encode_compact(impression: Impression, version: int = COMPACT_VERSION) -> bytes:
+    """``impression`` in format 3 (see the module docstring; ``version=2``: format 2): ids
+    share their prefix with the item before, a slot column or a signal column with one value
+    for every item stores it once, and values are float16 where that keeps their precision."""
     head = Head(impression.qtype, impression.time, impression.time_explicit,
                 impression.doc_features, impression.signal_names)
     n, m = len(impression.ids), len(head.signal_names)
     values = np.ascontiguousarray(impression.signals if len(impression.signals)
                                   else np.zeros((n, m)), dtype=np.float64).reshape(n, m)
     table: dict[str, int] = {}
+    rows = [_row_codes(row, table) for row in impression.slots]
     body = bytearray()
     previous = b""
-    for doc_id, row in zip(impression.ids, impression.slots):
+    for j, doc_id in enumerate(impression.ids):
         encoded = doc_id.encode("utf-8")
         shared = _shared_prefix(previous, encoded)
         body += _varint(shared) + _varint(len(encoded) - shared) + encoded[shared:]
-        body += _row_codes(row, table)
+        if version == COMPACT_ROWS_VERSION:
+            body += rows[j]
         previous = encoded
+    if version != COMPACT_ROWS_VERSION:
+        body += _slot_columns(rows)
     body += _compact_values(values)
-    return _head(head, n, impression.verdicts or None, table, body, COMPACT_VERSION)
+    return _head(head, n, impression.verdicts or None, table, body, version)
+
+
+def _slot_columns(rows: list[bytes]) -> bytes:
+    """Format 3's slots: the rows' common length, the mask of constant columns, the columns
+    (rows of several lengths: 255, then the rows)."""
+    width = rows[0][0] if rows else 0
+    if width >= _ROWS_DIFFER or any(row[0] != width for row in rows):
+        return bytes((_ROWS_DIFFER,)) + b"".join(rows)
+    columns = [bytes(row[1 + q] for row in rows) for q in range(width)]
+    constant = [len(set(column)) == 1 for column in columns]
+    return b"".join((bytes((width,)), _varint(sum(1 << q for q, c in enumerate(constant) if c)),
+                     *(column[:1] if c else column for column, c in zip(columns, constant))))
+
+
+def _read_slot_columns(body: bytes, pos: int, n: int) -> tuple[list[bytes], int]:
+    """The n rows of slot codes of a format 3 body, from ``pos`` -> ``(rows, next pos)``."""
+    width = body[pos]
+    pos += 1
+    if width == _ROWS_DIFFER:
+        rows = []
+        for _ in range(n):
+            count = body[pos]
+            rows.append(body[pos + 1:pos + 1 + count])
+            pos += 1 + count
+        return rows, pos
+    constant, pos = _read_varint(body, pos)
+    columns = []
+    for q in range(width):
+        count = 1 if constant >> q & 1 else n
+        column = body[pos:pos + count]
+        if len(column) != count:
+            raise ValueError("slot column past the end")
+        columns.append(column * n if count == 1 else column)
+        pos += count
+    return [bytes(column[j] for column in columns) for j in range(n)], pos
 
 
 def _shared_prefix(a: bytes, b: bytes) -> int:
@@ -295,6 +345,45 @@ def decode_impression(recall_id: str, namespace: str, body: bytes) -> Impression
                       signals=tuple(map(tuple, d.signals.tolist())), verdicts=d.verdicts)
 
 
+def _read_items(body: bytes, pos: int, n: int, version: int) -> tuple[list[str], list[bytes], int]:
+    """The ids and the rows of slot codes of a body's n items, from ``pos`` -> ``(ids, rows,
+    next pos)``: per item its id then its row (formats 1, 2), or the ids then the slot columns
+    (format 3)."""
+    ids: list[str] = []
+    rows: list[bytes] = []
+    previous = b""
+    for _ in range(n):
+        if version != FORMAT_VERSION:  # the bytes shared with the id before, then the rest
+            shared, pos = _read_varint(body, pos)
+            length, pos = _read_varint(body, pos)
+            if shared > len(previous):
+                raise ValueError("shared prefix past the previous id")
+            previous = previous[:shared] + body[pos:pos + length]
+            ids.append(previous.decode("utf-8"))
+        else:
+            length, pos = _read_varint(body, pos)
+            ids.append(body[pos:pos + length].decode("utf-8"))
+        pos += length
+        if version != COMPACT_VERSION:
+            count = body[pos]
+            rows.append(body[pos + 1:pos + 1 + count])
+            pos += 1 + count
+    if version == COMPACT_VERSION:
+        rows, pos = _read_slot_columns(body, pos, n)
+    return ids, rows, pos
+
+
+def _slot_row(codes: bytes, table: list[str]) -> tuple[str, ...]:
+    """The slots a row of codes names (codebook rows kept, as the encoder keeps them)."""
+    row = _DECODED_ROWS.get(codes)
+    if row is None:
+        fixed = FIXED_SLOTS
+        row = tuple(fixed[c] if c < _TABLE_BASE else table[c - _TABLE_BASE] for c in codes)
+        if max(codes, default=0) < _TABLE_BASE and len(_DECODED_ROWS) < 65_536:
+            _DECODED_ROWS[bytes(codes)] = row
+    return row
+
+
 class Decoded:
     """A stored impression read back: plain fields, features rebuilt on demand."""
 
@@ -304,9 +393,9 @@ class Decoded:
     def __init__(self, body: bytes) -> None:
         try:
             version, flags, qcode, n, m, self.time = _HEADER.unpack_from(body, 0)
-            if version != FORMAT_VERSION and version != COMPACT_VERSION:
+            if version not in (FORMAT_VERSION, COMPACT_ROWS_VERSION, COMPACT_VERSION):
                 raise StateError(f"impression format {version} is not readable by this heaprank")
-            compact = version == COMPACT_VERSION
+            compact = version != FORMAT_VERSION
             self.time_explicit = bool(flags & 1)
             self.doc_features = bool(flags & 2)
             self.qtype = QUESTION_TYPES[qcode]
@@ -322,32 +411,8 @@ class Decoded:
                 length, pos = _read_varint(body, pos)
                 table.append(body[pos:pos + length].decode("utf-8"))
                 pos += length
-            ids: list[str] = []
-            slots: list[tuple[str, ...]] = []
-            fixed = FIXED_SLOTS
-            previous = b""
-            for _ in range(n):
-                if compact:  # the bytes shared with the id before, then the rest
-                    shared, pos = _read_varint(body, pos)
-                    length, pos = _read_varint(body, pos)
-                    if shared > len(previous):
-                        raise ValueError("shared prefix past the previous id")
-                    previous = previous[:shared] + body[pos:pos + length]
-                    ids.append(previous.decode("utf-8"))
-                else:
-                    length, pos = _read_varint(body, pos)
-                    ids.append(body[pos:pos + length].decode("utf-8"))
-                pos += length
-                count = body[pos]
-                codes = body[pos + 1:pos + 1 + count]
-                pos += 1 + count
-                row = _DECODED_ROWS.get(codes)
-                if row is None:
-                    row = tuple(fixed[c] if c < _TABLE_BASE else table[c - _TABLE_BASE]
-                                for c in codes)
-                    if max(codes, default=0) < _TABLE_BASE and len(_DECODED_ROWS) < 65_536:
-                        _DECODED_ROWS[bytes(codes)] = row
-                slots.append(row)
+            ids, rows, pos = _read_items(body, pos, n, version)
+            slots = [_slot_row(codes, table) for codes in rows]
             self.ids = tuple(ids)
             self.slots = tuple(slots)
             self.signals = _read_values(body, pos, n, m) if compact else np.frombuffer(

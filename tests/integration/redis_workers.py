@@ -19,6 +19,7 @@ from heaprank.learning import links as linkmath
 from heaprank.learning.links import Prior
 from heaprank.records import FeedbackBatch, FeedbackItem, Impression
 from heaprank.state.base import StateBackend
+from heaprank.state.redis.layout import KeyLayout
 
 NAMESPACES = ("ns-a", "ns-b", "ns-c", "ns-d", "ns-e")
 KINDS = ("kind:fact", "kind:note", "kind:event")
@@ -26,12 +27,17 @@ LENGTHS = ("len:<=3", "len:<=10", "len:<=30")
 PRIOR = Prior(mean=0.02, strength=2.0, kappa=50.0)
 
 
-def plan(worker: int, count: int, born_ms: int) -> Iterator[tuple[Impression, FeedbackBatch]]:
-    """``count`` impressions with their feedback, overlapping in namespaces and features."""
+def plan(worker: int, count: int, born_ms: int,
+         minted: bool = True) -> Iterator[tuple[Impression, FeedbackBatch]]:
+    """``count`` impressions with their feedback, overlapping in namespaces and features; their
+    recall ids as the Redis backend mints them (20 digits, the bucket last), or of 16 digits
+    (its impressions then take a key and a pointer each, as before the hour hashes)."""
     rng = random.Random(worker)
     for j in range(count):
         rid = f"{(born_ms << 20) | (worker << 12) | j:016x}"
         ns = rng.choice(NAMESPACES)
+        if minted:
+            rid += f"{KeyLayout.bucket(ns):04x}"
         ids = tuple(f"doc{rng.randrange(20)}-{k}" for k in range(3))
         slots = tuple((rng.choice(KINDS), rng.choice(LENGTHS)) for _ in ids)
         imp = Impression(recall_id=rid, namespace=ns, qtype="when", time=1_750_000_000.0 + j,
@@ -47,10 +53,10 @@ def credit(read, items):  # type: ignore[no-untyped-def]
 
 
 def apply(state: StateBackend, worker: int, count: int, born_ms: int,
-          retry_every: int = 0) -> tuple[int, int]:
+          retry_every: int = 0, minted: bool = True) -> tuple[int, int]:
     """Apply a worker's plan; every ``retry_every``-th feedback is sent twice (a client retry)."""
     applied = repeated = 0
-    for j, (imp, batch) in enumerate(plan(worker, count, born_ms)):
+    for j, (imp, batch) in enumerate(plan(worker, count, born_ms, minted)):
         assert state.put_impression(imp) == imp.recall_id
         applied += len(state.apply_feedback(batch, credit).applied)
         if retry_every and j % retry_every == 0:
@@ -59,7 +65,7 @@ def apply(state: StateBackend, worker: int, count: int, born_ms: int,
 
 
 def run_worker(url: str, prefix: str, worker: int, count: int, born_ms: int,
-               retry_every: int, gate: Any = None) -> tuple[int, int, float, float]:
+               retry_every: int, gate: Any = None, minted: bool = True) -> tuple[int, int, float, float]:
     """One process: open its own client, wait at ``gate`` (a barrier of every writer, so they
     all write at once however slowly the processes start), apply its plan, report counts and
     its time window."""
@@ -70,7 +76,7 @@ def run_worker(url: str, prefix: str, worker: int, count: int, born_ms: int,
         if gate is not None:
             gate.wait(timeout=120)
         start = time.monotonic()
-        applied, repeated = apply(state, worker, count, born_ms, retry_every)
+        applied, repeated = apply(state, worker, count, born_ms, retry_every, minted)
         return applied, repeated, start, time.monotonic()
     finally:
         state.close()

@@ -25,9 +25,12 @@ def _snapshot(state) -> dict:
     return {k: (f, p.tolist(), n.tolist()) for k, (f, p, n) in out.items()}
 
 
-@pytest.mark.parametrize("kind", ["redis", "redis-cluster"])
+@pytest.mark.parametrize("kind", ["redis", "redis-cluster", "redis-16-digit-ids"])
 def test_concurrent_feedback_equals_the_serial_result(kind, request):
-    url = request.getfixturevalue("redis_url" if kind == "redis" else "redis_cluster_url")
+    """Impressions in the hour hashes (recall ids minted with their bucket) and, on one server,
+    in a key each (16-digit ids, as written before them)."""
+    minted = kind != "redis-16-digit-ids"
+    url = request.getfixturevalue("redis_cluster_url" if kind == "redis-cluster" else "redis_url")
     prefix = unique_prefix()
     born_ms = int(time.time() * 1000)
     ctx = multiprocessing.get_context("spawn")
@@ -36,11 +39,11 @@ def test_concurrent_feedback_equals_the_serial_result(kind, request):
         with ctx.Manager() as manager, ctx.Pool(PROCESSES) as pool:
             gate = manager.Barrier(PROCESSES)  # on 2 busy cores, spawning 8 can take seconds
             results = pool.starmap(workers.run_worker, [
-                (url, prefix, w, FEEDBACKS, born_ms, 10, gate) for w in range(PROCESSES)])
+                (url, prefix, w, FEEDBACKS, born_ms, 10, gate, minted) for w in range(PROCESSES)])
         # The writers really overlapped: every one started before every other one finished.
         assert max(r[2] for r in results) < min(r[3] for r in results)
         serial = MemoryState()
-        expected_items = sum(workers.apply(serial, w, FEEDBACKS, born_ms)[0]
+        expected_items = sum(workers.apply(serial, w, FEEDBACKS, born_ms, minted=minted)[0]
                              for w in range(PROCESSES))
         assert sum(r[0] for r in results) == expected_items == PROCESSES * FEEDBACKS * 3
         assert sum(r[1] for r in results) == PROCESSES * (FEEDBACKS // 10) * 3  # retries: no-ops

@@ -1,6 +1,7 @@
 """Isolation, enforced by the server: a Redis user whose ACL admits only alice's keys, the global
-layer and the recall-id pointers ranks, learns and reads for alice; the same user touching bob's
-keys is refused. So one namespace's keys are never read for another except through the pool."""
+layer, the recall-id pointers and its bucket's impression hashes ranks, learns and reads for
+alice; the same user touching bob's keys is refused. So one namespace's keys are never read for
+another except through the pool."""
 
 from __future__ import annotations
 
@@ -33,6 +34,8 @@ def test_a_namespace_reads_only_its_own_keys_and_the_global_layer(redis_url):
             teacher.feedback(r.recall_id, used=["lisbon"])
         rules = [f"~{prefix}:{{*}}:{kind}:alice" for kind in "ldxe"]
         rules += [f"~{prefix}:{{*}}:i:alice:*", *(f"~{prefix}:{{*}}:{kind}" for kind in "gmnfocqbr")]
+        # (impressions are fields of their bucket's hours' hashes, shared by its namespaces)
+        rules += [f"~{prefix}:{{*}}:{kind}" for kind in ("ho", "hf", "h:*", "k:*")]
         admin.acl_setuser(user, enabled=True, passwords=[f"+{password}"], keys=[
             *rules, f"~{prefix}:r:*", f"~{prefix}:meta"], commands=["+@all"])
         url = redis_url.replace("redis://", f"redis://{user}:{password}@", 1)

@@ -125,7 +125,8 @@ def test_impressions_are_stored_compact_and_read_back(redis_url):
                   "score": 10.0 - i} for i in range(12)]
         ranking = rr.rerank("Where did I meet Ana?", cands, namespace="ns", k=10, now=NOW)
         rid = ranking.recall_id
-        body = state.client.get(state.layout.body_key("ns", rid))
+        body = state.layout.split_stored(
+            state.client.hget(state.layout.impression_keys(rid)[0], rid))[1]
         assert body[0] == codec.COMPACT_VERSION
         stored = state.get_impression(rid)
         assert stored.ids == tuple(ranking.ids)

@@ -1,6 +1,7 @@
-"""The compact impression format (format 2, what the Redis backend stores) reads back as the
-impression it was made from: every id, slot, verdict and header field exactly, and each signal
-value as float16 keeps it, or float32 in a column where float16 would lose precision."""
+"""The compact impression formats (format 3, what the Redis backend stores, and format 2 before
+it) read back as the impression they were made from: every id, slot, verdict and header field
+exactly, and each signal value as float16 keeps it, or float32 in a column where float16 would
+lose precision."""
 
 from __future__ import annotations
 
@@ -38,11 +39,11 @@ def _as_stored(column: np.ndarray) -> np.ndarray:
         return column.astype(np.float32 if lossy else np.float16).astype(np.float64)
 
 
-def _check(imp: Impression) -> bytes:
-    body = codec.encode_compact(imp)
+def _check(imp: Impression, version: int = codec.COMPACT_VERSION) -> bytes:
+    body = codec.encode_compact(imp, version)
     back = codec.decode_impression("r", "n", body)
     wide = codec.decode_impression("r", "n", codec.encode_impression(imp))
-    assert body[0] == codec.COMPACT_VERSION
+    assert body[0] == version
     assert (back.ids, back.slots, back.verdicts, back.signal_names) == (
         wide.ids, wide.slots, wide.verdicts, wide.signal_names)
     assert (back.qtype, back.time, back.time_explicit, back.doc_features) == (
@@ -59,13 +60,37 @@ def test_compact_reads_back_as_the_impression(imp):
     _check(_impression(imp))
 
 
+@given(impressions())
+def test_format_2_bodies_still_read_back(imp):
+    """Bodies written before format 3 (by rows) read back alike, verdicts at the same offset."""
+    _check(_impression(imp), codec.COMPACT_ROWS_VERSION)
+
+
+@given(impressions(), st.lists(st.sampled_from(["kind:note", "kind:fact", "len:<=10", "q:no"]),
+                               min_size=1, max_size=6))
+def test_a_slot_column_of_one_code_is_stored_once(imp, common):
+    """Slots the shown items all share by position cost one byte, not one per item; rows of
+    several lengths are kept by row."""
+    n = max(len(imp["ids"]), 1)
+    ids = tuple(f"d{i}" for i in range(n))
+    rows = tuple((*common, f"own{i}") for i in range(n))
+    made = _impression({**imp, "ids": ids, "slots": rows, "signals": None, "verdicts": None,
+                        "signal_names": ()})
+    body = _check(made)
+    assert len(body) < len(codec.encode_compact(made, codec.COMPACT_ROWS_VERSION)) + 2 - \
+        (n - 1) * len(common)
+    ragged = _impression({**imp, "ids": ids, "slots": tuple(rows[i][:1 + i % 2] for i in range(n)),
+                          "signals": None, "verdicts": None, "signal_names": ()})
+    _check(ragged)
+
+
 @given(impressions(), prefixed_ids)
 def test_ids_sharing_prefixes_read_back_whole(imp, ids):
     n = len(ids)
     made = _impression({**imp, "ids": tuple(ids), "slots": (("kind:note",),) * n,
                         "signals": None, "verdicts": None})
-    body = _check(made)
-    assert len(body) <= len(codec.encode_impression(made)) + n + 4
+    body = _check(made)  # (+ 4: the value masks; + 1: format 3's slot column mask)
+    assert len(body) <= len(codec.encode_impression(made)) + n + 5
 
 
 @given(st.lists(st.floats(allow_nan=True, allow_infinity=True, width=64), min_size=1,

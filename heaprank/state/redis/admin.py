@@ -21,7 +21,7 @@ from .. import codec
 from ..base import OWN_PREFIX
 from . import blob, pooled
 from . import edges as redis_assoc
-from .layout import KeyLayout, unpack
+from .layout import SLOT_MS, KeyLayout, unpack
 from .ops import Command, Op, Pipeline, Script
 
 if TYPE_CHECKING:
@@ -142,11 +142,13 @@ def forget(state: RedisState, namespace: str, scrub_global: bool) -> None:
         state.client.delete(redis_assoc.key(layout, namespace))  # co-use edges, first
         keys: list[str | bytes] = [layout.ns_key(k, namespace) for k in ("l", "d", "x")]
         keys += [layout.bucket_key(namespace, kind) for kind in ("n", "f", "o", "n", "q")]
-        keys.append(layout.ns_key("e", namespace))
+        keys += [layout.ns_key("e", namespace), layout.bucket_key(namespace, "ho"),
+                 layout.bucket_key(namespace, "hf")]
         entry_id = f"forget:{secrets.token_hex(8)}"  # (no name: markers outlive the namespace)
         keys += bodies
+        head = layout.key(layout.tag(namespace), "")
         box = state.send(Script("FORGET", keys,
-                                [namespace, "1" if scrub_global else "0", entry_id]))
+                                [namespace, "1" if scrub_global else "0", entry_id, head]))
         if box:
             entry = pooled.Entry(layout.bucket_key(namespace, "q"), entry_id, box)
             state.push_entries([entry])
@@ -179,7 +181,8 @@ def stats(state: RedisState) -> dict[str, int]:
             pipe.zcount(layout.key(tag, "o"), now_ms, "+inf")
         replies = pipe.execute()
         counts, rest = replies[:4 * len(names)], replies[4 * len(names):]
-        fed, open_ = sum(rest[1::3]), sum(rest[2::3])
+        hourly = hour_counts(state, buckets, now_ms)
+        fed, open_ = sum(rest[1::3]) + hourly[1], sum(rest[2::3]) + hourly[0]
         return {
             "namespaces": len(names),
             "links": sum(len(blob.decode(b)) for b in counts[0::4]) + sum(counts[1::4]),
@@ -193,6 +196,43 @@ def stats(state: RedisState) -> dict[str, int]:
     return state.call("stats", run, idempotent=True)
 
 
+def hours_of(state: RedisState, buckets: list[int]) -> list[tuple[str, str, bytes]]:
+    """``(tag, kind, hour)`` of every hash of impressions of ``buckets``: ``h`` open (by
+    10-minute slot, while its zset entry stands: the hash ends at its entry's score), ``k`` fed
+    (by hour)."""
+    layout = state.layout
+    tags = [layout.bucket_tag(b) for b in buckets]
+    pipe = state.client.pipeline(transaction=False)
+    for tag in tags:
+        pipe.zrange(layout.key(tag, "ho"), 0, -1)
+        pipe.zrange(layout.key(tag, "hf"), 0, -1)
+    found = pipe.execute() if tags else []
+    return [(tag, kind, hour) for q, tag in enumerate(tags)
+            for kind, hours in (("h", found[2 * q]), ("k", found[2 * q + 1])) for hour in hours]
+
+
+def hour_counts(state: RedisState, buckets: list[int], now_ms: int) -> tuple[int, int]:
+    """``(open, fed)`` impressions in the hashes of ``buckets`` (an open one past its time to
+    live, in a slot's hash not yet expired, is not counted)."""
+    layout = state.layout
+    hours = hours_of(state, buckets)
+    since = now_ms - int(state.impression_ttl_s * 1000)  # an open one born before is expired
+    pipe = state.client.pipeline(transaction=False)
+    for tag, kind, hour in hours:
+        key = layout.hour_key(tag, kind, hour)
+        start = int(hour) * SLOT_MS
+        if kind == "h" and start <= since:  # the slot may hold expired ones: count by id
+            pipe.hkeys(key)
+        else:
+            pipe.hlen(key)
+    counts = [0, 0]
+    for (_, kind, _), found in zip(hours, pipe.execute() if hours else []):
+        if isinstance(found, list):
+            found = sum(recall_born_s(r.decode()) * 1000 > since for r in found)
+        counts[kind == "k"] += found
+    return counts[0], counts[1]
+
+
 def feedback_log(state: RedisState, namespace: str | None) -> Iterator[Impression]:
     """Impressions with feedback of ``namespace`` (``None``: all), oldest recall first: the
     buckets' feedback sets read in pages and merged by age."""
@@ -204,6 +244,7 @@ def feedback_log(state: RedisState, namespace: str | None) -> Iterator[Impressio
     else:
         tags = [layout.tag(namespace)]
     pages = [_fed_pages(state, tag, namespace) for tag in tags]
+    pages += [_fed_hours(state, tag, namespace) for tag in tags]
     for _, rid, name, body in heapq.merge(*pages):
         yield codec.decode_impression(rid, name, body)
 
@@ -238,6 +279,24 @@ def _fed_pages(state: RedisState, tag: str, namespace: str | None) -> Iterator[t
             return
 
 
+def _fed_hours(state: RedisState, tag: str, namespace: str | None) -> Iterator[tuple[float, str, str, bytes]]:
+    """As :func:`_fed_pages`, for the impressions in one bucket's fed hours' hashes: an hour
+    at a time (HSCAN), by recall id (their age)."""
+    layout = state.layout
+    hours = state.call("feedback_log", lambda: state.client.zrange(layout.key(tag, "hf"), 0, -1),
+                       idempotent=True)
+    for hour in sorted(hours, key=int):
+        key = layout.hour_key(tag, "k", hour)
+        rows = state.call("feedback_log", lambda key=key: dict(
+            state.client.hscan_iter(key, count=_LOG_PAGE)), idempotent=True)
+        found = []
+        for rid, value in rows.items():
+            name, body = layout.split_stored(value)
+            if namespace is None or name == namespace:
+                found.append((recall_born_s(rid.decode()) * 1000, rid.decode(), name, body))
+        yield from sorted(found)
+
+
 def iter_impressions(state: RedisState) -> list[tuple[str, str, bytes]]:
     """``(recall_id, namespace, codec bytes)`` of every live impression."""
     layout = state.layout
@@ -258,6 +317,11 @@ def iter_impressions(state: RedisState) -> list[tuple[str, str, bytes]]:
             if body is not None:
                 ns, rid = KeyLayout.split_body_key(key)
                 out.append((rid, ns, body))
+        for tag, kind, hour in hours_of(state, buckets):
+            for rid, value in state.client.hscan_iter(layout.hour_key(tag, kind, hour), count=500):
+                if kind == "k" or recall_born_s(rid.decode()) + state.impression_ttl_s > time.time():
+                    ns, body = layout.split_stored(value)
+                    out.append((rid.decode(), ns, body))
         return out
     return state.call("iter_impressions", run, idempotent=True)
 
@@ -336,6 +400,18 @@ def _copy_impression(state: RedisState, pipe: Any, rid: str, ns: str, body: byte
     fed = any(codec.verdicts_of(body))
     expire_ms = int((recall_born_s(rid) + state.impression_ttl_s) * 1000)
     if not fed and expire_ms <= now_ms:
+        return
+    if layout.id_bucket(rid) is not None:  # a field of its slot's or hour's hash
+        open_key, fed_key = layout.impression_keys(rid)
+        pipe.hset(fed_key if fed else open_key, rid, layout.stored(body, ns))
+        if fed:
+            hour = layout.hour(rid)
+            pipe.zadd(layout.bucket_key(ns, "hf"), {hour: hour})
+        else:
+            slot = layout.hour(rid, SLOT_MS)
+            ends = (slot + 1) * SLOT_MS + int(state.impression_ttl_s * 1000)
+            pipe.pexpireat(open_key, ends)
+            pipe.zadd(layout.bucket_key(ns, "ho"), {slot: ends}, gt=True)
         return
     body_key = layout.body_key(ns, rid)
     pipe.set(body_key, body, pxat=None if fed else expire_ms)

@@ -156,7 +156,7 @@ class AsyncRedisState(RedisClientBase):
 
     async def get_impression(self, recall_id: str) -> Impression | None:
         found: Impression | None = await self._run("get_impression", lambda: redis_ops.get_impression(
-            self.layout, self.cluster, recall_id), idempotent=True)
+            self.layout, self.cluster, recall_id, self.impression_ttl_s), idempotent=True)
         return found
 
     async def apply_feedback(self, batch: FeedbackBatch, credit: CreditFn) -> FeedbackOutcome:
@@ -167,7 +167,8 @@ class AsyncRedisState(RedisClientBase):
             raise FeedbackError(f"recall_id {batch.recall_id!r}: unknown (never recorded, "
                                 f"expired or pruned)")
         reply, entry = await self._run("feedback", lambda: redis_ops.feedback(
-            self.layout, self.cluster, batch, self.cache, self.seen), idempotent=True)
+            self.layout, self.cluster, batch, self.cache, self.seen, self.impression_ttl_s),
+            idempotent=True)
         outcome = redis_ops.feedback_outcome(batch, reply)
         if self.queue(entry, time.monotonic()):
             await self.push()

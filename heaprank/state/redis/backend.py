@@ -56,7 +56,7 @@ if TYPE_CHECKING:
 __all__ = ["URL_OPTIONS", "RedisState", "key_slot", "redis_options", "shard_tags"]
 
 #: Eviction policies that may evict learned links (any key), and those that evict keys with a
-#: time to live only (impressions without feedback, their pointers and explicit ids).
+#: time to live only (impressions without feedback, pointers of 16-digit ids, explicit ids).
 _EVICTS_ANY = ("allkeys-lru", "allkeys-lfu", "allkeys-random")
 _EVICTS_TTL = ("volatile-lru", "volatile-lfu", "volatile-random", "volatile-ttl")
 T = TypeVar("T")
@@ -265,7 +265,7 @@ class RedisState(RedisClientBase):
 
     def get_impression(self, recall_id: str) -> Impression | None:
         found: Impression | None = self._run("get_impression", lambda: redis_ops.get_impression(
-            self.layout, self.cluster, recall_id), idempotent=True)
+            self.layout, self.cluster, recall_id, self.impression_ttl_s), idempotent=True)
         return found
 
     def prune(self) -> None:
@@ -294,7 +294,8 @@ class RedisState(RedisClientBase):
             raise FeedbackError(f"recall_id {batch.recall_id!r}: unknown (never recorded, "
                                 f"expired or pruned)")
         reply, entry = self._run("feedback", lambda: redis_ops.feedback(
-            self.layout, self.cluster, batch, self.cache, self.seen), idempotent=True)
+            self.layout, self.cluster, batch, self.cache, self.seen, self.impression_ttl_s),
+            idempotent=True)
         outcome = redis_ops.feedback_outcome(batch, reply)
         if self.queue(entry, time.monotonic()):
             self.push()
@@ -338,7 +339,8 @@ class RedisState(RedisClientBase):
     def forget_namespace(self, namespace: str, *, scrub_global: bool = True) -> None:
         """Remove the namespace's keys in one script in its slot (links, documents, explicit
         ids, impressions, its pooled contribution with ``scrub_global``, pushed through its
-        bucket's outbox), then the recall-id pointers; the pooled fields no namespace holds
+        bucket's outbox; its fields in the bucket's impression hashes too), then the pointers
+        of its 16-digit recall ids; the pooled fields no namespace holds
         leave the pool. An impression written while this runs may survive until its TTL."""
         admin.forget(self, namespace, scrub_global)
 

@@ -281,6 +281,11 @@ class RedisClientBase:
                                         f"being resharded: {exc}") from None
         return 0.01
 
+    def new_recall_id(self, namespace: str) -> str:
+        """A fresh recall id for ``namespace`` (the capability ``RecallIds``): 20 hex digits,
+        the last 4 its bucket, so its impression is found without a pointer."""
+        return self.layout.mint(namespace)
+
     def refuse_writes(self, what: str) -> None:
         """Raise StateReadOnlyError for a call that writes (``what`` in :data:`WRITES`) on a
         state opened read-only."""

@@ -54,7 +54,9 @@ local function co_use_update(applied, adj_key)
   local n_shown = tonumber(nextarg())
   local shown = {}
   for r = 1, n_shown do shown[r] = nextarg() end
-  local body = redis.call('GET', KEYS[1])
+  local body  -- (a minted recall id's impression is a field of the fed hour's hash)
+  if #ARGV[12] == 20 then body = redis.call('HGET', KEYS[7], ARGV[12])
+  else body = redis.call('GET', KEYS[1]) end
   local new, used = {}, {}
   for _, i in ipairs(applied) do
     local r = rank_of[i + 1]

@@ -11,8 +11,18 @@ of bucket-registry shard ``bucket mod 16``)::
     P:{t}:d:<ns>          hash  doc id -> <dd> last used, uses    (used documents only;
                                 "" -> the namespace's feedbacks, counted in c)
     P:{t}:x:<ns>          hash  explicit feedback id -> recall id (expires with its newest)
-    P:{t}:i:<ns>:<rid>    string  an impression in the codec's compact format 2 (TTL until its
-                                first feedback; format 1 bodies of earlier versions read alike)
+    P:{t}:h:<slot>        hash  the bucket's impressions without feedback whose recall was
+                                made in 10-minute slot <slot> (epoch ms // 600,000): recall id
+                                -> the codec's compact format 3, the namespace, u16 its length;
+                                the hash expires impression_ttl after the slot ends, each
+                                field is read as expired impression_ttl after its recall
+    P:{t}:k:<hour>        hash  the same by hour (epoch ms // 3,600,000), for impressions that
+                                received feedback (no TTL; the cap drops the oldest hours, or
+                                the oldest fields of one)
+    P:{t}:ho              zset  slots with an open hash, by the hash's expiry (ms)
+    P:{t}:hf              zset  hours with a fed hash, by hour
+    P:{t}:i:<ns>:<rid>    string  an impression of a 16-digit recall id (the form of layout 2's
+                                first release, format 1 or 2; TTL until its first feedback)
     P:{t}:a:<ns>          hash  doc id -> its co-use edges ("" -> their count; edges.py)
     P:{t}:n               hash  the bucket's namespaces with evidence (the registry) -> "";
                                 "" -> feedbacks applied in the bucket
@@ -26,12 +36,19 @@ of bucket-registry shard ``bucket mod 16``)::
     P:{ids}:r             hash  id -> feature (both dropped when no namespace holds it)
     P:{g}:m               zset  outbox entries applied to the shard, by creation time
                                 (dedupe); "" -> the watermark (pooled.py)
-    P:r:{<rid>}           string  "<t>:<ns>": which namespace holds a recall id (TTL as its body)
+    P:r:{<rid>}           string  "<t>:<ns>": which namespace holds a 16-digit recall id (TTL as
+                                its body)
     P:meta                string  "2:<G>" (layout 2 with G pooled shards); after a reshard
                                 "2:<G>@<e>" (epoch e: the shards' tags carry it), during one
                                 "2:<G>@<e>><N>:<k>" (old shards below k moved to the N of
                                 epoch e + 1; ``reshard.py``); a bare number is layout 1, which
                                 ``heaprank state migrate`` converts
+
+Recall ids minted here are 20 hex digits: the 16 of :func:`~heaprank.records.new_recall_id`
+(time and randomness), then the bucket's 4, so an impression is found from its id alone (its
+bucket, and its slot and hour from the id's time) without a pointer key; its field value names the
+namespace, and a recall id used with another namespace is unknown. Impressions of 16-digit ids
+(written before, or copied from SQLite or memory) keep the key-and-pointer form.
 
 A namespace's keys share one slot (its bucket's), so a feedback is one script in a Cluster too;
 10,000 namespaces land on ~7,500 distinct slots. The pooled layer is placed by feature, not by
@@ -44,6 +61,7 @@ import binascii
 import functools
 import itertools
 import re
+import struct
 import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -53,6 +71,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import numpy as np
 
 from ...errors import ConfigError
+from ...records import new_recall_id
 
 SLOTS = 16_384
 #: Namespace buckets: one per Cluster slot's worth of hash values.
@@ -61,8 +80,16 @@ BUCKETS = 16_384
 BUCKET_SHARDS = 16
 LAYOUT_VERSION = 2
 _GLOB = re.compile(r"([*?\[\]\\])")
-#: Length of a recall id, the last part of an impression's key.
+#: Length of a recall id of layout 2's first impressions (the last part of their keys).
 RECALL_ID_CHARS = 16
+#: Length of a recall id minted by this backend: 16 hex digits, then 4 of the namespace's bucket.
+BUCKETED_ID_CHARS = RECALL_ID_CHARS + 4
+#: Impressions with feedback are grouped in hashes by the hour their recall was made in (epoch
+#: ms // HOUR_MS); those without, by its 10-minute slot (a slot's hash expires the TTL after
+#: the slot ends: what an expired impression costs until then is bounded by its length).
+HOUR_MS = 3_600_000
+SLOT_MS = 600_000
+_NS_LENGTH = struct.Struct("<H")
 
 #: Options a URL may carry in its query string, with their types.
 URL_OPTIONS = {"prefix": str, "global_shards": int, "timeout": float, "global_cache_ttl": float,
@@ -246,6 +273,47 @@ class KeyLayout:
     def bucket_key(self, namespace: str, kind: str) -> str:
         """The key of ``kind`` (``n``, ``o``, ``f``, ``c``, ``q``) of a namespace's bucket."""
         return self.key(self.tag(namespace), kind)
+
+    def mint(self, namespace: str) -> str:
+        """A fresh recall id for an impression of ``namespace``: its bucket in 4 more digits."""
+        return f"{new_recall_id()}{self.bucket(namespace):04x}"
+
+    @staticmethod
+    def id_bucket(recall_id: str) -> int | None:
+        """The bucket a minted recall id names (None: an id of 16 digits, held by a pointer)."""
+        if len(recall_id) != BUCKETED_ID_CHARS:
+            return None
+        return int(recall_id[RECALL_ID_CHARS:], 16)
+
+    @staticmethod
+    def hour(recall_id: str, period_ms: int = HOUR_MS) -> int:
+        """The hour (epoch ms // HOUR_MS; ``period_ms=SLOT_MS``: the 10-minute slot) a recall id
+        was made in: its impression's fed (open) hash."""
+        return (int(recall_id[:RECALL_ID_CHARS], 16) >> 20) // period_ms
+
+    def hour_key(self, tag: str, kind: str, hour: int | bytes) -> str:
+        """A bucket's hash of impressions: ``h`` without feedback (``hour`` a 10-minute slot),
+        ``k`` with feedback (an hour)."""
+        text = hour.decode() if isinstance(hour, bytes) else str(hour)
+        return f"{self.prefix}:{{{tag}}}:{kind}:{text}"
+
+    def impression_keys(self, recall_id: str) -> tuple[str, str]:
+        """The open and the fed hash a minted recall id's impression is a field of."""
+        tag = self.bucket_tag(int(recall_id[RECALL_ID_CHARS:], 16))
+        return (self.hour_key(tag, "h", self.hour(recall_id, SLOT_MS)),
+                self.hour_key(tag, "k", self.hour(recall_id)))
+
+    @staticmethod
+    def stored(body: bytes, namespace: str) -> bytes:
+        """An impression's field value: its codec body, its namespace, the namespace's length."""
+        name = namespace.encode("utf-8")
+        return body + name + _NS_LENGTH.pack(len(name))
+
+    @staticmethod
+    def split_stored(value: bytes) -> tuple[str, bytes]:
+        """``(namespace, codec body)`` of a field value (:meth:`stored`)."""
+        n = _NS_LENGTH.unpack_from(value, len(value) - 2)[0]
+        return value[-2 - n:-2].decode("utf-8"), value[:-2 - n]
 
     def body_key(self, namespace: str, recall_id: str) -> str:
         return f"{self.ns_key('i', namespace)}:{recall_id}"

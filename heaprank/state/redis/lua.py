@@ -146,71 +146,47 @@ end
 return {table.concat(own), table.concat(pooled), table.concat(docs)}
 """
 
-#: Record an impression. KEYS: body, explicit-id hash, the bucket's open zset[, recall-id
-#: pointer]. ARGV: body, expire-at (ms), explicit id or "", key prefix of this namespace's
-#: bodies, recall id, pointer value, now (ms). Returns {"new"}, {"taken"} (recall id in use) or
-#: {"held", recall id}. The same impression written again (a retry after a lost reply) is "new"
-#: again: a write is idempotent.
-PUT = """
-local fid = ARGV[3]
-if fid ~= '' then
-  local held = redis.call('HGET', KEYS[2], fid)
-  if held and redis.call('EXISTS', ARGV[4] .. held) == 1 then return {'held', held} end
-end
-local stored = redis.call('GET', KEYS[1])
-if stored then
-  if stored == ARGV[1] then return {'new'} end
-  return {'taken'}
-end
-if KEYS[4] then
-  if not redis.call('SET', KEYS[4], ARGV[6], 'NX', 'PXAT', ARGV[2])
-     and redis.call('GET', KEYS[4]) ~= ARGV[6] then
-    return {'taken'}
-  end
-end
-redis.call('SET', KEYS[1], ARGV[1], 'PXAT', ARGV[2])
-redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', ARGV[7])
-redis.call('ZADD', KEYS[3], ARGV[2], KEYS[1])
-if fid ~= '' then
-  redis.call('HSET', KEYS[2], fid, ARGV[5])
-  if redis.call('PEXPIRETIME', KEYS[2]) < tonumber(ARGV[2]) then
-    redis.call('PEXPIREAT', KEYS[2], ARGV[2])
-  end
-end
-return {'new'}
-"""
-
-#: One server only: the pointer, then the body it names, in one call. KEYS: pointer. ARGV:
-#: key prefix, recall id. Returns {namespace, body} or nil.
-GET_LOCAL = """
-local at = redis.call('GET', KEYS[1])
-if not at then return nil end
-local colon = string.find(at, ':', 1, true)
-local ns = string.sub(at, colon + 1)
-local body = redis.call('GET', ARGV[1] .. ':{' .. string.sub(at, 1, colon - 1) .. '}:i:' .. ns
-                        .. ':' .. ARGV[2])
-if not body then return nil end
-return {ns, body}
-"""
-
 #: Apply one feedback. KEYS: 1 body, 2 links, 3 docs, 4 the bucket's namespace hash, 5 fed
 #: zset, 6 the namespace hash again (its field "" counts the bucket's feedbacks), 7 open zset,
 #: 8 the recall-id pointer (one server) or the outbox (a Cluster), 9 the document features'
 #: hash, 10 the id map and 11 its reverse (one server; in a Cluster any key of the slot,
-#: unused), then the pooled shards written here (one server).
+#: unused), then the pooled shards written here (one server). A minted (20-digit) recall id's
+#: impression is a field instead: KEYS 1 its slot's open hash, 5 the fed-hours zset, 7 its
+#: hour's fed hash, 8 any key of the slot (one server); ARGV 11 its expiry (ms); a field of
+#: another namespace is unknown.
 #: The namespace's feedbacks are counted in its docs hash too, under the field "" (no document
 #: id is empty), so forgetting it can take them off the bucket's counter.
 #: ARGV: GUARD's two (in a Cluster ""), then 1 namespace, 2 time, 3 a0, 4 b0, 5 kappa, 6 em,
-#: 7 n items, 8 n features, 9 cluster, 10 n pooled keys, 11 fed score, 12 recall id; then the
-#: features; then per feature its pooled key (1-based past KEYS[11]; 0: not pooled, or a
-#: Cluster); then per feature its id (a Cluster; 0: a document feature); then per feature the
-#: pooled (pos, neg) read by the caller (a Cluster); then per item: rank, verdict code (1 used,
-#: 2 ignored, 3 outdated, 4 wrong), reject weight, id, n features, feature indices.
+#: 7 n items, 8 n features, 9 cluster, 10 n pooled keys, 11 fed score (a 20-digit id: its
+#: expiry), 12 recall id; then the features; then per feature its pooled key (1-based past
+#: KEYS[11]; 0: not pooled, or a Cluster); then per feature its id (a Cluster; 0: a document
+#: feature); then per feature the pooled (pos, neg) read by the caller (a Cluster); then per
+#: item: rank, verdict code (1 used, 2 ignored, 3 outdated, 4 wrong), reject weight, id, n
+#: features, feature indices.
 #: Returns {applied item indices, already recorded item indices, outbox entry id, its deltas}
 #: (0-based; the outbox part "" unless a Cluster), or an error "HEAPRANK_UNKNOWN" /
 #: "HEAPRANK_CONFLICT <item index> <stored verdict>".
 FEEDBACK = _COMMON + GUARD + """
-local body = redis.call('GET', KEYS[1])
+local rid = ARGV[12]
+local hourly = #rid == 20
+local body
+if hourly then
+  body = redis.call('HGET', KEYS[7], rid)
+  if not body then
+    body = redis.call('HGET', KEYS[1], rid)
+    local t = redis.call('TIME')
+    if body and tonumber(ARGV[11]) <= tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) then
+      body = nil  -- past its time to live (its slot's hash outlives it)
+    end
+  end
+  if body then
+    local n = struct.unpack('<H', body, #body - 1)
+    if string.sub(body, #body - 1 - n, #body - 2) ~= ARGV[1] then body = nil
+    else body = string.sub(body, 1, #body - 2 - n) end
+  end
+else
+  body = redis.call('GET', KEYS[1])
+end
 if not body then return redis.error_reply('HEAPRANK_UNKNOWN') end
 local n_shown = struct.unpack('<H', body, 4)
 local ns, now = ARGV[1], tonumber(ARGV[2])
@@ -363,7 +339,12 @@ for _, i in ipairs(todo) do
   local item = items[i]
   applied[#applied + 1] = i - 1
   if first_rank == nil or item.rank < first_rank then first_rank = item.rank end
-  redis.call('SETRANGE', KEYS[1], 13 + item.rank, string.char(item.code))
+  if not hourly then
+    redis.call('SETRANGE', KEYS[1], 13 + item.rank, string.char(item.code))
+  elseif item.rank <= n_shown then
+    body = string.sub(body, 1, 13 + item.rank) .. string.char(item.code)
+           .. string.sub(body, 15 + item.rank)
+  end
   if item.used then
     local last, uses = now, 1
     local row = redis.call('HGET', KEYS[3], item.id)
@@ -375,9 +356,16 @@ for _, i in ipairs(todo) do
     redis.call('HSET', KEYS[3], item.id, struct.pack('<dd', last, uses))
   end
 end
-redis.call('PERSIST', KEYS[1])
-redis.call('ZREM', KEYS[7], KEYS[1])
-redis.call('ZADD', KEYS[5], ARGV[11], KEYS[1])
+if hourly then  -- from its slot's open hash to its hour's fed one, the hour in the fed index
+  redis.call('HSET', KEYS[7], rid, body .. ns .. struct.pack('<H', #ns))
+  redis.call('HDEL', KEYS[1], rid)
+  local hour = string.format('%d', math.floor(tonumber(string.sub(rid, 1, 11), 16) / 3600000))
+  redis.call('ZADD', KEYS[5], hour, hour)
+else
+  redis.call('PERSIST', KEYS[1])
+  redis.call('ZREM', KEYS[7], KEYS[1])
+  redis.call('ZADD', KEYS[5], ARGV[11], KEYS[1])
+end
 redis.call('HSET', KEYS[4], ns, '')
 redis.call('HINCRBY', KEYS[6], '', 1)
 redis.call('HINCRBY', KEYS[3], '', 1)
@@ -390,16 +378,17 @@ if cluster then
     redis.call('HSET', KEYS[8], box_id, box)
   end
 else
-  redis.call('PERSIST', KEYS[8])
+  if not hourly then redis.call('PERSIST', KEYS[8]) end
   for k, g in pairs(pooled) do pool_add(KEYS[11 + k], g[1], g[2], g[3], g[4], g[5], g[6]) end
 end
 return {applied, done, box_id, box}
 """
 
-#: Forget a namespace in its slot. KEYS: links, docs, explicit ids, the bucket's namespace
-#: hash, fed zset, open zset, the namespace hash again (its feedback counter ""), outbox,
-#: document features, then the namespace's
-#: impression bodies. ARGV: namespace, scrub (1/0), outbox entry id. Its feedbacks (the docs
+#: Forget a namespace in its slot. KEYS: links, docs, explicit ids, the bucket's namespace hash,
+#: fed zset, open zset, the namespace hash again (its feedback counter ""), outbox, document
+#: features, the open-slots and fed-hours zsets, then the namespace's impression bodies (layout
+#: 2's first form). ARGV: namespace, scrub (1/0), outbox entry id, key head of the bucket
+#: ("P:{t}:"): its fields in the bucket's open and fed hashes go too. Its feedbacks (the docs
 #: hash's field "") leave the bucket's counter; its links leave the pooled layer through an
 #: outbox entry (by id: the caller adds the names) with the namespace count of each, and its
 #: evidence too with scrub; the caller pushes it. Returns the outbox entry ("" if no links).
@@ -417,7 +406,24 @@ if fed > 0 then
 end
 redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[9])
 redis.call('HDEL', KEYS[4], ARGV[1])
-for k = 10, #KEYS do
+for _, hours in ipairs({{KEYS[10], 'h:'}, {KEYS[11], 'k:'}}) do
+  for _, hour in ipairs(redis.call('ZRANGE', hours[1], 0, -1)) do
+    local key, cursor = ARGV[4] .. hours[2] .. hour, '0'
+    repeat
+      local page = redis.call('HSCAN', key, cursor, 'COUNT', 500)
+      local gone = {}
+      cursor = page[1]
+      for q = 1, #page[2], 2 do
+        local v = page[2][q + 1]
+        local n = struct.unpack('<H', v, #v - 1)
+        if string.sub(v, #v - 1 - n, #v - 2) == ARGV[1] then gone[#gone + 1] = page[2][q] end
+      end
+      if #gone > 0 then redis.call('HDEL', key, unpack(gone)) end
+    until cursor == '0'
+    if redis.call('EXISTS', key) == 0 then redis.call('ZREM', hours[1], hour) end
+  end
+end
+for k = 12, #KEYS do
   redis.call('ZREM', KEYS[5], KEYS[k])
   redis.call('ZREM', KEYS[6], KEYS[k])
   redis.call('DEL', KEYS[k])
@@ -478,13 +484,4 @@ INTERN = _COMMON + """
 local out = {}
 for j = 1, #ARGV do out[j] = intern(KEYS[1], KEYS[2], ARGV[j]) end
 return out
-"""
-
-#: Drop the oldest fed impressions of one bucket. KEYS: fed zset, then bodies. Returns count.
-DROP_FED = """
-for k = 2, #KEYS do
-  redis.call('ZREM', KEYS[1], KEYS[k])
-  redis.call('DEL', KEYS[k])
-end
-return #KEYS - 1
 """

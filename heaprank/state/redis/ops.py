@@ -38,7 +38,7 @@ from ..base import OWN_PREFIX
 from ..edges import EdgeRows
 from . import blob
 from . import edges as redis_assoc
-from .layout import KeyLayout, Placement, unpack
+from .layout import HOUR_MS, SLOT_MS, KeyLayout, Placement, unpack
 from .pooled import Entry, LayoutChanged, PooledCache, moved_on
 from .wire import SCRIPTS, SHAS, Command, Op, Pipeline, Request, Script
 
@@ -219,6 +219,8 @@ def put_impression(layout: KeyLayout, cluster: bool, impression: Impression,
         return rid  # already past its time to live: kept nowhere, as if expired at once
     if seen is not None:
         yield from register(layout, seen, ns)
+    if layout.id_bucket(rid) is not None:
+        return (yield from _put_hourly(layout, impression, feedback_id, impression_ttl_s, now_ms))
     body_key, pointer = layout.body_key(ns, rid), layout.pointer_key(rid)
     keys = [body_key, layout.ns_key("x", ns), layout.bucket_key(ns, "o")] + ([] if cluster else [pointer])
     args = [codec.encode_compact(impression), expire_ms, feedback_id or "", body_key[:-len(rid)], rid,
@@ -226,6 +228,28 @@ def put_impression(layout: KeyLayout, cluster: bool, impression: Impression,
     if cluster:
         return (yield from _put_in_cluster(layout, keys, args, pointer, expire_ms, feedback_id))
     reply = yield Script("PUT", keys, args)
+    outcome = reply[0].decode()
+    if outcome == "held":
+        return str(reply[1].decode())
+    return rid if outcome == "new" else None
+
+
+def _put_hourly(layout: KeyLayout, impression: Impression, feedback_id: str | None,
+                impression_ttl_s: float, now_ms: int) -> Op:
+    """PUT_HOURLY: an impression of a minted recall id as a field of its 10-minute slot's open
+    hash (in its bucket's Cluster slot: one script in a Cluster too)."""
+    rid, ns = impression.recall_id, impression.namespace
+    if layout.id_bucket(rid) != layout.bucket(ns):
+        raise ValueError(f"recall_id: {rid!r} was not minted for namespace {ns!r}")
+    ttl_ms = int(impression_ttl_s * 1000)
+    slot = layout.hour(rid, SLOT_MS)
+    open_key, fed_key = layout.impression_keys(rid)
+    keys = [open_key, layout.ns_key("x", ns), layout.bucket_key(ns, "ho"), fed_key]
+    args = [layout.stored(codec.encode_compact(impression), ns),
+            int(recall_born_s(rid) * 1000) + ttl_ms, feedback_id or "",
+            open_key[:open_key.index("}:") + 2], rid, slot, (slot + 1) * SLOT_MS + ttl_ms,
+            now_ms, ttl_ms, layout.body_key(ns, "")]
+    reply = yield Script("PUT_HOURLY", keys, args)
     outcome = reply[0].decode()
     if outcome == "held":
         return str(reply[1].decode())
@@ -256,10 +280,24 @@ def _put_in_cluster(layout: KeyLayout, keys: list[str], args: list[Any], pointer
     return str(args[4]) if outcome == "new" else None
 
 
-def get_impression(layout: KeyLayout, cluster: bool, recall_id: str) -> Op:
-    """The impression of a recall id -> :class:`Impression` or None."""
+def expired(recall_id: str, impression_ttl_s: float) -> bool:
+    """Whether an impression without feedback of ``recall_id`` is past its time to live."""
+    return recall_born_s(recall_id) + impression_ttl_s <= time.time()
+
+
+def get_impression(layout: KeyLayout, cluster: bool, recall_id: str,
+                   impression_ttl_s: float) -> Op:
+    """The impression of a recall id -> :class:`Impression` or None (a minted id's: one round
+    trip, its hour's fed and its slot's open hash; an earlier id's: through its pointer)."""
     if recall_key(recall_id) is None:
         return None
+    if layout.id_bucket(recall_id) is not None:
+        fed, held = yield Pipeline(tuple(Command("hget", (key, recall_id)) for key in
+                                         reversed(layout.impression_keys(recall_id))))
+        if fed is None and (held is None or expired(recall_id, impression_ttl_s)):
+            return None
+        ns_name, body = layout.split_stored(fed or held)
+        return codec.decode_impression(recall_id, ns_name, body)
     pointer = layout.pointer_key(recall_id)
     if not cluster:
         found = yield Script("GET_LOCAL", [pointer], [layout.prefix, recall_id])
@@ -277,22 +315,40 @@ def get_impression(layout: KeyLayout, cluster: bool, recall_id: str) -> Op:
     return codec.decode_impression(recall_id, ns.decode("utf-8"), body)
 
 
+def _impression_keys(layout: KeyLayout, cluster: bool, namespace: str, rid: str,
+                     impression_ttl_s: float) -> tuple[list[str], int, str | None]:
+    """FEEDBACK's KEYS 1, 5, 7 and 8 for the impression of ``rid``, its ARGV 11 and the
+    pointer to persist (see the script)."""
+    tag = layout.tag(namespace)
+    if layout.id_bucket(rid) is not None:  # a field of its slot's or hour's hash
+        open_key, fed_key = layout.impression_keys(rid)
+        return ([open_key, layout.key(tag, "hf"), fed_key, layout.key(tag, "q")],
+                int((recall_born_s(rid) + impression_ttl_s) * 1000), None)
+    pointer = layout.pointer_key(rid)
+    return ([layout.body_key(namespace, rid), layout.key(tag, "f"), layout.key(tag, "o"),
+             layout.key(tag, "q") if cluster else pointer], int(recall_born_s(rid) * 1000),
+            pointer)
+
+
 def feedback(layout: KeyLayout, cluster: bool, batch: FeedbackBatch, cache: PooledCache | None = None,
-             seen: set[int] | None = None) -> Op:
+             seen: set[int] | None = None, impression_ttl_s: float = 3600.0) -> Op:
     """Apply one feedback in the FEEDBACK script (with ``batch.co_use``: FEEDBACK_WITH_CO_USE,
     which also updates the co-use edges) -> ``(reply, outbox entry or None)``: the reply
     ``[applied item indices, already recorded ones]``, or ``[error text]`` for
     :func:`feedback_outcome` to raise; the entry (a Cluster) for the caller to push."""
     ns, rid = batch.namespace, batch.recall_id
+    if layout.id_bucket(rid) not in (None, layout.bucket(ns)):  # another bucket's: not ours
+        return ["HEAPRANK_UNKNOWN"], None
     if seen is not None:
         yield from register(layout, seen, ns)
     features = sorted({f for item in batch.items for f in item.features})
     index = {f: j for j, f in enumerate(features, start=1)}
     tag = layout.tag(ns)
     own_key = layout.key(tag, "e", ns)
-    keys = [layout.body_key(ns, rid), layout.key(tag, "l", ns), layout.key(tag, "d", ns),
-            *(layout.key(tag, kind) for kind in ("n", "f", "n", "o")),
-            layout.key(tag, "q") if cluster else layout.pointer_key(rid), own_key,
+    (held, fed, moved, extra), score, pointer = _impression_keys(layout, cluster, ns, rid,
+                                                                  impression_ttl_s)
+    keys = [held, layout.key(tag, "l", ns), layout.key(tag, "d", ns), layout.key(tag, "n"),
+            fed, layout.key(tag, "n"), moved, extra, own_key,
             *((own_key, own_key) if cluster else (layout.id_map, layout.id_names))]
     pooled_keys, where = ([], [0] * len(features)) if cluster else _pooled_keys(layout, features)
     keys += pooled_keys
@@ -302,7 +358,7 @@ def feedback(layout: KeyLayout, cluster: bool, batch: FeedbackBatch, cache: Pool
     head: list[Any] = [*guard(layout, cluster), ns, repr(float(batch.time)), repr(batch.a0),
                        repr(batch.b0), repr(batch.kappa), "1" if batch.em else "0", len(batch.items),
                        len(features), "1" if cluster else "0", len(pooled_keys),
-                       int(recall_born_s(rid) * 1000), rid, *features, *where, *ids]
+                       score, rid, *features, *where, *ids]
     tail: list[Any] = []
     for item in batch.items:
         tail += [item.rank, str(item.code), repr(float(item.reject_weight)),
@@ -320,9 +376,9 @@ def feedback(layout: KeyLayout, cluster: bool, batch: FeedbackBatch, cache: Pool
         raise
     entry = None
     if cluster and reply[2]:
-        entry = Entry(keys[7], reply[2].decode(), reply[3], layout.pointer_key(rid))
-    elif cluster and reply[0]:  # nothing pooled (document features only): the pointer alone
-        yield Command("persist", (layout.pointer_key(rid),))
+        entry = Entry(keys[7], reply[2].decode(), reply[3], pointer)
+    elif cluster and reply[0] and pointer:  # nothing pooled (document features only): the
+        yield Command("persist", (pointer,))  # pointer alone
     return list(reply[:2]), entry
 
 
@@ -366,26 +422,78 @@ def feedback_outcome(batch: FeedbackBatch, reply: list[Any]) -> FeedbackOutcome:
 
 def prune(layout: KeyLayout, max_impressions: int) -> Op:
     """Drop the oldest impressions with feedback past ``max_impressions`` (those without
-    feedback expire by themselves)."""
+    feedback expire by themselves): a fed hour's hash whole where all of it goes, else its
+    oldest fields; layout 2's first impressions (a key each) one by one."""
     from .pooled import buckets_in_use
 
     buckets = yield from buckets_in_use(layout)
-    fed = [layout.key(layout.bucket_tag(b), "f") for b in buckets]
-    if not fed:
+    tags = [layout.bucket_tag(b) for b in buckets]
+    if not tags:
         return
-    sizes = yield Pipeline(tuple(Command("zcard", (key,)) for key in fed))
-    excess = sum(sizes) - max_impressions
+    replies = yield Pipeline(tuple(c for t in tags for c in (
+        Command("zcard", (layout.key(t, "f"),)), Command("zrange", (layout.key(t, "hf"), 0, -1)))))
+    sizes, hours = replies[0::2], [(s, h) for s, found in enumerate(replies[1::2]) for h in found]
+    counts = (yield Pipeline(tuple(Command("hlen", (layout.hour_key(tags[s], "k", h),))
+                                   for s, h in hours))) if hours else []
+    excess = sum(sizes) + sum(counts) - max_impressions
     if excess <= 0:
         return
-    rows = yield Pipeline(tuple(Command("zrange", (key, 0, excess - 1), {"withscores": True})
-                                for key, size in zip(fed, sizes) if size))
-    fed = [key for key, size in zip(fed, sizes) if size]
-    oldest = sorted((score, member, s) for s, shard in enumerate(rows)
-                    for member, score in shard)[:excess]
-    by_bucket: dict[int, list[bytes]] = {}
-    for _, member, s in oldest:
-        by_bucket.setdefault(s, []).append(member)
-    for s, bodies in by_bucket.items():
-        yield Script("DROP_FED", [fed[s], *bodies], [])
-    yield Pipeline(tuple(Command("delete", (layout.pointer_key(KeyLayout.split_body_key(member)[1]),))
-                         for _, member, _ in oldest))
+    singles: list[tuple[int, int, int, bytes, int]] = []
+    if sum(sizes):
+        rows = yield Pipeline(tuple(Command("zrange", (layout.key(t, "f"), 0, excess - 1),
+                                            {"withscores": True}) for t, n in zip(tags, sizes) if n))
+        where = [s for s, n in enumerate(sizes) if n]
+        singles = [(int(score), 0, where[q], member, 1) for q, found in enumerate(rows)
+                   for member, score in found]
+    wholes = sorted(singles + [(int(h) * HOUR_MS, 1, s, h, n) for (s, h), n in zip(hours, counts) if n])
+    cut = _cut(wholes, excess)
+    if cut is not None:  # the hour the cut falls in, by field: the oldest go, of any bucket
+        split = [u for u in wholes if u[1] and u[3] == cut]
+        found = yield Pipeline(tuple(Command("hkeys", (layout.hour_key(tags[u[2]], "k", u[3]),))
+                                     for u in split))
+        wholes = sorted([u for u in wholes if not (u[1] and u[3] == cut)] + [
+            (int(recall_born_s(r.decode()) * 1000), 1, u[2], u[3], 1)
+            for u, rids in zip(split, found) for r in rids])
+    yield from _drop_oldest(layout, tags, wholes, excess)
+
+
+def _cut(units: list[tuple[int, int, int, bytes, int]], excess: int) -> bytes | None:
+    """The hour whose hashes the oldest ``excess`` impressions end inside of (None: they end
+    at a whole hour or a key)."""
+    for _, hourly, _, what, n in units:
+        if excess < n:
+            return what if hourly else None
+        excess -= n
+        if excess <= 0:
+            return None
+    return None
+
+
+def _drop_oldest(layout: KeyLayout, tags: list[str],
+                 oldest: list[tuple[int, int, int, bytes, int]], excess: int) -> Op:
+    """Drop ``excess`` impressions with feedback from ``oldest`` (``(age, 0 a key / 1 an hour,
+    bucket index, the key or hour, count)``, oldest first): keys with DROP_FED, hours' fields
+    with TRIM_FED."""
+    bodies: dict[int, list[bytes]] = {}
+    trims: dict[int, dict[bytes, int]] = {}
+    for _, hourly, s, what, n in oldest:
+        if excess <= 0:
+            break
+        take = min(n, excess)
+        excess -= take
+        if not hourly:
+            bodies.setdefault(s, []).append(what)
+        else:
+            by_hour = trims.setdefault(s, {})
+            by_hour[what] = by_hour.get(what, 0) + take
+    scripts = [Script("DROP_FED", [layout.key(tags[s], "f"), *keys], []) for s, keys in bodies.items()]
+    scripts += [Script("TRIM_FED", [layout.key(tags[s], "hf"),
+                                    *(layout.hour_key(tags[s], "k", h) for h in by_hour)],
+                       [x for h, n in by_hour.items() for x in (h, n)])
+                for s, by_hour in trims.items()]
+    if scripts:
+        yield Pipeline(tuple(scripts))
+    pointers = [layout.pointer_key(KeyLayout.split_body_key(key)[1])
+                for keys in bodies.values() for key in keys]
+    if pointers:
+        yield Pipeline(tuple(Command("delete", (p,)) for p in pointers))

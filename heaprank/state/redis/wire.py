@@ -11,13 +11,14 @@ from typing import Any
 from ..._flow import Call
 from . import edges as redis_assoc
 from . import lua as redis_lua
-from . import lua_migrate, lua_pooled
+from . import lua_impressions, lua_migrate, lua_pooled
 
 #: Every script the backend runs, by name, with the SHA1 that EVALSHA names it by (the co-use
 #: ones wrap READ_LOCAL and FEEDBACK: see :mod:`.edges`).
 SCRIPTS = {**{name: getattr(redis_lua, name) for name in
-              ("READ_LOCAL", "PUT", "GET_LOCAL", "FEEDBACK", "FORGET", "POOL_ADD", "DROP_FED",
-               "INTERN", "MARKS_TRIM")},
+              ("READ_LOCAL", "FEEDBACK", "FORGET", "POOL_ADD", "INTERN", "MARKS_TRIM")},
+           **{name: getattr(lua_impressions, name) for name in
+              ("PUT", "PUT_HOURLY", "GET_LOCAL", "DROP_FED", "TRIM_FED")},
            "MIGRATE_NS": lua_migrate.MIGRATE_NS,
            **{name: getattr(lua_pooled, name) for name in
               ("POOL_PUSH_LOCAL", "META_SWAP", "RESHARD_MOVE", "RESHARD_FREEZE", "RESHARD_PUT",
