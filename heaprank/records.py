@@ -78,10 +78,15 @@ def recall_key(recall_id: str) -> int | None:
     return None
 
 
+def recall_born_ms(recall_id: str) -> int:
+    """Wall-clock time (epoch milliseconds) at which a recall id was made: its key's top bits."""
+    key = recall_key(recall_id)
+    return 0 if key is None else key >> 20
+
+
 def recall_born_s(recall_id: str) -> float:
     """Wall-clock time (epoch seconds) at which a recall id was made."""
-    key = recall_key(recall_id)
-    return 0.0 if key is None else (key >> 20) / 1000.0
+    return recall_born_ms(recall_id) / 1000.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,6 +24,18 @@ def _apply_then_die(url: str, prefix: str, count: int, born_ms: int) -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
+def _holding(url: str, prefix: str, monkeypatch) -> RedisState:
+    """A Cluster state that keeps its outbox entries until told to push: no batch size or age
+    pushes them, nor a prune on its first feedback."""
+    from heaprank.state.redis import connect
+
+    monkeypatch.setattr(connect, "PUSH_EVERY", 1_000)
+    monkeypatch.setattr(connect, "PUSH_AFTER_S", 1e9)
+    state = RedisState(url, prefix=prefix)
+    state._feedbacks = itertools.count(2)  # no prune (which pushes) on the first feedback
+    return state
+
+
 def test_a_writer_killed_before_its_push_loses_nothing(redis_cluster_url, monkeypatch):
     prefix = unique_prefix()
     born_ms = int(time.time() * 1000)
@@ -48,14 +60,8 @@ def test_a_writer_killed_before_its_push_loses_nothing(redis_cluster_url, monkey
 
 
 def test_an_entry_pushed_twice_counts_once(redis_cluster_url, monkeypatch):
-    from heaprank.state.redis import connect
-
-    monkeypatch.setattr(connect, "PUSH_EVERY", 1_000)
-    monkeypatch.setattr(connect, "PUSH_AFTER_S", 1e9)
-    prefix = unique_prefix()
     born_ms = int(time.time() * 1000)
-    state = RedisState(redis_cluster_url, prefix=prefix)
-    state._feedbacks = itertools.count(2)  # no prune (which pushes) on the first feedback
+    state = _holding(redis_cluster_url, unique_prefix(), monkeypatch)
     try:
         workers.apply(state, 1, 5, born_ms)
         entries = state.take_outbox()
@@ -75,14 +81,8 @@ def test_an_entry_pushed_twice_counts_once(redis_cluster_url, monkeypatch):
 def test_entries_pushed_out_of_order_lose_nothing(redis_cluster_url, monkeypatch):
     """A namespace's second feedback pushed before its first (two writers' batches): the shard
     keeps the second's deltas until the first brings the namespace's count."""
-    from heaprank.state.redis import connect
-
-    monkeypatch.setattr(connect, "PUSH_EVERY", 1_000)
-    monkeypatch.setattr(connect, "PUSH_AFTER_S", 1e9)
-    prefix = unique_prefix()
     born_ms = int(time.time() * 1000)
-    state = RedisState(redis_cluster_url, prefix=prefix)
-    state._feedbacks = itertools.count(2)  # no prune (which pushes) on the first feedback
+    state = _holding(redis_cluster_url, unique_prefix(), monkeypatch)
     try:
         pairs = list(workers.plan(3, 30, born_ms))
         for imp, batch in pairs:
@@ -102,14 +102,11 @@ def test_a_writer_pushing_after_a_drain_took_its_entries_counts_once(redis_clust
     """A writer keeps its entries for its next push; meanwhile another process's drain pushes
     them from the outboxes (and removes their markers). The writer's push then applies
     nothing: the shards' watermark says those entries were applied already."""
-    from heaprank.state.redis import admin, connect
+    from heaprank.state.redis import admin
 
-    monkeypatch.setattr(connect, "PUSH_EVERY", 1_000)
-    monkeypatch.setattr(connect, "PUSH_AFTER_S", 1e9)
     prefix = unique_prefix()
     born_ms = int(time.time() * 1000)
-    writer = RedisState(redis_cluster_url, prefix=prefix)
-    writer._feedbacks = itertools.count(2)  # no prune (which pushes) on the first feedback
+    writer = _holding(redis_cluster_url, prefix, monkeypatch)
     drainer = RedisState(redis_cluster_url, prefix=prefix)
     try:
         workers.apply(writer, 2, 5, born_ms)

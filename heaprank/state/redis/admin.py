@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ...records import Impression, recall_born_s
+from ...records import Impression, recall_born_ms, recall_born_s
 from .. import codec
 from ..base import OWN_PREFIX
 from . import blob, pooled
@@ -417,6 +417,6 @@ def _copy_impression(state: RedisState, pipe: Any, rid: str, ns: str, body: byte
     pipe.set(body_key, body, pxat=None if fed else expire_ms)
     pipe.set(layout.pointer_key(rid), layout.pointer_value(ns), pxat=None if fed else expire_ms)
     if fed:
-        pipe.zadd(layout.bucket_key(ns, "f"), {body_key: int(recall_born_s(rid) * 1000)})
+        pipe.zadd(layout.bucket_key(ns, "f"), {body_key: recall_born_ms(rid)})
     else:
         pipe.zadd(layout.bucket_key(ns, "o"), {body_key: expire_ms})

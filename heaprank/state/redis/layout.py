@@ -71,7 +71,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import numpy as np
 
 from ...errors import ConfigError
-from ...records import new_recall_id
+from ...records import new_recall_id, recall_born_ms
 
 SLOTS = 16_384
 #: Namespace buckets: one per Cluster slot's worth of hash values.
@@ -289,7 +289,7 @@ class KeyLayout:
     def hour(recall_id: str, period_ms: int = HOUR_MS) -> int:
         """The hour (epoch ms // HOUR_MS; ``period_ms=SLOT_MS``: the 10-minute slot) a recall id
         was made in: its impression's fed (open) hash."""
-        return (int(recall_id[:RECALL_ID_CHARS], 16) >> 20) // period_ms
+        return recall_born_ms(recall_id) // period_ms
 
     def hour_key(self, tag: str, kind: str, hour: int | bytes) -> str:
         """A bucket's hash of impressions: ``h`` without feedback (``hour`` a 10-minute slot),

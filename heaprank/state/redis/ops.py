@@ -30,6 +30,7 @@ from ...records import (
     FeedbackOutcome,
     Impression,
     LinkCounts,
+    recall_born_ms,
     recall_born_s,
     recall_key,
 )
@@ -246,7 +247,7 @@ def _put_hourly(layout: KeyLayout, impression: Impression, feedback_id: str | No
     open_key, fed_key = layout.impression_keys(rid)
     keys = [open_key, layout.ns_key("x", ns), layout.bucket_key(ns, "ho"), fed_key]
     args = [layout.stored(codec.encode_compact(impression), ns),
-            int(recall_born_s(rid) * 1000) + ttl_ms, feedback_id or "",
+            recall_born_ms(rid) + ttl_ms, feedback_id or "",
             open_key[:open_key.index("}:") + 2], rid, slot, (slot + 1) * SLOT_MS + ttl_ms,
             now_ms, ttl_ms, layout.body_key(ns, "")]
     reply = yield Script("PUT_HOURLY", keys, args)
@@ -326,7 +327,7 @@ def _impression_keys(layout: KeyLayout, cluster: bool, namespace: str, rid: str,
                 int((recall_born_s(rid) + impression_ttl_s) * 1000), None)
     pointer = layout.pointer_key(rid)
     return ([layout.body_key(namespace, rid), layout.key(tag, "f"), layout.key(tag, "o"),
-             layout.key(tag, "q") if cluster else pointer], int(recall_born_s(rid) * 1000),
+             layout.key(tag, "q") if cluster else pointer], recall_born_ms(rid),
             pointer)
 
 
@@ -452,7 +453,7 @@ def prune(layout: KeyLayout, max_impressions: int) -> Op:
         found = yield Pipeline(tuple(Command("hkeys", (layout.hour_key(tags[u[2]], "k", u[3]),))
                                      for u in split))
         wholes = sorted([u for u in wholes if not (u[1] and u[3] == cut)] + [
-            (int(recall_born_s(r.decode()) * 1000), 1, u[2], u[3], 1)
+            (recall_born_ms(r.decode()), 1, u[2], u[3], 1)
             for u, rids in zip(split, found) for r in rids])
     yield from _drop_oldest(layout, tags, wholes, excess)
 
