@@ -39,11 +39,17 @@ def add_arguments(parser: Any) -> None:
     parser.add_argument("--split", choices=("all", "dev"), default="all",
                         help="with --first-stage: 'dev' holds out and learns from the "
                         "development conversations only (where choices are made)")
-    parser.add_argument("--levers", choices=("all", "day-one", "refit", "slots"), default="all",
+    parser.add_argument("--levers", choices=("all", "day-one", "refit", "slots", "none"),
+                        default="all",
                         help="with --first-stage: every lever's ablation row, only those that "
-                        "need no training, only continuous re-fitting's, or every other one "
+                        "need no training, only continuous re-fitting's, every other one "
                         "(slots: recency, first-stage slots, speaker roles; the choices were "
-                        "made with --split dev)")
+                        "made with --split dev), or none of them")
+    parser.add_argument("--lever", action="append", default=[], metavar="NAME=JSON",
+                        help="with --first-stage: one more ablation row after oracle feedback, "
+                        "the default Config with these fields changed (JSON as in "
+                        "locomo-sequential's --row, e.g. 'kappa1000={\"prior\": {\"kappa\": "
+                        "1000}}'; repeatable)")
     parser.add_argument("--summarize", nargs="+", metavar="JSON",
                         help="print one table of several --first-stage results (their --out "
                         "files) and their verdicts, then exit")
@@ -69,12 +75,30 @@ def _levers(default: Any) -> list[tuple[str, str, dict[str, Any], tuple[str, ...
     return out + _refit_levers(default)
 
 
+def _given_levers(specs: list[str]) -> list[tuple[str, str, dict[str, Any], tuple[str, ...]]]:
+    """The ``--lever NAME=JSON`` rows: each the default with the given fields changed."""
+    from .locomo_sequential import config_from_json
+
+    out = []
+    for text in specs:
+        name, sep, body = text.partition("=")
+        if not sep or not name.strip():
+            raise ValueError(f"--lever: expected NAME=JSON, got {text!r}")
+        spec = json.loads(body)
+        typed = config_from_json(spec)  # the fields as Config holds them (a Prior, ...)
+        out.append((f"abl_given_{name.strip()}", f"{name.strip()} {body}",
+                     {field: getattr(typed, field) for field in spec}, ("oracle",)))
+    return out
+
+
 def _runs(choice: str, lever: tuple[str, str, dict[str, Any], tuple[str, ...]]) -> bool:
     """Whether ``--levers choice`` runs ``lever``: ``refit`` the re-fitting ones, ``slots``
     every other one (recency, first-stage slots, speaker roles), ``day-one`` those judged
     without feedback."""
     if choice == "all":
         return True
+    if choice == "none":
+        return False
     if choice == "refit":
         return lever[0] in REFIT_LEVERS
     if choice == "slots":
@@ -176,7 +200,7 @@ def run(args: Any, path: Path) -> int:
               default.to_dict())
     table.add("heaprank_noisy", "+ heaprank after noisy feedback", "core", "noisy",
               default.to_dict())
-    levers = [lv for lv in _levers(default) if _runs(args.levers, lv)]
+    levers = [lv for lv in _levers(default) if _runs(args.levers, lv)] + _given_levers(args.lever)
     from dataclasses import replace
 
     from heaprank.reranker import Reranker
@@ -197,7 +221,7 @@ def run(args: Any, path: Path) -> int:
                 k = key if mode == "oracle" else f"{key}_day_one"
                 table.add(k, f"ablation: {label}" + (", day one" if mode == "none" else
                                                       f", {mode}"), "ablations", mode,
-                          {**changes})
+                          {name: cfg.to_dict()[name] for name in changes})
                 table.put(k, fq, runner.evaluate(runner.train(f, cfg, mode), fq))
         print(f"  fold {data.conversations[f].sample_id} done ({time.perf_counter() - started:.0f}"
               " s)", file=sys.stderr, flush=True)
@@ -302,7 +326,8 @@ def _report(table: _Table, args: Any, data: Any, qs: list[int], dev: list[int]
         "benchmark": "locomo", "first_stage": args.first_stage, "git": _git(),
         "command": f"python -m benchmarks locomo --first-stage {args.first_stage}"
                    + (" --split dev" if args.split == "dev" else "")
-                   + (f" --levers {args.levers}" if args.levers != "all" else ""),
+                   + (f" --levers {args.levers}" if args.levers != "all" else "")
+                   + "".join(f" --lever '{spec}'" for spec in args.lever),
         "protocol": {"candidates": "bm25 top 50, re-ordered by the first stage",
                      "split": args.split, "seed": args.seed, "shown_k": 10, "eval_k": 50,
                      "bootstrap_resamples": args.resamples},
@@ -393,6 +418,9 @@ def summarize(paths: list[str]) -> str:
         row = next((r for r in rows if r["key"] == key), None)
         return "" if row is None or ref not in row else _dci(row[ref]["mrr"])
 
+    given = [r["key"] for res in results for r in res["rows"] if r["key"].startswith("abl_given_")]
+    columns = LEVER_COLUMNS + tuple((k, k.removeprefix("abl_given_") + ", oracle")
+                                    for k in dict.fromkeys(given))
     body, levers, verdicts, info = [], [], [], []
     for res in results:
         rows, ts = res["rows"], res["test_split"] or {"rows": []}
@@ -402,7 +430,7 @@ def summarize(paths: list[str]) -> str:
                      cell(ts["rows"], "heaprank_default"), cell(ts["rows"], "heaprank_oracle"),
                      cell(ts["rows"], "heaprank_oracle", "diff_vs_bm25")])
         levers.append([res["first_stage"]] + [cell(rows, k, "diff_vs_default")
-                                              for k, _ in LEVER_COLUMNS])
+                                              for k, _ in columns])
         lines, notes = _verdict_lines(res, f"{res['first_stage']}, ")
         verdicts += lines
         info += notes
@@ -410,8 +438,8 @@ def summarize(paths: list[str]) -> str:
                   "test: + oracle", "test: oracle vs BM25"], body, {1})
     out += ["", "levers (paired MRR difference of the row flipping it to the default, each "
             "file's questions: all conversations, or the dev split):"]
-    shown = [0] + [i + 1 for i in range(len(LEVER_COLUMNS)) if any(r[i + 1] for r in levers)]
-    out += _table(["first stage"] + [LEVER_COLUMNS[i - 1][1] for i in shown[1:]],
+    shown = [0] + [i + 1 for i in range(len(columns)) if any(r[i + 1] for r in levers)]
+    out += _table(["first stage"] + [columns[i - 1][1] for i in shown[1:]],
                   [[r[i] for i in shown] for r in levers], set())
     notes = ["information (judged by no target):"] + [f"  {v}" for v in info] if info else []
     return "\n".join(out + ["", "targets:"] + [f"  {v}" for v in verdicts] + notes)

@@ -202,3 +202,30 @@ def test_noisy_ratio_is_judged_on_the_fused_first_stage_only(capsys):
     noisy = [t for items in judged.values() for t in items if "noisy" in t["target"]]
     assert len(noisy) == len(judged) and not any(notes.values())
     assert all(t["pass"] == (t["ratio"] >= 0.8) for t in noisy)
+
+
+def test_a_given_lever_is_one_more_ablation_row_measured_against_the_default(capsys, tmp_path):
+    """``--lever NAME=JSON`` adds the default with those fields changed, after oracle feedback,
+    paired with the default; a lever that changes nothing measures exactly 0, and a summary
+    gives it its own column."""
+    from benchmarks import locomo_first_stage
+
+    out = run_bench(capsys, "--first-stage", "bm25", "--levers", "none", "--cache", "none",
+                    "--lever", 'same={"prior": {"kappa": 50}}',
+                    "--lever", 'blind={"weights": {"usefulness": 0}}')
+    rows = {r["key"]: r for r in out["rows"]}
+    assert [k for k in rows if k.startswith("abl_")] == ["abl_given_same", "abl_given_blind"]
+    assert rows["abl_given_same"]["diff_vs_default"]["mrr"] == {"diff": 0.0, "ci": [0.0, 0.0]}
+    assert rows["abl_given_blind"]["config"] == {"weights": {**Config().to_dict()["weights"],
+                                                             "usefulness": 0.0}}
+    assert "--lever 'same=" in out["command"]
+    path = tmp_path / "bm25.json"
+    path.write_text(json.dumps(out), encoding="utf-8")
+    summary = locomo_first_stage.summarize([str(path)])
+    assert "same, oracle" in summary and "blind, oracle" in summary
+
+
+def test_a_lever_that_is_not_name_and_json_is_a_clear_error(capsys):
+    with pytest.raises(ValueError, match="--lever: expected NAME=JSON"):
+        run_bench(capsys, "--first-stage", "bm25", "--levers", "none", "--cache", "none",
+                  "--lever", '{"prior": {"kappa": 5}}')
