@@ -425,13 +425,15 @@ def summarize(paths: list[str]) -> str:
     for res in results:
         rows, ts = res["rows"], res["test_split"] or {"rows": []}
         alone = next(r for r in rows if r["key"] == "baseline")
-        body.append([res["first_stage"], f"{alone['mrr']:.3f}", cell(rows, "heaprank_default"),
+        seed = res["protocol"].get("seed", 0)
+        name = res["first_stage"] + (f" (seed {seed})" if seed else "")
+        body.append([name, f"{alone['mrr']:.3f}", cell(rows, "heaprank_default"),
                      cell(rows, "heaprank_oracle"), cell(rows, "heaprank_noisy"),
                      cell(ts["rows"], "heaprank_default"), cell(ts["rows"], "heaprank_oracle"),
                      cell(ts["rows"], "heaprank_oracle", "diff_vs_bm25")])
-        levers.append([res["first_stage"]] + [cell(rows, k, "diff_vs_default")
+        levers.append([name] + [cell(rows, k, "diff_vs_default")
                                               for k, _ in columns])
-        lines, notes = _verdict_lines(res, f"{res['first_stage']}, ")
+        lines, notes = _verdict_lines(res, f"{name}, ")
         verdicts += lines
         info += notes
     out = _table(["first stage", "alone", "day one", "+ oracle", "+ noisy", "test: day one",

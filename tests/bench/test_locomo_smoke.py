@@ -207,11 +207,11 @@ def test_noisy_ratio_is_judged_on_the_fused_first_stage_only(capsys):
 def test_a_given_lever_is_one_more_ablation_row_measured_against_the_default(capsys, tmp_path):
     """``--lever NAME=JSON`` adds the default with those fields changed, after oracle feedback,
     paired with the default; a lever that changes nothing measures exactly 0, and a summary
-    gives it its own column."""
+    gives it its own column (and names a seed other than the protocol's 0)."""
     from benchmarks import locomo_first_stage
 
     out = run_bench(capsys, "--first-stage", "bm25", "--levers", "none", "--cache", "none",
-                    "--lever", 'same={"prior": {"kappa": 50}}',
+                    "--seed", "3", "--lever", 'same={"prior": {"kappa": 50}}',
                     "--lever", 'blind={"weights": {"usefulness": 0}}')
     rows = {r["key"]: r for r in out["rows"]}
     assert [k for k in rows if k.startswith("abl_")] == ["abl_given_same", "abl_given_blind"]
@@ -223,6 +223,7 @@ def test_a_given_lever_is_one_more_ablation_row_measured_against_the_default(cap
     path.write_text(json.dumps(out), encoding="utf-8")
     summary = locomo_first_stage.summarize([str(path)])
     assert "same, oracle" in summary and "blind, oracle" in summary
+    assert "bm25 (seed 3)" in summary
 
 
 def test_a_lever_that_is_not_name_and_json_is_a_clear_error(capsys):
