@@ -4,8 +4,9 @@ stage that re-orders BM25's top 50 (issue 24; the stages in :mod:`benchmarks.loc
 The protocol of ``python -m benchmarks locomo`` (leave one conversation out, oracle and noisy
 feedback from the other conversations, k=10 shown, scored on the full list), with the first
 stage's order and score as what heaprank is handed. Rows: the first stage alone (``baseline``),
-BM25 alone, heaprank with no feedback (day one), after oracle and after noisy feedback, and one
-ablation row per issue-24 lever (each flipped against the default, the others as they are).
+BM25 alone, heaprank with no feedback (day one), after oracle and after noisy feedback, one
+ablation row per issue-24 lever (each flipped against the default, the others as they are), and
+one per ``--lever NAME=JSON`` (the default with those Config fields changed, after oracle).
 ``test_split`` repeats every row on conversations 5-9. ``--split dev`` holds out and learns
 from the development conversations (0-4) only: where the levers' defaults were chosen.
 
@@ -28,6 +29,8 @@ from .locomo_report import CATEGORY, _ci, _dci, _git, _rows, _subset, _table
 from .metrics import Bootstrap, collect, score_ranking
 
 NOT_WORSE = -0.005
+#: An ablation row: ``(key, label, Config changes, feedback modes)``.
+Lever = tuple[str, str, dict[str, Any], tuple[str, ...]]
 
 
 def add_arguments(parser: Any) -> None:
@@ -59,9 +62,9 @@ def add_arguments(parser: Any) -> None:
                         "outside the repository ('none': no cache)")
 
 
-def _levers(default: Any) -> list[tuple[str, str, dict[str, Any], tuple[str, ...]]]:
-    """``(key, label, Config changes, feedback modes)`` of each lever's ablation row."""
-    out: list[tuple[str, str, dict[str, Any], tuple[str, ...]]] = []
+def _levers(default: Any) -> list[Lever]:
+    """Each built-in lever's ablation row."""
+    out: list[Lever] = []
     if any(default.intent_recency.get(i, 1.0) != 1.0 for i in ("recent", "past", "none")):
         out.append(("abl_recency_every_question", "recency on every question (old default)",
                     {"intent_recency": dict(RECENCY_EVERY_QUESTION)}, ("none",)))
@@ -75,11 +78,11 @@ def _levers(default: Any) -> list[tuple[str, str, dict[str, Any], tuple[str, ...
     return out + _refit_levers(default)
 
 
-def _given_levers(specs: list[str]) -> list[tuple[str, str, dict[str, Any], tuple[str, ...]]]:
+def _given_levers(specs: list[str]) -> list[Lever]:
     """The ``--lever NAME=JSON`` rows: each the default with the given fields changed."""
     from .locomo_sequential import config_from_json
 
-    out = []
+    out: list[Lever] = []
     for text in specs:
         name, sep, body = text.partition("=")
         if not sep or not name.strip():
@@ -91,7 +94,7 @@ def _given_levers(specs: list[str]) -> list[tuple[str, str, dict[str, Any], tupl
     return out
 
 
-def _runs(choice: str, lever: tuple[str, str, dict[str, Any], tuple[str, ...]]) -> bool:
+def _runs(choice: str, lever: Lever) -> bool:
     """Whether ``--levers choice`` runs ``lever``: ``refit`` the re-fitting ones, ``slots``
     every other one (recency, first-stage slots, speaker roles), ``day-one`` those judged
     without feedback."""
@@ -110,7 +113,7 @@ def _runs(choice: str, lever: tuple[str, str, dict[str, Any], tuple[str, ...]]) 
 REFIT_LEVERS = ("abl_refit_off", "abl_refit_every", "abl_refit_shrinkage", "abl_refit_qtypes")
 
 
-def _refit_levers(default: Any) -> list[tuple[str, str, dict[str, Any], tuple[str, ...]]]:
+def _refit_levers(default: Any) -> list[Lever]:
     """Continuous re-fitting's levers (issue 24, item 1), each flipped against the default: the
     weights fixed, half the cadence, a quarter of the shrinkage, and per question type."""
     if not default.refit_every:
