@@ -80,17 +80,14 @@ def _levers(default: Any) -> list[Lever]:
 
 def _given_levers(specs: list[str]) -> list[Lever]:
     """The ``--lever NAME=JSON`` rows: each the default with the given fields changed."""
-    from .locomo_sequential import config_from_json
+    from .locomo_sequential import config_from_json, named_json
 
     out: list[Lever] = []
     for text in specs:
-        name, sep, body = text.partition("=")
-        if not sep or not name.strip():
-            raise ValueError(f"--lever: expected NAME=JSON, got {text!r}")
-        spec = json.loads(body)
+        name, spec = named_json(text, "--lever")
         typed = config_from_json(spec)  # the fields as Config holds them (a Prior, ...)
-        out.append((f"abl_given_{name.strip()}", f"{name.strip()} {body}",
-                     {field: getattr(typed, field) for field in spec}, ("oracle",)))
+        out.append((f"abl_given_{name}", f"{name} {text.partition('=')[2]}",
+                    {field: getattr(typed, field) for field in spec}, ("oracle",)))
     return out
 
 
@@ -220,11 +217,12 @@ def run(args: Any, path: Path) -> int:
             table.put(f"heaprank_{mode}", fq, runner.evaluate(runner.train(f, default, mode), fq))
         for key, label, changes, modes in levers:
             cfg = replace(default, **changes)
+            changed = {name: value for name, value in cfg.to_dict().items() if name in changes}
             for mode in modes:
                 k = key if mode == "oracle" else f"{key}_day_one"
                 table.add(k, f"ablation: {label}" + (", day one" if mode == "none" else
                                                       f", {mode}"), "ablations", mode,
-                          {name: cfg.to_dict()[name] for name in changes})
+                          changed)
                 table.put(k, fq, runner.evaluate(runner.train(f, cfg, mode), fq))
         print(f"  fold {data.conversations[f].sample_id} done ({time.perf_counter() - started:.0f}"
               " s)", file=sys.stderr, flush=True)
@@ -434,8 +432,7 @@ def summarize(paths: list[str]) -> str:
                      cell(rows, "heaprank_oracle"), cell(rows, "heaprank_noisy"),
                      cell(ts["rows"], "heaprank_default"), cell(ts["rows"], "heaprank_oracle"),
                      cell(ts["rows"], "heaprank_oracle", "diff_vs_bm25")])
-        levers.append([name] + [cell(rows, k, "diff_vs_default")
-                                              for k, _ in columns])
+        levers.append([name] + [cell(rows, k, "diff_vs_default") for k, _ in columns])
         lines, notes = _verdict_lines(res, f"{name}, ")
         verdicts += lines
         info += notes

@@ -96,6 +96,14 @@ def config_from_json(spec: dict[str, Any]) -> Any:
     return Config(**fields)
 
 
+def named_json(text: str, option: str) -> tuple[str, dict[str, Any]]:
+    """``(name, spec)`` of one ``NAME=JSON`` option value (``--row``, ``--lever``)."""
+    name, sep, body = text.partition("=")
+    if not sep or not name.strip():
+        raise ValueError(f"{option}: expected NAME=JSON, got {text!r}")
+    return name.strip(), json.loads(body)
+
+
 def _row_specs(args: argparse.Namespace) -> dict[str, dict[str, Any] | None]:
     specs: dict[str, dict[str, Any] | None] = {}
     for name in (n.strip() for n in args.rows.split(",") if n.strip()):
@@ -103,10 +111,8 @@ def _row_specs(args: argparse.Namespace) -> dict[str, dict[str, Any] | None]:
             raise ValueError(f"--rows: unknown row {name!r}; known: {', '.join(ROWS)}")
         specs[name] = ROWS[name]
     for text in args.row:
-        name, sep, body = text.partition("=")
-        if not sep or not name.strip():
-            raise ValueError(f"--row: expected NAME=JSON, got {text!r}")
-        specs[name.strip()] = json.loads(body)
+        name, spec = named_json(text, "--row")
+        specs[name] = spec
     return specs
 
 
