@@ -118,7 +118,7 @@ static int
 id_set_add(id_set *set, PyObject *s)
 {
     Py_hash_t h = PyObject_Hash(s); /* a str's hash cannot fail */
-    Py_ssize_t i = (Py_ssize_t)((size_t)h & (size_t)set->mask);
+    Py_ssize_t i = (Py_ssize_t)((size_t)mix_key((uint64_t)h) & (size_t)set->mask);
     while (set->slots[i] != NULL) {
         PyObject *other = set->slots[i];
         if (other == s || (PyUnicode_GET_LENGTH(other) == PyUnicode_GET_LENGTH(s)

@@ -243,7 +243,7 @@ find_shape(const Reading *r, Py_hash_t h)
     if (size == 0 || (size & mask) != 0) {
         return NULL;
     }
-    size_t at = (size_t)h & mask;
+    size_t at = (size_t)mix_key((uint64_t)h) & mask;
     for (size_t probes = 0; probes < size; probes++, at = (at + 1) & mask) {
         if (entry[at].slot == 0) {
             return NULL;
@@ -265,7 +265,7 @@ find_row(const Reading *r, int64_t full, Py_ssize_t *row)
     if (size == 0 || (size & mask) != 0) {
         return -1;
     }
-    size_t at = (size_t)full & mask;
+    size_t at = (size_t)mix_key((uint64_t)full) & mask;
     for (size_t probes = 0; probes < size && entry[2 * at + 1] != 0; probes++) {
         if (entry[2 * at] == full) {
             *row = (Py_ssize_t)(entry[2 * at + 1] - 1);
@@ -353,7 +353,7 @@ shape_keys(Work *w, const Reading *r, PyObject *texts, PyObject *kinds, PyObject
             return 0;
         }
         w->shape_of[i] = (int64_t)h;
-        PREFETCH((const table_entry *)r->shapes.buf + ((size_t)h & mask));
+        PREFETCH((const table_entry *)r->shapes.buf + ((size_t)mix_key((uint64_t)h) & mask));
     }
     return 1;
 }
@@ -382,7 +382,7 @@ row_keys(Work *w, const Reading *r, Py_ssize_t *local)
             key += apart;
         }
         key += 16 * w->codes[i];
-        size_t s = (size_t)key & (size_t)(w->cap - 1);
+        size_t s = (size_t)mix_key((uint64_t)key) & (size_t)(w->cap - 1);
         while (w->seen_at[s] >= 0 && w->seen_key[s] != key) {
             s = (s + 1) & (size_t)(w->cap - 1);
         }

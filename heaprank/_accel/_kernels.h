@@ -30,6 +30,19 @@
 #define PREFETCH(p) ((void)(p))
 #endif
 
+/* The home of a key in an open-addressing table: splitmix64's finaliser, so that keys that
+ * differ only in their high bits (a row key is slot * 2**17 + rest) spread over every bucket.
+ * heaprank/_accel/tables.py homes its entries with the same function (`home`). */
+static inline uint64_t
+mix_key(uint64_t x)
+{
+    x ^= x >> 30;
+    x *= UINT64_C(0xBF58476D1CE4E5B9);
+    x ^= x >> 27;
+    x *= UINT64_C(0x94D049BB133111EB);
+    return x ^ (x >> 31);
+}
+
 /* The slots every kernel module declares besides its own: one module object per interpreter
  * (its state lives in the module, no static globals), and, on a free-threaded build, that it
  * needs the GIL. The kernels read the caller's lists, dicts and tables without locks of their

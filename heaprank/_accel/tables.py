@@ -15,6 +15,21 @@ from __future__ import annotations
 
 import numpy as np
 
+_BITS64 = (1 << 64) - 1
+
+
+def home(key: int) -> int:
+    """Where a key's probe starts (before the mask): splitmix64's finaliser, as ``mix_key`` in
+    ``_kernels.h`` computes it. Row keys are ``slot * 2**17 + rest``; homed at ``key & mask``,
+    all rows of one question type would share a bucket and every probe would walk one chain."""
+    x = key & _BITS64
+    x ^= x >> 30
+    x = (x * 0xBF58476D1CE4E5B9) & _BITS64
+    x ^= x >> 27
+    x = (x * 0x94D049BB133111EB) & _BITS64
+    return x ^ (x >> 31)
+
+
 #: Bits of a word bloom: one per ``hash(word) % 63`` (63 keeps a bloom a non-negative int64).
 BLOOM_BITS = 63
 
@@ -30,7 +45,7 @@ def word_bloom(words: frozenset[str]) -> int:
 class OpenTable:
     """Entries of :attr:`WIDTH` int64 columns (the key, then a value stored + 1, so that 0 marks
     an empty entry, then any others), a power of two long and at most half full, with linear
-    probing from ``key & mask``."""
+    probing from ``home(key) & mask``."""
 
     WIDTH = 2
     MIN_SIZE = 1_024
@@ -53,7 +68,7 @@ class OpenTable:
     def _find(self, key: int) -> int:
         """The position of ``key``, or of the empty entry where it would go."""
         entries, mask = self.entries, self.mask
-        at = key & mask
+        at = home(key) & mask
         while entries[at, 1] != 0 and entries[at, 0] != key:
             at = (at + 1) & mask
         return at
@@ -84,10 +99,10 @@ class OpenTable:
             at = (at + 1) & mask
             if entries[at, 1] == 0:
                 break
-            home = int(entries[at, 0]) & mask
+            start = home(int(entries[at, 0])) & mask
             # the entry stays unless its home lies cyclically outside (hole, at]
-            if (hole < at and (home <= hole or home > at)) or \
-                    (hole > at and home <= hole and home > at):
+            if (hole < at and (start <= hole or start > at)) or \
+                    (hole > at and start <= hole and start > at):
                 entries[hole] = entries[at]
                 hole = at
         entries[hole] = 0
