@@ -13,7 +13,7 @@ $(BIN)/python:
 
 # The core alone: numpy and scipy (and its optional C kernels, one module per stage, built by
 # pip when a compiler is at hand; the targets below rebuild them when their source changes).
-STAGES := candidates features signals rank feedback state
+STAGES := candidates features signals rank state
 KERNELS := setup.py heaprank/_accel/_kernels.h $(foreach s,$(STAGES),heaprank/_accel/_$(s).c)
 $(VENV)/.core: $(BIN)/python pyproject.toml $(KERNELS)
 	$(PIP) install --quiet -e .
@@ -22,7 +22,7 @@ $(VENV)/.core: $(BIN)/python pyproject.toml $(KERNELS)
 # Everything the tests need: dev tools, redis, and the benchmarks' requirements for tests/bench
 # (torch 2.13.0 is pinned there so pip takes the local CPU build).
 $(VENV)/.test: $(BIN)/python pyproject.toml benchmarks/requirements.txt $(KERNELS)
-	$(PIP) install --quiet -e ".[dev,redis,plot]" -r benchmarks/requirements.txt
+	$(PIP) install --quiet -e ".[dev,redis,plot,mcp]" -r benchmarks/requirements.txt
 	touch $@ $(VENV)/.core
 
 # The LangChain and LlamaIndex packages (editable, beside the editable core they require), their

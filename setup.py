@@ -7,7 +7,7 @@ install still succeeds and every stage runs its Python passes.
 
 from setuptools import Extension, setup
 
-STAGES = ("candidates", "features", "signals", "rank", "feedback", "state")
+STAGES = ("candidates", "features", "signals", "rank", "state")
 
 setup(ext_modules=[
     Extension(f"heaprank._accel._{stage}", [f"heaprank/_accel/_{stage}.c"],

@@ -13,14 +13,15 @@ from .errors import (
     InputError,
     InputTypeError,
     MissingDependencyError,
+    ScrubIncompleteError,
     StateCorruptError,
     StateError,
     StateFullError,
     StateReadOnlyError,
     StateUnavailableError,
 )
-from .learning.co_use import CoUse
-from .learning.links import Prior
+from .model.co_use import CoUse
+from .model.links import Prior
 from .reranker import Link, Reranker
 from .scoring.candidates import Candidate
 from .scoring.results import Ranked, Ranking, WhyNot
@@ -45,6 +46,7 @@ __all__ = [
     "Reranker",
     "Rule",
     "SQLiteState",
+    "ScrubIncompleteError",
     "StateBackend",
     "StateCorruptError",
     "StateError",

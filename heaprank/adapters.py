@@ -13,7 +13,11 @@ score in [0, 1], decide "used" and write feedback the same way:
 - :func:`relative_scores`: heaprank's product scores as a relevance in [0, 1], non-increasing
   with rank (the best is 1.0), for the frameworks' ``relevance_score`` and ``NodeWithScore.score``.
 - :class:`FeedbackWriter`: ``feedback`` from sync code, ``afeedback`` in a task from a running
-  event loop; a failure is logged at WARNING with its reason and counted, never swallowed.
+  event loop; a failure is logged at WARNING with its reason and counted, never swallowed, and
+  an answer that cites nothing after a prompt that showed no id to cite (:func:`shows_citable_ids`)
+  is skipped and counted, never recorded as "nothing was used".
+- :class:`LoopClients`: releases a Redis state's async client of each event loop when that loop
+  ends (``asyncio.run``), so ``ainvoke`` / ``aquery`` leave no unclosed connection.
 """
 
 from __future__ import annotations
@@ -22,18 +26,25 @@ import asyncio
 import hashlib
 import logging
 import os
+import re
+import sys
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+import warnings
+import weakref
+from collections.abc import AsyncGenerator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from types import FrameType
 from typing import Any, Literal
 from urllib.parse import urlencode
 
+from ._checks import check_namespace
 from .config import Config
 from .errors import ConfigError, HeapRankError
-from .learning.attribution import UsageDetector, citations_or_overlap, cited, overlapping
+from .learning.attribution import Shown, UsageDetector, citations_or_overlap, cited, overlapping
 from .records import FeedbackOutcome
 from .reranker import Reranker
 from .scoring.candidates import DEFAULT_FIELD_KEYS
+from .scoring.explain import NO_CONTENT
 from .scoring.results import Ranked
 from .scoring.rules import Rule
 from .state import MemoryState, SQLiteState
@@ -205,15 +216,83 @@ def check_metadata_keys(keys: Mapping[str, str | None],
     return {**defaults, **keys}
 
 
-def explained(item: Ranked, extra: Sequence[str] | None, logger: logging.Logger) -> str:
-    """``item``'s EXPLAIN line with what the adapter set aside after ``!``; either logged at
-    WARNING with the item's own flags."""
-    explain = item.explain()
-    if extra:
-        explain += (" ! " if " ! " not in explain else "; ") + "; ".join(extra)
-    if item.flags or extra:
-        logger.warning("heaprank: %s: %s", item.id, "; ".join([*item.flags, *(extra or [])]))
-    return explain
+def explained(ranking: Sequence[Ranked], extra: Mapping[str, Sequence[str]],
+              logger: logging.Logger) -> list[str]:
+    """Each item's EXPLAIN line with what the adapter set aside (``extra[id]``) after ``!``.
+
+    Logs once per call, not once per document: a flag every item carries (the state was
+    unavailable, the rerank was not recorded) at WARNING once, a document's own flags (its
+    metadata) at WARNING with its id; "query has no content words" only at DEBUG (EXPLAIN says
+    it, and a short question is no fault).
+    """
+    lines, flagged = [], []
+    for item in ranking:
+        mine = list(extra.get(item.id, ()))
+        line = item.explain()
+        if mine:
+            line += (" ! " if " ! " not in line else "; ") + "; ".join(mine)
+        lines.append(line)
+        flagged.append((item.id, [f for f in (*item.flags, *mine) if f != NO_CONTENT]))
+    if any(NO_CONTENT in item.flags for item in ranking):
+        logger.debug("heaprank: %s", NO_CONTENT)
+    shared = set.intersection(*(set(f) for _, f in flagged)) if len(flagged) > 1 else set()
+    for flag in sorted(shared):
+        logger.warning("heaprank: %s", flag)
+    for doc_id, flags in flagged:
+        own = [f for f in flags if f not in shared]
+        if own:
+            logger.warning("heaprank: %s: %s", doc_id, "; ".join(own))
+    return lines
+
+
+#: Top-level packages whose frames a warning skips to reach the application's line.
+_INTERNAL = frozenset({"heaprank", "langchain_heaprank", "llama_index", "langchain_core",
+                       "langchain_classic", "pydantic", "pydantic_core"})
+
+
+def warn_at_caller(message: str, category: type[Warning]) -> None:
+    """``warnings.warn`` pointing at the first frame outside heaprank, the frameworks and
+    pydantic: the application's line that built or called the component."""
+    level = 2
+    frame: FrameType | None = sys._getframe(1)  # the caller's frame
+    while frame is not None and frame.f_globals.get("__name__", "").partition(".")[0] in _INTERNAL:
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, category, stacklevel=level)
+
+
+def call_namespace(given: Any, default: str) -> str:
+    """The namespace of one call: ``given`` (a keyword of the call) if not ``None``, checked as
+    the core checks it, else ``default``.
+
+    Raises:
+        InputTypeError: not a string. InputError: empty, ``"*"``, too long, ...
+    """
+    return default if given is None else check_namespace(given)
+
+
+def shows_citable_ids(text: str, shown: Sequence[Shown], query: str = "") -> bool:
+    """Whether ``text``, what the model was shown, lets it cite a shown document the way
+    :func:`~heaprank.learning.attribution.cited` reads one: one of its ids or aliases as a word
+    of its own (``[lisbon-booked]``, ``id: 7f3a...``), or numbered sources, every position from
+    ``[1]`` (or ``Source 1``) to the last. Ids are looked for with the documents' texts and the
+    ``query`` taken out: an id that is a word of them ("dentist") shows no id."""
+    if not text or not shown:
+        return False
+    if all(re.search(rf"\[{n}\]|\bSource {n}\b", text) for n in range(1, len(shown) + 1)):
+        return True
+    for part in (*(item.text for item in shown), query):
+        if part:
+            text = text.replace(part, " ")
+    return any(re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", text)
+               for item in shown for name in (item.id, *item.aliases) if name)
+
+
+def nothing_to_cite(usage: str, used: Sequence[str], text: str, shown: Sequence[Shown],
+                    query: str = "") -> bool:
+    """An answer to skip: ``usage="citations"`` found no citation, and ``text`` showed the model
+    no id it could have cited (:func:`shows_citable_ids`), so "it cited nothing" says nothing
+    about what it used."""
+    return usage == "citations" and not used and not shows_citable_ids(text, shown, query)
 
 
 def distribution_version(name: str) -> str:
@@ -290,9 +369,11 @@ class FeedbackWriter:
         self.engine = engine
         self.logger = logger
         self.failed = 0
+        self.skipped = 0
         self.last_error: BaseException | None = None
         self._lock = threading.Lock()
         self._tasks: set[asyncio.Task[FeedbackOutcome]] = set()
+        self._loops = LoopClients(engine)
 
     def write(self, recall_id: str, used: Iterable[str], *, namespace: str | None = None,
               now: Any = None, done: Callable[[FeedbackOutcome], object]) -> None:
@@ -306,11 +387,15 @@ class FeedbackWriter:
         except RuntimeError:
             self._write_now(call)
             return
-        task = loop.create_task(self.engine.afeedback(recall_id, used=call.used,
-                                                      namespace=namespace, now=now))
+        task = loop.create_task(self._afeedback(call))
         with self._lock:
             self._tasks.add(task)
         task.add_done_callback(lambda t: self._finished(t, call))
+
+    async def _afeedback(self, call: _Call) -> FeedbackOutcome:
+        await self._loops.enter()
+        return await self.engine.afeedback(call.recall_id, used=call.used, namespace=call.namespace,
+                                           now=call.now)
 
     def _write_now(self, call: _Call) -> None:
         try:
@@ -339,6 +424,19 @@ class FeedbackWriter:
         reason = str(exc) if isinstance(exc, HeapRankError) else f"{type(exc).__name__}: {exc}"
         self.logger.warning("heaprank: feedback for recall %s not recorded: %s", recall_id, reason)
 
+    def skip(self, recall_id: str, fix: str) -> None:
+        """Count an answer left unrecorded by :func:`nothing_to_cite`; the first one of this
+        writer is logged at WARNING with ``fix`` (what makes the prompt show ids), the rest at
+        DEBUG."""
+        with self._lock:
+            self.skipped += 1
+            first = self.skipped == 1
+        self.logger.log(logging.WARNING if first else logging.DEBUG,
+                        "heaprank: answer of recall %s skipped, not recorded as feedback: the prompt "
+                        "showed the model no id to cite, so citing nothing says nothing about what "
+                        "it used (counted in handler.skipped; this warning is given once). %s",
+                        recall_id, fix)
+
     async def aflush(self) -> None:
         """Wait until every feedback written from this loop is recorded (or failed)."""
         while True:
@@ -347,3 +445,39 @@ class FeedbackWriter:
             if not pending:
                 return
             await asyncio.wait(pending)
+
+
+class LoopClients:
+    """Releases ``engine``'s async client of each event loop it served when that loop shuts
+    down its async generators (``asyncio.run`` does as it ends): a Redis state keeps one async
+    client per loop, and a loop that ends with it open leaves unclosed connections behind.
+
+    Await :meth:`enter` before each async call of the engine; a state without async clients
+    (memory, SQLite) needs nothing.
+    """
+
+    def __init__(self, engine: Reranker) -> None:
+        self._engine = engine
+        self._lock = threading.Lock()
+        self._guards: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = \
+            weakref.WeakKeyDictionary()
+
+    async def enter(self) -> None:
+        release = getattr(self._engine.state, "aclose_loop", None)
+        if release is None:
+            return
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            if loop in self._guards:
+                return
+            guard = self._guards[loop] = self._guard(loop, release)
+        await guard.__anext__()  # parked: the loop finalises it at shutdown
+
+    async def _guard(self, loop: asyncio.AbstractEventLoop,
+                     release: Callable[[], Any]) -> AsyncGenerator[None, None]:
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._guards.pop(loop, None)
+            await release()

@@ -13,10 +13,10 @@ from typing import Any, Literal
 
 from ._time import DAY_S
 from .errors import ConfigError
-from .learning.co_use import CoUse
-from .learning.links import Prior
-from .learning.retention import PolicySet, RetentionPolicy, parse_policy
-from .scoring.query import INTENTS, QUESTION_TYPES
+from .model.co_use import CoUse
+from .model.links import Prior
+from .model.questions import INTENTS, QUESTION_TYPES
+from .model.retention import PolicySet, RetentionPolicy, parse_policy
 
 #: Importance dose by memory kind when a candidate gives none (1.0 is neutral).
 DEFAULT_KIND_IMPORTANCE: Mapping[str, float] = MappingProxyType({
@@ -98,8 +98,8 @@ class Config:
             retention ``exp(-idle_days / S)`` of the namespace's retention policy, ``S``
             lengthened by importance and use count. Both are lifted by ``recency_floor``.
         retention_policy: The forget policy: ``None`` (built-in defaults), a
-            :class:`~heaprank.learning.retention.RetentionPolicy` or
-            :class:`~heaprank.learning.retention.PolicySet` (a mapping in the policy file's form, as
+            :class:`~heaprank.model.retention.RetentionPolicy` or
+            :class:`~heaprank.model.retention.PolicySet` (a mapping in the policy file's form, as
             config files hold it, becomes one), or the path of a TOML or JSON policy file
             (re-read when it changes).
         drop_forgotten: Drop candidates the retention policy counts as forgotten from rankings

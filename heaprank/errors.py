@@ -75,3 +75,9 @@ class StateReadOnlyError(StateError):
 class StateCorruptError(StateError):
     """A stored value cannot be read as what it should be; the message names the table and
     column (or key) it came from. Nothing is altered."""
+
+
+class ScrubIncompleteError(StateError):
+    """A namespace was forgotten, but copies of its bytes remain where heaprank could not yet
+    overwrite them (a SQLite write-ahead log another reader holds open). Nothing of it can be
+    read through heaprank; the message says how to finish the scrub."""

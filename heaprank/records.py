@@ -1,11 +1,9 @@
-"""The values learning and storage share: link counts, document stats, impressions and
-feedback.
+"""The values learning and storage share: recall ids, impressions (what a rerank showed),
+the :class:`Update` a feedback becomes, and a feedback's outcome.
 
-Both :mod:`heaprank.learning` and :mod:`heaprank.state` import these records, so no module of
-either needs the other's for its values: learning's stages reach the state through its
-interface (:mod:`heaprank.state.capabilities`, :mod:`heaprank.state.requests`), and the
-in-process backends borrow only the Beta link math (:mod:`heaprank.learning.links`), which
-imports nothing of the state.
+Both :mod:`heaprank.learning` and :mod:`heaprank.state` import these records, so neither needs
+the other's modules for its values: learning works an :class:`Update` out and hands it to the
+state, which only applies it.
 """
 
 from __future__ import annotations
@@ -14,14 +12,14 @@ import os
 import re
 import time as _time
 from array import array
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
 
-from .learning.co_use import CoUse
-from .scoring.features import expand_features
+from .model.co_use import Adjacency
+from .model.features import expand_features
 
 #: An impression's verdict codes, per shown item; ``OUTDATED`` and ``WRONG`` are the graded
 #: labels of ``feedback(labels=...)`` (not used, like ``IGNORED``, with their own evidence).
@@ -72,9 +70,11 @@ def recall_key(recall_id: str) -> int | None:
 
     A Redis state's ids carry 4 more hex digits, their namespace's bucket (where the impression
     lives); the key is their first 16 digits, so such an id copied to another backend resolves
-    there by that key."""
+    there by that key. A key of 2**63 or more is never made (its millisecond would lie past the
+    year 2248) and no SQL integer holds it: such an id is unknown too."""
     if isinstance(recall_id, str) and _RECALL_ID.match(recall_id):
-        return int(recall_id[:16], 16)
+        key = int(recall_id[:16], 16)
+        return key if key < 2**63 else None
     return None
 
 
@@ -89,22 +89,6 @@ def recall_born_s(recall_id: str) -> float:
     return recall_born_ms(recall_id) / 1000.0
 
 
-@dataclass(frozen=True, slots=True)
-class LinkCounts:
-    """Evidence of some features: the namespace's own and the global layer's (which includes it)."""
-
-    pos: np.ndarray
-    neg: np.ndarray
-    gpos: np.ndarray
-    gneg: np.ndarray
-
-
-@dataclass(frozen=True, slots=True)
-class DocStats:
-    """Per-document usage in one namespace; ``last_used`` is NaN for a never-used document."""
-
-    last_used: np.ndarray
-    use_count: np.ndarray
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,77 +137,64 @@ class Impression:
         return {i: v == USED for i, v in zip(self.ids, self.verdicts) if v != OPEN}
 
 
-@dataclass(frozen=True, slots=True)
-class FeedbackItem:
-    """One shown item's verdict: used (confirm) or not (reject with ``reject_weight``).
-
-    ``verdict`` is the code stored for it (:data:`USED`, :data:`IGNORED`, :data:`OUTDATED`,
-    :data:`WRONG`); 0 means the plain one of ``used``."""
-
-    id: str
-    rank: int
-    used: bool
-    features: tuple[str, ...]
-    reject_weight: float = 1.0
-    verdict: int = 0
-
-    @property
-    def code(self) -> int:
-        """The verdict code stored for this item."""
-        return self.verdict or (USED if self.used else IGNORED)
+#: A co-use edge as stored: ``(a, b, strength, count, last)`` with ``a < b``.
+EdgeRow = tuple[str, str, float, float, float]
 
 
-_ITEM_SETTERS = tuple(FeedbackItem.__dict__[name].__set__
-                      for name in ("id", "rank", "used", "features", "reject_weight", "verdict"))
+class EdgeState(NamedTuple):
+    """A namespace's co-use edges around some documents, as a feedback's change is worked out
+    from: the version they are at, the namespace's edge count (``total``), and every edge of
+    each document asked for (an adjacency map, each edge's list shared by its two documents; a
+    copy the caller may change)."""
 
-
-def new_feedback_item(id: str, rank: int, used: bool, features: tuple[str, ...],
-                      reject_weight: float, verdict: int = 0, /) -> FeedbackItem:
-    """A :class:`FeedbackItem` as the reranker makes them (the fields in order), its slots set
-    directly: the frozen dataclass's ``__init__`` costs more, and every feedback builds one per
-    shown item."""
-    item = object.__new__(FeedbackItem)
-    put_id, put_rank, put_used, put_features, put_weight, put_verdict = _ITEM_SETTERS
-    put_id(item, id)
-    put_rank(item, rank)
-    put_used(item, used)
-    put_features(item, features)
-    put_weight(item, reject_weight)
-    put_verdict(item, verdict)
-    return item
+    version: int
+    total: int
+    adjacency: Adjacency
 
 
 @dataclass(frozen=True, slots=True)
-class FeedbackBatch:
-    """One feedback call's verdicts for items of one impression.
+class EdgeChange:
+    """What one feedback changes of its namespace's co-use edges, worked out from the edges as
+    they stood at ``version`` (:func:`heaprank.model.co_use.update`): the edges written (each
+    whole), the pairs deleted, and the namespace's edge count after it (``total``)."""
 
-    ``a0``, ``b0``, ``kappa`` and ``em`` are the learning settings the credit uses (the Beta
-    prior, the pooled share, EM or uniform credit): a backend that computes the credit next to
-    its data (a Redis script) reads them here; the others call the ``credit`` function.
+    version: int
+    written: tuple[EdgeRow, ...]
+    deleted: tuple[tuple[str, str], ...]
+    total: int
 
-    With ``co_use`` set, the feedback also strengthens the co-use edges between the impression's
-    used items (:func:`heaprank.state.edges.co_use_pairs`), in the same atomic step; ``shown``
-    is the impression's shown ids in order, which the pairs are read from.
 
-    ``means`` (rank -> the posterior mean of each of that item's features, in its features'
-    order) are what the rerank read for used items while the state's ``version`` was
-    ``means_version``: a backend whose version still equals it may take them instead of
-    reading the links again (the memory backend does; the others ignore them). They are the
-    same numbers a read would give, so the credit does not change.
+class Update(NamedTuple):
+    """One feedback as a state applies it (:meth:`heaprank.state.base.StateBackend.apply`).
+
+    Learning works it out once, in Python (:mod:`heaprank.learning.feedback`): the verdicts
+    to record on the recall's impression, the documents they mark used, and the count
+    increments they teach, each feature once (the namespace's counts and, but for
+    ``doc:`` features, the pooled ones). A state applies it atomically and at most once: only
+    while every position in ``ranks`` is still open in the impression (and, with ``edges``, the
+    namespace's co-use edges are still at ``edges.version``); otherwise it writes nothing of it
+    and reports it stale, and learning works it out again from what is stored now.
+
+    Attributes:
+        recall_id, namespace: The recall whose impression the verdicts go to.
+        time: The feedback's time (epoch seconds): a used document's ``last_used``.
+        ranks: The shown positions (from 1) this update records, in shown order.
+        codes: The verdict code recorded at each of them (:data:`USED` ... :data:`WRONG`).
+        used: The ids it records as used, in shown order (their documents' use counts).
+        features, dpos, dneg: Each feature once, with its ``pos`` and ``neg`` increments.
+        edges: The co-use edges' change, or None.
     """
 
     recall_id: str
     namespace: str
     time: float
-    items: tuple[FeedbackItem, ...]
-    a0: float = 0.02
-    b0: float = 1.98
-    kappa: float = 50.0
-    em: bool = True
-    co_use: CoUse | None = None
-    shown: tuple[str, ...] = ()
-    means: Mapping[int, np.ndarray] = field(default_factory=dict)
-    means_version: object = None
+    ranks: tuple[int, ...]
+    codes: tuple[int, ...]
+    used: tuple[str, ...]
+    features: tuple[str, ...]
+    dpos: np.ndarray
+    dneg: np.ndarray
+    edges: EdgeChange | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,28 +220,3 @@ def new_outcome(recall_id: str, applied: tuple[str, ...],
     put_applied(made, applied)
     put_already(made, already_recorded)
     return made
-
-
-class UsedFeedback(NamedTuple):
-    """``feedback(recall_id, used)`` on a recall with no feedback yet, as a state's lean path
-    takes it (:class:`~heaprank.state.base.LeanFeedback`): the same counts as the general path's
-    :class:`FeedbackBatch`, which the state then never has to be handed.
-
-    ``a0``, ``b0``, ``kappa`` and ``em`` are the learning settings (as in :class:`FeedbackBatch`);
-    ``time`` is the feedback's (``None``: the impression's own time if its caller chose it, else
-    the wall clock); an ignored item shown at rank ``r`` weighs ``reject_weights[r]``, past the
-    table's end ``reject_weight(r)``; ``read`` is what the rerank read of the shown rows' link
-    means, ``(state version, means, row of each shown item)``, used while the version stands.
-    """
-
-    recall_id: str
-    namespace: str | None
-    used: Sequence[str]
-    time: float | None
-    a0: float
-    b0: float
-    kappa: float
-    em: bool
-    reject_weights: Sequence[float]
-    reject_weight: Callable[[int], float]
-    read: tuple[object, np.ndarray, Sequence[int]] | None = None

@@ -1,12 +1,12 @@
 """The :class:`Reranker`: score candidates from any retriever, learn from what was used.
 
-A thin facade over the pipeline's stages: scoring (:class:`~heaprank.scoring.scorer.Scorer`,
-then :mod:`~heaprank.scoring.explain` for the results), what the state knows of the candidates
-(:class:`~heaprank.learning.evidence.EvidenceReader`), the impression log
-(:class:`~heaprank.learning.impressions.ImpressionLog`) and the feedback paths
-(:class:`~heaprank.learning.feedback.FeedbackStage`). A rerank and a feedback are flows that
-yield their state requests (:mod:`heaprank.state.requests`), so the same code runs on the sync
-state and, in ``arerank`` / ``afeedback``, on a state's async twin.
+A thin facade over the pipeline's stages, called in order: a rerank is scoring's
+:meth:`~heaprank.scoring.scorer.Scorer.see`, what the state knows of the candidates
+(:class:`~heaprank.learning.evidence.EvidenceReader`), the score, the impression
+(:class:`~heaprank.learning.impressions.ImpressionLog`) and the results
+(:mod:`~heaprank.scoring.explain`); a feedback is checked, planned against its impression and
+worked out into updates (:class:`~heaprank.learning.feedback.FeedbackStage`), which the state
+applies. ``arerank`` / ``afeedback`` make the same calls on a state's async twin.
 """
 
 from __future__ import annotations
@@ -18,28 +18,27 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ._checks import check_k, check_namespace, check_query
-from ._flow import Flow, adrive, drive
 from ._time import resolve_now
 from .config import SIGNALS, Config
 from .errors import ConfigError, FeedbackError, InputError, InputTypeError
-from .learning import retention as ret
 from .learning.audit import Link, forget_preview, links_of
 from .learning.evidence import EvidenceReader
-from .learning.exploration import Explorer
-from .learning.feedback import FeedbackStage, Labels, Used, check_labels, named_only, used_ids
+from .learning.feedback import FeedbackStage, Labels, Used
 from .learning.impressions import ImpressionLog
+from .learning.learner import Learner
 from .learning.refit import FittedWeights, Refitter, adopted
-from .records import FeedbackBatch, FeedbackOutcome, new_recall_id
+from .model import retention as ret
+from .model.exploration import Explorer
+from .model.questions import QuestionClassifier, english_question_type
+from .records import IGNORED, FeedbackOutcome, new_recall_id
 from .scoring import explain
 from .scoring.candidates import CandidateLike
-from .scoring.query import QuestionClassifier, english_question_type
 from .scoring.results import Ranking
 from .scoring.rules import Rule
-from .scoring.scorer import Request, Scorer
+from .scoring.scorer import Request, Scored, Scorer
 from .scoring.space import FeatureSpace
 from .state import StateBackend, open_state
-from .state.capabilities import AsyncEdgeBackend, capabilities
-from .state.requests import AsyncTarget, StateRequest
+from .state.capabilities import AsyncEdgeBackend, AsyncStateBackend, capabilities
 
 if TYPE_CHECKING:
     from .learning.tuning import TuneResult
@@ -107,9 +106,10 @@ class Reranker:
                                         versioned=self._caps.versioned, strict=self.strict)
         mint = self._caps.recall_ids
         self._impressions = ImpressionLog(strict=self.strict,
-                                          keep_copies=not self._caps.local_impressions,
                                           mint=None if mint is None else mint.new_recall_id)
-        self._feedback = FeedbackStage(self._config, self._caps, self._scorer, self._impressions)
+        self._feedback = FeedbackStage(self._config, self._scorer)
+        self._learner = Learner(self._config, self._caps, self._feedback, self._impressions,
+                                self._evidence)
 
     def __repr__(self) -> str:
         return f"Reranker(state={self.state!r})"
@@ -141,22 +141,42 @@ class Reranker:
             InputError: bad candidates, ``k < 1``, blank namespace (the message names the field).
             TypeError: a value of the wrong type.
         """
+        version = self._evidence.version()
         request = self._request(query, namespace, k, now, track, config)
-        return drive(self._rerank(request, candidates, self._evidence.version()), self._send)
+        seen = self._scorer.see(candidates, request)
+        cfg = request.config
+        evidence = self._evidence.read(
+            self._caps, request.namespace, seen.rows, seen.batch.ids,
+            edges=cfg.co_use is not None and cfg.weights.association > 0, version=version)
+        scored = self._scorer.score(request, seen, evidence)
+        if request.track and not evidence.flags and len(scored.top):
+            recall_id, untracked = self._impressions.track(self.state, scored, self._space,
+                                                           version)
+        else:
+            recall_id, untracked = new_recall_id(), None
+        return self._results(scored, recall_id, untracked)
 
     async def arerank(self, query: str, candidates: Sequence[CandidateLike], *,
                       namespace: str = "default", k: int = 10, now: Any = None, track: bool = True,
                       config: Config | None = None) -> Ranking:
         """Async :meth:`rerank`. On a state with an async client (Redis from a URL) its round
         trips are awaited on the event loop; on the others it runs in a worker thread."""
-        target = self._async_target()
-        if target is None:
+        twin = self._async_twin()
+        if twin is None:
             return await asyncio.to_thread(self.rerank, query, candidates, namespace=namespace,
                                            k=k, now=now, track=track, config=config)
         request = self._request(query, namespace, k, now, track, config)
-        # No kept links here: the twin's requests are not ordered after a read of the sync
-        # state's version.
-        return await adrive(self._rerank(request, candidates, None), target.send)
+        seen = self._scorer.see(candidates, request)
+        cfg = request.config
+        evidence = await self._evidence.aread(
+            twin, request.namespace, seen.rows, seen.batch.ids,
+            edges=cfg.co_use is not None and cfg.weights.association > 0)
+        scored = self._scorer.score(request, seen, evidence)
+        if request.track and not evidence.flags and len(scored.top):
+            recall_id, untracked = await self._impressions.atrack(twin, scored, self._space)
+        else:
+            recall_id, untracked = new_recall_id(), None
+        return self._results(scored, recall_id, untracked)
 
     def _request(self, query: str, namespace: str, k: int, now: Any, track: bool,
                  config: Config | None) -> Request:
@@ -167,22 +187,8 @@ class Reranker:
         when, explicit = resolve_now(now)
         return Request(query, namespace, k, when, explicit, track, cfg)
 
-    def _rerank(self, request: Request, candidates: Sequence[CandidateLike],
-                version: object) -> Flow[StateRequest, Ranking]:
-        """A rerank as a flow: its state read and impression write are requests. ``version``:
-        the state's version read just before, or None (see :class:`EvidenceReader`)."""
-        seen = self._scorer.see(candidates, request)
-        cfg = request.config
-        evidence = yield from self._evidence.read(
-            request.namespace, seen.rows, seen.batch.ids,
-            edges=cfg.co_use is not None and cfg.weights.association > 0, version=version)
-        scored = self._scorer.score(request, seen, evidence)
-        if request.track and not evidence.flags and len(scored.top):
-            recall_id, untracked = yield from self._impressions.track(scored, self._space,
-                                                                      version)
-        else:
-            recall_id, untracked = new_recall_id(), None
-        top_links = self._evidence.top_links(evidence.links, scored.top_rows)
+    def _results(self, scored: Scored, recall_id: str, untracked: str | None) -> Ranking:
+        top_links = self._evidence.top_links(scored.evidence.links, scored.top_rows)
         return explain.ranking(scored, recall_id, top_links, untracked)
 
     def _call_config(self, config: Config | None) -> Config:
@@ -196,9 +202,6 @@ class Reranker:
                               f"what feedback learns ({', '.join(changed)}); use "
                               f"Reranker.with_config(...) for another learning setup")
         return config
-
-    def _send(self, request: StateRequest) -> Any:
-        return request.send(self._caps)
 
     # ---------------------------------------------------------------- weights
 
@@ -224,16 +227,15 @@ class Reranker:
             self._config = adopted(self._config, record)
         return record
 
-    def _async_target(self) -> AsyncTarget | None:
-        """How the async methods reach the state: its async twin for the running loop, or None
-        (a worker thread then). Co-use edges need a twin that reads and writes them."""
+    def _async_twin(self) -> AsyncStateBackend | None:
+        """The state's async twin for the running loop, or None (a worker thread then). With
+        co-use, only a twin that stores edges (an ``AsyncEdgeBackend``) serves."""
         provider = self._caps.async_provider
-        twin = provider.async_backend() if provider is not None else None
-        if twin is None:
+        twin = None if provider is None else provider.async_backend()
+        if twin is not None and self._config.co_use is not None \
+                and not isinstance(twin, AsyncEdgeBackend):
             return None
-        if self._config.co_use is None:
-            return AsyncTarget(twin, None)
-        return AsyncTarget(twin, twin) if isinstance(twin, AsyncEdgeBackend) else None
+        return twin
 
     # ---------------------------------------------------------------- feedback
 
@@ -254,18 +256,20 @@ class Reranker:
         (recall, item): sending it again changes nothing.
 
         Raises:
+            InputTypeError: ``used`` is a bare string (write ``[id]``), or another wrong type.
             FeedbackError: unknown recall id, a recall of another namespace, an id that was not
                 shown, a reused ``feedback_id`` with another shown list, or a contradiction of
                 feedback already recorded.
         """
-        graded = check_labels(labels)
-        if recall_id is not None and feedback_id is None and not graded:
-            done, used = self._feedback.lean(recall_id, used, namespace, now)
-            if done is not None:
-                return self._fed(done)
-        return self._fed(drive(self._feedback.flow(recall_id, used, now, namespace,
-                                                   (query, shown, feedback_id), graded),
-                               self._send))
+        ids, graded = self._feedback.check(used, labels)
+        if recall_id is None:
+            recall_id = self._learner.record_shown(namespace, query, shown, ids, graded, now,
+                                                   feedback_id)
+        elif feedback_id is not None:
+            raise InputError("feedback_id: only with the explicit form (namespace=, query=, "
+                             "shown=), not with a recall_id")
+        asked = self._feedback.ask(recall_id, ids, graded, namespace, now)
+        return self._fed(self._one(self._learner.learn([asked])))
 
     async def afeedback(self, recall_id: str | None = None, used: Used = (), *,
                         now: Any = None, namespace: str | None = None, query: str | None = None,
@@ -274,14 +278,20 @@ class Reranker:
                         labels: Labels | None = None) -> FeedbackOutcome:
         """Async :meth:`feedback`. On a state with an async client (Redis from a URL) its round
         trips are awaited on the event loop; on the others it runs in a worker thread."""
-        target = self._async_target()
-        if target is None:
+        twin = self._async_twin()
+        if twin is None:
             return await asyncio.to_thread(self.feedback, recall_id, used, now=now,
                                            namespace=namespace, query=query, shown=shown,
                                            feedback_id=feedback_id, labels=labels)
-        outcome = await adrive(self._feedback.flow(recall_id, used, now, namespace,
-                                                   (query, shown, feedback_id),
-                                                   check_labels(labels)), target.send)
+        ids, graded = self._feedback.check(used, labels)
+        if recall_id is None:
+            recall_id = await self._learner.arecord_shown(twin, namespace, query, shown, ids,
+                                                          graded, now, feedback_id)
+        elif feedback_id is not None:
+            raise InputError("feedback_id: only with the explicit form (namespace=, query=, "
+                             "shown=), not with a recall_id")
+        asked = self._feedback.ask(recall_id, ids, graded, namespace, now)
+        outcome = self._one(await self._learner.alearn(twin, asked))
         if self._refit.due(outcome):  # the fit itself in a worker thread: off the loop
             await asyncio.to_thread(self.refit)
         return outcome
@@ -293,47 +303,37 @@ class Reranker:
         transaction (one commit: a group commit), elsewhere one after the other. A request
         may carry a third entry, its ``labels`` (as :meth:`feedback`'s).
 
-        Each feedback is still atomic and idempotent on its own. Returns one entry per request,
-        in order: its :class:`FeedbackOutcome`, or the :class:`FeedbackError` that kept it from
-        being applied (the others are applied all the same). With ``namespace=`` every recall
-        must be one of that namespace (as for :meth:`feedback`).
+        Each feedback is still atomic and idempotent on its own, and learns what it would
+        learn applied after the ones before it. Returns one entry per request, in order: its
+        :class:`FeedbackOutcome`, or the :class:`FeedbackError` that kept it from being applied
+        (the others are applied all the same). With ``namespace=`` every recall must be one of
+        that namespace (as for :meth:`feedback`).
         """
-        batches: list[FeedbackBatch | FeedbackError] = []
-        named: list[tuple[str, ...]] = []
+        asks = []
         for recall_id, used, *rest in requests:
-            graded = check_labels(rest[0] if rest else None)
-            try:
-                ids = used_ids(used, "used")
-                imp = drive(self._feedback.impression(recall_id, namespace), self._send)
-                verdicts = self._feedback.verdicts(imp, ids, graded)
-                batches.append(self._feedback.batch(imp, verdicts, now, graded))
-                named.append((*ids, *graded))
-            except FeedbackError as exc:
-                batches.append(exc)
-        done = iter(self._feedback.apply_many([b for b in batches
-                                               if isinstance(b, FeedbackBatch)]))
-        ids_of = iter(named)
-        out: list[FeedbackOutcome | FeedbackError] = []
-        for b in batches:
-            if isinstance(b, FeedbackError):
-                out.append(b)
-                continue
-            applied, ids = next(done), next(ids_of)
-            out.append(applied if isinstance(applied, FeedbackError)
-                       else self._fed(named_only(applied, namespace, ids)))
-        return out
+            ids, graded = self._feedback.check(used, rest[0] if rest else None)
+            asks.append(self._feedback.ask(recall_id, ids, graded, namespace, now))
+        return [r if isinstance(r, FeedbackError) else self._fed(r) for r in self._learner.learn(asks)]
 
     def mark_used(self, recall_id: str, ids: Used, *, now: Any = None,
                   namespace: str | None = None) -> FeedbackOutcome:
         """Record that these shown items were used; the rest of the impression stays open."""
-        verdicts = dict.fromkeys(used_ids(ids, "ids"), True)
-        return drive(self._feedback.resolve(recall_id, namespace, verdicts, (), now), self._send)
+        used, _ = self._feedback.check(ids, None, "ids")
+        return self._one(self._learner.learn([self._feedback.ask(recall_id, used, {}, namespace, now,
+                                                         rest=False)]))
 
     def mark_ignored(self, recall_id: str, ids: Used, *, now: Any = None,
                      namespace: str | None = None) -> FeedbackOutcome:
         """Record that these shown items were not used."""
-        verdicts = dict.fromkeys(used_ids(ids, "ids"), False)
-        return drive(self._feedback.resolve(recall_id, namespace, verdicts, (), now), self._send)
+        ignored = dict.fromkeys(self._feedback.check(ids, None, "ids")[0], IGNORED)
+        return self._one(self._learner.learn([self._feedback.ask(recall_id, (), ignored, namespace, now,
+                                                         rest=False)]))
+
+    @staticmethod
+    def _one(results: list[FeedbackOutcome | FeedbackError]) -> FeedbackOutcome:
+        if isinstance(results[0], FeedbackError):
+            raise results[0]
+        return results[0]
 
     # ---------------------------------------------------------------- audit
 
@@ -341,7 +341,9 @@ class Reranker:
         """Every learned link, strongest first: P(useful), evidence ``n`` and a ``level`` interval.
 
         ``namespace="*"`` lists the pooled global layer; a namespace lists its own links with
-        the pooled prior it borrows.
+        the pooled prior it borrows. A namespace the state holds nothing of lists the pooled
+        prior alone, exactly as any other new namespace would: whether a namespace exists is
+        not something one tenant may learn from ``links``.
         """
         scope = None if namespace == "*" else check_namespace(namespace)
         return links_of(self.state, scope, self._config.prior, min_n=min_n, level=level)
@@ -360,7 +362,7 @@ class Reranker:
                 :class:`PolicySet`) instead of ``config.retention_policy``.
 
         Returns:
-            A :class:`~heaprank.learning.retention.ForgetReport`: the count and ids, least
+            A :class:`~heaprank.model.retention.ForgetReport`: the count and ids, least
             retained first.
 
         Raises:

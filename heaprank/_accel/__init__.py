@@ -24,7 +24,7 @@ from types import ModuleType
 PURE_PYTHON_ENV = "HEAPRANK_PURE_PYTHON"
 
 #: The stages that have kernels, each the name of its extension module (``_<stage>``).
-STAGES = ("candidates", "features", "signals", "rank", "feedback", "state")
+STAGES = ("candidates", "features", "signals", "rank", "state")
 
 _OFF = os.environ.get(PURE_PYTHON_ENV, "") not in ("", "0")
 _loaded: dict[str, ModuleType | None] = {}

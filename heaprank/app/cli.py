@@ -1,4 +1,4 @@
-"""``heaprank`` command line: demo, links, explain, stats, forget, tune, replay, plot, state.
+"""``heaprank`` command line: demo, links, explain, stats, forget, tune, replay, plot, state, mcp.
 
 A mistake in what the user typed or pointed at (a missing file, bad JSON, a candidate of the wrong
 type, an unknown state URL, a bad ``--now``) ends the command with one line on stderr, starting
@@ -20,6 +20,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from .._version import __version__
 from ..errors import HeapRankError
+from ..mcp.command import add_command as add_mcp_command
 from ..state import sqlite_path
 from .options import FEATURES, known_namespace, number, print_fit, whole_number
 
@@ -244,7 +245,7 @@ def _counts(args: argparse.Namespace, done: str, counts: dict[str, Any]) -> int:
 
 def _policy(args: argparse.Namespace) -> Any:
     """The retention policy a ``--policy`` file holds, or the built-in defaults."""
-    from ..learning.retention import PolicySet, load_policy
+    from ..model.retention import PolicySet, load_policy
 
     return load_policy(args.policy) if args.policy else PolicySet()
 
@@ -384,6 +385,7 @@ def _parser() -> argparse.ArgumentParser:
     _fitting_commands(command)
     _plot_commands(sub)
     _state_commands(sub)
+    add_mcp_command(sub)
     return parser
 
 

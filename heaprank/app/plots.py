@@ -26,7 +26,7 @@ from .._optional import require
 from .._time import DAY_S
 from ..config import Weights
 from ..errors import InputError
-from ..learning.retention import (
+from ..model.retention import (
     PolicySet,
     RetentionPolicy,
     days_until_forgotten,

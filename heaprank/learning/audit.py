@@ -12,14 +12,14 @@ import numpy as np
 from .._time import DAY_S
 from ..config import Config
 from ..errors import StateError
+from ..model import links as linkmath
+from ..model import retention as ret
+from ..model.features import FIXED_SLOTS
+from ..model.questions import QUESTION_TYPES
 from ..scoring import signals as sig
 from ..scoring.candidates import CandidateLike, coerce_candidates
-from ..scoring.features import FIXED_SLOTS
-from ..scoring.query import QUESTION_TYPES
 from ..state.base import StateBackend
 from ..state.capabilities import DocLister
-from . import links as linkmath
-from . import retention as ret
 
 #: The feature names that hold no caller data: the slot codebook and its crossings with every
 #: question type. The pooled listing shows these as they are, every other name as a digest.

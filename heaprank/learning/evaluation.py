@@ -25,9 +25,9 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 
 from ..errors import StateReadOnlyError
-from ..records import DocStats, FeedbackBatch, FeedbackOutcome, Impression, LinkCounts
-from ..state.base import CreditFn, StateBackend
-from ..state.edges import EdgeRows
+from ..model.evidence import DocStats, EdgeRows, LinkCounts
+from ..records import EdgeState, Impression, Update
+from ..state.base import StateBackend
 
 __all__ = ["LeaveNamespaceOut"]
 
@@ -79,6 +79,10 @@ class LeaveNamespaceOut:
     def list_edges(self, namespace: str) -> list[tuple[str, str, float, float, float]]:
         return []
 
+    def edge_state(self, namespace: str, docs: Sequence[str]) -> EdgeState:
+        """No edges: they are the namespace's own history."""
+        return EdgeState(0, 0, {})
+
     def put_impression(self, impression: Impression, *, feedback_id: str | None = None) -> str | None:
         raise StateReadOnlyError("LeaveNamespaceOut is a read-only view: rerank through it with track=False")
 
@@ -90,7 +94,7 @@ class LeaveNamespaceOut:
         """Empty: the log is each namespace's own history, which the view hides."""
         return iter(())
 
-    def apply_feedback(self, batch: FeedbackBatch, credit: CreditFn) -> FeedbackOutcome:
+    def apply(self, updates: Sequence[Update]) -> list[bool]:
         raise StateReadOnlyError("LeaveNamespaceOut is a read-only view: give feedback to the wrapped state")
 
     def list_links(self, namespace: str | None) -> tuple[list[str], np.ndarray, np.ndarray]:

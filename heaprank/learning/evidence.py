@@ -12,20 +12,24 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .._flow import Flow
 from ..errors import (
+    ConfigError,
     StateCorruptError,
     StateError,
     StateFullError,
     StateReadOnlyError,
     StateUnavailableError,
 )
-from ..records import DocStats, LinkCounts
+from ..model import links as linkmath
+from ..model.evidence import DocStats, EdgeRows, Evidence, LinkCounts, RowLinks
 from ..scoring.space import FeatureSpace
-from ..state.capabilities import VersionedState
-from ..state.edges import EdgeRows
-from ..state.requests import Read, ReadDocs, ReadWithEdges, StateRequest
-from . import links as linkmath
+from ..state.capabilities import (
+    AsyncEdgeBackend,
+    AsyncStateBackend,
+    Capabilities,
+    EdgeBackend,
+    VersionedState,
+)
 
 logger = logging.getLogger("heaprank")
 
@@ -44,35 +48,34 @@ def cause(exc: StateError) -> str:
     return "state failed"
 
 
-class RowLinks(NamedTuple):
-    """What a rerank derives from the links of its distinct feature rows (one row per row)."""
-
-    matrix: np.ndarray  # feature ids
-    where: np.ndarray  # each entry's position in alpha and beta
-    alpha: np.ndarray  # posterior of each distinct feature
-    beta: np.ndarray
-    p: np.ndarray  # posterior mean of each entry
-    usefulness: np.ndarray  # noisy-OR of each row
-    top_links: dict[int, tuple[tuple[str, float], ...]]  # a row's strongest links, once worked out
-    link_texts: dict[int, str]  # a row's top links as EXPLAIN shows them, once composed
 
 
-class Evidence(NamedTuple):
-    """What one rerank read: the links of its rows, its documents' stats, the co-use edges
-    among its candidates (None: not asked for, or unreadable), and the EXPLAIN flags of an
-    outage (then the links are the priors and the rerank is not tracked)."""
+class _Ask(NamedTuple):
+    """What a rerank asks the state for: the links kept for its rows (None: read them, the
+    features ``names``), under ``key`` while the state's ``version`` stands."""
 
-    links: RowLinks
-    docs: DocStats
-    edges: EdgeRows | None
-    flags: tuple[str, ...]
+    key: tuple[str, int, bytes]
+    version: object
+    kept: RowLinks | None
+    matrix: np.ndarray
+    names: list[str]
+    where: np.ndarray | None  # each matrix entry's position among ``names``
 
 
-def _no_state(n_features: int, n_docs: int) -> tuple[LinkCounts, DocStats]:
-    """What a rerank reads when the state cannot be reached: no evidence, no use."""
-    zero = np.zeros(n_features)
-    return (LinkCounts(zero, zero, zero, zero),
-            DocStats(np.full(n_docs, math.nan), np.zeros(n_docs)))
+def async_edge_store(twin: AsyncStateBackend) -> AsyncEdgeBackend:
+    """The async twin as an edge store (a reranker with co-use uses only such a twin)."""
+    if not isinstance(twin, AsyncEdgeBackend):
+        raise ConfigError(f"co_use: the async state {type(twin).__name__} stores no co-use "
+                          f"edges")
+    return twin
+
+
+def edge_store(caps: Capabilities) -> EdgeBackend:
+    """The state as an edge store, or the ConfigError of a state without co-use edges."""
+    if caps.edges is None:
+        raise ConfigError(f"co_use: the state {type(caps.state).__name__} stores no co-use "
+                          f"edges (it has no read_with_edges / edge_state / list_edges)")
+    return caps.edges
 
 
 class EvidenceReader:
@@ -106,46 +109,75 @@ class EvidenceReader:
     def clear(self) -> None:
         self._kept.clear()
 
-    def read(self, namespace: str, rows: np.ndarray, ids: Sequence[str], *, edges: bool,
-             version: object) -> Flow[StateRequest, Evidence]:
+    def read(self, caps: Capabilities, namespace: str, rows: np.ndarray, ids: Sequence[str],
+             *, edges: bool, version: object) -> Evidence:
         """The evidence on the distinct feature rows ``rows`` and the documents ``ids``, with
-        the edges among them when ``edges``. ``version``: the state's version read before this
-        flow's requests (None: none, or the requests go to an async twin)."""
+        the edges among them when ``edges``, read from the state. ``version``: the state's
+        version read just before (None: it has none)."""
+        ask = self._ask(namespace, rows, version)
+        try:
+            if edges:  # no edges fetched unless they count
+                counts, docs, edge_rows = edge_store(caps).read_with_edges(namespace,
+                                                                            ask.names, ids)
+                if ask.kept is not None:
+                    return Evidence(ask.kept, docs, edge_rows, ())
+                return self._finish(ask, counts, docs, edge_rows)
+            if ask.kept is not None and caps.versioned is not None:
+                return Evidence(ask.kept, caps.versioned.read_docs(namespace, ids), None, ())
+            counts, docs = caps.state.read(namespace, ask.names, ids)
+        except StateError as exc:  # any failure of the state: rank on the priors
+            return self._outage(ask, len(ids), exc)
+        return self._finish(ask, counts, docs, None)
+
+    async def aread(self, twin: AsyncStateBackend, namespace: str, rows: np.ndarray,
+                    ids: Sequence[str], *, edges: bool) -> Evidence:
+        """:meth:`read` on a state's async twin (nothing kept: its reads are not ordered after
+        a read of the sync state's version)."""
+        ask = self._ask(namespace, rows, None)
+        edge_rows = None
+        try:
+            if edges:
+                counts, docs, edge_rows = await async_edge_store(twin).read_with_edges(
+                    namespace, ask.names, ids)
+            else:
+                counts, docs = await twin.read(namespace, ask.names, ids)
+        except StateError as exc:
+            return self._outage(ask, len(ids), exc)
+        return self._finish(ask, counts, docs, edge_rows)
+
+    def _ask(self, namespace: str, rows: np.ndarray, version: object) -> _Ask:
         key = (namespace, self._space.generation, rows.tobytes())
         hit = self._kept.get(key) if version is not None else None
         kept = hit[1] if hit is not None and hit[0] == version else None
         matrix = self._space.matrix(rows) if kept is None else kept.matrix
         names: list[str] = []
+        where = None
         if kept is None:
             vocab, where = np.unique(matrix, return_inverse=True)
             names = list(map(self._space.names.__getitem__, vocab.tolist()))
-        flags: tuple[str, ...] = ()
-        edge_rows: EdgeRows | None = None
-        try:
-            if edges:  # no edges fetched unless they count
-                counts, docs, edge_rows = yield ReadWithEdges(namespace, names, ids)
-            elif kept is not None:  # a state with a version reads its documents alone
-                docs = yield ReadDocs(namespace, ids)
-            else:
-                counts, docs = yield Read(namespace, names, ids)
-        except StateError as exc:  # any failure of the state: rank on the priors
-            if self._strict:
-                raise
-            logger.warning("heaprank: %s, ranking on the retriever and the priors: %s",
-                           cause(exc), exc)
-            if kept is not None:  # rank on the priors, not on what was kept
-                kept = None
-                vocab, where = np.unique(matrix, return_inverse=True)
-            counts, docs = _no_state(len(vocab), len(ids))
-            flags = (f"{cause(exc)}: priors only, not tracked",)
-        if kept is not None:
-            return Evidence(kept, docs, edge_rows, flags)
-        links = self._links(counts, matrix, where)
-        if version is not None and not flags:
+        return _Ask(key, version, kept, matrix, names, where)
+
+    def _outage(self, ask: _Ask, n_docs: int, exc: StateError) -> Evidence:
+        """The evidence of a rerank whose state failed: the priors, flagged, not tracked."""
+        if self._strict:
+            raise exc
+        logger.warning("heaprank: %s, ranking on the retriever and the priors: %s", cause(exc),
+                       exc)
+        vocab, where = np.unique(ask.matrix, return_inverse=True)
+        counts = LinkCounts(*(np.zeros(len(vocab)) for _ in range(4)))
+        docs = DocStats(np.full(n_docs, math.nan), np.zeros(n_docs))
+        links = self._links(counts, ask.matrix, where)
+        return Evidence(links, docs, None, (f"{cause(exc)}: priors only, not tracked",))
+
+    def _finish(self, ask: _Ask, counts: LinkCounts, docs: DocStats,
+                edge_rows: EdgeRows | None) -> Evidence:
+        assert ask.where is not None
+        links = self._links(counts, ask.matrix, ask.where)
+        if ask.version is not None:
             if len(self._kept) >= ROW_CACHE_ENTRIES:
                 self._kept.clear()
-            self._kept[key] = (version, links)
-        return Evidence(links, docs, edge_rows, flags)
+            self._kept[ask.key] = (ask.version, links)
+        return Evidence(links, docs, edge_rows, ())
 
     def _links(self, counts: LinkCounts, matrix: np.ndarray, where: np.ndarray) -> RowLinks:
         alpha, beta = linkmath.posterior(counts, self._prior)

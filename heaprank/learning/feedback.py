@@ -1,53 +1,58 @@
 """Feedback: which shown items an answer used, resolved against the impression of their recall
-and applied to the state once per (recall, item).
+into one :class:`~heaprank.records.Update` each.
 
-The general path (:meth:`FeedbackStage.resolve`) builds a :class:`~heaprank.records.FeedbackBatch`
-from the impression and lets the state apply it atomically; a state with a lean path
-(:class:`~heaprank.state.capabilities.LeanFeedback`) takes a fresh recall's feedback straight
-from the impression it holds (:meth:`FeedbackStage.lean`), with the same counts; the explicit
-form (``namespace=, query=, shown=``) first records the impression the feedback is about
-(:meth:`FeedbackStage.record_shown`).
+A feedback goes through three plain steps, which :class:`~heaprank.Reranker` calls in order with
+the state's reads and its write between them:
+
+1. :meth:`FeedbackStage.ask` checks the caller's arguments (an :class:`Asked`);
+2. :meth:`FeedbackStage.plan` resolves them against the recall's impression: each shown item's
+   verdict, its features and reject weight, and the items already recorded (a :class:`Plan`);
+3. :meth:`FeedbackStage.updates` works the updates out: the verdicts to record and the count
+   increments they teach, by :func:`heaprank.model.links.increments`, the one place the
+   learning rule is written. The state only applies them.
+
+Several feedbacks at once (``feedback_many``) are a list of the same values: each update is
+worked out from the counts as the ones before it in the list leave them, as if applied one
+after the other.
 """
 
 from __future__ import annotations
 
-import functools
 import math
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 import numpy as np
 
-from .._checks import MAX_NAMESPACE_CHARS, check_id, check_ids, check_namespace, check_query
-from .._flow import Flow
+from .._checks import MAX_K, check_id, check_ids, check_namespace, check_query
 from .._time import DAY_S, FEEDBACK_EARLY_S, feedback_time_ok, resolve_now, to_epoch
 from ..config import Config
 from ..errors import FeedbackError, InputError, InputTypeError
+from ..model import co_use as co_use_rule
+from ..model import links as linkmath
+from ..model.evidence import LinkCounts
 from ..records import (
+    IGNORED,
     LABEL_OF,
     LABELS,
+    OPEN,
     OUTDATED,
     USED,
     WRONG,
-    FeedbackBatch,
+    EdgeChange,
+    EdgeState,
     FeedbackOutcome,
     Impression,
-    UsedFeedback,
-    new_feedback_item,
+    Update,
     new_outcome,
 )
 from ..scoring.candidates import CandidateLike, coerce_candidates
 from ..scoring.scorer import Scorer
-from ..state.capabilities import Capabilities
-from ..state.requests import ApplyFeedback, GetImpression, StateRequest, edges_of
-from . import links as linkmath
-from .impressions import ImpressionLog
+from ..state.base import OWN_PREFIX
+from .impressions import KeptMeans
 
-#: The log position discount of an ignored item, ``1 / log2(1 + rank)``, for the usual ranks.
-_LOG_DISCOUNT = [math.inf] + [1.0 / math.log2(1.0 + rank) for rank in range(1, 257)]
-_NO_DISCOUNT = [1.0] * len(_LOG_DISCOUNT)
-
-Used = Iterable[str] | str
+Used = Iterable[str]
 Labels = Mapping[str, str]
 
 #: The reject weight of an item labelled ``wrong``: three ignores, with no rank discount (who
@@ -73,263 +78,345 @@ def check_labels(labels: object) -> dict[str, int]:
     return out
 
 
-def merge_labels(verdicts: dict[str, bool], labels: Mapping[str, int],
-                 used: Sequence[str]) -> None:
-    """Add the labels' used / not-used verdicts to ``verdicts``; a label other than ``used``
-    on an id listed in ``used`` is a contradiction."""
-    listed = set(used)
-    for d, code in labels.items():
-        if d in listed and code != USED:
-            raise InputError(f"labels[{d!r}]: {LABEL_OF[code]!r}, but the id is also in used=")
-        verdicts[d] = code == USED
-
-
-def check_shown(labels: Mapping[str, int], shown: Sequence[str], recall_id: str) -> None:
-    """Refuse a label on an id the recall did not show (before anything is written)."""
-    known = set(shown)
-    for d in labels:
-        if d not in known:
-            raise FeedbackError(f"labels: id {d!r} was not shown in recall {recall_id!r}")
-
-
 def used_ids(ids: object, field: str) -> tuple[str, ...]:
-    """Checked ids from one id, a list or tuple, or any other iterable of ids (read once)."""
+    """Checked ids from a list or tuple, or any other iterable of ids (read once). A bare
+    string is refused: ``used="a"`` is far more often a mistake than a list of one."""
     if isinstance(ids, str):
-        return (check_id(ids, field),)
+        raise InputTypeError(f"{field}: expected a list of ids, got the str {ids[:40]!r}; "
+                             f"write [{ids[:40]!r}] for one id")
     if not isinstance(ids, (list, tuple)) and isinstance(ids, Iterable) \
             and not isinstance(ids, (bytes, Mapping)):
         ids = tuple(ids)  # a set or a generator of ids
     return check_ids(ids, field)
 
 
-def named_only(outcome: FeedbackOutcome, namespace: str | None,
-               named: Sequence[str]) -> FeedbackOutcome:
-    """``outcome`` as a caller who did not name the recall's namespace sees it: only the ids
-    it named itself (the recall's other shown ids are its namespace's to know)."""
-    if namespace is not None:
-        return outcome
-    keep = set(named).__contains__
-    return new_outcome(outcome.recall_id, tuple(filter(keep, outcome.applied)),
-                       tuple(filter(keep, outcome.already_recorded)))
+def _span(seconds: float) -> str:
+    """A time span as a person reads it: seconds, minutes, hours or days."""
+    for unit, size in (("days", DAY_S), ("hours", 3600.0), ("minutes", 60.0)):
+        if seconds >= size:
+            return f"{seconds / size:.1f} {unit}"
+    return f"{seconds:.0f} s"
+
+
+def reject_weight(rank: int, discount: str) -> float:
+    """The reject weight of an ignored item shown at ``rank`` (from 1): ``1 / log2(1 + rank)``
+    with the log discount, else 1."""
+    return 1.0 / math.log2(1.0 + rank) if discount == "log" else 1.0
+
+
+class Asked(NamedTuple):
+    """One feedback call, checked: what it says of one recall's shown items.
+
+    ``rest``: the shown items it does not name count as ignored (``feedback``); without it they
+    stay open (``mark_used`` / ``mark_ignored``). ``time``: the feedback's own time, or None (the
+    impression's clock when its caller chose it, else the wall clock)."""
+
+    recall_id: str
+    namespace: str | None
+    used: tuple[str, ...]
+    labels: Mapping[str, int]
+    time: float | None
+    rest: bool = True
+
+    @property
+    def named(self) -> tuple[str, ...]:
+        """The ids the caller named."""
+        return (*self.used, *self.labels)
+
+
+class Item(NamedTuple):
+    """A shown item a feedback records: its position, id, verdict code, and what it teaches."""
+
+    rank: int
+    id: str
+    code: int
+    judged: linkmath.Judged
+
+
+class Plan(NamedTuple):
+    """A feedback resolved against its recall's impression: the items still to record, in shown
+    order, and the ids already recorded with the same verdict."""
+
+    asked: Asked
+    impression: Impression
+    time: float
+    todo: tuple[Item, ...]
+    done: tuple[str, ...]
+
+    def outcome(self) -> FeedbackOutcome:
+        """What the call applied, as a caller sees it: without ``namespace=`` only the ids it
+        named (the recall's other shown ids are its namespace's to know)."""
+        applied = tuple(item.id for item in self.todo)
+        done = self.done
+        if self.asked.namespace is None:
+            keep = set(self.asked.named).__contains__
+            applied, done = tuple(filter(keep, applied)), tuple(filter(keep, done))
+        return new_outcome(self.asked.recall_id, applied, done)
 
 
 class FeedbackStage:
-    """The feedback paths of one reranker. It reads the reranker's learning settings only
-    (prior, credit, rejects, document features, co-use), which are fixed for its life."""
+    """The feedback steps of one reranker. It reads the reranker's learning settings only
+    (prior, credit, rejects, co-use), which are fixed for its life."""
 
-    def __init__(self, config: Config, caps: Capabilities, scorer: Scorer,
-                 log: ImpressionLog) -> None:
+    def __init__(self, config: Config, scorer: Scorer) -> None:
         self._config = config
-        self._caps = caps
         self._scorer = scorer
-        self._log = log
-        prior = config.prior
-        #: What every lean feedback hands the state: the prior and the reject weight by rank
-        self._lean_settings = (prior.a0, prior.b0, prior.kappa,
-                               _LOG_DISCOUNT if config.reject_discount == "log" else _NO_DISCOUNT)
+        self._space = scorer.space
+        #: The reject weight of an ignored item by rank, for the usual ranks (index 0 unused)
+        self._weights = [0.0] + [reject_weight(rank, config.reject_discount)
+                                 for rank in range(1, 257)]
 
-    # ------------------------------------------------------------ the general path
-
-    def flow(self, recall_id: str | None, used: Used, now: Any, namespace: str | None,
-             explicit: tuple[str | None, Sequence[CandidateLike] | None, str | None],
-             labels: Mapping[str, int] | None = None) -> Flow[StateRequest, FeedbackOutcome]:
-        """``feedback(recall_id, used, ...)`` as a flow; ``explicit`` is the explicit form's
-        ``(query, shown, feedback_id)``; ``labels`` the checked ``labels=`` (id -> code)."""
-        query, shown, feedback_id = explicit
-        ids = used_ids(used, "used")
-        labels = labels or {}
-        merge_labels({}, labels, ids)  # a contradiction is refused before anything is read
-        if recall_id is None:
-            if namespace is None or query is None or shown is None:
-                raise InputError("feedback: pass recall_id, or namespace=, query= and shown=")
-            recall_id = yield from self.record_shown(namespace, query, shown,
-                                                     (*ids, *labels), now, feedback_id, len(ids))
-        elif feedback_id is not None:
-            raise InputError("feedback_id: only with the explicit form (namespace=, query=, "
-                             "shown=), not with a recall_id")
-        outcome = yield from self.resolve(recall_id, namespace, None, ids, now, labels)
-        return named_only(outcome, namespace, (*ids, *labels))
-
-    def resolve(self, recall_id: str, namespace: str | None, verdicts: dict[str, bool] | None,
-                used: Sequence[str], now: Any,
-                labels: Mapping[str, int] | None = None) -> Flow[StateRequest, FeedbackOutcome]:
-        """Apply verdicts on a recall's shown items; ``verdicts=None``: ``used`` are used, every
-        other shown item ignored (``labels``, id -> verdict code, grade them)."""
-        imp = yield from self.impression(recall_id, namespace)
-        if verdicts is None:
-            verdicts = self.verdicts(imp, used, labels or {})
-        return (yield ApplyFeedback(self.batch(imp, verdicts, now, labels), self.credit()))
+    # ------------------------------------------------------------------ 1. ask
 
     @staticmethod
-    def verdicts(imp: Impression, used: Sequence[str],
-                 labels: Mapping[str, int]) -> dict[str, bool]:
-        """Every shown item's verdict: ``used`` used, the labelled as labelled, the rest
-        ignored (an id not shown is rejected in :meth:`batch`)."""
-        check_shown(labels, imp.ids, imp.recall_id)
-        verdicts = dict.fromkeys(imp.ids, False)
-        verdicts.update(dict.fromkeys(used, True))
-        merge_labels(verdicts, labels, used)
-        return verdicts
+    def check(used: object, labels: object,
+              field: str = "used") -> tuple[tuple[str, ...], dict[str, int]]:
+        """``used`` (the argument ``field``) and ``labels`` checked, before anything is read or
+        written: the used ids and the labels' verdict codes by id."""
+        ids = used_ids(used, field)
+        graded = check_labels(labels)
+        listed = set(ids)
+        for d, code in graded.items():
+            if d in listed and code != USED:
+                raise InputError(f"labels[{d!r}]: {LABEL_OF[code]!r}, but the id is also in "
+                                 f"used=")
+        return ids, graded
 
-    def impression(self, recall_id: object,
-                   namespace: str | None) -> Flow[StateRequest, Impression]:
-        """The impression of a recall: the one this reranker stored, or read from the state."""
-        recall_id = check_id(recall_id, "recall_id")
-        imp = self._log.kept(recall_id)
-        if imp is None:
-            imp = yield GetImpression(recall_id)
-        if imp is not None and namespace is not None \
-                and imp.namespace != check_namespace(namespace):
-            # The same words as for an unknown id: that the recall exists elsewhere is another
-            # namespace's business.
-            imp = None
-        if imp is None:
-            raise FeedbackError(f"recall_id {recall_id!r}: unknown (never recorded, expired or "
-                                f"pruned)")
-        return imp
+    @staticmethod
+    def ask(recall_id: object, used: tuple[str, ...], labels: Mapping[str, int],
+            namespace: object, now: Any, *, rest: bool = True) -> Asked:
+        """A feedback call's arguments, checked (``used`` and ``labels`` by :meth:`check`)."""
+        return Asked(check_id(recall_id, "recall_id"),
+                     None if namespace is None else check_namespace(namespace), used, labels,
+                     None if now is None else to_epoch(now, "now"), rest)
 
-    def batch(self, imp: Impression, verdicts: dict[str, bool], now: Any,
-              labels: Mapping[str, int] | None = None) -> FeedbackBatch:
-        """The feedback batch of verdicts on an impression's shown items; ``labels`` (id ->
-        verdict code) grade them: an ``outdated`` item teaches its links nothing (its shape
-        was right, its version old: the evidence is the tuning log's, for recency), a ``wrong``
-        one rejects them with :data:`WRONG_WEIGHT`."""
-        position = dict(zip(imp.ids, range(1, len(imp.ids) + 1)))
-        if not position.keys() >= verdicts.keys():
-            unknown = next(d for d in verdicts if d not in position)  # the first, in order
-            raise FeedbackError(f"id {unknown!r} was not shown in recall {imp.recall_id!r}")
-        if now is None:
-            # The impression's clock, when the caller chose it: never mix in the wall clock.
-            when = imp.time if imp.time_explicit else resolve_now(None)[0]
-        else:
-            when = to_epoch(now, "now")
-        if not feedback_time_ok(when, imp.time):
-            raise FeedbackError(f"now: {when:.0f} is {(when - imp.time) / DAY_S:+.1f} days from "
-                                f"its recall's rerank (feedback is accepted from "
-                                f"{FEEDBACK_EARLY_S:.0f} s before it to 366 days after)")
-        cfg = self._config
-        expand, qtype, slots, docs = (self._scorer.space.expand, imp.qtype, imp.slots,
-                                      imp.doc_features)
-        # What the rerank read of the shown items' links, for a state that can tell they
-        # still hold (FeedbackBatch.means)
-        read = self._log.means.pop(imp.recall_id, None) if cfg.em_credit else None
-        means: dict[int, np.ndarray] = {}
-        items = []
-        graded = labels or {}
-        for d, used in verdicts.items():
-            rank = position[d]
-            code = graded.get(d, 0)
-            features = () if code == OUTDATED else expand(qtype, slots[rank - 1],
-                                                          d if docs else None)
-            weight = (0.0 if code == OUTDATED else WRONG_WEIGHT if code == WRONG
-                      else self.reject_weight(rank))
-            items.append(new_feedback_item(d, rank, used, features, weight,
-                                           code if code > USED else 0))
-            if used and read is not None and rank <= len(read[2]):
-                means[rank] = read[1][read[2][rank - 1]]
-        prior, co_use = cfg.prior, cfg.co_use
-        if co_use is not None:
-            edges_of(self._caps)  # refused before anything is applied
-        return FeedbackBatch(recall_id=imp.recall_id, namespace=imp.namespace, time=when,
-                             items=tuple(items), a0=prior.a0, b0=prior.b0, kappa=prior.kappa,
-                             em=cfg.em_credit, co_use=co_use,
-                             shown=imp.ids if co_use is not None else (), means=means,
-                             means_version=None if read is None else read[0])
-
-    def reject_weight(self, rank: int) -> float:
-        """The reject weight of an ignored item shown at ``rank`` (from 1)."""
-        if self._config.reject_discount != "log":
-            return 1.0
-        return _LOG_DISCOUNT[rank] if rank < len(_LOG_DISCOUNT) else 1.0 / math.log2(1.0 + rank)
-
-    def credit(self) -> functools.partial[tuple[list[str], np.ndarray, np.ndarray]]:
-        return functools.partial(linkmath.credit, prior=self._config.prior,
-                                 em=self._config.em_credit)
-
-    # ------------------------------------------------------------ the lean path
-
-    def lean(self, recall_id: object, used: Used, namespace: str | None,
-             now: Any) -> tuple[FeedbackOutcome | None, Used]:
-        """``(outcome, used)``: the state's lean path for a fresh recall, or no outcome where
-        the general path must run (no lean path, co-use on, an error), with ``used`` read once
-        when it was an iterator.
-
-        ``used`` is not checked id by id here: the lean path takes it only when every entry is
-        one of the shown ids, which were checked when they were shown, and it is a list of
-        plain strings; any other ``used`` goes the general way, whose checks raise the
-        errors."""
-        lean = self._caps.lean
-        if lean is None:
-            return None, used
-        if type(used) is not list and type(used) is not tuple and type(used) is not str:
-            used = used_ids(used, "used")  # a set or a generator: read once, here
-        if self._config.co_use is not None or not isinstance(recall_id, str):
-            return None, used
-        ids: Sequence[str] = (used,) if isinstance(used, str) else used  # type: ignore[assignment]
-        for d in ids:
-            if type(d) is not str:  # a str subclass included: check_id takes its plain value
-                return None, used
-        try:
-            when = None if now is None else to_epoch(now, "now")
-        except (ValueError, TypeError):  # raised by the general path, after its own checks
-            return None, used
-        em = self._config.em_credit
-        read = self._log.means.get(recall_id) if em else None
-        a0, b0, kappa, weights = self._lean_settings
-        out = lean.apply_used(UsedFeedback(recall_id, namespace, ids, when, a0, b0, kappa, em,
-                                           weights, self.reject_weight, read))
-        if out is None:
-            return None, used
-        self._log.means.pop(recall_id, None)
-        return named_only(out, namespace, ids), used
-
-    # ------------------------------------------------------------ several at once
-
-    def apply_many(self, batches: list[FeedbackBatch]) -> list[FeedbackOutcome | FeedbackError]:
-        """Apply ready batches: in one transaction on a state with group feedback, else one
-        after the other (each still atomic)."""
-        if self._caps.group is not None:
-            return self._caps.group.apply_feedback_many(batches, self.credit())
-        done: list[FeedbackOutcome | FeedbackError] = []
-        for batch in batches:
-            try:
-                done.append(self._caps.state.apply_feedback(batch, self.credit()))
-            except FeedbackError as exc:
-                done.append(exc)
-        return done
-
-    # ------------------------------------------------------------ the explicit form
-
-    def record_shown(self, namespace: str, query: str, shown: Sequence[CandidateLike],
-                     used: tuple[str, ...], now: Any,
-                     feedback_id: str | None, n_used: int | None = None) -> Flow[StateRequest, str]:
-        """Record the impression an explicit feedback is about: its recall id. ``used``: the
-        ids it names (the first ``n_used`` of them in ``used=``, the others labelled)."""
-        namespace = check_namespace(namespace)
-        query = check_query(query)
-        if feedback_id is not None:
-            if not isinstance(feedback_id, str):
-                raise InputTypeError(f"feedback_id: expected str, got {type(feedback_id).__name__}")
-            if not feedback_id or len(feedback_id) > MAX_NAMESPACE_CHARS:
-                raise InputError(f"feedback_id: must be 1 to {MAX_NAMESPACE_CHARS} characters")
+    def shown(self, namespace: object, query: object, shown: Sequence[CandidateLike],
+              named: Sequence[str], n_used: int, now: Any, recall_id: str) -> Impression:
+        """The impression an explicit feedback (``namespace=, query=, shown=``) is about: what
+        a rerank would have recorded had it shown ``shown`` in that order. ``named``: the ids
+        the feedback names (the first ``n_used`` in ``used=``), each checked to be shown."""
+        namespace, query = check_namespace(namespace), check_query(query)
         when, explicit = resolve_now(now)
         cfg = self._config
+        if isinstance(shown, Sequence) and len(shown) > MAX_K:  # (what an impression holds)
+            raise InputError(f"shown: {len(shown)} items, at most {MAX_K} allowed")
         batch = coerce_candidates(shown, now=when, on_invalid=cfg.on_invalid,
                                   future_tolerance_s=cfg.future_tolerance_s)
-        unknown = [d for d in used if d not in set(batch.ids)]
+        known = set(batch.ids)
+        unknown = [d for d in named if d not in known]
         if unknown:  # checked before anything is written: no orphan impression
-            field = "used" if unknown[0] in used[:n_used] else "labels:"
+            field = "used" if unknown[0] in named[:n_used] else "labels:"
             raise FeedbackError(f"{field} id {unknown[0]!r} is not among the shown ids")
         seen = self._scorer.read(batch, query, cfg)
-        slots_of = self._scorer.space.slots_of
-        held = yield from self._log.put(Impression(
-            recall_id=self._log.mint(namespace), namespace=namespace, qtype=seen.info.qtype, time=when,
-            time_explicit=explicit, ids=batch.ids,
-            slots=tuple(slots_of(r) for r in seen.rows[seen.row_of].tolist()),
-            doc_features=cfg.doc_features), feedback_id)
-        if feedback_id is not None:
-            stored = yield GetImpression(held)
-            if stored is None or stored.ids != batch.ids:
-                raise FeedbackError(f"feedback_id {feedback_id!r} was already used in this "
-                                    f"namespace for another shown list")
-        return held
+        slots_of = self._space.slots_of
+        return Impression(recall_id=recall_id, namespace=namespace, qtype=seen.info.qtype,
+                          time=when, time_explicit=explicit, ids=batch.ids,
+                          slots=tuple(slots_of(r) for r in seen.rows[seen.row_of].tolist()),
+                          doc_features=cfg.doc_features)
+
+    # ----------------------------------------------------------------- 2. plan
+
+    def plan(self, asked: Asked, imp: Impression | None) -> Plan:
+        """Resolve ``asked`` against the impression of its recall (None: none found).
+
+        Raises:
+            FeedbackError: an unknown recall (or one of another namespace: the same words), an
+                id that was not shown, a time outside the recall's window, or a verdict that
+                contradicts one already recorded.
+        """
+        if imp is None or (asked.namespace is not None and imp.namespace != asked.namespace):
+            raise FeedbackError(f"recall_id {asked.recall_id!r}: unknown (never recorded, "
+                                f"expired or pruned)")
+        position = dict(zip(imp.ids, range(1, len(imp.ids) + 1)))
+        for field, ids in (("labels", asked.labels), ("used", asked.used)):
+            unknown = next((d for d in ids if d not in position), None)
+            if unknown is not None:
+                what = "id" if field == "used" else "labels: id"
+                raise FeedbackError(f"{what} {unknown!r} was not shown in recall "
+                                    f"{imp.recall_id!r}")
+        when = self._time(asked, imp)
+        used, labels, rest, stored = set(asked.used), asked.labels, asked.rest, imp.verdicts
+        todo: list[Item] = []
+        done: list[str] = []
+        for rank, d in enumerate(imp.ids, start=1):
+            code = labels.get(d) or (USED if d in used else IGNORED if rest else OPEN)
+            if code == OPEN:  # (mark_used / mark_ignored: an item not named stays open)
+                continue
+            before = stored[rank - 1] if rank <= len(stored) else OPEN
+            if before == OPEN:
+                todo.append(Item(rank, d, code, self._judged(imp, rank, code)))
+            elif before == code:
+                done.append(d)
+            else:
+                raise FeedbackError(f"recall {imp.recall_id}: id {d!r} was already recorded as "
+                                    f"{LABEL_OF.get(before, before)}; feedback for an "
+                                    f"impression cannot be changed")
+        return Plan(asked, imp, when, tuple(todo), tuple(done))
+
+    def _time(self, asked: Asked, imp: Impression) -> float:
+        """The feedback's time: its own, else the impression's clock when the caller chose it
+        (never mixed with the wall clock), else now."""
+        when = asked.time
+        if when is None:
+            when = imp.time if imp.time_explicit else resolve_now(None)[0]
+        if not feedback_time_ok(when, imp.time):
+            gap = when - imp.time
+            raise FeedbackError(f"now: {when:.0f} is {_span(abs(gap))} "
+                                f"{'before' if gap < 0 else 'after'} its recall's rerank "
+                                f"(feedback is accepted from {FEEDBACK_EARLY_S:.0f} s before it "
+                                f"to 366 days after)")
+        return when
+
+    def _judged(self, imp: Impression, rank: int, code: int) -> linkmath.Judged:
+        """What a shown item teaches: an ``outdated`` one nothing (its shape was right, its
+        version old: the evidence is the tuning log's, for recency); a ``wrong`` one rejects its
+        features with :data:`WRONG_WEIGHT`; an ignored one with its position's weight."""
+        if code == OUTDATED:
+            return linkmath.Judged((), False, 0.0)
+        features = self._space.expand(imp.qtype, imp.slots[rank - 1],
+                                      imp.ids[rank - 1] if imp.doc_features else None)
+        if code == USED:
+            return linkmath.Judged(features, True, 0.0)
+        weights = self._weights
+        weight = WRONG_WEIGHT if code == WRONG else weights[rank] if rank < len(weights) \
+            else reject_weight(rank, self._config.reject_discount)
+        return linkmath.Judged(features, False, weight)
+
+    # --------------------------------------------------------------- 3. update
+
+    def wanted(self, plans: Sequence[Plan],
+               kept: KeptMeans | None = None) -> dict[str, list[str]]:
+        """The features whose posterior means the updates need, by namespace: those of every
+        used item (EM credit; none without EM), but the first plan's items whose means are
+        ``kept``."""
+        out: dict[str, dict[str, None]] = {}
+        if self._config.em_credit:
+            for i, plan in enumerate(plans):
+                for item in plan.todo:
+                    features = item.judged.features
+                    if not item.judged.used or _kept(kept if i == 0 else None, item) is not None:
+                        continue
+                    out.setdefault(plan.impression.namespace, {}).update(
+                        dict.fromkeys(features))
+        return {ns: list(features) for ns, features in out.items()}
+
+    def updates(self, plans: Sequence[Plan], counts: Mapping[str, tuple[list[str], LinkCounts]],
+                kept: KeptMeans | None = None,
+                edges: EdgeView | None = None) -> list[Update]:
+        """The update of each plan, in order.
+
+        ``counts``: by namespace, the features :meth:`wanted` named and their counts, read
+        before; each plan's credit reads them as the plans before it leave them. ``kept``: the
+        first plan's means by shown rank, as its rerank read them while the state's version has
+        stood since (they are the same numbers as a read). ``edges``: with co-use, the one
+        plan's namespace's edges around :meth:`edge_docs` (co-use feedback is worked out and
+        applied one plan at a time).
+        """
+        book = _Counts(counts, self._config.prior)
+        out = []
+        for i, plan in enumerate(plans):
+            means = book.means(plan, kept if i == 0 else None)
+            inc = linkmath.increments([item.judged for item in plan.todo], means,
+                                      em=self._config.em_credit)
+            if i + 1 < len(plans):  # the next plans read the counts as this one leaves them
+                book.add(plan.impression.namespace, inc)
+            out.append(Update(
+                recall_id=plan.impression.recall_id, namespace=plan.impression.namespace,
+                time=plan.time, ranks=tuple(item.rank for item in plan.todo),
+                codes=tuple(item.code for item in plan.todo),
+                used=tuple(item.id for item in plan.todo if item.code == USED),
+                features=inc.features, dpos=inc.dpos, dneg=inc.dneg,
+                edges=self._edges(plan, edges)))
+        return out
+
+    # ----------------------------------------------------------------- co-use
+
+    def pairs(self, plan: Plan) -> list[co_use_rule.Pair]:
+        """The co-use pairs a plan forms (none without co-use): the edges its change reads are
+        those of their documents."""
+        settings = self._config.co_use
+        if settings is None:
+            return []
+        imp = plan.impression
+        before = [r for r, code in enumerate(imp.verdicts, start=1) if code == USED]
+        new = [item.rank for item in plan.todo if item.code == USED]
+        return co_use_rule.co_use_pairs(imp.ids, before, new, settings.max_rank)
+
+    def _edges(self, plan: Plan, edges: EdgeView | None) -> EdgeChange | None:
+        """The plan's change of its namespace's co-use edges, by the one update rule
+        (:func:`heaprank.model.co_use.update`)."""
+        settings, pairs = self._config.co_use, self.pairs(plan)
+        if settings is None or not pairs or edges is None:
+            return None
+        adj = edges.state.adjacency
+        count, written, deleted = co_use_rule.update(adj, edges.state.total, pairs, plan.time,
+                                                     settings, edges.everything)
+        rows = []
+        for a, b in sorted(written):
+            strength, uses, last = adj[a][b]
+            rows.append((a, b, strength, uses, last))
+        return EdgeChange(edges.state.version, tuple(rows), tuple(sorted(deleted)), count)
+
+
+@dataclass(frozen=True, slots=True)
+class EdgeView:
+    """A namespace's co-use edges as a feedback's change is worked out from: those around its
+    documents (with their version and count), and how to read all of them (asked only when the
+    namespace is over its edge cap)."""
+
+    state: EdgeState
+    everything: Callable[[], co_use_rule.Adjacency]
+
+
+def _kept(kept: KeptMeans | None, item: Item) -> np.ndarray | None:
+    """The means its rerank read of a used item's features, if kept and of its row."""
+    if kept is None or item.rank > len(kept.rows):
+        return None
+    read = kept.at(item.rank)
+    return read if len(read) == len(item.judged.features) else None
+
+
+class _Counts:
+    """The counts a list of updates reads, as the updates before each one leave them."""
+
+    def __init__(self, counts: Mapping[str, tuple[list[str], LinkCounts]],
+                 prior: linkmath.Prior) -> None:
+        self._prior = prior
+        self._own: dict[tuple[str, str], list[float]] = {}
+        self._pooled: dict[str, list[float]] = {}
+        for ns, (features, c) in counts.items():
+            for f, pos, neg, gpos, gneg in zip(features, c.pos.tolist(), c.neg.tolist(),
+                                               c.gpos.tolist(), c.gneg.tolist()):
+                self._own[(ns, f)] = [pos, neg]
+                self._pooled.setdefault(f, [gpos, gneg])
+
+    def means(self, plan: Plan, kept: KeptMeans | None) -> dict[str, float]:
+        """The posterior means of the plan's used items' features: kept ones where given."""
+        out: dict[str, float] = {}
+        ns = plan.impression.namespace
+        for item in plan.todo:
+            features = item.judged.features
+            if not item.judged.used or not features:
+                continue
+            read = _kept(kept, item)
+            if read is not None:
+                out.update(zip(features, read.tolist()))
+                continue
+            rows = [(*self._own.get((ns, f), (0.0, 0.0)), *self._pooled.get(f, (0.0, 0.0)))
+                    for f in features]
+            arr = np.array(rows, dtype=np.float64).reshape(-1, 4)
+            out.update(zip(features, linkmath.means_of(
+                LinkCounts(arr[:, 0], arr[:, 1], arr[:, 2], arr[:, 3]), self._prior)))
+        return out
+
+    def add(self, ns: str, inc: linkmath.Increments) -> None:
+        """Count an update's increments in, for the updates after it."""
+        for f, p, n in zip(inc.features, inc.dpos.tolist(), inc.dneg.tolist()):
+            own = self._own.get((ns, f))
+            if own is not None:
+                own[0] += p
+                own[1] += n
+            pooled = self._pooled.get(f)
+            if pooled is not None and not f.startswith(OWN_PREFIX):
+                pooled[0] += p
+                pooled[1] += n

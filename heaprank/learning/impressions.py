@@ -10,18 +10,18 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
-from .._flow import Flow
 from .._time import DAY_S
 from ..errors import StateError
 from ..records import Impression, new_recall_id
 from ..scoring import rank
 from ..scoring.scorer import Scored
 from ..scoring.space import FeatureSpace
-from ..state.requests import PutImpression, StateRequest
+from ..state.base import StateBackend
+from ..state.capabilities import AsyncStateBackend
 from .evidence import cause
 
 logger = logging.getLogger("heaprank")
@@ -33,6 +33,9 @@ KEPT_RECALLS = 1_024
 #: answer within seconds; later ones read it from the state), so a namespace forgotten through
 #: another process leaves this one within that time.
 KEPT_IMPRESSION_S = 600.0
+#: How many recall ids a write draws before giving up (a clash needs two reranks in one
+#: millisecond drawing the same 20 random bits).
+_DRAWS = 8
 #: What an impression stores per shown item, for tuning and replay.
 IMPRESSION_SIGNALS = ("relevance", "age_days", "importance", "usefulness", "rules")
 
@@ -78,17 +81,28 @@ def impression_of(scored: Scored, recall_id: str, space: FeatureSpace) -> Impres
         IMPRESSION_SIGNALS + tuple(extra) if extra else IMPRESSION_SIGNALS, stored)
 
 
+class KeptMeans(NamedTuple):
+    """The link means a rerank read: of each entry of its distinct rows (``p``), and the row
+    of each shown item (by shown position)."""
+
+    p: np.ndarray
+    rows: list[int]
+
+    def at(self, rank: int) -> np.ndarray:
+        """The means of the features of the item shown at ``rank`` (from 1), in its row's
+        order."""
+        row: np.ndarray = self.p[self.rows[rank - 1]]
+        return row
+
+
 class ImpressionLog:
     """Writes impressions, and keeps what the feedback of a recent recall reads: the impression
-    this reranker stored (with ``keep_copies``; not for a state whose impressions live in this
-    process), and the link means its rerank read while the state's version stood."""
+    this reranker stored, and the link means its rerank read while the state's version stood."""
 
-    def __init__(self, *, strict: bool, keep_copies: bool,
-                 mint: Callable[[str], str] | None = None) -> None:
+    def __init__(self, *, strict: bool, mint: Callable[[str], str] | None = None) -> None:
         self._strict = strict
         #: namespace -> a fresh recall id (the state's, where it mints them)
         self.mint: Callable[[str], str] = mint or (lambda namespace: new_recall_id())
-        self._keep_copies = keep_copies
         #: recall id -> (monotonic time, the impression stored for it)
         self._stored: dict[str, tuple[float, Impression]] = {}
         #: recall id -> (state version, the rerank's row means, each shown item's row)
@@ -98,36 +112,83 @@ class ImpressionLog:
         self._stored.clear()
         self.means.clear()
 
-    def track(self, scored: Scored, space: FeatureSpace,
-              version: object) -> Flow[StateRequest, tuple[str, str | None]]:
+    def track(self, state: StateBackend, scored: Scored, space: FeatureSpace,
+              version: object) -> tuple[str, str | None]:
         """Write a scored rerank's impression and keep what its feedback reads: ``(recall id,
         None)``. When the state fails (and the log is not strict) the ranking is still
         returned, untracked: ``(recall id, EXPLAIN's flag of why)``, and its feedback then
         reports an unknown recall."""
         impression = impression_of(scored, self.mint(scored.request.namespace), space)
         try:
-            recall_id = yield from self.put(impression)
+            recall_id = self.put(state, impression)
         except StateError as exc:
-            if self._strict:
-                raise
-            logger.warning("heaprank: %s, impression not recorded: %s", cause(exc), exc)
-            return impression.recall_id, f"{cause(exc)}: not tracked"
-        if self._keep_copies and recall_id == impression.recall_id:
+            return impression.recall_id, self._untracked(exc)
+        self._tracked(recall_id, impression, scored, version)
+        return recall_id, None
+
+    async def atrack(self, twin: AsyncStateBackend, scored: Scored,
+                     space: FeatureSpace) -> tuple[str, str | None]:
+        """:meth:`track` on a state's async twin."""
+        impression = impression_of(scored, self.mint(scored.request.namespace), space)
+        try:
+            recall_id = await self.aput(twin, impression)
+        except StateError as exc:
+            return impression.recall_id, self._untracked(exc)
+        self._tracked(recall_id, impression, scored, None)
+        return recall_id, None
+
+    def put(self, state: StateBackend, impression: Impression,
+            feedback_id: str | None = None) -> str:
+        """Write an impression: the recall id that holds it. A generated recall id that is
+        already taken (two reranks in one millisecond drawing the same 20 random bits) is drawn
+        again."""
+        for _ in range(_DRAWS):
+            held = state.put_impression(impression, feedback_id=feedback_id)
+            if held is not None:
+                return str(held)
+            impression = self._redrawn(impression)
+        raise StateError("could not draw an unused recall id")
+
+    async def aput(self, twin: AsyncStateBackend, impression: Impression,
+                   feedback_id: str | None = None) -> str:
+        """:meth:`put` on a state's async twin."""
+        for _ in range(_DRAWS):
+            held = await twin.put_impression(impression, feedback_id=feedback_id)
+            if held is not None:
+                return str(held)
+            impression = self._redrawn(impression)
+        raise StateError("could not draw an unused recall id")
+
+    def _redrawn(self, impression: Impression) -> Impression:
+        return replace(impression, recall_id=self.mint(impression.namespace))
+
+    def _untracked(self, exc: StateError) -> str:
+        if self._strict:
+            raise exc
+        logger.warning("heaprank: %s, impression not recorded: %s", cause(exc), exc)
+        return f"{cause(exc)}: not tracked"
+
+    def _tracked(self, recall_id: str, impression: Impression, scored: Scored,
+                 version: object) -> None:
+        if recall_id == impression.recall_id:
             self._keep(recall_id, impression)
         if version is not None:  # the link means its feedback would read, while they hold
             remember(self.means, recall_id, (version, scored.evidence.links.p, scored.top_rows))
-        return recall_id, None
 
-    def put(self, impression: Impression,
-            feedback_id: str | None = None) -> Flow[StateRequest, str]:
-        """Write an impression; a generated recall id that is already taken (two reranks in one
-        millisecond drawing the same 20 random bits) is drawn again."""
-        for _ in range(8):
-            held = yield PutImpression(impression, feedback_id)
-            if held is not None:
-                return str(held)
-            impression = replace(impression, recall_id=self.mint(impression.namespace))
-        raise StateError("could not draw an unused recall id")
+    def kept_means(self, recall_id: str, version: object) -> KeptMeans | None:
+        """The link means the rerank of ``recall_id`` read of its shown items' rows, if the
+        state's ``version`` still is the one they were read at (then they are what a read would
+        give); taken: a recall's feedback reads them once."""
+        read = self.means.pop(recall_id, None)
+        if read is None or version is None or read[0] != version:
+            return None
+        return KeptMeans(read[1], read[2])
+
+    def forget(self, recall_id: str) -> None:
+        """Drop what is kept of a recall: a feedback changed its verdicts (its stored copy now
+        lags them), or found its copy stale."""
+        self._stored.pop(recall_id, None)
+        self.means.pop(recall_id, None)
 
     def kept(self, recall_id: str) -> Impression | None:
         """The impression this reranker stored for ``recall_id``, while it keeps it. What a

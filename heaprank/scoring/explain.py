@@ -62,7 +62,7 @@ def ranking(scored: Scored, recall_id: str, top_links: TopLinks,
     seen, request = scored.seen, scored.request
     batch, fired, order = seen.batch, scored.fired, scored.order
     dropped = {} if scored.kept is None or scored.kept.all() else {
-        batch.ids[i]: "rule " + ", ".join(f"{n} x{m:g}" for n, m in fired[i])
+        batch.ids[i]: "rule " + ", ".join(f"{n} x{m:.3g}" for n, m in fired[i])
         for i in np.flatnonzero(~scored.kept).tolist()}
     # Its fields put straight into the instance: a frozen dataclass's __init__ sets each one
     # through object.__setattr__ (twice the cost), and every rerank makes one.
@@ -178,7 +178,7 @@ def _add_details(scored: Scored, shown: _Shown) -> None:
         else:
             rel = SCORE_DETAIL % score
         if fused is not None:  # the other retriever scores fused into relevance
-            rel += "".join(f", {n} {v:.4g}" if v == v else f", no {n}"
+            rel += "".join(f", {n} {v:.3g}" if v == v else f", no {n}"
                            for n, v in zip(fused_names, fused[i].tolist()))
         if age_s != age_s:
             rec = "no date"

@@ -114,7 +114,7 @@ DETAIL_NAMES = ("relevance", "recency", "importance")
 #: the age in days. A :class:`ResultSource` row may hold those two numbers in place of the two
 #: texts (a float where a text would be): its EXPLAIN line then formats them in its own ``%``,
 #: not in two strings of their own first.
-SCORE_DETAIL = "score %.4g"
+SCORE_DETAIL = "score %.3g"
 AGE_DETAIL = "age %.1fd"
 
 
@@ -231,7 +231,7 @@ def _compose(item: Ranked) -> str:
             continue
         text = f"{_LABEL.get(name, name)} {value:.2f}"
         if weight != 1:
-            text += f"^{weight:g}"
+            text += f"^{weight:.3g}"
         detail = item.details.get(name)
         if detail:
             text += f" ({detail})"
@@ -248,7 +248,7 @@ def _links(top_links: tuple[tuple[str, float], ...]) -> str:
 def _tail(item: Ranked) -> str:
     line = ""
     if item.rules:
-        line += " x rules " + ", ".join([f"{n} x{m:g}" for n, m in item.rules])
+        line += " x rules " + ", ".join([f"{n} x{m:.3g}" for n, m in item.rules])
     if item.flags:
         line += " ! " + "; ".join(item.flags)
     return line
@@ -284,7 +284,7 @@ class ExplainTemplate:
                 continue
             text = _LABEL.get(name, name).replace("%", "%%") + " %.2f"
             if weight != 1:
-                text += f"^{weight:g}"
+                text += f"^{weight:.3g}"
             picks.append(i)
             # usefulness: its top links follow; every other signal: its detail in brackets
             if name == "usefulness":

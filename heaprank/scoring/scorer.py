@@ -12,19 +12,19 @@ from typing import NamedTuple
 import numpy as np
 
 from ..config import SIGNALS, Config
-from ..learning import links as linkmath
-from ..learning.evidence import Evidence
-from ..learning.exploration import Explorer
-from . import fusion, rank
-from . import signals as sig
-from .candidates import CandidateBatch, CandidateLike, coerce_candidates
-from .features import (
+from ..model import links as linkmath
+from ..model.evidence import Evidence
+from ..model.exploration import Explorer
+from ..model.features import (
     NEIGHBOUR_CODE,
     NO_STRUCTURE,
     neighbour_slots,
     stage_codes,
 )
-from .query import QueryInfo, QuestionClassifier
+from ..model.questions import QueryInfo, QuestionClassifier
+from . import fusion, rank
+from . import signals as sig
+from .candidates import CandidateBatch, CandidateLike, coerce_candidates
 from .rules import Rule, apply_rules
 from .space import FeatureSpace
 from .spreading import Association, associate

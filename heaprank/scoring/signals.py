@@ -15,7 +15,7 @@ import numpy as np
 
 from .._accel import kernels
 from .._time import DAY_S
-from ..learning import retention as ret
+from ..model import retention as ret
 from .candidates import CandidateBatch
 
 if TYPE_CHECKING:

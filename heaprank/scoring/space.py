@@ -16,8 +16,7 @@ import numpy as np
 
 from .._accel import kernels
 from .._accel.tables import RowTable, ShapeTable, word_bloom
-from .candidates import CandidateBatch
-from .features import (
+from ..model.features import (
     N_STRUCTURE_CODES,
     NO_STRUCTURE,
     STRUCTURE_SLOTS,
@@ -27,8 +26,9 @@ from .features import (
     shape_of,
     yes,
 )
-from .query import _QTYPE_CODE, PERSONS, QueryInfo, QuestionClassifier, analyze_query
-from .text import tokens
+from ..model.questions import _QTYPE_CODE, PERSONS, QueryInfo, QuestionClassifier, analyze_query
+from ..model.text import tokens
+from .candidates import CandidateBatch
 
 
 def _shape_rows_kernel() -> Callable[..., Any] | None:
@@ -195,7 +195,7 @@ class FeatureSpace:
         """``(distinct, of)``: the distinct feature rows of the batch's candidates for this
         query (rows of :meth:`matrix`), and for each candidate the position of its row among
         them. ``structure`` holds each candidate's structure code (its neighbour and
-        first-stage slots, :data:`~heaprank.scoring.features.STRUCTURE_SLOTS`); ``None``
+        first-stage slots, :data:`~heaprank.model.features.STRUCTURE_SLOTS`); ``None``
         means none of either. ``speaker_roles`` adds the ``person:`` slot."""
         if self._over_bounds():
             with self._lock:

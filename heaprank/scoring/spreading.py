@@ -4,7 +4,7 @@ Activation spreads from the strongest candidates by base score (the product of t
 signals) along the edges among the candidates, ``depth`` hops at most, each hop multiplying by
 the edge's strength and ``hop_decay``; a candidate's association factor is
 ``1 + min(cap, activation it received from the other seeds)``, so it is 1 without edges and
-never above ``1 + cap``. How the edges are learned: :mod:`heaprank.learning.co_use`.
+never above ``1 + cap``. How the edges are learned: :mod:`heaprank.model.co_use`.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..learning.co_use import CoUse, decayed_array
-from ..state.edges import EdgeRows
+from ..model.co_use import CoUse, decayed_array
+from ..model.evidence import EdgeRows
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,23 +18,16 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from ..errors import ConfigError
-from ..records import (
-    DocStats,
-    FeedbackBatch,
-    FeedbackItem,
-    FeedbackOutcome,
-    Impression,
-    LinkCounts,
-    new_recall_id,
-)
+from ..model.evidence import DocStats, LinkCounts
+from ..records import FeedbackOutcome, Impression, Update, new_recall_id
 from .base import StateBackend
 from .capabilities import AsyncStateBackend
 from .memory import MemoryState
 from .sqlite.backend import SQLiteState
 
-__all__ = ["AsyncStateBackend", "DocStats", "FeedbackBatch", "FeedbackItem", "FeedbackOutcome", "Impression",
-           "LinkCounts", "MemoryState", "SQLiteState", "StateBackend", "new_recall_id",
-           "open_state", "sqlite_path", "sqlite_options"]
+__all__ = ["AsyncStateBackend", "DocStats", "FeedbackOutcome", "Impression", "LinkCounts",
+           "MemoryState", "SQLiteState", "StateBackend", "Update", "new_recall_id", "open_state",
+           "sqlite_path", "sqlite_options"]
 
 _SQLITE_OPTIONS = {"mode": str, "synchronous": str, "busy_timeout": float,
                    "max_impressions": int, "impression_ttl": float, "max_open_impressions": int}

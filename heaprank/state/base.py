@@ -1,29 +1,21 @@
-"""The state backend Protocol and the records it stores.
+"""The state backend Protocol: where heaprank keeps what it learns.
 
 Batch-shaped so scoring stays vectorised: one call reads what a rerank needs (link counts of many
-features in a namespace and in the global layer, and the stats of the candidates' documents); one
-call applies a whole feedback atomically. The layout every backend follows is described in
-``docs/design.md`` ("State layout").
+features in a namespace and in the pooled layer, and the stats of the candidates' documents);
+one call applies feedback :class:`~heaprank.records.Update`\\ s, which learning worked out (a
+state computes no credit: it adds the increments it is given). The layout every backend follows
+is described in ``docs/design.md`` ("State layout").
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from ..errors import FeedbackError
-from ..records import (
-    LABEL_OF,
-    OPEN,
-    DocStats,
-    FeedbackBatch,
-    FeedbackItem,
-    FeedbackOutcome,
-    Impression,
-    LinkCounts,
-)
+from ..model.evidence import DocStats, LinkCounts
+from ..records import OPEN, Impression, Update
 
 #: Clock skew allowed when a stored ``last_used`` lies after a feedback's time: a stored time
 #: later than this is taken as a bad clock and replaced, so no single call pins recency forever.
@@ -33,9 +25,6 @@ LAST_USED_SKEW_S = 300.0
 #: layer, on every backend: they stay in their namespace, their pooled counts zero, and the
 #: pooled listing leaves them out.
 OWN_PREFIX = "doc:"
-
-ReadLinks = Callable[[Sequence[str]], LinkCounts]
-CreditFn = Callable[[ReadLinks, Sequence[FeedbackItem]], tuple[list[str], np.ndarray, np.ndarray]]
 
 
 @runtime_checkable
@@ -73,13 +62,17 @@ class StateBackend(Protocol):
         read; an impression pruned or forgotten meanwhile is simply not yielded."""
         ...
 
-    def apply_feedback(self, batch: FeedbackBatch, credit: CreditFn) -> FeedbackOutcome:
-        """Apply one feedback atomically and at most once per (recall id, item).
+    def apply(self, updates: Sequence[Update]) -> list[bool]:
+        """Apply feedback updates, each atomically and at most once, in order.
 
-        Inside one transaction: skip items already recorded with the same verdict, raise
-        :class:`FeedbackError` on a contradicting one, compute increments with
-        ``credit(read_links, items)`` from the current counts, add them to the namespace and the
-        global layer, update the used documents' stats, and record the verdicts.
+        An update is applied only if its recall's impression (of its namespace) exists and
+        every position in ``update.ranks`` is still open there (and, with ``update.edges``, the
+        namespace's co-use edges are still at ``edges.version``): then, in one atomic step, its
+        increments are added to the namespace's counts and (but for ``doc:`` features) the
+        pooled ones, its used documents' stats are updated (:func:`merge_last_used`, one more
+        use), its verdicts are recorded and its edges written. Otherwise nothing of it is
+        written and its entry in the result is False (stale: the caller works it out again).
+        A state may apply the whole list in one transaction (SQLite does: one commit).
         """
         ...
 
@@ -100,32 +93,18 @@ class StateBackend(Protocol):
     def close(self) -> None: ...
 
 
-def check_resolution(batch: FeedbackBatch, verdicts: Sequence[int]) -> tuple[list[FeedbackItem], list[str]]:
-    """Split a batch into items still to apply and ids already recorded with the same verdict.
-
-    ``verdicts`` are the impression's stored verdict codes, indexed by ``rank - 1``.
-    """
-    todo: list[FeedbackItem] = []
-    done: list[str] = []
-    for item in batch.items:
-        previous = verdicts[item.rank - 1] if item.rank - 1 < len(verdicts) else OPEN
-        if previous == OPEN:
-            todo.append(item)
-        elif previous == item.code:
-            done.append(item.id)
-        else:
-            raise FeedbackError(
-                f"recall {batch.recall_id}: id {item.id!r} was already recorded as "
-                f"{LABEL_OF.get(previous, previous)}; feedback for an impression cannot be "
-                f"changed")
-    return todo, done
+def still_open(verdicts: Sequence[int], update: Update) -> bool:
+    """Whether every position ``update`` records is still open in ``verdicts`` (an
+    impression's stored codes, indexed by ``rank - 1``): the condition of applying it."""
+    n = len(verdicts)
+    return all(rank - 1 >= n or verdicts[rank - 1] == OPEN for rank in update.ranks)
 
 
-def new_verdicts(verdicts: Sequence[int], n: int, todo: Sequence[FeedbackItem]) -> list[int]:
-    """``verdicts`` (length ``n``) with the verdicts of ``todo`` recorded."""
+def with_codes(verdicts: Sequence[int], n: int, update: Update) -> list[int]:
+    """``verdicts`` (length ``n``; empty: all open) with ``update``'s codes recorded."""
     out = list(verdicts) if verdicts else [OPEN] * n
-    for item in todo:
-        out[item.rank - 1] = item.code
+    for rank, code in zip(update.ranks, update.codes):
+        out[rank - 1] = code
     return out
 
 

@@ -6,13 +6,11 @@ state: every later call goes to the capability it found, typed, with no lookup b
   the documents read alone: while the version stands, a reader keeps what it derived from the
   counts (memory, SQLite).
 - :class:`EdgeBackend`: co-use edges (every backend of heaprank; ``Config(co_use=...)``).
-- :class:`LeanFeedback`: a feedback on a fresh recall applied straight from the impression as
-  written (memory).
-- :class:`GroupFeedback`: several feedbacks in one transaction (SQLite's group commit).
 - :class:`AsyncProvider`: an async twin of the hot path for an event loop (Redis from a URL).
 - :class:`DocLister`: every used document of a namespace (for ``forget_candidates``).
-- :class:`LocalImpressions`: impressions held in this process, so reading one back costs no I/O
-  (memory): the reranker then keeps no copy of its own.
+- :class:`GroupCommit`: a list of updates applied in one transaction (memory, SQLite): a
+  feedback of the list is worked out from the counts as the ones before it leave them, and the
+  list is applied at once; other states are handed one update at a time.
 - :class:`RecallIds`: recall ids minted by the state, carrying where it keeps the impression
   (Redis: the namespace's bucket); other states take :func:`~heaprank.records.new_recall_id`'s.
 """
@@ -23,10 +21,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
-from ..errors import FeedbackError, StateError
-from ..records import DocStats, FeedbackBatch, FeedbackOutcome, Impression, LinkCounts, UsedFeedback
-from .base import CreditFn, StateBackend
-from .edges import EdgeRows
+from ..errors import StateError
+from ..model.evidence import DocStats, EdgeRows, LinkCounts
+from ..records import EdgeState, Impression, Update
+from .base import StateBackend
 
 
 @runtime_checkable
@@ -59,6 +57,11 @@ class EdgeBackend(Protocol):
         sorted."""
         ...
 
+    def edge_state(self, namespace: str, docs: Sequence[str]) -> EdgeState:
+        """Every edge of ``docs`` in ``namespace`` (a copy), the version the namespace's edges
+        are at (an update's change applies only while they still are) and its edge count."""
+        ...
+
 
 @runtime_checkable
 class AsyncStateBackend(Protocol):
@@ -78,43 +81,26 @@ class AsyncStateBackend(Protocol):
 
     async def get_impression(self, recall_id: str) -> Impression | None: ...
 
-    async def apply_feedback(self, batch: FeedbackBatch, credit: CreditFn) -> FeedbackOutcome: ...
+    async def read_links(self, namespace: str, features: Sequence[str]) -> LinkCounts: ...
+
+    async def apply(self, updates: Sequence[Update]) -> list[bool]: ...
 
     async def aclose(self) -> None: ...
 
 
 @runtime_checkable
 class AsyncEdgeBackend(Protocol):
-    """An :class:`AsyncStateBackend` that also stores co-use edges: its ``apply_feedback``
-    honours ``batch.co_use`` and it reads edges as :class:`EdgeBackend` does. With
+    """An :class:`AsyncStateBackend` that also stores co-use edges: its ``apply`` writes an
+    update's ``edges`` and it reads edges as :class:`EdgeBackend` does. With
     ``Config(co_use=...)`` the reranker's async methods use an async twin only if it is one;
     otherwise they run the sync backend in a worker thread."""
 
     async def read_with_edges(self, namespace: str, features: Sequence[str],
                               ids: Sequence[str]) -> tuple[LinkCounts, DocStats, EdgeRows]: ...
 
+    async def edge_state(self, namespace: str, docs: Sequence[str]) -> EdgeState: ...
 
-@runtime_checkable
-class LeanFeedback(Protocol):
-    """A state that applies ``feedback(recall_id, used)`` on a fresh recall straight from the
-    impression it holds, without the general path's :class:`~heaprank.records.FeedbackBatch`."""
-
-    def apply_used(self, request: UsedFeedback) -> FeedbackOutcome | None:
-        """The feedback's outcome, or None where the general path must run (the recall is not
-        a fresh one of this namespace, an id was not shown): that path then applies it or
-        raises, so both paths share one set of checks and messages."""
-        ...
-
-
-@runtime_checkable
-class GroupFeedback(Protocol):
-    """A state that applies several feedbacks in one transaction."""
-
-    def apply_feedback_many(self, batches: Sequence[FeedbackBatch],
-                            credit: CreditFn) -> list[FeedbackOutcome | FeedbackError]:
-        """Each batch as :meth:`StateBackend.apply_feedback` would apply it, one outcome (or the
-        error that kept it from being applied) per batch, in order."""
-        ...
+    async def list_edges(self, namespace: str) -> list[tuple[str, str, float, float, float]]: ...
 
 
 @runtime_checkable
@@ -140,10 +126,10 @@ class DocLister(Protocol):
 
 
 @runtime_checkable
-class LocalImpressions(Protocol):
-    """A state whose impressions live in this process: reading one back costs no I/O."""
+class GroupCommit(Protocol):
+    """A state whose ``apply`` applies a whole list in one transaction."""
 
-    impressions_in_process: Literal[True]
+    group_commit: Literal[True]
 
 
 @runtime_checkable
@@ -164,11 +150,9 @@ class Capabilities:
     state: StateBackend
     versioned: VersionedState | None
     edges: EdgeBackend | None
-    lean: LeanFeedback | None
-    group: GroupFeedback | None
     async_provider: AsyncProvider | None
     docs: DocLister | None
-    local_impressions: bool
+    group_commit: bool = False
     recall_ids: RecallIds | None = None
 
 
@@ -182,10 +166,8 @@ def capabilities(state: StateBackend) -> Capabilities:
         state=state,
         versioned=versioned,
         edges=state if isinstance(state, EdgeBackend) else None,
-        lean=state if isinstance(state, LeanFeedback) else None,
-        group=state if isinstance(state, GroupFeedback) else None,
         async_provider=state if isinstance(state, AsyncProvider) else None,
         docs=state if isinstance(state, DocLister) else None,
-        local_impressions=isinstance(state, LocalImpressions),
+        group_commit=isinstance(state, GroupCommit),
         recall_ids=state if isinstance(state, RecallIds) else None,
     )

@@ -1,7 +1,7 @@
 """The compact binary form of an impression, shared by every backend.
 
 An impression is what one rerank showed: per shown item its id, its feature *slots* (the crossed
-``qt:`` features and ``doc:`` are rebuilt from them with :func:`~heaprank.scoring.features.expand_features`),
+``qt:`` features and ``doc:`` are rebuilt from them with :func:`~heaprank.model.features.expand_features`),
 the signal values the ranking used, and the feedback verdict once it came. Stored as names it
 took ~4 KB for ten items; this form takes ~35 bytes per item plus the ids' own bytes.
 
@@ -53,9 +53,9 @@ import numpy as np
 
 from .._accel import kernels
 from ..errors import StateError
+from ..model.features import FIXED_SLOTS
+from ..model.questions import QUESTION_TYPES
 from ..records import IGNORED, OPEN, OUTDATED, USED, WRONG, Impression
-from ..scoring.features import FIXED_SLOTS
-from ..scoring.query import QUESTION_TYPES
 
 __all__ = ["IGNORED", "OPEN", "OUTDATED", "USED", "WRONG", "Head", "decode_impression",
            "encode_compact", "encode_impression"]

@@ -16,29 +16,13 @@ from typing import Literal
 
 import numpy as np
 
-from .._accel import kernels
-from .._time import DAY_S, feedback_time_ok
-from ..errors import FeedbackError
-from ..learning import links as linkmath
-from ..records import (
-    DocStats,
-    FeedbackBatch,
-    FeedbackItem,
-    FeedbackOutcome,
-    Impression,
-    LinkCounts,
-    UsedFeedback,
-    new_outcome,
-    recall_born_s,
-)
-from . import codec, edges
-from .base import CreditFn, check_resolution, merge_last_used, new_verdicts
-from .memory_learning import Fresh, LeanLearner
+from .._time import DAY_S
+from ..model import co_use
+from ..model.evidence import DocStats, EdgeRows, LinkCounts
+from ..records import EdgeChange, EdgeState, Impression, Update, recall_born_s
+from . import codec
+from .base import merge_last_used, still_open, with_codes
 from .memory_links import LinkTable, Namespace
-
-_KERNELS = kernels("state")
-#: ``_state.doc_stats`` (the documents' use records in one C pass), or None
-doc_stats_kernel = None if _KERNELS is None else _KERNELS.doc_stats
 
 _PRUNE_EVERY = 256
 _SHOWN_CACHE = 4_096  # latest impressions kept as written, besides their stored bytes
@@ -67,8 +51,8 @@ class MemoryState:
             ``impression_ttl=`` (seconds).
     """
 
-    #: Its impressions live in this process (see :class:`~heaprank.state.capabilities.LocalImpressions`).
-    impressions_in_process: Literal[True] = True
+    #: It applies a list of updates under one lock (see :class:`~heaprank.state.capabilities.GroupCommit`).
+    group_commit: Literal[True] = True
 
     def __init__(self, *, max_impressions: int = 100_000, impression_ttl_s: float = DAY_S,
                  max_open_impressions: int = 100_000) -> None:
@@ -83,7 +67,6 @@ class MemoryState:
         self.impression_ttl_s = float(impression_ttl_s)
         self._lock = threading.RLock()
         self._links = LinkTable()
-        self._learner = LeanLearner(self._links)
         self._open: dict[str, tuple[Namespace, bytes]] = {}  # no feedback yet, oldest first
         self._fed: dict[str, tuple[Namespace, bytes]] = {}  # in order of first feedback
         self._explicit: dict[tuple[str, str], str] = {}  # (namespace, feedback id) -> recall id
@@ -110,11 +93,6 @@ class MemoryState:
         ns = self._links.ns.get(namespace)
         if ns is None or not ns.docs:
             return DocStats(np.full(len(ids), math.nan), np.zeros(len(ids)))
-        if doc_stats_kernel is not None:
-            both = doc_stats_kernel(ns.docs, ids)
-            if both is not None:  # every last use, then every count
-                block = np.frombuffer(both, dtype=np.float64).reshape(2, len(ids))
-                return DocStats(block[0], block[1])
         # (last used, use count) of each id, flat: one C-level pass, no list of pairs
         flat = np.fromiter(itertools.chain.from_iterable(
             map(ns.docs.get, ids, itertools.repeat((math.nan, 0.0)))), dtype=np.float64,
@@ -135,11 +113,11 @@ class MemoryState:
             return self._links.counts(namespace, features), self._docs(namespace, ids)
 
     def read_with_edges(self, namespace: str, features: Sequence[str],
-                        ids: Sequence[str]) -> tuple[LinkCounts, DocStats, edges.EdgeRows]:
+                        ids: Sequence[str]) -> tuple[LinkCounts, DocStats, EdgeRows]:
         with self._lock:
             ns = self._links.ns.get(namespace)
-            among = edges.EdgeRows.empty() if ns is None or not ns.edges else \
-                edges.among(ids, ns.edges.get)
+            among = EdgeRows.empty() if ns is None or not ns.edges else \
+                co_use.among(ids, ns.edges.get)
             return self._links.counts(namespace, features), self._docs(namespace, ids), among
 
     def list_edges(self, namespace: str) -> list[tuple[str, str, float, float, float]]:
@@ -148,6 +126,18 @@ class MemoryState:
             return [] if ns is None else sorted(
                 (a, b, row[0], row[1], row[2]) for a, nbrs in ns.edges.items()
                 for b, row in nbrs.items() if a < b)
+
+    def edge_state(self, namespace: str, docs: Sequence[str]) -> EdgeState:
+        """The edges of ``docs`` in ``namespace`` (copies), their version and the namespace's
+        edge count."""
+        with self._lock:
+            ns = self._links.ns.get(namespace)
+            if ns is None:
+                return EdgeState(0, 0, {})
+            rows = {(min(a, b), max(a, b)): row for a in docs
+                    for b, row in ns.edges.get(a, {}).items()}
+            return EdgeState(ns.edge_version, ns.edge_count, co_use.adjacency(
+                (a, b, row[0], row[1], row[2]) for (a, b), row in rows.items()))
 
     # ------------------------------------------------------------- impressions
 
@@ -241,89 +231,33 @@ class MemoryState:
 
     # ---------------------------------------------------------------- feedback
 
-    def apply_feedback(self, batch: FeedbackBatch, credit: CreditFn) -> FeedbackOutcome:
-        """Apply one feedback (see :class:`~heaprank.StateBackend`). The credit is computed
-        here on integer feature ids with the batch's learning settings
-        (:func:`heaprank.learning.links.credit_ids`, the same numbers as ``credit`` gives), so
-        ``credit`` itself is not called."""
+    def apply(self, updates: Sequence[Update]) -> list[bool]:
+        """Apply feedback updates (see :meth:`~heaprank.StateBackend.apply`), under the lock."""
         with self._lock:
-            entry = self._entry(batch.recall_id)
-            if entry is None or entry[0].name != batch.namespace:
-                raise FeedbackError(f"recall_id {batch.recall_id!r}: unknown (never recorded, "
-                                    f"expired or pruned)")
-            ns, body = entry
-            verdicts = codec.verdicts_of(body)
-            todo, done = check_resolution(batch, verdicts)
-            if todo:
-                # The means the rerank read still hold while no count has changed since.
-                means = batch.means if batch.means_version is not None \
-                    and batch.means_version == self.version else {}
+            return [self._apply(update) for update in updates]
 
-                def p_of(item: FeedbackItem, ids: Sequence[int]) -> np.ndarray:
-                    read = means.get(item.rank)
-                    if read is not None and len(read) == len(ids):
-                        return read
-                    return self._links.posterior_mean(ns, ids, batch)
-
-                idx, dpos, dneg = linkmath.credit_ids(todo, self._learner.row_ids, p_of,
-                                                      em=batch.em)
-                self._links.add(ns, idx, dpos, dneg)
-                for item in todo:
-                    if item.used:
-                        last, uses = ns.docs.get(item.id, (math.nan, 0.0))
-                        ns.docs[item.id] = (merge_last_used(last, batch.time), uses + 1.0)
-                if batch.co_use is not None:
-                    pairs = edges.co_use_pairs(batch.shown, verdicts, todo, batch.co_use.max_rank)
-                    if pairs:
-                        ns.edge_count = edges.update(ns.edges, ns.edge_count, pairs, batch.time,
-                                                     batch.co_use, lambda: ns.edges)[0]
-                body = codec.with_verdicts(body, new_verdicts(verdicts, len(verdicts), todo))
-                self._open.pop(batch.recall_id, None)
-                self._shown.pop(batch.recall_id, None)
-                self._fed[batch.recall_id] = (ns, body)
-                self._feedbacks[ns.name] = self._feedbacks.get(ns.name, 0) + 1
-        return FeedbackOutcome(batch.recall_id, tuple(i.id for i in todo), tuple(done))
-
-    def apply_used(self, request: UsedFeedback) -> FeedbackOutcome | None:
-        """``feedback(recall_id, used)`` on a recall that has had no feedback yet, straight
-        from the impression as written: the same counts, bit for bit, as :meth:`apply_feedback`
-        with the reranker's batch, without building the batch (see :class:`UsedFeedback`).
-        Returns ``None`` where the general path must run (the recall is not a fresh one of
-        this namespace, an id was not shown): that path then applies it or raises the error,
-        so both paths keep one set of checks and messages.
-        """
-        recall_id, namespace, used, read = (request.recall_id, request.namespace, request.used,
-                                            request.read)
-        with self._lock:
-            shown = self._shown.get(recall_id)
-            entry = self._open.get(recall_id)
-            if shown is None or entry is None:
-                return None
-            ns, body = entry
-            qtype, t, explicit, ids, slots, doc_features, _ = shown
-            if (namespace is not None and ns.name != namespace) \
-                    or not all(map(ids.__contains__, used)):
-                return None
-            when = request.time
-            if when is None:
-                when = t if explicit else time.time()
-            if not feedback_time_ok(when, t):
-                return None  # refused by the general path
-            used_at = set(used)
-            kept = read[1:] if read is not None and read[0] == self._links.version else None
-            self._learner.make_room(len(ids))
-            verdicts = self._learner.credit(Fresh(ns, ids, slots, qtype, doc_features, used_at,
-                                                  kept, request))
-            docs = ns.docs
-            for d in ids:  # in shown order, as the general path records them
-                if d in used_at:
-                    last, uses = docs.get(d, (math.nan, 0.0))
-                    docs[d] = (merge_last_used(last, when), uses + 1.0)
-            del self._open[recall_id]
-            del self._shown[recall_id]
-            self._fed[recall_id] = (ns, codec.with_verdicts(body, verdicts))
-            self._feedbacks[ns.name] = self._feedbacks.get(ns.name, 0) + 1
-        return new_outcome(recall_id, ids, ())
+    def _apply(self, update: Update) -> bool:
+        entry = self._entry(update.recall_id)
+        if entry is None or entry[0].name != update.namespace:
+            return False
+        ns, body = entry
+        verdicts = codec.verdicts_of(body)
+        if not still_open(verdicts, update) or (
+                update.edges is not None and update.edges.version != ns.edge_version):
+            return False
+        if len(update.features):
+            self._links.add(ns, self._links.intern(update.features), update.dpos, update.dneg)
+        for d in update.used:
+            last, uses = ns.docs.get(d, (math.nan, 0.0))
+            ns.docs[d] = (merge_last_used(last, update.time), uses + 1.0)
+        if update.edges is not None:
+            _change_edges(ns, update.edges)
+        body = codec.with_verdicts(body, with_codes(verdicts, len(verdicts), update))
+        self._open.pop(update.recall_id, None)
+        self._shown.pop(update.recall_id, None)
+        self._fed[update.recall_id] = (ns, body)
+        self._feedbacks[ns.name] = self._feedbacks.get(ns.name, 0) + 1
+        return True
 
     # ------------------------------------------------------------------ audit
 
@@ -337,7 +271,6 @@ class MemoryState:
 
     def forget_namespace(self, namespace: str, *, scrub_global: bool = True) -> None:
         with self._lock:
-            self._learner.clear()  # its feature names and doc ids, and ids about to be reused
             self._links.forget(namespace, scrub_global=scrub_global)
             for table in (self._open, self._fed):
                 for rid in [r for r, (owner, _) in table.items() if owner.name == namespace]:
@@ -396,3 +329,22 @@ class MemoryState:
         with self._lock:
             return [(rid, ns.name, body) for table in (self._open, self._fed)
                     for rid, (ns, body) in table.items()]
+
+
+def _change_edges(ns: Namespace, change: EdgeChange) -> None:
+    """Apply an edge change to a namespace's adjacency (each edge's list shared by its two
+    documents)."""
+    adj = ns.edges
+    for a, b in change.deleted:
+        for x, y in ((a, b), (b, a)):
+            nbrs = adj.get(x)
+            if nbrs is not None:
+                nbrs.pop(y, None)
+                if not nbrs:
+                    del adj[x]
+    for a, b, strength, count, last in change.written:
+        row = [strength, count, last]
+        adj.setdefault(a, {})[b] = row
+        adj.setdefault(b, {})[a] = row
+    ns.edge_count = change.total
+    ns.edge_version += 1

@@ -12,16 +12,15 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..learning import links as linkmath
-from ..records import LinkCounts
-from . import edges
+from ..model.co_use import Adjacency
+from ..model.evidence import LinkCounts
 from .base import OWN_PREFIX
 
 
 class Namespace:
     """One namespace's links (sorted feature ids), used documents and co-use edges."""
 
-    __slots__ = ("name", "fids", "pos", "neg", "docs", "edges", "edge_count")
+    __slots__ = ("name", "fids", "pos", "neg", "docs", "edges", "edge_count", "edge_version")
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -29,8 +28,9 @@ class Namespace:
         self.pos = np.empty(0)
         self.neg = np.empty(0)
         self.docs: dict[str, tuple[float, float]] = {}
-        self.edges: edges.Adjacency = {}  # each edge's list shared by its two documents
+        self.edges: Adjacency = {}  # each edge's list shared by its two documents
         self.edge_count = 0
+        self.edge_version = 0  # bumped by every change of the edges
 
     def gather(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         if not len(self.fids):
@@ -54,11 +54,7 @@ class LinkTable:
         #: Features kept per namespace only (``doc:`` names, a caller's document ids): their
         #: pooled counts stay zero, and the pooled listing leaves them out.
         self.own = np.zeros(64, dtype=bool)
-        # A feedback's increments by feature id, zero outside a lean feedback: it sums the rows
-        # into them in place, then zeroes the ids it touched
-        # (see heaprank.state.memory_learning)
-        self.dpos = np.zeros(64)
-        self.dneg = np.zeros(64)
+        self.owned = False  # whether any feature was ever kept per namespace only
         self.ns: dict[str, Namespace] = {}
         #: Bumped by every change of the counts: a reader may keep what it derived from them
         #: while the version stands.
@@ -90,6 +86,9 @@ class LinkTable:
 
     def intern(self, features: Sequence[str]) -> np.ndarray:
         """The ids of ``features``, interning the new ones (a freed id is reused first)."""
+        known = list(map(self.fid.get, features))
+        if None not in known:  # the usual case: every feature seen before
+            return np.array(known, dtype=np.int64)
         out = np.empty(len(features), dtype=np.int64)
         for j, f in enumerate(features):
             i = self.fid.get(f)
@@ -104,6 +103,7 @@ class LinkTable:
                         self._grow()
                 self.fid[f] = i
                 self.own[i] = f.startswith(OWN_PREFIX)
+                self.owned = self.owned or bool(self.own[i])
             out[j] = i
         return out
 
@@ -113,15 +113,14 @@ class LinkTable:
         self.gneg = np.concatenate([self.gneg, np.zeros(grow)])
         self.gns = np.concatenate([self.gns, np.zeros(grow, dtype=np.int64)])
         self.own = np.concatenate([self.own, np.zeros(grow, dtype=bool)])
-        self.dpos = np.zeros(len(self.gpos))
-        self.dneg = np.zeros(len(self.gpos))
 
     def add(self, ns: Namespace, idx: np.ndarray, dpos: np.ndarray, dneg: np.ndarray) -> None:
         """Add evidence to a namespace and the pool; ``idx`` holds distinct feature ids."""
         self.version += 1
         self.gpos[idx] += dpos
         self.gneg[idx] += dneg
-        self.unpool(idx)
+        if self.owned:
+            self.unpool(idx)
         at = ns.fids.searchsorted(idx)
         if len(ns.fids) and (ns.fids.take(at, mode="clip") == idx).all():
             ns.pos[at] += dpos  # every link known to the namespace already: the usual case
@@ -149,15 +148,6 @@ class LinkTable:
         if len(own):
             self.gpos[own] = 0.0
             self.gneg[own] = 0.0
-
-    def posterior_mean(self, ns: Namespace, ids: Sequence[int] | np.ndarray,
-                       learning: linkmath.Learning) -> np.ndarray:
-        """The posterior means of a namespace's links of ``ids``, under ``learning``."""
-        idx = np.array(ids, dtype=np.int64)
-        pos, neg = ns.gather(idx)
-        alpha, beta = linkmath.posterior(LinkCounts(pos, neg, self.gpos[idx], self.gneg[idx]),
-                                         learning)
-        return linkmath.posterior_mean(alpha, beta)
 
     def list_links(self, namespace: str | None) -> tuple[list[str], np.ndarray, np.ndarray]:
         """Every link of ``namespace`` (None: the pool) by feature name, sorted."""

@@ -1,7 +1,7 @@
 """Worker processes of the Redis concurrency tests (importable, so ``spawn`` can run them), and
 the helpers the fault tests share.
 
-Each worker applies a deterministic list of feedbacks (from its seed) straight to a
+Each worker applies a deterministic list of feedback updates (from its seed) straight to a
 ``RedisState``; the test replays the same lists serially on a ``MemoryState`` and compares.
 Uniform credit (``em=False``) of items with four features adds multiples of 1/4, which sum
 exactly in any order: so "equal to the serial result" can be checked with ``==``.
@@ -15,9 +15,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from heaprank import MemoryState, StateUnavailableError
-from heaprank.learning import links as linkmath
-from heaprank.learning.links import Prior
-from heaprank.records import FeedbackBatch, FeedbackItem, Impression
+from heaprank.model.links import Judged, Prior, increments
+from heaprank.records import IGNORED, USED, Impression, Update
 from heaprank.state.base import StateBackend
 from heaprank.state.redis.layout import KeyLayout
 
@@ -28,7 +27,7 @@ PRIOR = Prior(mean=0.02, strength=2.0, kappa=50.0)
 
 
 def plan(worker: int, count: int, born_ms: int,
-         minted: bool = True) -> Iterator[tuple[Impression, FeedbackBatch]]:
+         minted: bool = True) -> Iterator[tuple[Impression, Update]]:
     """``count`` impressions with their feedback, overlapping in namespaces and features; their
     recall ids as the Redis backend mints them (20 digits, the bucket last), or of 16 digits
     (its impressions then take a key and a pointer each, as before the hour hashes)."""
@@ -42,25 +41,30 @@ def plan(worker: int, count: int, born_ms: int,
         slots = tuple((rng.choice(KINDS), rng.choice(LENGTHS)) for _ in ids)
         imp = Impression(recall_id=rid, namespace=ns, qtype="when", time=1_750_000_000.0 + j,
                          time_explicit=True, ids=ids, slots=slots)
-        items = tuple(FeedbackItem(id=ids[k], rank=k + 1, used=rng.random() < 0.4,
-                                   features=imp.features_of(k)) for k in range(len(ids)))
-        yield imp, FeedbackBatch(recall_id=rid, namespace=ns, time=imp.time, items=items,
-                                 a0=PRIOR.a0, b0=PRIOR.b0, kappa=PRIOR.kappa, em=False)
+        yield imp, update_of(imp, [rng.random() < 0.4 for _ in ids])
 
 
-def credit(read, items):  # type: ignore[no-untyped-def]
-    return linkmath.credit(read, items, PRIOR, em=False)
+def update_of(imp: Impression, used: list[bool]) -> Update:
+    """The update of a feedback on every shown item of ``imp`` (``used[k]``: item ``k`` was
+    used), worked out by heaprank's rule with uniform credit (no means to read)."""
+    inc = increments([Judged(imp.features_of(k), u, 1.0) for k, u in enumerate(used)], {},
+                     em=False)
+    return Update(imp.recall_id, imp.namespace, imp.time, tuple(range(1, len(used) + 1)),
+                  tuple(USED if u else IGNORED for u in used),
+                  tuple(d for d, u in zip(imp.ids, used) if u), inc.features, inc.dpos, inc.dneg)
 
 
 def apply(state: StateBackend, worker: int, count: int, born_ms: int,
           retry_every: int = 0, minted: bool = True) -> tuple[int, int]:
     """Apply a worker's plan; every ``retry_every``-th feedback is sent twice (a client retry)."""
     applied = repeated = 0
-    for j, (imp, batch) in enumerate(plan(worker, count, born_ms, minted)):
+    for j, (imp, update) in enumerate(plan(worker, count, born_ms, minted)):
         assert state.put_impression(imp) == imp.recall_id
-        applied += len(state.apply_feedback(batch, credit).applied)
-        if retry_every and j % retry_every == 0:
-            repeated += len(state.apply_feedback(batch, credit).already_recorded)
+        assert state.apply([update]) == [True]
+        applied += len(update.ranks)
+        if retry_every and j % retry_every == 0:  # a retry finds its items recorded: stale
+            assert state.apply([update]) == [False]
+            repeated += len(update.ranks)
     return applied, repeated
 
 
@@ -92,11 +96,11 @@ def snapshot(state: StateBackend) -> dict:
 
 
 def serial_snapshot(pairs) -> dict:  # type: ignore[no-untyped-def]
-    """:func:`snapshot` of ``(impression, batch)`` pairs applied one by one in memory."""
+    """:func:`snapshot` of ``(impression, update)`` pairs applied one by one in memory."""
     serial = MemoryState()
-    for imp, batch in pairs:
+    for imp, update in pairs:
         serial.put_impression(imp)
-        serial.apply_feedback(batch, credit)
+        serial.apply([update])
     return snapshot(serial)
 
 
@@ -116,11 +120,12 @@ def feed_until_applied(state: StateBackend, pairs, done: list, failures: list[st
                        attempts: int = 400) -> None:
     """Write each impression and apply its feedback, retrying through outages; ``done`` gets
     each pair once its feedback was acknowledged."""
-    for imp, batch in pairs:
+    for imp, update in pairs:
         def put(imp: Impression = imp) -> None:
             # A write whose reply was lost may have happened: then the impression is there.
             if state.put_impression(imp) is None and state.get_impression(imp.recall_id) is None:
                 raise AssertionError(f"recall id {imp.recall_id} taken by something else")
         until_available(put, failures, attempts)
-        until_available(lambda b=batch: state.apply_feedback(b, credit), failures, attempts)
-        done.append((imp, batch))
+        # (a reply lost after the update was applied: the retry finds it stale, applied once)
+        until_available(lambda u=update: state.apply([u]), failures, attempts)
+        done.append((imp, update))

@@ -10,9 +10,8 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from heaprank import CoUse, FeedbackError, MemoryState, Prior, Reranker, SQLiteState, StateBackend
-from heaprank.learning import links as linkmath
-from heaprank.records import FeedbackBatch, FeedbackItem, Impression
+from heaprank import Config, CoUse, FeedbackError, MemoryState, Prior, Reranker, SQLiteState, StateBackend
+from heaprank.records import IGNORED, USED, EdgeChange, Impression, Update
 from heaprank.state import codec, open_state
 from tests.integration.redis_servers import unique_prefix
 
@@ -56,8 +55,40 @@ def backend(make_backend) -> StateBackend:
     return make_backend()
 
 
-def credit(read, items):
-    return linkmath.credit(read, items, PRIOR)
+#: The learning settings of the feedback below: the pinned prior, every ignored item rejected
+#: with weight 1, no re-fit (the state holds only what feedback taught).
+CONFIG = Config(prior=PRIOR, reject_discount="none", refit_every=0)
+
+
+def feed(backend, recall_id=None, namespace="ns", used=("a",), time=NOW, config=CONFIG):
+    """One feedback through the learning path on ``backend``: ``used`` used, every other shown
+    item ignored (the outcome names every shown id)."""
+    return Reranker(backend, config=config).feedback(recall_id or R1, used=list(used),
+                                                     namespace=namespace, now=time)
+
+
+def mark(backend, recall_id=None, used=(), ignored=(), time=NOW):
+    """Verdicts on some shown items of a recall; the rest stays open."""
+    rr = Reranker(backend, config=CONFIG)
+    if used:
+        rr.mark_used(recall_id or R1, list(used), now=time)
+    if ignored:
+        rr.mark_ignored(recall_id or R1, list(ignored), now=time)
+
+
+def update(recall_id=None, namespace="ns", ranks=(1, 2), codes=(USED, IGNORED), used=("a",),
+           increments=None, time=NOW, edges=None) -> Update:
+    """A feedback update as learning hands it to a state: by default ``a`` used and ``b``
+    ignored, with round increments (used: ``pos`` 0.25 on each of FEATURES_A; ignored: ``neg``
+    1 on each of FEATURES_B)."""
+    if increments is None:
+        increments = {**{f: (0.25, 0.75) for f in FEATURES_A}, **{f: (0.0, 1.0) for f in FEATURES_B}}
+        increments["len:<=3"] = (0.25, 1.75)
+        increments["qt:when&len:<=3"] = (0.25, 1.75)
+    features = tuple(sorted(increments))
+    return Update(recall_id or R1, namespace, time, tuple(ranks), tuple(codes), tuple(used),
+                  features, np.array([increments[f][0] for f in features]),
+                  np.array([increments[f][1] for f in features]), edges)
 
 
 def _rel(backend) -> float:
@@ -81,16 +112,6 @@ def impression(recall_id=R1, namespace="ns", ids=("a", "b"), slots=(SLOTS_A, SLO
                       time=time, time_explicit=explicit, ids=tuple(ids),
                       slots=tuple(slots), signal_names=("relevance", "usefulness"),
                       signals=tuple((1.0, 0.25) for _ in ids))
-
-
-def batch(recall_id=R1, namespace="ns", verdicts=(("a", True), ("b", False)), time=NOW,
-          features=None) -> FeedbackBatch:
-    features = features or {"a": FEATURES_A, "b": FEATURES_B, "c": FEATURES_A}
-    items = tuple(FeedbackItem(id=i, rank="abc".index(i) + 1, used=used, features=features[i])
-                  for i, used in verdicts)  # the impressions below show "a", "b"[, "c"] in order
-    # The learning settings ride along for backends that compute the credit server-side.
-    return FeedbackBatch(recall_id=recall_id, namespace=namespace, time=time, items=items,
-                         a0=PRIOR.a0, b0=PRIOR.b0, kappa=PRIOR.kappa)
 
 
 def snapshot(state: StateBackend):
@@ -124,7 +145,7 @@ def test_read_docs_of_unknown_ids_is_never_used(backend):
 
 def test_read_links_follows_the_requested_order_and_duplicates(backend):
     backend.put_impression(impression())
-    backend.apply_feedback(batch(), credit)
+    assert backend.apply([update()]) == [True]
     counts = backend.read_links("ns", ["kind:note", "kind:fact", "kind:note"])
     assert counts.neg[0] == counts.neg[2] == 1.0
     assert counts.pos[1] + counts.neg[1] == pytest.approx(1.0)
@@ -153,9 +174,9 @@ def test_impressions_round_trip(backend):
 
 def test_impression_records_its_resolutions(backend):
     backend.put_impression(impression())
-    backend.apply_feedback(batch(verdicts=(("a", True),)), credit)
+    assert backend.apply([update(ranks=(1,), codes=(USED,))]) == [True]
     assert backend.get_impression(R1).resolved == {"a": True}
-    backend.apply_feedback(batch(verdicts=(("b", False),)), credit)
+    assert backend.apply([update(ranks=(2,), codes=(IGNORED,), used=())]) == [True]
     assert backend.get_impression(R1).resolved == {"a": True, "b": False}
 
 
@@ -184,9 +205,9 @@ def test_feedback_log_yields_impressions_with_feedback_oldest_recall_first(backe
     # them apart.
     for r, ns in ((R1, "ns"), (R2, "ns:b"), (R3, "ns"), (R4, "ns")):
         backend.put_impression(impression(recall_id=r, namespace=ns))
-    backend.apply_feedback(batch(recall_id=R3, verdicts=(("b", False),)), credit)  # first fed
-    backend.apply_feedback(batch(recall_id=R1), credit)
-    backend.apply_feedback(batch(recall_id=R2, namespace="ns:b"), credit)  # R4: no feedback
+    mark(backend, R3, ignored=["b"])  # first fed
+    feed(backend, R1)
+    feed(backend, R2, namespace="ns:b")  # R4: no feedback
     assert [i.recall_id for i in backend.feedback_log()] == [R1, R2, R3]
     assert [i.recall_id for i in backend.feedback_log(None)] == [R1, R2, R3]
     assert [i.recall_id for i in backend.feedback_log("ns")] == [R1, R3]
@@ -208,16 +229,71 @@ def test_feedback_log_reads_in_pages(backend, monkeypatch):
     ids = [rid(10 + n) for n in range(7)]
     for n, r in enumerate(ids):
         backend.put_impression(impression(recall_id=r, namespace=f"ns{n % 2}"))
-        backend.apply_feedback(batch(recall_id=r, namespace=f"ns{n % 2}"), credit)
+        feed(backend, r, namespace=f"ns{n % 2}")
     assert [i.recall_id for i in backend.feedback_log()] == ids
     assert [i.recall_id for i in backend.feedback_log("ns1")] == ids[1::2]
 
 
 # --------------------------------------------------------------------------------- feedback
 
-def test_apply_feedback_adds_one_unit_of_evidence_per_feature_and_item(backend):
+def test_apply_adds_the_increments_to_the_namespace_and_the_pool(backend):
     backend.put_impression(impression())
-    out = backend.apply_feedback(batch(), credit)
+    assert backend.apply([update()]) == [True]
+    features, pos, neg = backend.list_links("ns")
+    want = update()
+    assert features == list(want.features)
+    np.testing.assert_allclose(pos, want.dpos, rtol=_rel(backend))
+    np.testing.assert_allclose(neg, want.dneg, rtol=_rel(backend))
+    pooled = backend.list_links(None)
+    assert pooled[0] == features
+    np.testing.assert_allclose(pooled[1], want.dpos, rtol=_rel(backend))
+    assert backend.get_impression(R1).resolved == {"a": True, "b": False}
+    assert backend.read_docs("ns", ["a", "b"]).use_count.tolist() == [1.0, 0.0]
+    assert backend.stats()["feedbacks"] == 1
+
+
+def test_a_document_feature_stays_out_of_the_pool(backend):
+    backend.put_impression(impression())
+    inc = {"kind:fact": (1.0, 0.0), "doc:a": (1.0, 0.0)}
+    assert backend.apply([update(ranks=(1,), codes=(USED,), increments=inc)]) == [True]
+    assert backend.list_links("ns")[0] == ["doc:a", "kind:fact"]
+    assert backend.list_links(None)[0] == ["kind:fact"]
+    assert backend.read_links("ns", ["doc:a"]).gpos.tolist() == [0.0]
+
+
+def test_an_update_on_a_recorded_position_is_stale_and_writes_nothing(backend):
+    backend.put_impression(impression())
+    assert backend.apply([update(ranks=(1,), codes=(USED,))]) == [True]
+    before, stats = snapshot(backend), backend.stats()
+    docs = backend.read_docs("ns", ["a", "b"])
+    assert backend.apply([update()]) == [False]  # rank 1 is recorded already
+    assert snapshot(backend) == before and backend.stats() == stats
+    assert backend.read_docs("ns", ["a", "b"]).use_count.tolist() == docs.use_count.tolist()
+    assert backend.get_impression(R1).resolved == {"a": True}
+
+
+def test_an_update_of_an_unknown_recall_or_another_namespace_is_stale(backend):
+    backend.put_impression(impression(namespace="alice"))
+    assert backend.apply([update(namespace="bob"), update(recall_id=R2, namespace="alice"),
+                          update(recall_id="not-a-recall-id", namespace="alice")]) == [False] * 3
+    assert backend.list_links("bob")[0] == [] and backend.list_links(None)[0] == []
+    assert backend.get_impression(R1).resolved == {}
+
+
+def test_apply_takes_a_list_and_skips_only_the_stale(backend):
+    for r in (R1, R2):
+        backend.put_impression(impression(recall_id=r))
+    assert backend.apply([update(R1), update(R2), update(R1)]) == [True, True, False]
+    _, pos, _ = backend.list_links("ns")
+    np.testing.assert_allclose(pos, 2 * update().dpos, rtol=_rel(backend))
+    assert backend.stats()["feedbacks"] == 2
+
+
+# ------------------------------------------------------------------- through learning
+
+def test_feedback_adds_one_unit_of_evidence_per_feature_and_item(backend):
+    backend.put_impression(impression())
+    out = feed(backend)
     assert out.applied == ("a", "b") and out.already_recorded == ()
     features, pos, neg = backend.list_links("ns")
     total = dict(zip(features, (pos + neg).tolist(), strict=False))
@@ -232,12 +308,12 @@ def test_apply_feedback_adds_one_unit_of_evidence_per_feature_and_item(backend):
     assert backend.read_links("ns", ["kind:fact"]).pos[0] == pytest.approx(p / u, rel=_rel(backend))
 
 
-def test_apply_feedback_is_idempotent_per_recall_and_item(backend):
+def test_feedback_is_idempotent_per_recall_and_item(backend):
     backend.put_impression(impression())
-    backend.apply_feedback(batch(), credit)
+    feed(backend)
     before, stats = snapshot(backend), backend.stats()
     docs = backend.read_docs("ns", ["a", "b"])
-    again = backend.apply_feedback(batch(), credit)
+    again = feed(backend)
     assert again.applied == () and again.already_recorded == ("a", "b")
     assert snapshot(backend) == before
     assert backend.stats() == stats
@@ -247,37 +323,35 @@ def test_apply_feedback_is_idempotent_per_recall_and_item(backend):
 
 def test_partially_repeated_feedback_applies_only_the_new_items(backend):
     backend.put_impression(impression(ids=("a", "b", "c"), slots=(SLOTS_A, SLOTS_B, SLOTS_A)))
-    backend.apply_feedback(batch(verdicts=(("a", True),)), credit)
-    out = backend.apply_feedback(batch(verdicts=(("a", True), ("c", False))), credit)
-    assert out.applied == ("c",) and out.already_recorded == ("a",)
+    mark(backend, used=["a"])
+    out = feed(backend)
+    assert out.applied == ("b", "c") and out.already_recorded == ("a",)
     assert backend.read_docs("ns", ["a"]).use_count[0] == 1.0
     assert backend.stats()["feedbacks"] == 2
 
 
 def test_conflicting_feedback_raises_and_changes_nothing(backend):
     backend.put_impression(impression(ids=("a", "b", "c"), slots=(SLOTS_A, SLOTS_B, SLOTS_A)))
-    backend.apply_feedback(batch(verdicts=(("a", True),)), credit)
+    mark(backend, used=["a"])
     before, stats = snapshot(backend), backend.stats()
     with pytest.raises(FeedbackError, match="'a' was already recorded as used"):
-        backend.apply_feedback(batch(verdicts=(("c", True), ("a", False))), credit)
+        feed(backend, used=["c"])
     assert snapshot(backend) == before and backend.stats() == stats
     assert backend.get_impression(R1).resolved == {"a": True}  # "c" was not applied either
 
 
 def test_doc_stats_update(backend):
     backend.put_impression(impression())
-    backend.apply_feedback(batch(time=NOW + 10), credit)
+    feed(backend, time=NOW + 10)
     docs = backend.read_docs("ns", ["a", "b", "zzz"])
     assert docs.last_used[0] == NOW + 10 and math.isnan(docs.last_used[1])
     assert docs.use_count.tolist() == [1.0, 0.0, 0.0]
     assert backend.stats()["documents"] == 1  # a row only for what was used
     # A later feedback stamped earlier never moves last_used back.
     backend.put_impression(impression(recall_id=R2))
-    backend.apply_feedback(batch(recall_id=R2, verdicts=(("a", True), ("b", False)), time=NOW),
-                           credit)
+    feed(backend, R2, used=["a"], time=NOW)
     backend.put_impression(impression(recall_id=R3))
-    backend.apply_feedback(batch(recall_id=R3, verdicts=(("b", True), ("a", False)),
-                                 time=NOW + 20), credit)
+    feed(backend, R3, used=["b"], time=NOW + 20)
     docs = backend.read_docs("ns", ["a", "b"])
     assert docs.last_used.tolist() == [NOW + 10, NOW + 20]
     assert docs.use_count.tolist() == [2.0, 1.0]
@@ -287,16 +361,16 @@ def test_doc_stats_update(backend):
 def test_a_use_time_from_a_bad_clock_does_not_pin_a_document(backend):
     """One feedback stamped far in the future is replaced by the next sane one."""
     backend.put_impression(impression())
-    backend.apply_feedback(batch(verdicts=(("a", True),), time=NOW + 400 * 86_400), credit)
+    assert backend.apply([update(ranks=(1,), codes=(USED,), time=NOW + 400 * 86_400)]) == [True]
     backend.put_impression(impression(recall_id=R2))
-    backend.apply_feedback(batch(recall_id=R2, verdicts=(("a", True),), time=NOW + 5), credit)
+    assert backend.apply([update(R2, ranks=(1,), codes=(USED,), time=NOW + 5)]) == [True]
     assert backend.read_docs("ns", ["a"]).last_used.tolist() == [NOW + 5]
 
 
 def test_list_links_and_the_global_layer(backend):
     for r, ns in ((R1, "ns"), (R2, "other")):
         backend.put_impression(impression(recall_id=r, namespace=ns))
-        backend.apply_feedback(batch(recall_id=r, namespace=ns), credit)
+        feed(backend, r, namespace=ns)
     features, pos, neg = backend.list_links("ns")
     assert features == sorted(set(FEATURES_A) | set(FEATURES_B))
     other_features, opos, oneg = backend.list_links("other")
@@ -316,14 +390,24 @@ def test_namespaces(backend):
     assert backend.namespaces() == []
     for r, ns in ((R1, "zeta"), (R2, "alpha"), (R3, "zeta")):
         backend.put_impression(impression(recall_id=r, namespace=ns))
-        backend.apply_feedback(batch(recall_id=r, namespace=ns), credit)
+        feed(backend, r, namespace=ns)
     assert backend.namespaces() == ["alpha", "zeta"]
+
+
+@pytest.mark.parametrize("recall_id", ["ffffffffffffffff", "8000000000000000", "0" * 16,
+                                       "not-a-recall-id"])
+def test_feedback_for_a_recall_id_never_made_is_unknown(backend, recall_id):
+    """Well-formed or not, an id no rerank made reads as unknown (a key past 2**63, which no
+    SQL integer holds, included)."""
+    assert backend.get_impression(recall_id) is None
+    with pytest.raises(FeedbackError, match="unknown"):
+        feed(backend, recall_id)
 
 
 def test_feedback_for_a_recall_of_another_namespace_is_unknown(backend):
     backend.put_impression(impression(namespace="alice"))
     with pytest.raises(FeedbackError, match="unknown") as info:
-        backend.apply_feedback(batch(namespace="bob"), credit)
+        feed(backend, namespace="bob")
     assert "alice" not in str(info.value)
     assert backend.list_links("bob")[0] == [] and backend.list_links(None)[0] == []
 
@@ -332,7 +416,7 @@ def test_feedback_for_a_recall_of_another_namespace_is_unknown(backend):
 def test_forget_namespace(backend, scrub):
     for r, ns in ((R1, "keep"), (R2, "gone"), (R3, "gone")):
         backend.put_impression(impression(recall_id=r, namespace=ns))
-        backend.apply_feedback(batch(recall_id=r, namespace=ns), credit)
+        feed(backend, r, namespace=ns)
     _, kpos, kneg = backend.list_links("keep")
     _, gpos_before, gneg_before = backend.list_links(None)
     backend.forget_namespace("gone", scrub_global=scrub)
@@ -349,18 +433,16 @@ def test_forget_namespace(backend, scrub):
         assert gpos.tolist() == gpos_before.tolist() and gneg.tolist() == gneg_before.tolist()
     # The namespace can start again from scratch.
     backend.put_impression(impression(recall_id=R4, namespace="gone"))
-    assert backend.apply_feedback(batch(recall_id=R4, namespace="gone"), credit).applied
+    assert feed(backend, R4, namespace="gone").applied
 
 
 @pytest.mark.parametrize("scrub", [True, False])
 def test_forget_removes_the_feature_names_only_that_namespace_had(backend, scrub):
     private = ("kind:fact", "source:alice@example.com")
-    imp = impression(namespace="alice", slots=(private, SLOTS_B))
-    backend.put_impression(imp)
-    backend.apply_feedback(batch(namespace="alice", features={
-        "a": imp.features_of(0), "b": imp.features_of(1)}), credit)
+    backend.put_impression(impression(namespace="alice", slots=(private, SLOTS_B)))
+    feed(backend, namespace="alice")
     backend.put_impression(impression(recall_id=R2, namespace="bob"))
-    backend.apply_feedback(batch(recall_id=R2, namespace="bob"), credit)
+    feed(backend, R2, namespace="bob")
     assert "qt:when&source:alice@example.com" in backend.list_links(None)[0]
     backend.forget_namespace("alice", scrub_global=scrub)
     pooled = backend.list_links(None)[0]
@@ -379,7 +461,7 @@ def test_stats(backend):
                                 "impressions": 0, "feedbacks": 0, "open_impressions": 0}
     for r, ns in ((R1, "ns"), (R2, "other")):
         backend.put_impression(impression(recall_id=r, namespace=ns))
-        backend.apply_feedback(batch(recall_id=r, namespace=ns), credit)
+        feed(backend, r, namespace=ns)
     backend.put_impression(impression(recall_id=R3))
     assert _counts(backend) == {"namespaces": 2, "links": 12, "global_links": 6, "documents": 2,
                                 "impressions": 3, "feedbacks": 2, "open_impressions": 1}
@@ -410,7 +492,7 @@ def test_impressions_with_feedback_are_kept_up_to_a_count(make_backend):
     ids = [_aged(7200 - i, i) for i in range(6)]
     for r in ids:
         state.put_impression(impression(recall_id=r))
-        state.apply_feedback(batch(recall_id=r), credit)
+        assert state.apply([update(r)]) == [True]
     state.prune()
     assert [state.get_impression(r) is not None for r in ids] == [False] * 3 + [True] * 3
 
@@ -539,12 +621,14 @@ IDS5 = ("a", "b", "c", "d", "e")
 DAY = 86_400.0
 
 
-def _co(recall_id=R1, namespace="ns", verdicts=(), time=NOW, ids=IDS5, co_use=CO_USE):
-    """A feedback on an impression showing ``ids``, forming co-use edges."""
-    items = tuple(FeedbackItem(id=i, rank=ids.index(i) + 1, used=used, features=FEATURES_A)
-                  for i, used in verdicts)
-    return FeedbackBatch(recall_id=recall_id, namespace=namespace, time=time, items=items,
-                         a0=PRIOR.a0, b0=PRIOR.b0, kappa=PRIOR.kappa, co_use=co_use, shown=ids)
+def co_use(backend, recall_id=R1, used=(), ignored=(), time=NOW, namespace="ns"):
+    """Verdicts on some shown items through the learning path with co-use edges on (the other
+    items stay open)."""
+    rr = Reranker(backend, config=replace(CONFIG, co_use=CO_USE))
+    if used:
+        rr.mark_used(recall_id, list(used), now=time, namespace=namespace)
+    if ignored:
+        rr.mark_ignored(recall_id, list(ignored), now=time, namespace=namespace)
 
 
 def _show(backend, recall_id, namespace="ns", ids=IDS5):
@@ -554,36 +638,51 @@ def _show(backend, recall_id, namespace="ns", ids=IDS5):
 
 def test_edges_form_only_between_items_used_together(backend):
     _show(backend, R1)
-    backend.apply_feedback(_co(verdicts=(("a", True), ("b", False), ("c", False))), credit)
+    co_use(backend, used=["a"], ignored=["b", "c"])
     assert backend.list_edges("ns") == []  # one used item: no pair
     _show(backend, R2)
-    backend.apply_feedback(_co(R2, verdicts=(("a", True), ("c", True), ("b", False))), credit)
+    co_use(backend, R2, used=["a", "c"], ignored=["b"])
     assert backend.list_edges("ns") == [("a", "c", pytest.approx(0.2), 1.0, NOW)]
     assert backend.list_edges("other") == []
 
 
 def test_a_retried_feedback_strengthens_once_and_split_feedback_pairs_once(backend):
     _show(backend, R1)
-    first = _co(verdicts=(("a", True), ("b", True)))
-    backend.apply_feedback(first, credit)
-    backend.apply_feedback(first, credit)  # the retry
+    co_use(backend, used=["a", "b"])
+    co_use(backend, used=["a", "b"])  # the retry
     assert backend.list_edges("ns") == [("a", "b", pytest.approx(0.2), 1.0, NOW)]
     # "c" used later in the same recall pairs with a and b, once each
-    backend.apply_feedback(_co(verdicts=(("c", True),), time=NOW + 5), credit)
-    backend.apply_feedback(_co(verdicts=(("c", True),), time=NOW + 5), credit)
+    co_use(backend, used=["c"], time=NOW + 5)
+    co_use(backend, used=["c"], time=NOW + 5)
     assert [(a, b, n) for a, b, _, n, _ in backend.list_edges("ns")] == [
         ("a", "b", 1.0), ("a", "c", 1.0), ("b", "c", 1.0)]
+
+
+def test_an_edge_change_worked_out_from_an_older_version_is_stale(backend):
+    _show(backend, R1)
+    _show(backend, R2)
+    co_use(backend, used=["a", "b"])
+    edges = backend.edge_state("ns", ["c", "d"])
+    assert edges.version == 1 and edges.total == 1
+    old = EdgeChange(0, (("c", "d", 0.2, 1.0, NOW),), (), 2)
+    assert backend.apply([update(R2, ranks=(3, 4), codes=(USED, USED), used=("c", "d"),
+                                 edges=old)]) == [False]
+    assert backend.get_impression(R2).resolved == {}
+    new = EdgeChange(1, (("c", "d", 0.2, 1.0, NOW),), (), 2)
+    assert backend.apply([update(R2, ranks=(3, 4), codes=(USED, USED), used=("c", "d"),
+                                 edges=new)]) == [True]
+    assert [e[:2] for e in backend.list_edges("ns")] == [("a", "b"), ("c", "d")]
+    assert backend.edge_state("ns", ["c"]).version == 2
 
 
 def test_edges_decay_strengthen_and_potentiate_alike(backend):
     for k in range(7):
         r = rid(10 + k)
         _show(backend, r)
-        backend.apply_feedback(_co(r, verdicts=(("a", True), ("b", True)), time=NOW + k * DAY),
-                               credit)
+        co_use(backend, r, used=["a", "b"], time=NOW + k * DAY)
     ((a, b, s, n, last),) = backend.list_edges("ns")
     expected, count, t = 0.0, 0.0, NOW
-    from heaprank.learning.co_use import strengthened
+    from heaprank.model.co_use import strengthened
     for k in range(7):
         expected, count, t = strengthened(expected, count, t, NOW + k * DAY, CO_USE)
     assert (a, b, n, last) == ("a", "b", 7.0, NOW + 6 * DAY)
@@ -595,9 +694,8 @@ def test_edges_stay_within_their_bounds(backend):
     for k in range(6):  # every feedback uses m0 with two others: m0's degree would pass 3
         r = rid(20 + k)
         _show(backend, r, ids=ids)
-        used = ("m0", ids[1 + k % 7], ids[1 + (k + 3) % 7])
-        backend.apply_feedback(_co(r, verdicts=tuple((u, True) for u in used),
-                                   time=NOW + k * 3600, ids=ids), credit)
+        co_use(backend, r, used=["m0", ids[1 + k % 7], ids[1 + (k + 3) % 7]],
+               time=NOW + k * 3600)
         edges = backend.list_edges("ns")
         assert len(edges) <= CO_USE.max_edges
         degree = {}
@@ -609,7 +707,7 @@ def test_edges_stay_within_their_bounds(backend):
 
 def test_read_with_edges_returns_the_edges_among_the_ids_read(backend):
     _show(backend, R1)
-    backend.apply_feedback(_co(verdicts=(("a", True), ("b", True), ("d", True))), credit)
+    co_use(backend, used=["a", "b", "d"])
     counts, docs, rows = backend.read_with_edges("ns", ["kind:fact"], ["x", "d", "a", "zz"])
     assert docs.use_count.tolist() == [0.0, 1.0, 1.0, 0.0]
     assert counts.pos.shape == (1,)
@@ -621,15 +719,14 @@ def test_read_with_edges_returns_the_edges_among_the_ids_read(backend):
 def test_forget_removes_every_edge_of_the_namespace(backend):
     for r, ns in ((R1, "keep"), (R2, "gone")):
         _show(backend, r, namespace=ns)
-        backend.apply_feedback(_co(r, namespace=ns, verdicts=(("a", True), ("b", True))), credit)
+        co_use(backend, r, used=["a", "b"], namespace=ns)
     backend.forget_namespace("gone")
     assert backend.list_edges("gone") == []
+    assert backend.edge_state("gone", ["a"]) == (0, 0, {})
     assert len(backend.list_edges("keep")) == 1
 
 
 def test_the_same_co_use_gives_the_same_edges_and_ranking_on_every_backend(make_backend):
-    from heaprank import Config
-
     cfg = Config(co_use=CoUse(max_per_doc=4, max_edges=12)).with_weights(association=1.0)
     cands = [{"id": f"d{i}", "text": f"Note {i} from Monday", "score": float(20 - i)}
              for i in range(20)]

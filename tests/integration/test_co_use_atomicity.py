@@ -1,5 +1,6 @@
 """Co-use edges are part of the feedback's one transaction on SQLite: a failure or a kill -9 in
-the middle of the edge update leaves neither links nor edges, and the retry applies both once."""
+the middle of writing the edges leaves neither links nor edges, and the retry applies both
+once."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from heaprank import Config, CoUse, Reranker, SQLiteState
-from heaprank.state import edges
+from heaprank.state.sqlite import backend as sqlite_backend
 
 NOW = 1_750_000_000.0
 CONFIG = Config(co_use=CoUse())
@@ -51,7 +52,7 @@ def test_a_failure_in_the_edge_update_rolls_the_whole_feedback_back(tmp_path, mo
         def broken(*args, **kwargs):
             raise RuntimeError("disk on fire")
 
-        monkeypatch.setattr(edges, "update", broken)
+        monkeypatch.setattr(sqlite_backend, "write_edges", broken)
         with pytest.raises(RuntimeError, match="disk on fire"):
             rr.feedback(recall_id, used=["d0", "d1"])
         assert _snapshot(rr.state) == before
@@ -62,15 +63,15 @@ def test_a_failure_in_the_edge_update_rolls_the_whole_feedback_back(tmp_path, mo
 CHILD = textwrap.dedent("""
     import os, signal, sys
     from heaprank import Config, CoUse, Reranker, SQLiteState
-    from heaprank.state import edges
-    real = edges.update
+    from heaprank.state.sqlite import backend
+    real = backend.write_edges
 
-    def update_then_die(*args, **kwargs):
+    def write_then_die(*args, **kwargs):
         out = real(*args, **kwargs)  # links and edges written, not committed
         os.kill(os.getpid(), signal.SIGKILL)
         return out
 
-    edges.update = update_then_die
+    backend.write_edges = write_then_die
     rr = Reranker(SQLiteState(sys.argv[1]), config=Config(co_use=CoUse()))
     rr.feedback(sys.argv[2], used=["d0", "d1"])
 """)

@@ -4,7 +4,7 @@ Redis on the shared server), sees only the namespace asked about, and changes no
 from __future__ import annotations
 
 from heaprank import Reranker
-from heaprank.learning.retention import RetentionPolicy
+from heaprank.model.retention import RetentionPolicy
 
 DAY = 86_400.0
 NOW = 1_750_000_000.0

@@ -1,6 +1,6 @@
 """The framework packages' async paths on the real Redis server: the event loop keeps running.
 
-A 1 ms ticker (:func:`benchmarks.loop_lag.ticking`, the one ``python -m benchmarks.loop_lag``
+A 1 ms ticker (:func:`benchmarks.speed.loop_lag.ticking`, the one ``python -m benchmarks loop-lag``
 reports with) runs beside 100 concurrent calls of LangChain's ``acompress_documents``, a
 LangChain chain's ``ainvoke`` with the feedback handler, and LlamaIndex's ``apostprocess_nodes``.
 Had they called the core's sync ``rerank`` / ``feedback`` from the coroutine, the loop would
@@ -16,7 +16,7 @@ import asyncio
 
 import pytest
 
-from benchmarks import loop_lag
+from benchmarks.speed import loop_lag
 
 CALLS = 100
 #: path -> (the package it needs, its workload, the fewest ticks a non-blocking run gives)

@@ -207,18 +207,19 @@ def test_many_coroutines_feeding_back_count_exactly_once(url):
         gate = asyncio.Semaphore(50)
         counted = replayed = repeated = 0
 
-        async def one(j: int, imp, batch) -> None:
+        async def one(j: int, imp, update) -> None:
             nonlocal counted, replayed, repeated
             async with gate:
                 # Written again after a lost reply, the same impression completes the first write.
                 assert await _until_available(lambda: aio.put_impression(imp)) == imp.recall_id
-                first = await _until_available(lambda: aio.apply_feedback(batch, workers.credit))
-                # A reply lost after the script ran: the retry finds the items recorded.
-                counted += len(first.applied) + len(first.already_recorded)
-                replayed += len(first.already_recorded) > 0
+                (first,) = await _until_available(lambda: aio.apply([update]))
+                # A reply lost after the script ran: the retry finds the items recorded, stale.
+                counted += len(update.ranks)
+                replayed += not first
                 if j % 10 == 0:  # a client's own retry (awaited before the sum is read)
-                    again = await _until_available(lambda: aio.apply_feedback(batch, workers.credit))
-                    repeated += len(again.already_recorded)
+                    (again,) = await _until_available(lambda: aio.apply([update]))
+                    assert not again
+                    repeated += len(update.ranks)
 
         async def killer(done: asyncio.Event) -> None:
             for _ in range(40):
@@ -230,7 +231,7 @@ def test_many_coroutines_feeding_back_count_exactly_once(url):
         done = asyncio.Event()
         kill_task = asyncio.create_task(killer(done))
         try:
-            await asyncio.gather(*(one(j, imp, batch) for j, (imp, batch) in enumerate(plans)))
+            await asyncio.gather(*(one(j, imp, update) for j, (imp, update) in enumerate(plans)))
         finally:
             done.set()
             await kill_task

@@ -16,7 +16,7 @@ import redis
 
 from heaprank import MemoryState
 from heaprank.app.cli import main as cli
-from heaprank.records import FeedbackBatch, FeedbackItem, Impression
+from heaprank.records import Impression
 from heaprank.state.redis import RedisState
 from heaprank.state.redis.connect import connect
 from heaprank.state.redis.layout import key_slot, shard_tags
@@ -36,20 +36,16 @@ def old_plan(born_ms: int, names: list[str]):  # type: ignore[no-untyped-def]
         slots = tuple((rng.choice(workers.KINDS), rng.choice(workers.LENGTHS)) for _ in ids)
         imp = Impression(recall_id=rid, namespace=ns, qtype="when", time=1_750_000_000.0 + j,
                          time_explicit=True, ids=ids, slots=slots)
-        items = tuple(FeedbackItem(id=ids[k], rank=k + 1, used=rng.random() < 0.4,
-                                   features=imp.features_of(k)) for k in range(3))
-        yield imp, FeedbackBatch(recall_id=rid, namespace=ns, time=imp.time, items=items,
-                                 a0=workers.PRIOR.a0, b0=workers.PRIOR.b0,
-                                 kappa=workers.PRIOR.kappa, em=False)
+        yield imp, workers.update_of(imp, [rng.random() < 0.4 for _ in range(3)])
 
 
 def write_layout_1(client: "redis.Redis", prefix: str, pairs) -> None:  # type: ignore[no-untyped-def]
     """The state of ``pairs`` in layout 1: keys tagged by one of 8 global shards."""
     serial = MemoryState()
     fed: dict[str, int] = {}
-    for imp, batch in pairs:
+    for imp, update in pairs:
         serial.put_impression(imp)
-        serial.apply_feedback(batch, workers.credit)
+        serial.apply([update])
         fed[imp.namespace] = fed.get(imp.namespace, 0) + 1
     tags = shard_tags(OLD_SHARDS, "")
 
@@ -133,9 +129,9 @@ def test_migrating_while_4_writers_run_loses_and_doubles_nothing(kind, request, 
     state = RedisState(redis_url, prefix=prefix)
     try:
         serial = MemoryState()
-        for imp, batch in old:
+        for imp, update in old:
             serial.put_impression(imp)
-            serial.apply_feedback(batch, workers.credit)
+            serial.apply([update])
         for w in range(WRITERS):
             workers.apply(serial, 20 + w, FEEDBACKS, born_ms)
         assert workers.snapshot(state) == workers.snapshot(serial)  # nothing lost or doubled

@@ -85,9 +85,9 @@ def test_entries_pushed_out_of_order_lose_nothing(redis_cluster_url, monkeypatch
     state = _holding(redis_cluster_url, unique_prefix(), monkeypatch)
     try:
         pairs = list(workers.plan(3, 30, born_ms))
-        for imp, batch in pairs:
+        for imp, update in pairs:
             state.put_impression(imp)
-            state.apply_feedback(batch, workers.credit)
+            assert state.apply([update]) == [True]
         entries = state.take_outbox()
         assert len(entries) >= 2
         for entry in reversed(entries):  # newest first

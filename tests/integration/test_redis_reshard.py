@@ -192,9 +192,9 @@ def test_an_async_client_opened_before_a_reshard_keeps_working(redis_url):
     state = RedisState(redis_url, prefix=prefix)
 
     async def feed(client: AsyncRedisState, worker: int) -> None:
-        for imp, batch in workers.plan(worker, 40, born_ms):
+        for imp, update in workers.plan(worker, 40, born_ms):
             assert await client.put_impression(imp) == imp.recall_id
-            await client.apply_feedback(batch, workers.credit)
+            await client.apply([update])
 
     async def run() -> None:
         client = AsyncRedisState.from_url(f"{redis_url}?prefix={prefix}")

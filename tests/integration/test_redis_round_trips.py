@@ -1,6 +1,9 @@
-"""Round trips per answer (a rerank and its feedback, through ``Reranker``): at most 3 on one
-server and 4 in a Cluster, counted where the client sends each request (a pipeline, to one node
-or several at once, is one round trip), batched pushes and prunes included."""
+"""Round trips per answer (a rerank and its feedback, through ``Reranker``): at most 4 on one
+server and 5 in a Cluster, counted where the client sends each request (a pipeline, to one node
+or several at once, is one round trip), batched pushes and prunes included. A rerank reads once
+and writes its impression; a feedback reads the used items' links (its EM credit is worked out
+in Python from them: Redis has no version under which the rerank's read could be kept) and
+applies its update in one script."""
 
 from __future__ import annotations
 
@@ -28,7 +31,7 @@ def count_round_trips(state: RedisState) -> list[int]:
     return sent
 
 
-@pytest.mark.parametrize("kind, limit", [("redis", 3), ("redis-cluster", 4)])
+@pytest.mark.parametrize("kind, limit", [("redis", 4), ("redis-cluster", 5)])
 def test_an_answer_takes_at_most_its_round_trips(kind, limit, request):
     url = request.getfixturevalue("redis_url" if kind == "redis" else "redis_cluster_url")
     state = RedisState(url, prefix=unique_prefix())

@@ -8,11 +8,12 @@ import sys
 import pytest
 
 from heaprank import ConfigError, MissingDependencyError
-from heaprank.records import FeedbackBatch, FeedbackItem, Impression
+from heaprank.records import Impression
 from heaprank.state import open_state
 from heaprank.state.redis import RedisState
 from heaprank.state.redis.layout import key_slot, redis_options, shard_tags
 from tests.integration.redis_servers import unique_prefix
+from tests.integration.redis_workers import update_of
 
 NOW = 1_750_000_000.0
 
@@ -21,8 +22,7 @@ def _feed(state: RedisState, rid: str, ns: str, used: bool = True) -> None:
     imp = Impression(recall_id=rid, namespace=ns, qtype="when", time=NOW, time_explicit=True,
                      ids=("a",), slots=(("kind:fact", "len:<=3"),))
     state.put_impression(imp)
-    state.apply_feedback(FeedbackBatch(recall_id=rid, namespace=ns, time=NOW, items=(
-        FeedbackItem(id="a", rank=1, used=used, features=imp.features_of(0)),)), lambda r, i: None)
+    assert state.apply([update_of(imp, [used])]) == [True]
 
 
 def _rid(n: int) -> str:

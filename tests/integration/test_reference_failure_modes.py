@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from heaprank import FeedbackError, Reranker, SQLiteState
-from heaprank.scoring.features import shape_of
-from heaprank.scoring.query import analyze_query
+from heaprank.model.features import shape_of
+from heaprank.model.questions import analyze_query
 
 NOW = 1_750_000_000.0
 DAY = 86_400.0
@@ -131,7 +131,7 @@ def test_feedback_uses_the_reranks_now_not_the_wall_clock(rr):
     docs = rr.state.read_docs("maya", ranking.ids)
     assert docs.last_used[0] == past and np.isnan(docs.last_used[1])
     rr.mark_used(rr.rerank(QUERY, undated, namespace="maya", k=1, now=past + 60).recall_id,
-                 ranking.ids[0])
+                 [ranking.ids[0]])
     assert rr.state.read_docs("maya", ranking.ids[:1]).last_used[0] == past + 60
 
 

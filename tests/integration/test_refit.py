@@ -71,8 +71,8 @@ def _agree(writer: Reranker, reader: Reranker) -> None:
     assert reader.stats()["weights_fitted"]["version"] == 1
     # EXPLAIN shows the weights the ranking used: the fitted ones
     shown = after.explain()
-    assert f"rel 1.00^{fitted.weights.relevance:g}" in shown
-    assert f"useful 0.20^{fitted.weights.usefulness:g}" in shown
+    assert f"rel 1.00^{fitted.weights.relevance:.3g}" in shown
+    assert f"useful 0.20^{fitted.weights.usefulness:.3g}" in shown
     assert after[0].score != before[0].score
 
 
@@ -156,7 +156,7 @@ def test_refit_qtypes_fits_each_question_type_where_it_pays(state):
     assert fitted.qtype_weights["when"].usefulness + 1.0 < fitted.qtype_weights["what"].usefulness
     assert rr.config.qtype_weights == fitted.qtype_weights
     ranking = rr.rerank("when did we meet?", CANDS, namespace="maya", k=2, now=NOW)
-    assert f"^{fitted.qtype_weights['when'].usefulness:g}" in ranking.explain()
+    assert f"^{fitted.qtype_weights['when'].usefulness:.3g}" in ranking.explain()
     assert Reranker(state).config.qtype_weights == {}  # off by default: not adopted
 
 

@@ -127,6 +127,8 @@ def test_a_count_that_is_not_a_number_is_a_corrupt_state_naming_where(tmp_path: 
     with pytest.raises(StateCorruptError, match="links.pos"):
         Reranker(SQLiteState(path), strict=True).rerank("when is my flight?", CANDS,
                                                         namespace="maya", k=3, now=NOW)
+    with pytest.raises(StateCorruptError, match="links.pos/neg holds a value that is not a number"):
+        rr.links("maya")  # the audit names it too, not numpy's ValueError
     rr.close()
 
 

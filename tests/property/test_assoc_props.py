@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from heaprank import Config, CoUse, MemoryState, Reranker, SQLiteState
-from heaprank.learning.co_use import decayed
+from heaprank.model.co_use import decayed
 from heaprank.scoring.spreading import spread
 from tests.strategies import DAY, NOW, POOL, candidate_lists, feedback_sequences, queries
 

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from heaprank import MemoryState, Reranker, SQLiteState
-from heaprank.learning.links import posterior, posterior_mean
+from heaprank.model.links import posterior, posterior_mean
 from tests.strategies import NOW, POOL, feedback_sequences
 
 

@@ -18,8 +18,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from heaprank.errors import StateError
-from heaprank.scoring.features import FIXED_SLOTS
-from heaprank.scoring.query import QUESTION_TYPES
+from heaprank.model.features import FIXED_SLOTS
+from heaprank.model.questions import QUESTION_TYPES
 from heaprank.state import codec
 
 _HEADER = struct.Struct("<BBBHBd")

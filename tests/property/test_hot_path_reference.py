@@ -3,7 +3,7 @@
 ``_reference_explain`` and ``_reference_details`` are the EXPLAIN line and the per-signal details
 as they were written before the hot path was restructured (field by field, one candidate at a
 time); ``_reference_rows`` is a candidate's feature row straight from
-:func:`heaprank.scoring.features.retrieval_features`. On random candidates, queries, weights,
+:func:`heaprank.model.features.retrieval_features`. On random candidates, queries, weights,
 learned state and quality levers (speaker roles, temporal intent, retriever-score fusion,
 per-question-type weights), every result must carry the same text and the same feature names.
 """
@@ -20,8 +20,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from heaprank import Config, CoUse, Reranker, SQLiteState, Weights
-from heaprank.scoring.candidates import coerce_candidates
-from heaprank.scoring.features import (
+from heaprank.model.features import (
     N_STRUCTURE_CODES,
     NO_NEIGHBOURS,
     NO_STRUCTURE,
@@ -29,7 +28,8 @@ from heaprank.scoring.features import (
     retrieval_features,
     shape_of,
 )
-from heaprank.scoring.query import analyze_query
+from heaprank.model.questions import analyze_query
+from heaprank.scoring.candidates import coerce_candidates
 from heaprank.scoring.space import FeatureSpace
 from tests.strategies import NOW, batch_of, candidate_lists, queries
 
@@ -91,7 +91,7 @@ def _reference_explain(item) -> str:
             continue
         text = f"{_LABEL.get(name, name)} {value:.2f}"
         if weight != 1:
-            text += f"^{weight:g}"
+            text += f"^{weight:.3g}"
         detail = item.details.get(name)
         if detail:
             text += f" ({detail})"
@@ -100,7 +100,7 @@ def _reference_explain(item) -> str:
         parts.append(text)
     line = " x ".join(parts)
     if item.rules:
-        line += " x rules " + ", ".join(f"{n} x{m:g}" for n, m in item.rules)
+        line += " x rules " + ", ".join(f"{n} x{m:.3g}" for n, m in item.rules)
     if item.flags:
         line += " ! " + "; ".join(item.flags)
     return line
@@ -114,11 +114,11 @@ def _reference_details(batch, info, cfg: Config, i: int, age_s: float,
     elif math.isnan(score):
         rel = f"rank {i + 1}" if np.isnan(batch.scores).all() else "no valid score"
     else:
-        rel = f"score {score:.4g}"
+        rel = f"score {score:.3g}"
     if info.has_content and cfg.fusion_weights:
         given = batch.items[i].get("metadata", {}).get("retriever_scores", {})
         for name in cfg.fusion_weights:
-            rel += f", {name} {float(given[name]):.4g}" if name in given else f", no {name}"
+            rel += f", {name} {float(given[name]):.3g}" if name in given else f", no {name}"
     if math.isnan(age_s):
         rec = "no date"
     else:
@@ -270,7 +270,7 @@ def _links_of(state) -> dict:
                 min_size=1, max_size=5))
 def test_feedback_with_the_reranks_link_means_learns_what_a_read_gives(cands, query, steps):
     """Memory feedback takes the link means its rerank read while the state's version stands
-    (FeedbackBatch.means), and reads them again once another feedback changed the counts: the
+    (kept per recall), and reads them again once another feedback changed the counts: the
     learned links are the same, to the bit, as a state that always reads."""
     def learn(keep_means: bool) -> dict:
         first = Reranker()

@@ -16,8 +16,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from heaprank._accel.tables import ShapeTable, word_bloom
-from heaprank.scoring.features import N_STRUCTURE_CODES, NO_STRUCTURE
-from heaprank.scoring.query import PERSONS, analyze_query
+from heaprank.model.features import N_STRUCTURE_CODES, NO_STRUCTURE
+from heaprank.model.questions import PERSONS, analyze_query
 from heaprank.scoring.space import FeatureSpace
 from tests.property.kernels import stage_kernels
 from tests.strategies import KINDS, QUERIES, SOURCES, batch_of, candidate_lists, queries, texts

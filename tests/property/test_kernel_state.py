@@ -1,6 +1,6 @@
-"""The state stage's kernels (``heaprank._accel._state``) against their Python twins:
-``encode_items`` gives the bytes ``codec.encode`` writes without it, and ``doc_stats`` the
-use records the memory backend reads without it; each defers on what it does not take."""
+"""The state stage's kernel (``heaprank._accel._state``) against its Python twin:
+``encode_items`` gives the bytes ``codec.encode`` writes without it, and defers on what it does
+not take."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from heaprank.scoring.features import FIXED_SLOTS
-from heaprank.state import codec, memory
+from heaprank.model.features import FIXED_SLOTS
+from heaprank.state import codec
 from tests.property.kernels import stage_kernels
 
 STATE = stage_kernels("state")
@@ -87,33 +87,3 @@ def test_only_rows_of_plain_strings_are_kept_for_the_kernel():
     codec._row_codes((Slot("kind:fact"), Slot("date:yes")), {})
     assert all(type(row) is tuple and all(type(slot) is str for slot in row)
                for row in codec._FIXED_ROWS)
-
-
-_RECORD = st.tuples(st.floats(), st.floats())
-
-
-@given(docs=st.dictionaries(st.text(max_size=3), _RECORD, max_size=8),
-       ids=st.lists(st.text(max_size=3), max_size=12))
-def test_the_kernels_doc_stats_are_the_python_reads(docs, ids):
-    state = memory.MemoryState()
-    state._links.namespace("ns").docs.update(docs)
-    made = state.read_docs("ns", tuple(ids))
-    with mock.patch.object(memory, "doc_stats_kernel", None):
-        expected = state.read_docs("ns", tuple(ids))
-    for got, want in ((made.last_used, expected.last_used), (made.use_count, expected.use_count)):
-        assert got.view(np.int64).tolist() == want.view(np.int64).tolist()
-    if docs:
-        assert STATE.doc_stats(docs, tuple(ids)) is not None
-
-
-def test_the_kernels_doc_stats_defer_on_what_they_do_not_take():
-    class Id(str):
-        pass
-
-    kernel = STATE.doc_stats
-    assert kernel({"a": (1.0, 2.0)}, ("a", "b")) is not None
-    assert kernel({"a": (1.0, 2)}, ("a",)) is None  # an int count
-    assert kernel({"a": [1.0, 2.0]}, ("a",)) is None  # a list record
-    assert kernel({"a": (1.0,)}, ("a",)) is None  # one value
-    assert kernel({"a": (1.0, 2.0)}, (Id("a"),)) is None  # a str subclass
-    assert kernel({"a": (1.0, 2.0)}, ["a"]) is None  # ids not a tuple

@@ -4,12 +4,20 @@ posterior mean moves toward the rate a feedback observed."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from heaprank import Prior, Reranker
-from heaprank.learning.links import credit, credit_ids, means_of, noisy_or, posterior, posterior_mean
-from heaprank.records import FeedbackItem, LinkCounts
+from heaprank.model.evidence import LinkCounts
+from heaprank.model.links import (
+    Judged,
+    increments,
+    means_of,
+    noisy_or,
+    posterior,
+    posterior_mean,
+)
 from tests.strategies import NOW, POOL, feedback_step
 
 # Realistic ranges: up to a million observations per link, priors that are not degenerate at
@@ -120,25 +128,20 @@ feedback_items = st.lists(
     min_size=1, max_size=10)
 
 
-@given(feedback_items, st.dictionaries(st.sampled_from(FEATURES),
-                                       st.tuples(counts, counts, counts, counts)),
-       priors, st.booleans())
-def test_credit_on_ids_is_credit_to_the_last_bit(rows, table, prior, em):
-    """The memory backend's numeric credit and the reference credit give the same floats."""
-    items = [FeedbackItem(id=f"d{j}", rank=j + 1, used=used, features=tuple(feats),
-                          reject_weight=weight) for j, (used, feats, weight) in enumerate(rows)]
-    known = [tuple(table.get(f, (0.0, 0.0, 0.0, 0.0))) for f in FEATURES]
-    # the pool holds the namespace's own evidence
-    known = [(p, n, p + gp, n + gn) for p, n, gp, gn in known]
-
-    def read(features):
-        return _counts([known[FEATURES.index(f)] for f in features])
-
-    def p_of(item, ids):
-        return posterior_mean(*posterior(_counts([known[i] for i in ids]), prior))
-
-    names, dpos, dneg = credit(read, items, prior, em=em)
-    ids, ipos, ineg = credit_ids(items, lambda row: [FEATURES.index(f) for f in row], p_of, em=em)
-    assert sorted(FEATURES[i] for i in ids.tolist()) == sorted(names)
-    order = [names.index(FEATURES[i]) for i in ids.tolist()]
-    assert ipos.tolist() == dpos[order].tolist() and ineg.tolist() == dneg[order].tolist()
+@given(feedback_items, st.dictionaries(st.sampled_from(FEATURES), st.floats(0.0, 1.0)),
+       st.booleans())
+def test_increments_are_finite_and_add_one_unit_per_used_feature(rows, table, em):
+    """Whatever the means: a used item adds exactly 1 to ``pos + neg`` of each of its
+    features, an ignored one its weight; every share lies in [0, 1]."""
+    items = [Judged(tuple(feats), used, weight) for used, feats, weight in rows]
+    means = {f: table.get(f, 0.01) for f in FEATURES}
+    inc = increments(items, means, em=em)
+    want: dict[str, float] = {}
+    for used, feats, weight in rows:
+        for f in feats:
+            want[f] = want.get(f, 0.0) + (1.0 if used else weight)
+    got = dict(zip(inc.features, (inc.dpos + inc.dneg).tolist()))
+    assert got == pytest.approx(want, rel=1e-12)
+    assert np.all(np.isfinite(inc.dpos)) and np.all(inc.dpos >= 0.0)
+    assert np.all(np.isfinite(inc.dneg)) and np.all(inc.dneg >= -1e-12)
+    assert sorted(inc.features) == sorted(want) and len(set(inc.features)) == len(inc.features)

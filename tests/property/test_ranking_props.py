@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from heaprank import Config, Reranker, Weights
-from heaprank.scoring.query import analyze_query
+from heaprank.model.questions import analyze_query
 from tests.strategies import NOW, QUERIES, candidate_lists, queries
 
 weights = st.builds(

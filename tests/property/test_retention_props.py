@@ -1,4 +1,4 @@
-"""Properties of Ebbinghaus retention and HEBBS reinforcement (heaprank.learning.retention, signals)."""
+"""Properties of Ebbinghaus retention and HEBBS reinforcement (heaprank.model.retention, signals)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from heaprank.learning.retention import (
+from heaprank.model.retention import (
     RetentionPolicy,
     days_until_forgotten,
     forgotten,

@@ -179,35 +179,9 @@ def shape_table_holds_a_bad_word_set() -> None:
     rr.rerank("When did Maya fly to Lisbon?", cands, namespace="ns", now=NOW)
 
 
-def used_id_eq_clears_the_rows() -> None:
-    """A used id of a str subclass whose ``__eq__``, run by the set lookup of the shown ids
-    inside the lean feedback's kernel, clears the caches that hold the rows the kernel was
-    reading (and so frees them)."""
-    rr = Reranker()
-    state = rr.state
-    caches = [getattr(state, "_learner", state)]  # where the rows are cached, by tree
-
-    class Id(str):
-        def __eq__(self, other: object) -> bool:
-            if sys._getframe(1).f_code.co_name in ("_learn_known_rows", "credit_known_rows"):
-                for cache in caches:  # inside the kernel only: its caller's frame
-                    for name in ("_rows_by_slots", "_slot_rows", "rows_by_slots", "slot_rows"):
-                        getattr(cache, name, {}).clear()
-            return str.__eq__(self, other)
-
-        __hash__ = str.__hash__
-
-    cands = [{"id": f"m{i}", "text": f"note {i} about Lisbon", "metadata": {"kind": "fact"}}
-             for i in range(10)]
-    for t in range(ROUNDS):
-        ranking = rr.rerank("Where is Lisbon?", cands, namespace="ns", k=10, now=NOW + t)
-        # the last shown: no lookup follows the one that runs its __eq__
-        rr.feedback(ranking.recall_id, used=[Id(ranking.ids[-1])], now=NOW + t)
-
-
 CASES = {f.__name__: f for f in (dict_key_eq_clears_the_list, metadata_key_eq_clears_the_list,
                                   finaliser_clears_the_list, finaliser_swaps_the_metadata,
-                                  shape_table_holds_a_bad_word_set, used_id_eq_clears_the_rows)}
+                                  shape_table_holds_a_bad_word_set)}
 
 if __name__ == "__main__":
     CASES[sys.argv[1]]()

@@ -20,7 +20,6 @@ from tests.safety.cases import CASES
 
 stage_kernels("candidates")
 stage_kernels("features")
-stage_kernels("feedback")
 
 CASES_PY = Path(__file__).with_name("cases.py")
 

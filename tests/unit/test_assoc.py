@@ -9,11 +9,8 @@ import numpy as np
 import pytest
 
 from heaprank import ConfigError, CoUse
-from heaprank.learning.co_use import decayed, strengthened
-from heaprank.records import FeedbackItem
+from heaprank.model.co_use import co_use_pairs, decayed, strengthened, update
 from heaprank.scoring.spreading import spread
-from heaprank.state import codec
-from heaprank.state.edges import co_use_pairs, update
 
 DAY = 86_400.0
 NOW = 1_750_000_000.0
@@ -80,22 +77,16 @@ def test_long_term_potentiation_slows_decay_tenfold():
 
 # -------------------------------------------------------------------------- pairs formed
 
-def _items(*ranks_used):
-    return [FeedbackItem(id=f"x{r}", rank=r, used=u, features=()) for r, u in ranks_used]
-
-
 def test_pairs_come_only_from_items_used_together():
     shown = ("a", "b", "c", "d")
-    open_ = [codec.OPEN] * 4
-    assert co_use_pairs(shown, open_, _items((1, True), (2, False), (3, False)), 20) == []
-    assert co_use_pairs(shown, open_, _items((1, True), (3, True), (2, False)), 20) == [("a", "c")]
+    assert co_use_pairs(shown, [], [1], 20) == []
+    assert co_use_pairs(shown, [], [1, 3], 20) == [("a", "c")]
     # a later call using d pairs it with what is already recorded used, and nothing else
-    before = [codec.USED, codec.IGNORED, codec.USED, codec.OPEN]
-    assert co_use_pairs(shown, before, _items((4, True)), 20) == [("a", "d"), ("c", "d")]
+    assert co_use_pairs(shown, [1, 3], [4], 20) == [("a", "d"), ("c", "d")]
     # beyond max_rank nothing pairs
-    assert co_use_pairs(shown, open_, _items((1, True), (3, True)), 2) == []
+    assert co_use_pairs(shown, [], [1, 3], 2) == []
     # the same id shown twice is not an edge to itself
-    assert co_use_pairs(("a", "a"), [codec.OPEN] * 2, _items((1, True), (2, True)), 20) == []
+    assert co_use_pairs(("a", "a"), [], [1, 2], 20) == []
 
 
 # ------------------------------------------------------------------------ update, bounds

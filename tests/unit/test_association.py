@@ -101,7 +101,7 @@ class _NoEdges:
 
     def __init__(self) -> None:
         self._inner = MemoryState()
-        for name in ("read_links", "read", "put_impression", "get_impression", "apply_feedback",
+        for name in ("read_links", "read", "put_impression", "get_impression", "apply",
                      "list_links", "namespaces", "forget_namespace", "stats", "close",
                      "feedback_log"):
             setattr(self, name, getattr(self._inner, name))
@@ -141,6 +141,8 @@ class _AsyncTwin:
         self.state, self.calls = state, 0
         if edges:
             self.read_with_edges = self._read_with_edges
+            self.edge_state = self._edge_state
+            self.list_edges = self._list_edges
 
     async def _answer(self, name, *args, **kwargs):
         self.calls += 1
@@ -152,14 +154,23 @@ class _AsyncTwin:
     async def _read_with_edges(self, *args):
         return await self._answer("read_with_edges", *args)
 
+    async def _edge_state(self, *args):
+        return await self._answer("edge_state", *args)
+
+    async def _list_edges(self, *args):
+        return await self._answer("list_edges", *args)
+
     async def put_impression(self, *args, **kwargs):
         return await self._answer("put_impression", *args, **kwargs)
 
     async def get_impression(self, *args):
         return await self._answer("get_impression", *args)
 
-    async def apply_feedback(self, *args):
-        return await self._answer("apply_feedback", *args)
+    async def read_links(self, *args):
+        return await self._answer("read_links", *args)
+
+    async def apply(self, *args):
+        return await self._answer("apply", *args)
 
     async def aclose(self) -> None:
         pass
@@ -193,8 +204,9 @@ def _taught_async(config: Config, state: _WithTwin) -> tuple[Reranker, list[str]
 
 @pytest.mark.parametrize("edges", [True, False])
 def test_async_co_use_uses_a_twin_only_if_it_keeps_edges(edges):
-    """With co_use, an async twin without read_with_edges (no AsyncEdgeBackend) is passed over
-    for the worker thread, so edges are still learned and read; with one, the twin serves."""
+    """With co_use, an async twin that does not store edges (no AsyncEdgeBackend) is passed
+    over for the worker thread, so edges are still learned and read; with one, the twin
+    serves."""
     rr, lines = _taught_async(WEIGHTED, _WithTwin(edges))
     assert (rr.state.twin.calls > 0) == edges
     assert lines == [r.explain() for r in _taught(WEIGHTED).rerank(
@@ -205,4 +217,6 @@ def test_async_co_use_uses_a_twin_only_if_it_keeps_edges(edges):
 
 def test_without_co_use_an_async_twin_serves_even_without_edges():
     rr, _ = _taught_async(Config(), _WithTwin(edges=False))
-    assert rr.state.twin.calls == 3 * 4 + 2  # a rerank: read, put; a feedback: get, apply
+    # a rerank: read, put; a feedback: read the used items' links (its EM credit), apply (the
+    # impression is the copy the reranker kept of its own rerank)
+    assert rr.state.twin.calls == 3 * 4 + 2

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from heaprank.scoring.features import (
+from heaprank.model.features import (
     NO_STRUCTURE,
     STRUCTURE_CODE,
     length_bucket,
@@ -19,9 +19,9 @@ from heaprank.scoring.features import (
     retrieval_features,
     shape_of,
 )
-from heaprank.scoring.query import QUESTION_TYPES, analyze_query, english_question_type
+from heaprank.model.questions import QUESTION_TYPES, analyze_query, english_question_type
+from heaprank.model.text import names, tokens
 from heaprank.scoring.space import FeatureSpace
-from heaprank.scoring.text import names, tokens
 from tests.strategies import batch_of
 
 

@@ -9,8 +9,16 @@ import numpy as np
 import pytest
 
 from heaprank import Prior
-from heaprank.learning.links import credit, global_posterior, interval, noisy_or, posterior, posterior_mean
-from heaprank.records import FeedbackItem, LinkCounts
+from heaprank.model.evidence import LinkCounts
+from heaprank.model.links import (
+    Judged,
+    global_posterior,
+    increments,
+    interval,
+    noisy_or,
+    posterior,
+    posterior_mean,
+)
 
 
 @pytest.fixture()
@@ -84,63 +92,64 @@ def test_interval_brackets_the_mean():
     assert np.all(low95 < low) and np.all(high95 > high)
 
 
-def _reader(table: dict[str, tuple[float, float]]):
-    def read(features):
-        rows = np.array([table.get(f, (0.0, 0.0)) for f in features], dtype=np.float64)
-        rows = rows.reshape(-1, 2)
-        return LinkCounts(rows[:, 0], rows[:, 1], rows[:, 0].copy(), rows[:, 1].copy())
-    return read
+def _means(table: dict[str, tuple[float, float]], prior, features):
+    """The posterior means of ``features`` with own counts ``table`` (and the pool holding just
+    them, so nothing is borrowed)."""
+    rows = np.array([table.get(f, (0.0, 0.0)) for f in features], dtype=np.float64).reshape(-1, 2)
+    counts = LinkCounts(rows[:, 0], rows[:, 1], rows[:, 0].copy(), rows[:, 1].copy())
+    return dict(zip(features, posterior_mean(*posterior(counts, prior)).tolist()))
 
 
-def item(i, used, features, weight=1.0):
-    return FeedbackItem(id=i, rank=1, used=used, features=features, reject_weight=weight)
+def item(used, features, weight=1.0):
+    return Judged(features, used, weight)
 
 
 def test_reject_adds_its_weight_to_every_feature(prior):
-    feats, dpos, dneg = credit(_reader({}), [item("a", False, ("x", "y")),
-                                             item("b", False, ("y", "z"), 0.5)], prior)
-    assert feats == ["x", "y", "z"]
+    feats, dpos, dneg = increments([item(False, ("x", "y")), item(False, ("y", "z"), 0.5)], {})
+    assert feats == ("x", "y", "z")
     assert dpos.tolist() == [0, 0, 0] and dneg.tolist() == [1.0, 1.5, 0.5]
 
 
 def test_confirm_credits_each_feature_by_em(prior):
     # Links "x" strong (p = 0.5 with no pool: a0 + 9.9 / (2 + 19.8)), "y" at the prior.
-    table = {"x": (9.9, 7.9)}
-    feats, dpos, dneg = credit(_reader(table), [item("a", True, ("x", "y"))], prior)
+    means = _means({"x": (9.9, 7.9)}, prior, ("x", "y"))
+    feats, dpos, dneg = increments([item(True, ("x", "y"))], means)
     px = (0.1 + 9.9) / (2 + 9.9 + 7.9)
     py = 0.05
     u = 1 - (1 - px) * (1 - py)
-    assert feats == ["x", "y"]
+    assert feats == ("x", "y")
     assert dpos.tolist() == pytest.approx([px / u, py / u])
     assert (dpos + dneg).tolist() == pytest.approx([1.0, 1.0])
 
 
 def test_credit_is_capped_at_one(prior):
-    _, dpos, dneg = credit(_reader({}), [item("a", True, ("only",))], prior)
+    _, dpos, dneg = increments([item(True, ("only",))], _means({}, prior, ("only",)))
     assert dpos.tolist() == [1.0] and dneg.tolist() == [0.0]
 
 
 def test_uniform_credit_without_em(prior):
-    _, dpos, dneg = credit(_reader({"x": (50.0, 1.0)}), [item("a", True, ("x", "y", "z", "w"))],
-                           prior, em=False)
+    means = _means({"x": (50.0, 1.0)}, prior, ("x", "y", "z", "w"))
+    _, dpos, dneg = increments([item(True, ("x", "y", "z", "w"))], means, em=False)
     assert dpos.tolist() == [0.25] * 4 and dneg.tolist() == [0.75] * 4
 
 
 def test_credit_does_not_depend_on_item_order(prior):
-    items = [item("a", True, ("x", "y")), item("b", False, ("y", "z")),
-             item("c", True, ("z", "x"))]
-    reader = _reader({"x": (3.0, 5.0), "z": (0.5, 9.0)})
-    a = credit(reader, items, prior)
-    b = credit(reader, items[::-1], prior)
-    assert a[0] == b[0]
-    np.testing.assert_allclose(a[1], b[1], rtol=1e-15)
-    np.testing.assert_allclose(a[2], b[2], rtol=1e-15)
+    items = [item(True, ("x", "y")), item(False, ("y", "z")), item(True, ("z", "x"))]
+    means = _means({"x": (3.0, 5.0), "z": (0.5, 9.0)}, prior, ("x", "y", "z"))
+    a = increments(items, means)
+    b = increments(items[::-1], means)
+    assert a.features == b.features
+    np.testing.assert_allclose(a.dpos, b.dpos, rtol=1e-15)
+    np.testing.assert_allclose(a.dneg, b.dneg, rtol=1e-15)
 
 
 def test_every_item_adds_exactly_one_unit_per_feature(prior):
-    items = [item("a", True, ("x", "y", "z")), item("b", False, ("x", "q")),
-             item("c", True, ("x", "q"))]
-    feats, dpos, dneg = credit(_reader({"q": (7.0, 2.0)}), items, prior)
+    items = [item(True, ("x", "y", "z")), item(False, ("x", "q")), item(True, ("x", "q"))]
+    feats, dpos, dneg = increments(items, _means({"q": (7.0, 2.0)}, prior, ("q", "x", "y", "z")))
     total = dict(zip(feats, (dpos + dneg).tolist(), strict=False))
     assert total == pytest.approx({"q": 2.0, "x": 3.0, "y": 1.0, "z": 1.0})
     assert all(math.isfinite(v) for v in total.values())
+
+
+def test_an_item_without_features_teaches_nothing(prior):
+    assert increments([item(False, (), 0.0), item(True, ())], {}).features == ()

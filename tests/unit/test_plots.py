@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from heaprank import Config, Link
 from heaprank.app.plots import PLOTS, _retention_figure, _tune_figure, plot_links, plot_tune
-from heaprank.learning.retention import NAMESPACES_KEY, parse_policy
 from heaprank.learning.tuning import tune
+from heaprank.model.retention import NAMESPACES_KEY, parse_policy
 from tests.tuning_logs import synthetic_log
 
 PNG = b"\x89PNG\r\n\x1a\n"

@@ -14,9 +14,8 @@ from hypothesis import strategies as st
 from heaprank import Config, Reranker
 from heaprank.config import RECENCY_EVERY_QUESTION, Weights
 from heaprank.errors import ConfigError, InputError, InputTypeError
-from heaprank.scoring.features import FIXED_SLOTS, GAP_SLOTS, RANK_SLOTS
-from heaprank.scoring.fusion import fuse
-from heaprank.scoring.query import (
+from heaprank.model.features import FIXED_SLOTS, GAP_SLOTS, RANK_SLOTS
+from heaprank.model.questions import (
     PERSONS,
     ROLES,
     analyze_query,
@@ -24,6 +23,7 @@ from heaprank.scoring.query import (
     speaker_role,
     temporal_intent,
 )
+from heaprank.scoring.fusion import fuse
 from heaprank.state.codec import Decoded, Head, encode
 
 NOW = 1_750_000_000.0

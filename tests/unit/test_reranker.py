@@ -153,7 +153,7 @@ def test_with_config_shares_the_state(rr, cands):
     assert rr.config.recency_floor != 0.25  # the override below really is a change
     other = rr.with_config(recency_floor=0.25)
     ranking = other.rerank(QUERY, cands, namespace="maya", k=2, now=NOW)
-    rr.feedback(ranking.recall_id, used=ranking.ids[0])
+    rr.feedback(ranking.recall_id, used=[ranking.ids[0]])
     assert other.state is rr.state and other.config.recency_floor == 0.25
     assert rr.config == Config()  # the original keeps its own config
 
@@ -162,7 +162,7 @@ def test_with_state_keeps_the_config_on_another_state(rr, cands, tmp_path):
     tuned = rr.with_config(recency_floor=0.25)
     other = tuned.with_state(f"sqlite:///{tmp_path / 'other.db'}")
     ranking = other.rerank(QUERY, cands, namespace="maya", k=2, now=NOW)
-    other.feedback(ranking.recall_id, used=ranking.ids[0])
+    other.feedback(ranking.recall_id, used=[ranking.ids[0]])
     assert other.config == tuned.config and other.rules == tuned.rules
     assert other.stats()["feedbacks"] == 1 and rr.stats()["feedbacks"] == 0
     other.close()
@@ -193,9 +193,14 @@ def test_feedback_updates_links_and_doc_stats(cands):
     assert lisbon.signals["recency"] > 0.97 and "used 1x" in lisbon.explain()
 
 
-def test_feedback_accepts_a_single_id_and_no_id(rr, cands):
+def test_feedback_refuses_a_bare_string_and_accepts_no_id(rr, cands):
     ranking = rr.rerank(QUERY, cands, k=2, now=NOW)
-    assert rr.feedback(ranking.recall_id, used=ranking.ids[0],
+    with pytest.raises(InputTypeError, match=r"used: expected a list of ids, got the str"):
+        rr.feedback(ranking.recall_id, used=ranking.ids[0])  # type: ignore[arg-type]
+    with pytest.raises(InputTypeError, match=r"ids: expected a list of ids"):
+        rr.mark_used(ranking.recall_id, ranking.ids[0])  # type: ignore[arg-type]
+    assert rr.stats()["feedbacks"] == 0
+    assert rr.feedback(ranking.recall_id, used=[ranking.ids[0]],
                        namespace="default").applied == tuple(ranking.ids)
     ranking = rr.rerank(QUERY, cands, k=2, now=NOW)
     out = rr.feedback(ranking.recall_id, namespace="default")  # nothing used: all ignored
@@ -230,23 +235,22 @@ def test_used_ids_from_a_generator_or_a_set_are_read_once(state, cands, tmp_path
     assert again.applied == ()
 
 
-def test_bad_used_ids_are_refused_on_the_lean_path_too(rr, cands):
-    """Used ids that are not shown ids of the recall are checked as every feedback checks them,
-    the message naming the field."""
+def test_bad_used_ids_are_refused_naming_the_field(rr, cands):
+    """Bad used ids are refused before anything is read, the message naming the field."""
     ranking = rr.rerank(QUERY, cands, k=2, now=NOW)
     for used, error, message in (([""], InputError, r"used\[0\]: empty"),
                                  ([ranking.ids[0], b"x"], InputTypeError, r"used\[1\]: expected str"),
-                                 ("  ", InputError, "used: whitespace only")):
+                                 (["  "], InputError, r"used\[0\]: whitespace only")):
         with pytest.raises(error, match=message):
             rr.feedback(ranking.recall_id, used=used)  # type: ignore[arg-type]
-    assert rr.feedback(ranking.recall_id, used=ranking.ids[0],
+    assert rr.feedback(ranking.recall_id, used=[ranking.ids[0]],
                        namespace="default").applied == tuple(ranking.ids)
 
 
 def test_mark_used_and_mark_ignored(rr, cands):
     ranking = rr.rerank(QUERY, cands, namespace="maya", k=3, now=NOW)
     first, second, third = ranking.ids
-    assert rr.mark_used(ranking.recall_id, first).applied == (first,)
+    assert rr.mark_used(ranking.recall_id, [first]).applied == (first,)
     assert rr.mark_ignored(ranking.recall_id, [second]).applied == (second,)
     imp = rr.state.get_impression(ranking.recall_id)
     assert imp.resolved == {first: True, second: False}
@@ -255,9 +259,9 @@ def test_mark_used_and_mark_ignored(rr, cands):
     assert out.applied == (third,) and set(out.already_recorded) == {first, second}
     assert rr.state.read_docs("maya", [first]).use_count[0] == 1.0
     with pytest.raises(FeedbackError, match="already recorded as ignored"):
-        rr.mark_used(ranking.recall_id, second)
+        rr.mark_used(ranking.recall_id, [second])
     with pytest.raises(FeedbackError, match="not shown"):
-        rr.mark_ignored(ranking.recall_id, "chat")
+        rr.mark_ignored(ranking.recall_id, ["chat"])
 
 
 def test_reject_discount_by_position(cands):
@@ -556,16 +560,16 @@ def test_a_kept_impression_never_outlives_its_recall_or_crosses_namespaces(tmp_p
         rr.feedback(kept.recall_id, used=[kept.ids[0]], now=NOW)
 
 
-def test_the_kept_impressions_are_bounded_and_not_kept_twice_in_memory(cands):
+@pytest.mark.parametrize("state", [":memory:", None])
+def test_the_kept_impressions_are_bounded_and_dropped_once_fed(cands, state):
     from heaprank.learning.impressions import KEPT_RECALLS as MEANS_ENTRIES
 
-    rr = Reranker(SQLiteState(":memory:"))
+    rr = Reranker(None if state is None else SQLiteState(state))
     for _ in range(MEANS_ENTRIES + 50):
-        rr.rerank(QUERY, cands, namespace="maya", k=2, now=NOW)
+        last = rr.rerank(QUERY, cands, namespace="maya", k=2, now=NOW)
     assert len(rr._impressions._stored) == MEANS_ENTRIES
-    in_memory = Reranker()  # the memory state holds them in this process already
-    in_memory.rerank(QUERY, cands, namespace="maya", k=2, now=NOW)
-    assert in_memory._impressions._stored == {}
+    rr.feedback(last.recall_id, used=[last.ids[0]])  # its verdicts moved on: the copy goes
+    assert last.recall_id not in rr._impressions._stored
 
 
 def test_a_kept_impression_expires(tmp_path, cands, monkeypatch):

@@ -13,7 +13,7 @@ import pytest
 
 from heaprank import Config, ConfigError, Reranker, Weights
 from heaprank.config import RECENCY_EVERY_QUESTION
-from heaprank.learning.retention import (
+from heaprank.model.retention import (
     PolicyFile,
     PolicySet,
     RetentionPolicy,
@@ -142,7 +142,7 @@ def test_the_file_is_read_only_when_it_changes(tmp_path, monkeypatch):
     _write(path, {"threshold": 0.3})
     source = PolicyFile(path)
     reads = []
-    import heaprank.learning.retention as retention_module
+    import heaprank.model.retention as retention_module
 
     real = retention_module.load_policy
     monkeypatch.setattr(retention_module, "load_policy", lambda p: reads.append(p) or real(p))

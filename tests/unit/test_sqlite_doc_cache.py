@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from heaprank import Reranker, SQLiteState
-from heaprank.records import DocStats
+from heaprank.model.evidence import DocStats
 from heaprank.state.sqlite import doc_cache
 
 NOW = 1_750_000_000.0

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
 import pytest
 
 from heaprank import MemoryState
-from heaprank.records import Impression, UsedFeedback, new_recall_id
+from heaprank.records import USED, Impression, Update, new_recall_id
 
 
 def imp(recall_id: str) -> Impression:
@@ -30,16 +31,12 @@ def test_impressions_without_feedback_expire_after_their_time_to_live():
 
 
 def test_impressions_with_feedback_are_bounded_by_count_not_by_age():
-    from heaprank.learning import links as linkmath
-    from heaprank.records import FeedbackBatch, FeedbackItem
-
     state = MemoryState(max_impressions=3, impression_ttl_s=10 * 3600)
     ids = [_aged(7200 - i, i) for i in range(5)]
     for rid in ids:
         state.put_impression(imp(rid))
-        item = FeedbackItem(id="a", rank=1, used=True, features=("kind:none",))
-        state.apply_feedback(FeedbackBatch(rid, "n", 0.0, (item,)),
-                             lambda read, items: linkmath.credit(read, items, linkmath.Prior()))
+        assert state.apply([Update(rid, "n", 0.0, (1,), (USED,), ("a",), ("kind:none",),
+                                   np.array([1.0]), np.array([0.0]))]) == [True]
     state.prune()
     assert [state.get_impression(r) is not None for r in ids] == [False, False, True, True, True]
     assert state.stats()["impressions"] == 3
@@ -60,31 +57,6 @@ def test_max_impressions_must_be_positive():
         MemoryState(max_impressions=0)
     with pytest.raises(ValueError, match="impression_ttl_s"):
         MemoryState(impression_ttl_s=0)
-
-
-def test_one_slots_object_under_two_question_types_learns_two_rows():
-    # The lean feedback finds a row by the identity of its slots tuple: the question type
-    # must still tell two rows apart.
-    from heaprank.learning.links import Prior
-
-    slots = ("kind:none", "source:none")
-    lean, general = MemoryState(), MemoryState()
-    for qtype in ("when", "who"):
-        rid = new_recall_id()
-        for state in (lean, general):
-            state.put_impression(Impression(recall_id=rid, namespace="n", qtype=qtype,
-                                            time=0.0, time_explicit=True, ids=("a", "b"),
-                                            slots=(slots, slots)))
-        prior = Prior()
-        request = UsedFeedback(rid, "n", ["a"], None, prior.a0, prior.b0, prior.kappa, True,
-                               [1.0] * 4, lambda rank: 1.0)
-        assert lean.apply_used(request) is not None
-        general._learner.rows_by_slots.clear()  # the rows by value only
-        general.apply_used(request)
-        general._learner.rows_by_slots.clear()
-    assert lean.list_links("n")[0] == general.list_links("n")[0]
-    assert {"qt:when&kind:none", "qt:who&kind:none"} <= set(lean.list_links("n")[0])
-    assert lean.list_links("n")[1].tolist() == general.list_links("n")[1].tolist()
 
 
 def test_recall_ids_draw_fresh_random_bits_in_a_forked_child():

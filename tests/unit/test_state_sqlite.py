@@ -14,6 +14,7 @@ from heaprank import (
     ConfigError,
     FeedbackError,
     Reranker,
+    ScrubIncompleteError,
     SQLiteState,
     StateCorruptError,
     StateError,
@@ -178,6 +179,27 @@ def test_a_file_with_someone_elses_meta_table_is_refused(tmp_path):
     conn.close()
     with pytest.raises(StateError, match="another application"):
         SQLiteState(path)
+
+
+def test_a_file_with_a_schema_version_but_no_application_marker_is_left_untouched(tmp_path):
+    """Another application's file that keeps its own ``schema_version`` in a ``meta`` table is
+    refused before anything is written: no table added, no version rewritten, no WAL."""
+    path = tmp_path / "other.db"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+    conn.execute("INSERT INTO meta VALUES ('schema_version', '2')")
+    conn.execute("CREATE TABLE orders (id INTEGER PRIMARY KEY)")
+    conn.commit()
+    conn.close()
+    before = path.read_bytes()
+    with pytest.raises(StateError, match="another application"):
+        SQLiteState(path)
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+    assert {r[0] for r in conn.execute("SELECT name FROM sqlite_master")} >= {"meta", "orders"}
+    assert "edges" not in {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+    conn.close()
+    assert path.read_bytes() == before
 
 
 def test_corrupted_meta_values_are_a_state_error(tmp_path):
@@ -418,3 +440,34 @@ def test_a_group_commit_writes_what_one_feedback_at_a_time_writes(tmp_path_facto
     one.close()
     many.close()
     assert _tables(folder / "many.db") == _tables(folder / "one.db")
+
+
+def test_a_forget_that_another_reader_keeps_in_the_log_says_so_until_the_scrub_ends(
+        tmp_path, monkeypatch):
+    """While another connection holds a read snapshot, the write-ahead log keeps older copies
+    of the forgotten namespace's pages: forget raises ScrubIncompleteError (after waiting
+    ``SCRUB_WAIT_S``) instead of returning as if no byte were left; once the reader is gone,
+    ``checkpoint()`` finishes the scrub and neither the file nor its log holds the tenant."""
+    from heaprank.state.sqlite import backend as sqlite_backend
+
+    monkeypatch.setattr(sqlite_backend, "SCRUB_WAIT_S", 0.2)
+    path = tmp_path / "scrub.db"
+    secret = "tenant-zq7-secret-memory"
+    with Reranker(SQLiteState(path)) as rr:
+        cands = [{"id": f"{secret}-{i}", "text": "A note from Monday", "score": 1.0 + i}
+                 for i in range(3)]
+        for _ in range(3):
+            ranking = rr.rerank("When?", cands, namespace="zq7", k=3, now=NOW)
+            rr.feedback(ranking.recall_id, used=[ranking.ids[0]])
+        reader = sqlite3.connect(path, isolation_level=None)
+        reader.execute("BEGIN")
+        assert reader.execute("SELECT COUNT(*) FROM docs").fetchone()[0] > 0  # a snapshot
+        with pytest.raises(ScrubIncompleteError, match="write-ahead log"):
+            rr.forget_namespace("zq7")
+        assert rr.state.namespaces() == [] and rr.state.iter_docs("zq7") == []
+        reader.execute("COMMIT")
+        reader.close()
+        rr.state.checkpoint()
+    for file in (path, tmp_path / "scrub.db-wal"):
+        if file.exists():
+            assert secret.encode() not in file.read_bytes()

@@ -17,13 +17,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..._flow import adrive
-from ...errors import FeedbackError
-from ...records import DocStats, FeedbackBatch, FeedbackOutcome, Impression, LinkCounts, recall_key
-from ..base import CreditFn
-from ..edges import EdgeRows
+from ...model.evidence import DocStats, EdgeRows, LinkCounts
+from ...records import EdgeState, Impression, Update
+from . import edges as redis_assoc
 from . import ops as redis_ops
 from .connect import PRUNE_EVERY, RedisClientBase, RedisOptions, connect_async
+from .flow import adrive
 from .layout import redis_options
 from .ops import Request
 from .pooled import PooledCache, push
@@ -159,22 +158,34 @@ class AsyncRedisState(RedisClientBase):
             self.layout, self.cluster, recall_id, self.impression_ttl_s), idempotent=True)
         return found
 
-    async def apply_feedback(self, batch: FeedbackBatch, credit: CreditFn) -> FeedbackOutcome:
-        """Apply one feedback in one script, atomically and at most once per (recall, item);
-        retried after a lost reply (an applied first attempt comes back as already recorded).
-        ``credit`` is not called: the script computes it next to the data."""
-        if recall_key(batch.recall_id) is None:
-            raise FeedbackError(f"recall_id {batch.recall_id!r}: unknown (never recorded, "
-                                f"expired or pruned)")
-        reply, entry = await self._run("feedback", lambda: redis_ops.feedback(
-            self.layout, self.cluster, batch, self.cache, self.seen, self.impression_ttl_s),
+    async def list_edges(self, namespace: str) -> list[tuple[str, str, float, float, float]]:
+        """Every co-use edge of ``namespace`` (as ``RedisState.list_edges``)."""
+        found: list[tuple[str, str, float, float, float]] = await self._run(
+            "list_edges", lambda: redis_assoc.list_edges(self.layout, namespace), idempotent=True)
+        return found
+
+    async def edge_state(self, namespace: str, docs: Sequence[str]) -> EdgeState:
+        """The co-use edges of ``docs`` in ``namespace``, their version and count."""
+        found: EdgeState = await self._run("edge_state", lambda: redis_assoc.edge_state(
+            self.layout, namespace, docs), idempotent=True)
+        return found
+
+    async def read_links(self, namespace: str, features: Sequence[str]) -> LinkCounts:
+        return (await self._read(namespace, features, [], False))[0]
+
+    async def apply(self, updates: Sequence[Update]) -> list[bool]:
+        """Apply feedback updates, each in one script, atomically (see ``RedisState.apply``)."""
+        return [await self._apply(update) for update in updates]
+
+    async def _apply(self, update: Update) -> bool:
+        applied, entry = await self._run("feedback", lambda: redis_ops.apply_update(
+            self.layout, self.cluster, update, self.cache, self.seen, self.impression_ttl_s),
             idempotent=True)
-        outcome = redis_ops.feedback_outcome(batch, reply)
         if self.queue(entry, time.monotonic()):
             await self.push()
-        if outcome.applied and next(self._feedbacks) % self._prune_every == 1:
+        if applied and next(self._feedbacks) % self._prune_every == 1:
             await self.prune()
-        return outcome
+        return bool(applied)
 
     async def prune(self) -> None:
         """Drop the oldest impressions with feedback past ``max_impressions``."""

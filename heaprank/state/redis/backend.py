@@ -7,12 +7,12 @@ both clients), :mod:`.connect` (clients and the failure policy), this module (th
 client, with the audit, forget and copy operations) and :mod:`.async_backend` (the async client
 ``Reranker.arerank``/``afeedback`` use).
 
-Consistency: on one server a feedback script reads and writes the pooled shards too, so every
-feedback sees the links exactly as they were and a rerank reads them as they are. In a Cluster
+Consistency: on one server a feedback script writes the pooled shards too, and a rerank and a
+feedback's credit read the links as they are. In a Cluster
 the pooled shards sit in other slots: a rerank reads the pooled counts from this process's
 cache (checked against the shards' versions once per ``global_cache_ttl_s``, 1 s by default),
-a feedback's credit uses those counts, and its pooled deltas go to its bucket's outbox in the
-same script, pushed by the client in batches (:mod:`.pooled`): the namespace's own counts are
+a feedback's credit is worked out from those counts, and its pooled deltas go to its bucket's
+outbox in the same script, pushed by the client in batches (:mod:`.pooled`): the namespace's own counts are
 always exact, the pooled layer catches up within the push delay, and no increment is ever lost
 or doubled (a push is applied at most once per shard, an unpushed entry is pushed by the next
 drain).
@@ -35,16 +35,15 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
-from ..._flow import drive
-from ...errors import ConfigError, FeedbackError, StateUnavailableError
-from ...records import DocStats, FeedbackBatch, FeedbackOutcome, Impression, LinkCounts, recall_key
-from ..base import CreditFn
-from ..edges import EdgeRows
+from ...errors import ConfigError, StateUnavailableError
+from ...model.evidence import DocStats, EdgeRows, LinkCounts
+from ...records import EdgeState, Impression, Update
 from . import admin, pooled
 from . import edges as redis_assoc
 from . import ops as redis_ops
 from .async_backend import AsyncRedisState
 from .connect import PRUNE_EVERY, RedisClientBase, RedisOptions, connect
+from .flow import drive
 from .layout import URL_OPTIONS, key_slot, redis_options, shard_tags, unpack
 from .ops import SCRIPTS, Request
 
@@ -246,8 +245,9 @@ class RedisState(RedisClientBase):
 
     def list_edges(self, namespace: str) -> list[tuple[str, str, float, float, float]]:
         """Every co-use edge of ``namespace``: ``(a, b, strength, count, last)``, ``a < b``."""
-        return self._call("list_edges", lambda: redis_assoc.list_edges(
-            self.client, redis_assoc.key(self.layout, namespace)), idempotent=True)
+        found: list[tuple[str, str, float, float, float]] = self._run(
+            "list_edges", lambda: redis_assoc.list_edges(self.layout, namespace), idempotent=True)
+        return found
 
     def read_links(self, namespace: str, features: Sequence[str]) -> LinkCounts:
         return self.read(namespace, features, [])[0]
@@ -282,26 +282,31 @@ class RedisState(RedisClientBase):
 
     # ---------------------------------------------------------------- feedback
 
-    def apply_feedback(self, batch: FeedbackBatch, credit: CreditFn) -> FeedbackOutcome:
-        """Apply one feedback in one Lua script (``credit`` is not called: the script computes
-        the same credit from ``batch.a0``, ``b0``, ``kappa`` and ``em`` next to the data).
+    def apply(self, updates: Sequence[Update]) -> list[bool]:
+        """Apply feedback updates, each in one Lua script (atomic on its own, one after the
+        other: see :meth:`~heaprank.StateBackend.apply`).
 
-        After a connection error the call is retried; if the first attempt had been applied
-        before the reply was lost, its items come back as ``already_recorded``: the evidence is
-        counted once either way.
+        After a connection error an update is sent again; if the first attempt had been
+        applied before the reply was lost, the second finds its items recorded and reports it
+        stale: the caller then finds them recorded, and the evidence counts once either way.
         """
-        if recall_key(batch.recall_id) is None:
-            raise FeedbackError(f"recall_id {batch.recall_id!r}: unknown (never recorded, "
-                                f"expired or pruned)")
-        reply, entry = self._run("feedback", lambda: redis_ops.feedback(
-            self.layout, self.cluster, batch, self.cache, self.seen, self.impression_ttl_s),
+        return [self._apply(update) for update in updates]
+
+    def _apply(self, update: Update) -> bool:
+        applied, entry = self._run("feedback", lambda: redis_ops.apply_update(
+            self.layout, self.cluster, update, self.cache, self.seen, self.impression_ttl_s),
             idempotent=True)
-        outcome = redis_ops.feedback_outcome(batch, reply)
         if self.queue(entry, time.monotonic()):
             self.push()
-        if outcome.applied and next(self._feedbacks) % PRUNE_EVERY == 1:
+        if applied and next(self._feedbacks) % PRUNE_EVERY == 1:
             self.prune()
-        return outcome
+        return bool(applied)
+
+    def edge_state(self, namespace: str, docs: Sequence[str]) -> EdgeState:
+        """The co-use edges of ``docs`` in ``namespace``, their version and count."""
+        found: EdgeState = self._run("edge_state", lambda: redis_assoc.edge_state(
+            self.layout, namespace, docs), idempotent=True)
+        return found
 
     def push(self) -> None:
         """Push the pooled deltas of this process's feedbacks still waiting (a Cluster)."""

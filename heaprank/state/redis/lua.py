@@ -4,7 +4,7 @@ server a script may also touch the pooled shards it is given).
 Counts are stored as packed little-endian doubles (``struct`` in Redis's Lua): a namespace's link
 is ``<dd`` (pos, neg), a pooled shard's ``<ddd`` (pos, neg, namespaces holding the link), a
 document's ``<dd`` (last used, use count). Lua numbers are doubles, so the arithmetic matches the
-Python reference (:func:`heaprank.learning.links.credit`) to rounding.
+Python reference (:func:`heaprank.model.links.credit`) to rounding.
 
 Pooled deltas that a script cannot write itself (in a Cluster the pooled shards sit in other
 slots) go to its bucket's outbox (``P:{t}:q``) in the same script: entries
@@ -146,28 +146,78 @@ end
 return {table.concat(own), table.concat(pooled), table.concat(docs)}
 """
 
-#: Apply one feedback. KEYS: 1 body, 2 links, 3 docs, 4 the bucket's namespace hash, 5 fed
-#: zset, 6 the namespace hash again (its field "" counts the bucket's feedbacks), 7 open zset,
-#: 8 the recall-id pointer (one server) or the outbox (a Cluster), 9 the document features'
-#: hash, 10 the id map and 11 its reverse (one server; in a Cluster any key of the slot,
-#: unused), then the pooled shards written here (one server). A minted (20-digit) recall id's
-#: impression is a field instead: KEYS 1 its slot's open hash, 5 the fed-hours zset, 7 its
-#: hour's fed hash, 8 any key of the slot (one server); ARGV 11 its expiry (ms); a field of
-#: another namespace is unknown.
+#: Apply one feedback update (:class:`~heaprank.records.Update`: learning worked its increments
+#: out; this script only adds them). KEYS: 1 body, 2 links, 3 docs, 4 the bucket's namespace
+#: hash, 5 fed zset, 6 the namespace hash again (its field "" counts the bucket's feedbacks),
+#: 7 open zset, 8 the recall-id pointer (one server) or the outbox (a Cluster), 9 the document
+#: features' hash, 10 the id map and 11 its reverse (one server; in a Cluster any key of the
+#: slot, unused), then the pooled shards written here (one server), then, with edges, the
+#: namespace's adjacency hash. A minted (20-digit) recall id's impression is a field instead:
+#: KEYS 1 its slot's open hash, 5 the fed-hours zset, 7 its hour's fed hash, 8 any key of the
+#: slot (one server); ARGV 7 its expiry (ms); a field of another namespace is unknown.
 #: The namespace's feedbacks are counted in its docs hash too, under the field "" (no document
 #: id is empty), so forgetting it can take them off the bucket's counter.
-#: ARGV: GUARD's two (in a Cluster ""), then 1 namespace, 2 time, 3 a0, 4 b0, 5 kappa, 6 em,
-#: 7 n items, 8 n features, 9 cluster, 10 n pooled keys, 11 fed score (a 20-digit id: its
-#: expiry), 12 recall id; then the features; then per feature its pooled key (1-based past
-#: KEYS[11]; 0: not pooled, or a Cluster); then per feature its id (a Cluster; 0: a document
-#: feature); then per feature the pooled (pos, neg) read by the caller (a Cluster); then per
-#: item: rank, verdict code (1 used, 2 ignored, 3 outdated, 4 wrong), reject weight, id, n
-#: features, feature indices.
-#: Returns {applied item indices, already recorded item indices, outbox entry id, its deltas}
-#: (0-based; the outbox part "" unless a Cluster), or an error "HEAPRANK_UNKNOWN" /
-#: "HEAPRANK_CONFLICT <item index> <stored verdict>".
+#: ARGV: GUARD's two (in a Cluster ""), then 1 namespace, 2 time, 3 n items, 4 n features,
+#: 5 cluster, 6 n pooled keys, 7 fed score (a 20-digit id: its expiry), 8 recall id, 9 edges
+#: (1/0); then the features; then per feature its pooled key (1-based past KEYS[11]; 0: not
+#: pooled, or a Cluster); then per feature its id (a Cluster; 0: a document feature); then per
+#: feature its (pos, neg) increments; then per item: rank, verdict code (1 used, 2 ignored,
+#: 3 outdated, 4 wrong), id; then, with edges: the version they were worked out from, the
+#: namespace's edge count after them, n deleted pairs and the pairs (a, b), n written edges and
+#: each (a, b, strength, count, last).
+#: Returns {1, outbox entry id, its deltas} (the outbox part "" unless a Cluster), or {0}: the
+#: update is stale (the recall is unknown, an item has a verdict already, or the edges moved
+#: on) and nothing was written.
 FEEDBACK = _COMMON + GUARD + """
-local rid = ARGV[12]
+-- Write an update's co-use edges (ARGV from ``at``: total, deleted pairs, written rows) into the
+-- adjacency hash: each document's record ``<I4`` id length, the neighbour's id, ``<ddd``
+-- (strength, count, last), neighbours sorted; field "" "<count>:<version>".
+local function write_edges(adj_key, version, at)
+  local records = {}
+  local function record(d)
+    if records[d] == nil then
+      local out, v, pos = {}, redis.call('HGET', adj_key, d), 1
+      while v and pos <= #v do
+        local len = struct.unpack('<I4', v, pos)
+        local id = string.sub(v, pos + 4, pos + 3 + len)
+        out[id] = {struct.unpack('<ddd', v, pos + 4 + len)}
+        pos = pos + 28 + len
+      end
+      records[d] = out
+    end
+    return records[d]
+  end
+  local total = tonumber(ARGV[at]); at = at + 1
+  local n_deleted = tonumber(ARGV[at]); at = at + 1
+  for _ = 1, n_deleted do
+    local a, b = ARGV[at], ARGV[at + 1]; at = at + 2
+    record(a)[b] = nil; record(b)[a] = nil
+  end
+  local n_written = tonumber(ARGV[at]); at = at + 1
+  for _ = 1, n_written do
+    local a, b = ARGV[at], ARGV[at + 1]
+    local row = {tonumber(ARGV[at + 2]), tonumber(ARGV[at + 3]), tonumber(ARGV[at + 4])}
+    at = at + 5
+    record(a)[b] = row; record(b)[a] = row
+  end
+  for d, nbrs in pairs(records) do
+    local ids = {}
+    for b in pairs(nbrs) do ids[#ids + 1] = b end
+    if #ids == 0 then
+      redis.call('HDEL', adj_key, d)
+    else
+      table.sort(ids)
+      local parts = {}
+      for k, b in ipairs(ids) do
+        local r = nbrs[b]
+        parts[k] = struct.pack('<I4', #b) .. b .. struct.pack('<ddd', r[1], r[2], r[3])
+      end
+      redis.call('HSET', adj_key, d, table.concat(parts))
+    end
+  end
+  redis.call('HSET', adj_key, '', total .. ':' .. (version + 1))
+end
+local rid = ARGV[8]
 local hourly = #rid == 20
 local body
 if hourly then
@@ -175,7 +225,7 @@ if hourly then
   if not body then
     body = redis.call('HGET', KEYS[1], rid)
     local t = redis.call('TIME')
-    if body and tonumber(ARGV[11]) <= tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) then
+    if body and tonumber(ARGV[7]) <= tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) then
       body = nil  -- past its time to live (its slot's hash outlives it)
     end
   end
@@ -187,54 +237,37 @@ if hourly then
 else
   body = redis.call('GET', KEYS[1])
 end
-if not body then return redis.error_reply('HEAPRANK_UNKNOWN') end
+if not body then return {0} end
 local n_shown = struct.unpack('<H', body, 4)
 local ns, now = ARGV[1], tonumber(ARGV[2])
-local a0, b0, kappa, em = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6] == '1'
-local n_items, n_feat = tonumber(ARGV[7]), tonumber(ARGV[8])
-local cluster, n_pool = ARGV[9] == '1', tonumber(ARGV[10])
-local feats, shard, fid, is_doc, gpos, gneg = {}, {}, {}, {}, {}, {}
+local n_items, n_feat = tonumber(ARGV[3]), tonumber(ARGV[4])
+local cluster, n_pool, with_edges = ARGV[5] == '1', tonumber(ARGV[6]), ARGV[9] == '1'
+local feats, shard, fid, is_doc, dpos, dneg = {}, {}, {}, {}, {}, {}
 for j = 1, n_feat do
-  feats[j] = ARGV[12 + j]; is_doc[j] = string.sub(feats[j], 1, 4) == 'doc:'
+  feats[j] = ARGV[9 + j]; is_doc[j] = string.sub(feats[j], 1, 4) == 'doc:'
 end
-local at = 13 + n_feat
+local at = 10 + n_feat
 for j = 1, n_feat do shard[j] = tonumber(ARGV[at]); at = at + 1 end
 for j = 1, n_feat do fid[j] = tonumber(ARGV[at]); at = at + 1 end
 for j = 1, n_feat do
-  gpos[j] = tonumber(ARGV[at]); gneg[j] = tonumber(ARGV[at + 1]); at = at + 2
+  dpos[j] = tonumber(ARGV[at]); dneg[j] = tonumber(ARGV[at + 1]); at = at + 2
 end
-local items, todo, done = {}, {}, {}
+local items = {}
 for i = 1, n_items do
-  local code = tonumber(ARGV[at + 1])
-  local item = {rank = tonumber(ARGV[at]), used = code == 1, code = code,
-                weight = tonumber(ARGV[at + 2]), id = ARGV[at + 3], f = {}}
-  local k = tonumber(ARGV[at + 4]); at = at + 5
-  for q = 1, k do item.f[q] = tonumber(ARGV[at]); at = at + 1 end
-  local prev = 0
-  if item.rank <= n_shown then prev = string.byte(body, 14 + item.rank) end
-  if prev == 0 then
-    todo[#todo + 1] = i
-  elseif prev == code then
-    done[#done + 1] = i - 1
-  else
-    return redis.error_reply('HEAPRANK_CONFLICT ' .. (i - 1) .. ' ' .. prev)
-  end
+  local item = {rank = tonumber(ARGV[at]), code = tonumber(ARGV[at + 1]), id = ARGV[at + 2]}
+  at = at + 3
+  if item.rank <= n_shown and string.byte(body, 14 + item.rank) ~= 0 then return {0} end
   items[i] = item
 end
-if #todo == 0 then  -- (items without features still get their verdicts below)
-  local pending = {}
-  if cluster and #done > 0 then  -- a retry: the outbox entry of the first attempt, if unpushed
-    for _, i in ipairs(done) do pending[#pending + 1] = ARGV[12] .. ':' .. items[i + 1].rank end
-    local found = redis.call('HMGET', KEYS[8], unpack(pending))
-    for q = 1, #pending do
-      if found[q] then return {{}, done, pending[q], found[q]} end
-    end
-  end
-  return {{}, done, '', ''}
+local adj_key, edge_version = KEYS[#KEYS], 0
+if with_edges then
+  local held = redis.call('HGET', adj_key, '') or '0'
+  local colon = string.find(held, ':', 1, true)
+  if colon then edge_version = tonumber(string.sub(held, colon + 1)) end
+  if edge_version ~= tonumber(ARGV[at]) then return {0} end
 end
--- The links as they were: this namespace's, and the pooled counts (read here on one server,
--- with the features' ids; given by the caller in a Cluster).
-local row_of = {}  -- one server: each pooled feature's row as read (false: none)
+-- The pooled rows (one server): each feature's id, and the row pool_add rewrites.
+local row_of = {}
 if not cluster then
   local by_key = {}
   for j = 1, n_feat do
@@ -251,7 +284,7 @@ if not cluster then
       row_of[j] = rows[q]
       if rows[q] then
         local _
-        gpos[j], gneg[j], _, fid[j] = struct.unpack('<dddd', rows[q])
+        _, _, _, fid[j] = struct.unpack('<dddd', rows[q])
       end
     end
   end
@@ -262,9 +295,9 @@ for j = 1, n_feat do
   if is_doc[j] then doc_names[#doc_names + 1] = feats[j]; doc_js[#doc_js + 1] = j end
 end
 local doc_rows = #doc_names > 0 and hmget(KEYS[9], doc_names) or {}
-local pos, neg, held, dpos, dneg, touched = {}, {}, {}, {}, {}, {}
+local pos, neg, held = {}, {}, {}
 for j = 1, n_feat do
-  pos[j], neg[j], dpos[j], dneg[j], held[j] = 0, 0, 0, 0, false
+  pos[j], neg[j], held[j] = 0, 0, false
   if not is_doc[j] and fid[j] > 0 and bneg[fid[j]] then
     pos[j], neg[j], held[j] = bpos[fid[j]], bneg[fid[j]], true
   end
@@ -272,72 +305,29 @@ end
 for q, j in ipairs(doc_js) do
   if doc_rows[q] then pos[j], neg[j] = struct.unpack('<dd', doc_rows[q]); held[j] = true end
 end
-local p = {}
-local any_used = false
-for _, i in ipairs(todo) do if items[i].used then any_used = true end end
-if em and any_used then
-  for j = 1, n_feat do
-    local alpha, beta = a0 + pos[j], b0 + neg[j]
-    local gp = math.max(gpos[j] - pos[j], 0)
-    local gn = math.max(gneg[j] - neg[j], 0)
-    local total = gp + gn
-    local share = 0
-    if total > 0 then share = math.min(1, kappa / math.max(total, 1e-300)) end
-    alpha = alpha + share * gp; beta = beta + share * gn
-    p[j] = alpha / (alpha + beta)
-  end
-end
-for _, i in ipairs(todo) do
-  local item = items[i]
-  for _, j in ipairs(item.f) do touched[j] = true end
-  if not item.used then
-    for _, j in ipairs(item.f) do dneg[j] = dneg[j] + item.weight end
-  else
-    local uniform = 1 / #item.f
-    local shares = {}
-    if em then
-      local keep = 1
-      for q, j in ipairs(item.f) do keep = keep * (1 - p[j]) end
-      local u = 1 - keep
-      for q, j in ipairs(item.f) do
-        if u > 0 then shares[q] = math.min(1, p[j] / u) else shares[q] = uniform end
-      end
-    else
-      for q = 1, #item.f do shares[q] = uniform end
-    end
-    for q, j in ipairs(item.f) do
-      dpos[j] = dpos[j] + shares[q]; dneg[j] = dneg[j] + (1 - shares[q])
-    end
-  end
-end
 local doc_flat, pooled = {}, {}  -- pooled: key index (0: the outbox) -> deltas
 for j = 1, n_feat do
-  if touched[j] then
-    if is_doc[j] then
-      doc_flat[#doc_flat + 1] = feats[j]
-      doc_flat[#doc_flat + 1] = struct.pack('<dd', pos[j] + dpos[j], neg[j] + dneg[j])
-    else
-      if fid[j] <= 0 then fid[j] = intern(KEYS[10], KEYS[11], feats[j]) end
-      local id = fid[j]
-      if not bneg[id] then bids[#bids + 1] = id end
-      bpos[id], bneg[id] = f32(pos[j] + dpos[j]), f32(neg[j] + dneg[j])
-      local k = cluster and 0 or shard[j]
-      pooled[k] = pooled[k] or {{}, {}, {}, {}, {}, {}}
-      local g = pooled[k]
-      g[1][#g[1] + 1] = feats[j]; g[2][#g[2] + 1] = bpos[id] - pos[j]
-      g[3][#g[3] + 1] = bneg[id] - neg[j]; g[4][#g[4] + 1] = held[j] and 0 or 1
-      g[5][#g[5] + 1] = id
-      g[6] = g[6] or {}
-      g[6][#g[6] + 1] = row_of[j] or false
-    end
+  if is_doc[j] then
+    doc_flat[#doc_flat + 1] = feats[j]
+    doc_flat[#doc_flat + 1] = struct.pack('<dd', pos[j] + dpos[j], neg[j] + dneg[j])
+  else
+    if fid[j] <= 0 then fid[j] = intern(KEYS[10], KEYS[11], feats[j]) end
+    local id = fid[j]
+    if not bneg[id] then bids[#bids + 1] = id end
+    bpos[id], bneg[id] = f32(pos[j] + dpos[j]), f32(neg[j] + dneg[j])
+    local k = cluster and 0 or shard[j]
+    pooled[k] = pooled[k] or {{}, {}, {}, {}, {}, {}}
+    local g = pooled[k]
+    g[1][#g[1] + 1] = feats[j]; g[2][#g[2] + 1] = bpos[id] - pos[j]
+    g[3][#g[3] + 1] = bneg[id] - neg[j]; g[4][#g[4] + 1] = held[j] and 0 or 1
+    g[5][#g[5] + 1] = id
+    g[6][#g[6] + 1] = row_of[j] or false
   end
 end
-redis.call('SET', KEYS[2], blob_encode(bids, bpos, bneg))
+if n_feat > 0 then redis.call('SET', KEYS[2], blob_encode(bids, bpos, bneg)) end
 if #doc_flat > 0 then hset(KEYS[9], doc_flat) end
-local applied, first_rank = {}, nil
-for _, i in ipairs(todo) do
-  local item = items[i]
-  applied[#applied + 1] = i - 1
+local first_rank = nil
+for _, item in ipairs(items) do
   if first_rank == nil or item.rank < first_rank then first_rank = item.rank end
   if not hourly then
     redis.call('SETRANGE', KEYS[1], 13 + item.rank, string.char(item.code))
@@ -345,7 +335,7 @@ for _, i in ipairs(todo) do
     body = string.sub(body, 1, 13 + item.rank) .. string.char(item.code)
            .. string.sub(body, 15 + item.rank)
   end
-  if item.used then
+  if item.code == 1 then
     local last, uses = now, 1
     local row = redis.call('HGET', KEYS[3], item.id)
     if row then
@@ -364,16 +354,17 @@ if hourly then  -- from its slot's open hash to its hour's fed one, the hour in 
 else
   redis.call('PERSIST', KEYS[1])
   redis.call('ZREM', KEYS[7], KEYS[1])
-  redis.call('ZADD', KEYS[5], ARGV[11], KEYS[1])
+  redis.call('ZADD', KEYS[5], ARGV[7], KEYS[1])
 end
 redis.call('HSET', KEYS[4], ns, '')
 redis.call('HINCRBY', KEYS[6], '', 1)
 redis.call('HINCRBY', KEYS[3], '', 1)
+if with_edges then write_edges(adj_key, edge_version, at + 1) end
 local box_id, box = '', ''
 if cluster then
   if pooled[0] then
     local g = pooled[0]
-    box_id = ARGV[12] .. ':' .. first_rank
+    box_id = rid .. ':' .. first_rank
     box = outbox_entry(g[1], g[5], g[2], g[3], g[4])
     redis.call('HSET', KEYS[8], box_id, box)
   end
@@ -381,7 +372,7 @@ else
   if not hourly then redis.call('PERSIST', KEYS[8]) end
   for k, g in pairs(pooled) do pool_add(KEYS[11 + k], g[1], g[2], g[3], g[4], g[5], g[6]) end
 end
-return {applied, done, box_id, box}
+return {1, box_id, box}
 """
 
 #: Forget a namespace in its slot. KEYS: links, docs, explicit ids, the bucket's namespace hash,
@@ -485,3 +476,23 @@ local out = {}
 for j = 1, #ARGV do out[j] = intern(KEYS[1], KEYS[2], ARGV[j]) end
 return out
 """
+
+
+def _wrap(base: str, before: str, after: str) -> str:
+    """``base`` (a whole script) as the body of ``local function base_script()``, between
+    ``before`` and ``after``: the base text runs unchanged."""
+    return f"{before}\nlocal function base_script()\n{base}\nend\n{after}"
+
+
+#: One server: READ_LOCAL, then the adjacency of every document read, as a fourth reply entry.
+#: KEYS: READ_LOCAL's, then the adjacency hash (hidden from READ_LOCAL).
+READ_WITH_EDGES = _wrap(READ_LOCAL, """
+local adj_key = KEYS[#KEYS]
+local KEYS = {unpack(KEYS, 1, #KEYS - 1)}""", """
+local reply = base_script()
+if reply.err then return reply end  -- (GUARD's: the layout moved on)
+local nf = tonumber(ARGV[1])
+local ids = {}
+for j = 1, tonumber(ARGV[nf + 2]) do ids[j] = ARGV[nf + 2 + j] end
+if #ids > 0 then reply[4] = redis.call('HMGET', adj_key, unpack(ids)) else reply[4] = {} end
+return reply""")

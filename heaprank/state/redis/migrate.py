@@ -64,7 +64,7 @@ class Migration:
             return request.send(self.client)
 
     def run_flow(self, flow: Any) -> Any:
-        from ..._flow import drive
+        from .flow import drive
         return drive(flow, self.send)
 
     def push(self, entries: list[Entry]) -> None:

@@ -22,21 +22,18 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import ConfigError, FeedbackError, StateError
+from ...errors import ConfigError, StateError
+from ...model.evidence import DocStats, EdgeRows, LinkCounts
 from ...records import (
-    LABEL_OF,
-    DocStats,
-    FeedbackBatch,
-    FeedbackOutcome,
+    USED,
     Impression,
-    LinkCounts,
+    Update,
     recall_born_ms,
     recall_born_s,
     recall_key,
 )
 from .. import codec
 from ..base import OWN_PREFIX
-from ..edges import EdgeRows
 from . import blob
 from . import edges as redis_assoc
 from .layout import HOUR_MS, SLOT_MS, KeyLayout, Placement, unpack
@@ -331,19 +328,18 @@ def _impression_keys(layout: KeyLayout, cluster: bool, namespace: str, rid: str,
             pointer)
 
 
-def feedback(layout: KeyLayout, cluster: bool, batch: FeedbackBatch, cache: PooledCache | None = None,
-             seen: set[int] | None = None, impression_ttl_s: float = 3600.0) -> Op:
-    """Apply one feedback in the FEEDBACK script (with ``batch.co_use``: FEEDBACK_WITH_CO_USE,
-    which also updates the co-use edges) -> ``(reply, outbox entry or None)``: the reply
-    ``[applied item indices, already recorded ones]``, or ``[error text]`` for
-    :func:`feedback_outcome` to raise; the entry (a Cluster) for the caller to push."""
-    ns, rid = batch.namespace, batch.recall_id
-    if layout.id_bucket(rid) not in (None, layout.bucket(ns)):  # another bucket's: not ours
-        return ["HEAPRANK_UNKNOWN"], None
+def apply_update(layout: KeyLayout, cluster: bool, update: Update,
+                 cache: PooledCache | None = None, seen: set[int] | None = None,
+                 impression_ttl_s: float = 3600.0) -> Op:
+    """Apply one feedback update in the FEEDBACK script -> ``(applied, outbox entry or
+    None)``: False when the update is stale (nothing written); the entry (a Cluster) for the
+    caller to push."""
+    ns, rid = update.namespace, update.recall_id
+    if recall_key(rid) is None or layout.id_bucket(rid) not in (None, layout.bucket(ns)):
+        return False, None  # not a recall of this namespace's bucket: unknown here
     if seen is not None:
         yield from register(layout, seen, ns)
-    features = sorted({f for item in batch.items for f in item.features})
-    index = {f: j for j, f in enumerate(features, start=1)}
+    features = list(update.features)
     tag = layout.tag(ns)
     own_key = layout.key(tag, "e", ns)
     (held, fed, moved, extra), score, pointer = _impression_keys(layout, cluster, ns, rid,
@@ -353,72 +349,40 @@ def feedback(layout: KeyLayout, cluster: bool, batch: FeedbackBatch, cache: Pool
             *((own_key, own_key) if cluster else (layout.id_map, layout.id_names))]
     pooled_keys, where = ([], [0] * len(features)) if cluster else _pooled_keys(layout, features)
     keys += pooled_keys
-    given, ids = np.zeros((len(features), 2)), [0] * len(features)
+    ids = [0] * len(features)
     if cluster and cache is not None:
-        given, ids = yield from _cluster_inputs(layout, cache, batch, features)
-    head: list[Any] = [*guard(layout, cluster), ns, repr(float(batch.time)), repr(batch.a0),
-                       repr(batch.b0), repr(batch.kappa), "1" if batch.em else "0", len(batch.items),
-                       len(features), "1" if cluster else "0", len(pooled_keys),
-                       score, rid, *features, *where, *ids]
-    tail: list[Any] = []
-    for item in batch.items:
-        tail += [item.rank, str(item.code), repr(float(item.reject_weight)),
-                 item.id, len(item.features), *(index[f] for f in item.features)]
-    script = "FEEDBACK"
-    if batch.co_use is not None:  # the same script, then the co-use edges (.edges)
-        script = "FEEDBACK_WITH_CO_USE"
+        ids = yield from _cluster_ids(layout, cache, features)
+    args: list[Any] = [*guard(layout, cluster), ns, repr(float(update.time)), len(update.ranks),
+                       len(features), "1" if cluster else "0", len(pooled_keys), score, rid,
+                       "1" if update.edges is not None else "0", *features, *where, *ids]
+    for p, n in zip(update.dpos.tolist(), update.dneg.tolist()):
+        args += [repr(p), repr(n)]
+    used = iter(update.used)  # (in shown order, as the ranks)
+    for rank, code in zip(update.ranks, update.codes):
+        args += [rank, str(code), next(used) if code == USED else ""]
+    if update.edges is not None:
         keys.append(redis_assoc.key(layout, ns))
-        tail += redis_assoc.feedback_extra(batch)
-    try:
-        reply = yield Script(script, keys, head + [repr(v) for v in given.ravel().tolist()] + tail)
-    except Exception as exc:  # the script's own refusals, as a redis ResponseError
-        if str(exc).startswith("HEAPRANK_") and not moved_on(exc):
-            return [str(exc)], None
-        raise
+        args += redis_assoc.change_args(update.edges)
+    reply = yield Script("FEEDBACK", keys, args)
+    if not int(reply[0]):
+        return False, None
     entry = None
-    if cluster and reply[2]:
-        entry = Entry(keys[7], reply[2].decode(), reply[3], pointer)
-    elif cluster and reply[0] and pointer:  # nothing pooled (document features only): the
-        yield Command("persist", (pointer,))  # pointer alone
-    return list(reply[:2]), entry
+    if cluster and reply[1]:
+        entry = Entry(keys[7], reply[1].decode(), reply[2], pointer)
+    elif cluster and pointer:  # nothing pooled (document features only): the pointer alone
+        yield Command("persist", (pointer,))
+    return True, entry
 
 
-def _cluster_inputs(layout: KeyLayout, cache: PooledCache, batch: FeedbackBatch,
-                    features: list[str]) -> Op:
-    """What a Cluster feedback script is given: the pooled counts of ``features`` as this
-    process knows them (read first if it knows none; for the EM credit) and their ids (made
-    first, in the id map's slot, for names never seen)."""
+def _cluster_ids(layout: KeyLayout, cache: PooledCache, features: list[str]) -> Op:
+    """The pooled ids of ``features`` for a Cluster feedback script (made first, in the id
+    map's slot, for names never seen; 0 for a document feature)."""
     shared = [f for f in features if not f.startswith(OWN_PREFIX)]
-    given = np.zeros((len(features), 2))
-    if batch.em and any(i.used for i in batch.items):
-        counts = cache.known(features, layout.shard_of)  # as the rerank read them
-        missing = [f for f in shared if f not in counts]
-        if missing:
-            yield from read(layout, cache, True, batch.namespace, missing, [])
-            counts = {**counts, **cache.known(features, layout.shard_of)}
-        counts = cache.overlay(counts)
-        given = np.array([counts.get(f, (0.0, 0.0)) for f in features]).reshape(-1, 2)
     new = [f for f in shared if f not in cache.ids]
     if new:
         made = yield Script("INTERN", [layout.id_map, layout.id_names], new)
         cache.learn_ids({f: int(i) for f, i in zip(new, made)})
-    return given, [0 if f.startswith(OWN_PREFIX) else cache.ids[f] for f in features]
-
-
-def feedback_outcome(batch: FeedbackBatch, reply: list[Any]) -> FeedbackOutcome:
-    """The outcome of a FEEDBACK reply; the script's refusals as :class:`FeedbackError`."""
-    if isinstance(reply[0], str):
-        message = reply[0]
-        if message.startswith("HEAPRANK_CONFLICT"):
-            _, index, stored = message.split()
-            was = LABEL_OF.get(int(stored), stored)
-            raise FeedbackError(f"recall {batch.recall_id}: id {batch.items[int(index)].id!r} was "
-                                f"already recorded as {was}; feedback for an impression cannot "
-                                f"be changed")
-        raise FeedbackError(f"recall_id {batch.recall_id!r}: unknown (never recorded, expired "
-                            f"or pruned)")
-    return FeedbackOutcome(batch.recall_id, tuple(batch.items[i].id for i in reply[0]),
-                           tuple(batch.items[i].id for i in reply[1]))
+    return [0 if f.startswith(OWN_PREFIX) else cache.ids[f] for f in features]
 
 
 def prune(layout: KeyLayout, max_impressions: int) -> Op:

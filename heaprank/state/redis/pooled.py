@@ -30,7 +30,7 @@ from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..._flow import Call
+from .flow import Call
 from .layout import KeyLayout
 from .wire import Pipeline, Script
 

@@ -18,8 +18,8 @@ import time
 from collections.abc import Callable
 from typing import Any, cast
 
-from ..._flow import drive
 from ...errors import ConfigError
+from .flow import drive
 from .layout import KeyLayout, Placement
 from .ops import load_placement
 from .wire import Script

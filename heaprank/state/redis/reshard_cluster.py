@@ -24,9 +24,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..._flow import Call
 from ...errors import ConfigError
 from . import pooled
+from .flow import Call
 from .layout import KeyLayout, Placement, crc
 from .wire import Pipeline, Script
 

@@ -8,13 +8,12 @@ from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..._flow import Call
-from . import edges as redis_assoc
 from . import lua as redis_lua
 from . import lua_impressions, lua_migrate, lua_pooled
+from .flow import Call
 
-#: Every script the backend runs, by name, with the SHA1 that EVALSHA names it by (the co-use
-#: ones wrap READ_LOCAL and FEEDBACK: see :mod:`.edges`).
+#: Every script the backend runs, by name, with the SHA1 that EVALSHA names it by
+#: (READ_WITH_EDGES wraps READ_LOCAL: see :mod:`.lua`).
 SCRIPTS = {**{name: getattr(redis_lua, name) for name in
               ("READ_LOCAL", "FEEDBACK", "FORGET", "POOL_ADD", "INTERN", "MARKS_TRIM")},
            **{name: getattr(lua_impressions, name) for name in
@@ -23,7 +22,7 @@ SCRIPTS = {**{name: getattr(redis_lua, name) for name in
            **{name: getattr(lua_pooled, name) for name in
               ("POOL_PUSH_LOCAL", "META_SWAP", "RESHARD_MOVE", "RESHARD_FREEZE", "RESHARD_PUT",
                "RESHARD_TOMB")},
-           **{name: getattr(redis_assoc, name) for name in ("READ_WITH_EDGES", "FEEDBACK_WITH_CO_USE")}}
+           "READ_WITH_EDGES": redis_lua.READ_WITH_EDGES}
 SHAS = {name: hashlib.sha1(body.encode("utf-8")).hexdigest() for name, body in SCRIPTS.items()}
 
 

@@ -20,27 +20,31 @@ import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
 from ..._time import DAY_S
-from ...errors import FeedbackError, StateReadOnlyError
-from ...records import DocStats, FeedbackBatch, FeedbackOutcome, Impression, LinkCounts, recall_key
-from .. import codec, edges
-from ..base import CreditFn, check_resolution, new_verdicts
+from ...errors import ScrubIncompleteError, StateReadOnlyError
+from ...model import co_use
+from ...model.evidence import DocStats, EdgeRows, LinkCounts
+from ...records import EdgeState, Impression, Update, recall_key
+from .. import codec
+from ..base import still_open, with_codes
 from .connection import open_connection
 from .doc_cache import DocCache
-from .edges import READ_EDGES, adjacency, co_use
-from .failures import state_error
+from .edges import READ_EDGES, edge_state, version_key, write_edges
+from .failures import numbers, state_error
 from .reads import LIVE, NS_ID, POOLED, counts_of, doc_stats, link_counts
 from .transfer import import_dump
-from .writes import TransactionWrites, json_array
+from .writes import Tally, json_array
 
 if TYPE_CHECKING:
     from ..copy import StateDump
 
 _PRUNE_EVERY = 256
+#: How long a forget waits for other readers to let go of the write-ahead log it truncates.
+SCRUB_WAIT_S = 5.0
 logger = logging.getLogger("heaprank")
 _LOG_PAGE = 512
 _SYNC_LEVELS = ("OFF", "NORMAL", "FULL", "EXTRA")
@@ -67,6 +71,10 @@ class SQLiteState:
         StateError: the folder is missing, the file belongs to another application, has a newer
             schema, or is unreadable.
     """
+
+    #: It applies a list of updates in one transaction (a group commit; see
+    #: :class:`~heaprank.state.capabilities.GroupCommit`).
+    group_commit: Literal[True] = True
 
     def __init__(self, path: str | os.PathLike[str], *, read_only: bool = False,
                  busy_timeout_s: float = 30.0, max_impressions: int = 100_000,
@@ -212,13 +220,17 @@ class SQLiteState:
             return link_counts(conn, namespace, features), doc_stats(conn, namespace, ids)
 
     def read_with_edges(self, namespace: str, features: Sequence[str],
-                        ids: Sequence[str]) -> tuple[LinkCounts, DocStats, edges.EdgeRows]:
+                        ids: Sequence[str]) -> tuple[LinkCounts, DocStats, EdgeRows]:
         with self._read() as conn:
             where = json_array(ids)
             found = conn.execute(READ_EDGES.format(ns=NS_ID), (namespace, where, where))
-            adj = adjacency(found)
+            adj = co_use.adjacency(found)
             return (link_counts(conn, namespace, features), doc_stats(conn, namespace, ids),
-                    edges.among(ids, adj.get))
+                    co_use.among(ids, adj.get))
+
+    def edge_state(self, namespace: str, docs: Sequence[str]) -> EdgeState:
+        with self._read() as conn:
+            return edge_state(conn, namespace, docs)
 
     def list_edges(self, namespace: str) -> list[tuple[str, str, float, float, float]]:
         with self._read() as conn:
@@ -329,43 +341,18 @@ class SQLiteState:
 
     # ---------------------------------------------------------------- feedback
 
-    def apply_feedback(self, batch: FeedbackBatch, credit: CreditFn) -> FeedbackOutcome:
+    def apply(self, updates: Sequence[Update]) -> list[bool]:
+        """Apply feedback updates (see :meth:`~heaprank.StateBackend.apply`) in ONE
+        transaction: one commit, one fsync for the whole list (a group commit). Each update is
+        checked on its own (a stale one writes nothing); the rows they change are written once
+        each, at the end (:class:`~.writes.Tally`)."""
         with self._write() as conn:
             self._link_writes += 1
-            writes, applied = TransactionWrites(conn), Counter[int]()
-            outcome = self._feedback(conn, batch, credit, writes, applied)
-            writes.commit_feedback()
-            writes.write()
+            tally, applied = Tally(), Counter[int]()
+            done = [self._apply(conn, update, tally, applied) for update in updates]
+            tally.write(conn)
             self._count_feedbacks(conn, applied)
-            return outcome
-
-    def apply_feedback_many(self, batches: Sequence[FeedbackBatch],
-                            credit: CreditFn) -> list[FeedbackOutcome | FeedbackError]:
-        """Apply several feedbacks in ONE transaction (one commit, one fsync: a group commit).
-
-        Each feedback stays atomic and idempotent on its own: it runs inside a savepoint, and
-        one that cannot be applied (an unknown recall, a contradiction) is rolled back alone
-        and reported in its place in the returned list; the others commit. Their link counts
-        are held and written once per row at the end (:class:`TransactionWrites`).
-        """
-        out: list[FeedbackOutcome | FeedbackError] = []
-        with self._write() as conn:
-            self._link_writes += 1
-            writes, applied = TransactionWrites(conn), Counter[int]()
-            for batch in batches:
-                conn.execute("SAVEPOINT one_feedback")
-                try:
-                    out.append(self._feedback(conn, batch, credit, writes, applied))
-                except FeedbackError as exc:
-                    conn.execute("ROLLBACK TO one_feedback")
-                    writes.drop_feedback()
-                    out.append(exc)
-                else:
-                    writes.commit_feedback()
-                conn.execute("RELEASE one_feedback")
-            writes.write()
-            self._count_feedbacks(conn, applied)
-        return out
+        return done
 
     @staticmethod
     def _count_feedbacks(conn: sqlite3.Connection, applied: Counter[int]) -> None:
@@ -379,27 +366,25 @@ class SQLiteState:
             conn.executemany(_COUNT_NAMESPACE_FEEDBACKS,
                              [(f"feedbacks:{ns}", n) for ns, n in applied.items()])
 
-    def _feedback(self, conn: sqlite3.Connection, batch: FeedbackBatch, credit: CreditFn,
-                  writes: TransactionWrites, applied: Counter[int]) -> FeedbackOutcome:
-        key = recall_key(batch.recall_id)
+    def _apply(self, conn: sqlite3.Connection, update: Update, tally: Tally,
+               applied: Counter[int]) -> bool:
+        key = recall_key(update.recall_id)
         row = None if key is None else conn.execute(
             "SELECT i.ns, i.body FROM impressions i JOIN namespaces n ON n.id = i.ns "
-            "WHERE i.key = ? AND n.name = ?", (key, batch.namespace)).fetchone()
+            "WHERE i.key = ? AND n.name = ?", (key, update.namespace)).fetchone()
         if row is None:
-            raise FeedbackError(f"recall_id {batch.recall_id!r}: unknown (never recorded, "
-                                f"expired or pruned)")
+            return False
         ns, body = row
         verdicts = codec.verdicts_of(body)
-        todo, done = check_resolution(batch, verdicts)
-        if todo:
-            writes.apply(ns, batch, todo, credit)
-            self._doc_rows.drop(batch.namespace, [item.id for item in todo if item.used])
-            if batch.co_use is not None:
-                co_use(conn, ns, batch, verdicts, todo)
-            body = codec.with_verdicts(body, new_verdicts(verdicts, len(verdicts), todo))
-            conn.execute("UPDATE impressions SET fed = 1, body = ? WHERE key = ?", (body, key))
-            applied[ns] += 1
-        return FeedbackOutcome(batch.recall_id, tuple(i.id for i in todo), tuple(done))
+        if not still_open(verdicts, update) or (
+                update.edges is not None and not write_edges(conn, ns, update.edges)):
+            return False
+        tally.add(ns, update)
+        self._doc_rows.drop(update.namespace, update.used)
+        body = codec.with_verdicts(body, with_codes(verdicts, len(verdicts), update))
+        conn.execute("UPDATE impressions SET fed = 1, body = ? WHERE key = ?", (body, key))
+        applied[ns] += 1
+        return True
 
     # ------------------------------------------------------------------ audit
 
@@ -412,6 +397,8 @@ class SQLiteState:
                 data = conn.execute(f"SELECT f.name, l.pos, l.neg FROM links l JOIN features f "
                                     f"ON f.id = l.fid WHERE l.ns = {NS_ID} ORDER BY f.name",
                                     (namespace,)).fetchall()
+        numbers("features.pos/neg" if namespace is None else "links.pos/neg",
+                (v for r in data for v in r[1:]))
         arr = np.array([r[1:] for r in data], dtype=np.float64).reshape(-1, 2)
         return [r[0] for r in data], arr[:, 0].copy(), arr[:, 1].copy()
 
@@ -438,21 +425,48 @@ class SQLiteState:
             conn.execute("UPDATE meta SET value = MAX(CAST(value AS INTEGER) - IFNULL((SELECT "
                          "CAST(value AS INTEGER) FROM meta WHERE key = ?1), 0), 0) "
                          "WHERE key = 'feedbacks'", (f"feedbacks:{ns}",))
-            conn.execute("DELETE FROM meta WHERE key = ?", (f"feedbacks:{ns}",))
+            conn.execute("DELETE FROM meta WHERE key IN (?, ?)", (f"feedbacks:{ns}",
+                                                                  version_key(ns)))
             for table in ("links", "docs", "impressions", "feedback_ids", "edges"):
                 conn.execute(f"DELETE FROM {table} WHERE ns = ?", (ns,))
             conn.execute("DELETE FROM namespaces WHERE id = ?", (ns,))
         self._checkpoint()
 
+    def checkpoint(self) -> None:
+        """Fold the write-ahead log into the file and truncate it (what ``forget_namespace``
+        does last, so no older page image of the forgotten namespace survives in the log).
+
+        Raises:
+            ScrubIncompleteError: other connections kept the log's frames alive for
+                ``SCRUB_WAIT_S``.
+        """
+        self._checkpoint()
+
     def _checkpoint(self) -> None:
-        """Fold the WAL into the file and truncate it, so no older page image survives there."""
+        """Fold the WAL into the file and truncate it, so no older page image survives there.
+        A reader holding a snapshot keeps the log's frames alive: the checkpoint waits for the
+        readers (at most ``SCRUB_WAIT_S``, SQLite's busy handler), else
+        :class:`ScrubIncompleteError`."""
         if self.path == ":memory:":
             return
         with self._lock:
+            conn = self._connect()
             try:
-                self._connect().execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                conn.execute(f"PRAGMA busy_timeout = {int(SCRUB_WAIT_S * 1000)}")
+                try:
+                    busy, frames, done = conn.execute(
+                        "PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+                finally:
+                    conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_s * 1000)}")
             except sqlite3.DatabaseError as exc:
                 raise state_error(self.path, exc) from None
+        if busy or frames > 0 or frames != done:  # not folded in and truncated
+            raise ScrubIncompleteError(
+                f"SQLite state {self.path!r}: the namespace is forgotten, but another "
+                f"connection's open read keeps older copies of its pages in the write-ahead "
+                f"log ({self.path}-wal); finish the scrub once the other readers are closed: "
+                f"SQLiteState(path).checkpoint(), or sqlite3 FILE "
+                f"'PRAGMA wal_checkpoint(TRUNCATE)'")
 
     def stats(self) -> dict[str, int]:
         with self._read() as conn:

@@ -23,7 +23,7 @@ from collections.abc import Hashable, Iterable, Sequence
 
 import numpy as np
 
-from ...records import DocStats
+from ...model.evidence import DocStats
 
 MAX_ENTRIES = 32_768
 MAX_AGE_S = 600.0

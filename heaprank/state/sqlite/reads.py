@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ...records import DocStats, LinkCounts
+from ...model.evidence import DocStats, LinkCounts
 from .failures import not_a_number
 from .writes import json_array
 

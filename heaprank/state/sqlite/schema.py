@@ -52,10 +52,26 @@ def read_meta(conn: sqlite3.Connection, path: str) -> dict[str, str] | None:
     except sqlite3.OperationalError:  # a meta table of another shape
         raise StateError(f"{path!r} is a SQLite file of another application (its meta table is "
                          f"not heaprank's); refusing to use or alter it") from None
-    if meta.get("application", APPLICATION) != APPLICATION or "schema_version" not in meta:
+    if meta.get("application") != APPLICATION and not _schema_1(tables, meta):
+        raise StateError(f"{path!r} is a SQLite file of another application (its meta table "
+                         f"names no heaprank application); refusing to use or alter it")
+    if "schema_version" not in meta:
         raise StateError(f"{path!r} is a SQLite file of another application; refusing "
                          f"to use or alter it")
     return meta
+
+
+#: The tables of a schema-1 file, the only heaprank files written without an application row.
+_SCHEMA_1_TABLES = frozenset({"meta", "links", "global_links", "docs", "impressions",
+                              "resolutions"})
+
+
+def _schema_1(tables: set[str], meta: dict[str, str]) -> bool:
+    """Whether a file without the application marker is a schema-1 heaprank state (which
+    wrote none): exactly its tables, and schema version 1."""
+    own = {t for t in tables if not t.startswith("sqlite_")}  # (SQLite's own: sqlite_sequence)
+    return meta.get("schema_version") == "1" and "application" not in meta \
+        and own == _SCHEMA_1_TABLES
 
 def check_schema(conn: sqlite3.Connection, path: str, read_only: bool) -> None:
     """Create the schema of an empty file, migrate an older one, refuse a newer one."""

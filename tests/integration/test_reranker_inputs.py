@@ -1,6 +1,6 @@
-"""Issue 21, second hardening round: the items of the reranker's room, each against memory, a
-real SQLite file and the real Redis server. One time rule where a stored time meets ``now``,
-the documented limits (k, query length), candidates snapshotted at entry, explicit tenancy in
+"""The reranker's inputs, each against memory, a real SQLite file and the real Redis server:
+one time rule where a stored time meets ``now``, the documented limits (k, query length, the
+shown list of an explicit feedback), candidates snapshotted at entry, namespaces named in
 feedback, and ids that are ``str`` subclasses."""
 
 from __future__ import annotations
@@ -30,13 +30,14 @@ def rr(state):
     return Reranker(state)
 
 
-# ---------------------------------------------------------------- 2: one time rule
+# ---------------------------------------------------------------- one time rule
 
 def test_a_feedback_far_from_its_rerank_is_refused_and_learns_nothing(rr):
     ranking = rr.rerank(QUERY, CANDS, namespace="maya", k=3, now=NOW)
     before = rr.stats()["feedbacks"]
-    for now in (7.2e9, NOW + 367 * DAY, NOW - 3600):  # year 2198, a year and a day, an hour early
-        with pytest.raises(FeedbackError, match="now: .* days from its recall's rerank"):
+    for now, gap in ((7.2e9, r"63\d{3}\.\d days after"), (NOW + 367 * DAY, "367.0 days after"),
+                     (NOW - 3600, "1.0 hours before"), (NOW - 301, "5.0 minutes before")):
+        with pytest.raises(FeedbackError, match=f"now: .* is {gap} its recall's rerank"):
             rr.feedback(ranking.recall_id, used=["d2"], now=now)
     assert rr.stats()["feedbacks"] == before
     # still open: a feedback with a sane clock applies
@@ -55,12 +56,19 @@ def test_a_stored_time_after_now_counts_as_now(rr):
     assert "age 0.0d" in d2.explain() and "age -" not in d2.explain()
 
 
-# ---------------------------------------------------------------- 5, 6: documented limits
+# ---------------------------------------------------------------- documented limits
 
 def test_k_is_capped_at_what_an_impression_stores(rr):
     with pytest.raises(InputError, match=f"k: must be from 1 to {MAX_K}, got 65536"):
         rr.rerank(QUERY, CANDS, namespace="maya", k=MAX_K + 1, now=NOW)
     assert len(rr.rerank(QUERY, CANDS, namespace="maya", k=MAX_K, now=NOW)) == 3
+
+
+def test_an_explicit_feedback_shows_at_most_what_an_impression_stores(rr):
+    shown = [{"id": f"m{i}", "text": "a note", "score": 1.0} for i in range(MAX_K + 1)]
+    with pytest.raises(InputError, match=f"shown: {MAX_K + 1} items, at most {MAX_K} allowed"):
+        rr.feedback(namespace="maya", query=QUERY, shown=shown, used=["m0"], now=NOW)
+    assert rr.stats()["impressions"] == 0
 
 
 def test_queries_are_capped(rr):
@@ -71,7 +79,7 @@ def test_queries_are_capped(rr):
     assert rr.rerank("x" * MAX_QUERY_CHARS, CANDS, namespace="maya", now=NOW).ids
 
 
-# ---------------------------------------------------------------- 7: input snapshotted at entry
+# ---------------------------------------------------------------- input snapshotted at entry
 
 def test_candidates_changed_by_another_thread_rank_as_they_were_at_entry():
     rr = Reranker(MemoryState())
@@ -106,7 +114,7 @@ def test_candidates_changed_by_another_thread_rank_as_they_were_at_entry():
         sys.setswitchinterval(interval)
 
 
-# ---------------------------------------------------------------- 10: explicit tenancy
+# ---------------------------------------------------------------- explicit tenancy
 
 def test_an_outcome_without_namespace_lists_only_the_ids_the_caller_named(rr):
     ranking = rr.rerank(QUERY, CANDS, namespace="alice", k=3, now=NOW)
@@ -140,7 +148,7 @@ def test_feedback_many_takes_the_namespace_and_refuses_other_recalls(rr):
     assert rr.feedback(theirs.recall_id, used=["d2"], namespace="bob", now=NOW).applied
 
 
-# ---------------------------------------------------------------- 11: odd ids
+# ---------------------------------------------------------------- odd ids
 
 class Slippery(str):
     """A str whose equality and hash disagree with its value (and with each other)."""

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .query import PERSONS, QUESTION_TYPES, ROLES, QueryInfo, person_slot
+from .questions import PERSONS, QUESTION_TYPES, ROLES, QueryInfo, person_slot
 from .text import _DATE, _NUM, names, tokens
 
 # Word-count buckets: finer than short/medium/long (the turn length matters on LoCoMo).

@@ -1,4 +1,4 @@
-"""Logic written once for sync and async callers.
+"""The Redis backend's operations written once for its sync and async clients.
 
 A *flow* is a generator that yields requests (what it needs from a backend: a state call, a
 Redis command) and receives each reply, or has the request's error thrown in where it yielded.
