@@ -1,4 +1,5 @@
-"""``python -m benchmarks locomo|latency ...``: run one benchmark from the repository root."""
+"""``python -m benchmarks NAME ...``: run one benchmark of :data:`benchmarks.BENCHMARKS` from the
+repository root."""
 
 from __future__ import annotations
 

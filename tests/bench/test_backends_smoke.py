@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from benchmarks import backends
+from benchmarks.state import backends
 from tests.integration.redis_servers import have_binaries, unavailable
 
 pytestmark = pytest.mark.bench
@@ -33,5 +33,6 @@ def test_backends_benchmark_prints_every_table(tmp_path, capsys):
     assert all(r["feedbacks"] == r["reranks"] > 0 for r in report["rows"])
     trips = report["round_trips"]["redis"]
     assert trips["rerank"]["requests"] == 2  # the read, the impression
-    # the feedback script alone: the impression is the one this reranker stored
-    assert trips["feedback"]["requests"] == 1
+    # the used items' links (the EM credit's read), then the feedback script: the impression
+    # is the one this reranker stored
+    assert trips["feedback"]["requests"] == 2

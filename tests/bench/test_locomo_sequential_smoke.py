@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import locomo_sequential as seq
-from benchmarks.locomo_data import load_locomo
+from benchmarks.quality import locomo_sequential as seq
+from benchmarks.quality.harness.data import load_locomo
 from heaprank import CoUse
 
 pytestmark = pytest.mark.bench

@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from benchmarks import locomo
-from benchmarks.locomo_data import load_locomo, parse_session_date, stem, tokenize
-from benchmarks.metrics import Bootstrap, score_ranking
+from benchmarks.quality import locomo
+from benchmarks.quality.harness.data import load_locomo, parse_session_date, stem, tokenize
+from benchmarks.quality.harness.metrics import Bootstrap, score_ranking
 from heaprank import Config, Reranker
 
 pytestmark = pytest.mark.bench
@@ -142,8 +142,8 @@ def test_metrics() -> None:
 
 def test_grid_shortcut_matches_real_reranks() -> None:
     pytest.importorskip("bm25s")
-    from benchmarks.locomo_data import BM25Scorer, build_candidates
-    from benchmarks.locomo_sim import HeaprankRunner, eval_questions, grid_points, prepare
+    from benchmarks.quality.harness.data import BM25Scorer, build_candidates
+    from benchmarks.quality.harness.runner import HeaprankRunner, eval_questions, grid_points, prepare
     from heaprank.learning.evaluation import LeaveNamespaceOut
 
     data = load_locomo(FIXTURE)
@@ -186,7 +186,7 @@ def test_noisy_ratio_is_judged_on_the_fused_first_stage_only(capsys):
     """Issue 24 asks noisy feedback to keep 80% of the oracle gain on the fused first stage: on
     any other stage the ratio is information, printed with the gain it is a share of; and a
     summary judges a stored result by the current rules, whatever the file says."""
-    from benchmarks import locomo_first_stage
+    from benchmarks.quality import locomo_first_stage
 
     out = run_bench(capsys, "--first-stage", "bm25", "--levers", "day-one",
                     "--dev-conversations", "0", "--cache", "none")
@@ -208,7 +208,7 @@ def test_a_given_lever_is_one_more_ablation_row_measured_against_the_default(cap
     """``--lever NAME=JSON`` adds the default with those fields changed, after oracle feedback,
     paired with the default; a lever that changes nothing measures exactly 0, and a summary
     gives it its own column (and names a seed other than the protocol's 0)."""
-    from benchmarks import locomo_first_stage
+    from benchmarks.quality import locomo_first_stage
 
     out = run_bench(capsys, "--first-stage", "bm25", "--levers", "none", "--cache", "none",
                     "--seed", "3", "--lever", 'same={"prior": {"kappa": 50}}',

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from benchmarks import redis_load
+from benchmarks.state import redis_load
 from tests.integration.redis_servers import have_binaries, unavailable
 
 pytestmark = pytest.mark.bench

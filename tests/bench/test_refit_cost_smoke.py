@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from benchmarks import refit_cost
+from benchmarks.speed import refit_cost
 
 pytestmark = pytest.mark.bench
 

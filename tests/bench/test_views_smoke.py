@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import REPO_ROOT, views
+from benchmarks import REPO_ROOT
+from benchmarks.quality import views
 from heaprank import Config
 from heaprank.config import load_config
 
