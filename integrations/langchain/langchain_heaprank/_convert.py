@@ -6,6 +6,7 @@ import hashlib
 import logging
 import math
 import numbers
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,12 +38,21 @@ def content_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
-def stable_id(doc: Document) -> str:
-    """``doc.id``; else ``metadata["id"|"doc_id"|"source"]`` + content hash; else the content hash.
+#: A canonical UUID: what vector stores (FAISS, InMemoryVectorStore, Chroma) give a document
+#: that came without an id, anew on every build.
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.IGNORECASE)
 
-    Learned usefulness hangs on this id, so it must survive re-indexing the same text.
+
+def stable_id(doc: Document) -> str:
+    """``doc.id`` unless it is a UUID; else ``metadata["id"|"doc_id"]``; else
+    ``metadata["source"]`` + content hash; else the content hash.
+
+    Learned usefulness, use counts and recency hang on this id, so it must survive re-indexing
+    the same text: a UUID ``doc.id`` is taken for a store's random one (FAISS makes new ones on
+    every rebuild) and the document keeps it only as a name the answer may cite it by. An id
+    of your own that is a UUID goes in ``metadata["id"]``.
     """
-    if doc.id:
+    if doc.id and not _UUID.fullmatch(str(doc.id)):
         return str(doc.id)
     for key in ("id", "doc_id", "source"):
         value = doc.metadata.get(key)

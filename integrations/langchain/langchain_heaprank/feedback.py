@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
@@ -17,6 +17,7 @@ from heaprank import FeedbackError, Reranker
 from heaprank.adapters import (
     FeedbackWriter,
     Usage,
+    nothing_to_cite,
     open_engine,
     state_key,
     surely_different,
@@ -33,6 +34,11 @@ from .reranker import RANKING_EVENT, HeapRankOptions
 
 #: Key of a root output dict in which the app names the ids it used, e.g. ``{"heaprank_used": [...]}``.
 USED_OUTPUT_KEY = "heaprank_used"
+#: What the warning of a skipped answer says to change.
+SHOW_IDS = ("Show the model each document's id and ask it to cite them, e.g. "
+            "format_docs = lambda docs: \"\\n\".join(f\"[{d.metadata['heaprank_id']}] "
+            "{d.page_content}\" for d in docs); or pass usage=\"citations+overlap\" (word overlap "
+            "when nothing is cited) or usage=\"explicit\" (you call handler.feedback).")
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +60,7 @@ class FeedbackReport:
 class _Trace:
     rankings: list[dict[str, Any]]
     answer: str | None = None
+    prompts: list[str] = field(default_factory=list)  # what the trace's models were shown
 
 
 def _text(value: Any) -> str | None:
@@ -72,7 +79,10 @@ class HeapRankFeedbackHandler(BaseCallbackHandler):
     the raw inner one), the trace's answer (the last LLM output, else the root output if text),
     and reports ``used`` as decided by ``usage``:
 
-    - ``"citations"`` (default): ``[doc-id]`` or ``[1]`` (position shown) in the answer;
+    - ``"citations"`` (default): ``[doc-id]`` or ``[1]`` (position shown) in the answer. An
+      answer citing nothing after prompts that showed no id to cite (the page text alone) is
+      skipped, not recorded as "nothing was used": counted in :attr:`skipped` and warned about
+      once;
     - ``"overlap"``: the opt-in word-overlap heuristic; ``"citations+overlap"``: citations when
       there are any, else overlap;
     - ``"explicit"``: nothing automatic; the app calls :meth:`feedback` with the root run id
@@ -115,12 +125,23 @@ class HeapRankFeedbackHandler(BaseCallbackHandler):
         self._members: dict[UUID, list[UUID]] = {}
         self._open: dict[UUID, _Trace] = {}
         self._done: OrderedDict[UUID, _Trace] = OrderedDict()
-        self.reports: OrderedDict[UUID, list[FeedbackReport]] = OrderedDict()
+        self._reports: list[FeedbackReport] = []
+
+    @property
+    def reports(self) -> list[FeedbackReport]:
+        """The last ``keep`` reports, oldest first (each names its trace's root ``run_id``)."""
+        with self._lock:
+            return list(self._reports)
 
     @property
     def failed(self) -> int:
         """How many feedbacks could not be recorded (each logged at WARNING with its reason)."""
         return self.writer.failed
+
+    @property
+    def skipped(self) -> int:
+        """How many answers were not recorded because their prompts showed no id to cite."""
+        return self.writer.skipped
 
     async def aflush(self) -> None:
         """Wait for the feedback written from this event loop (``ainvoke``) to be recorded."""
@@ -151,10 +172,19 @@ class HeapRankFeedbackHandler(BaseCallbackHandler):
     def on_llm_start(self, serialized: Any, prompts: Any, *, run_id: UUID,
                      parent_run_id: UUID | None = None, **kwargs: Any) -> None:
         self._start(run_id, parent_run_id)
+        self._shown_to_model(run_id, [p for p in prompts if isinstance(p, str)])
 
     def on_chat_model_start(self, serialized: Any, messages: Any, *, run_id: UUID,
                             parent_run_id: UUID | None = None, **kwargs: Any) -> None:
         self._start(run_id, parent_run_id)
+        texts = [_text(m) for batch in messages for m in batch]
+        self._shown_to_model(run_id, [t for t in texts if t])
+
+    def _shown_to_model(self, run_id: UUID, texts: list[str]) -> None:
+        with self._lock:
+            trace = self._trace_of(run_id)
+            if trace is not None:
+                trace.prompts.extend(texts)
 
     def on_tool_start(self, serialized: Any, input_str: str, *, run_id: UUID,
                       parent_run_id: UUID | None = None, **kwargs: Any) -> None:
@@ -230,9 +260,14 @@ class HeapRankFeedbackHandler(BaseCallbackHandler):
             for ranking, used in self._plan(run_id, trace, [str(x) for x in app_used]):
                 self._write(run_id, ranking, used, "app")
         elif self.detector is not None and trace.answer is not None:
+            prompts = "\n".join(trace.prompts)
             for ranking in trace.rankings:
-                self._write(run_id, ranking, self.detector(trace.answer, _shown(ranking)),
-                            self.usage_name)
+                shown = _shown(ranking)
+                used = self.detector(trace.answer, shown)
+                if nothing_to_cite(self.usage_name, used, prompts, shown, ranking["query"]):
+                    self.writer.skip(ranking["recall_id"], SHOW_IDS)
+                else:
+                    self._write(run_id, ranking, used, self.usage_name)
 
     def _plan(self, run_id: UUID, trace: _Trace,
               used: Iterable[str]) -> list[tuple[dict[str, Any], list[str]]]:
@@ -272,9 +307,8 @@ class HeapRankFeedbackHandler(BaseCallbackHandler):
                                 recorded=outcome.applied + outcome.already_recorded)
         logger.debug("heaprank feedback: %s", report)
         with self._lock:
-            self.reports.setdefault(run_id, []).append(report)
-            while len(self.reports) > self.keep:
-                self.reports.popitem(last=False)
+            self._reports.append(report)
+            del self._reports[:-self.keep]
         return report
 
     def _write(self, run_id: UUID, ranking: dict[str, Any], used: Sequence[str], source: str) -> None:

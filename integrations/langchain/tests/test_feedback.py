@@ -42,9 +42,8 @@ def _chain(store: InMemoryVectorStore, engine: Reranker | str, answers: list[str
 
 
 def _only_report(handler: HeapRankFeedbackHandler):
-    reports = [r for rs in handler.reports.values() for r in rs]
-    assert len(reports) == 1
-    return reports[0]
+    [report] = handler.reports
+    return report
 
 
 def test_invoke_reports_the_cited_id(store: InMemoryVectorStore) -> None:
@@ -60,6 +59,19 @@ def test_invoke_reports_the_cited_id(store: InMemoryVectorStore) -> None:
     assert engine.stats()["impressions"] >= 1
     links = engine.links("default")
     assert links and all(link.n > 0 for link in links)
+
+
+def test_reports_is_a_list_of_every_report_oldest_first(store: InMemoryVectorStore) -> None:
+    """One shape with the LlamaIndex handler's: a list, each report naming its trace."""
+    engine = Reranker()
+    _, chain = _chain(store, engine, ["[booked]", "[price]", "[wish]"])
+    handler = HeapRankFeedbackHandler(engine, keep=2)
+    run_ids = [uuid.uuid4() for _ in range(3)]
+    for run_id in run_ids:
+        chain.invoke(QUERY, config={"callbacks": [handler], "run_id": run_id})
+    assert isinstance(handler.reports, list)
+    assert [(r.run_id, r.used) for r in handler.reports] == [(run_ids[1], ("price",)),
+                                                            (run_ids[2], ("wish",))]
 
 
 def test_positional_citation(store: InMemoryVectorStore) -> None:
@@ -114,7 +126,7 @@ def test_parallel_branches_on_worker_threads(store: InMemoryVectorStore) -> None
     handler = HeapRankFeedbackHandler(engine)
     chain.invoke(QUERY, config={"callbacks": [handler]})
     assert threading.current_thread().name not in threads  # the branches ran on pool threads
-    reports = [r for rs in handler.reports.values() for r in rs]
+    reports = handler.reports
     assert len(reports) == 2  # one per reranked retrieval, both in one trace
     for report in reports:
         assert set(report.used) == {"booked", "dentist"} & set(report.shown)

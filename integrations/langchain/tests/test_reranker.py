@@ -264,3 +264,11 @@ def test_pickle_reopens_a_redis_state_and_keeps_learning_in_it(redis_url: str) -
     clone.engine.feedback(again[0].metadata["heaprank_recall_id"], used=[again[0].id],
                           namespace="user:maya")
     assert rr.engine.stats()["feedbacks"] == 2
+
+
+def test_a_query_with_no_content_words_logs_no_warning_per_document(
+        reranker: HeapRankReranker, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.DEBUG, logger="langchain_heaprank"):
+        out = reranker.compress_documents(_docs(), "when")
+    assert "query has no content words" in out[0].metadata["heaprank_explain"]  # EXPLAIN says it
+    assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []

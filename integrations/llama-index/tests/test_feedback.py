@@ -116,7 +116,7 @@ def test_explicit_feedback(index, llm, postprocessor) -> None:
 def test_overlap_is_opt_in(index, llm) -> None:
     llm.answer = "You booked the flight to Lisbon; it departs March 14 at 9:40."
     for usage, expect_booked in (("citations", False), ("overlap", True)):
-        pp = HeapRankPostprocessor(state="memory://", top_n=3, now=NOW)
+        pp = HeapRankPostprocessor(state="memory://", top_n=3, now=NOW, citations=True)
         handler = HeapRankFeedbackHandler(pp, usage=usage).install()
         try:
             _engine(index, llm, pp).query(QUERY)

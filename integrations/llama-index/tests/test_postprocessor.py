@@ -21,6 +21,7 @@ from li_support import NOW, CitingLLM, HashedBagOfWords, NeedleCitingLLM, memori
 from llama_index.postprocessor.heaprank import (
     HeapRankFeedbackHandler,
     HeapRankPostprocessor,
+    StateMismatchWarning,
     citation_qa_template,
 )
 
@@ -81,7 +82,7 @@ def test_the_incoming_score_is_kept_and_read_back_by_a_later_heaprank(
     again = postprocessor.postprocess_nodes(list(reversed(first)), query_str=QUERY)
     for n in again:  # the retriever's scores, not heaprank's 1.0, 0.x, ...
         assert n.node.metadata["retrieval_score"] == by_id[n.node.node_id]
-        assert f"(score {by_id[n.node.node_id]:.4g})" in n.node.metadata["heaprank_explain"]
+        assert f"(score {by_id[n.node.node_id]:.3g})" in n.node.metadata["heaprank_explain"]
 
 
 def test_a_similarity_cutoff_downstream_keeps_heaprank_s_best(index: VectorStoreIndex,
@@ -266,7 +267,8 @@ def test_the_default_prompt_shows_no_ids_and_citation_query_engine_does(index: V
     handler = HeapRankFeedbackHandler(pp).install()
     try:
         index.as_query_engine(llm=llm, similarity_top_k=4, node_postprocessors=[pp]).query(QUERY)
-        assert "[1]" not in llm.prompts[-1] and handler.reports[-1].used == ()
+        assert "[1]" not in llm.prompts[-1]
+        assert handler.reports == [] and handler.skipped == 1  # no id shown: nothing learned
         engine = CitationQueryEngine.from_args(index, llm=llm, similarity_top_k=4,
                                                node_postprocessors=[pp])
         response = engine.query(QUERY)
@@ -300,3 +302,22 @@ def test_pickle_and_to_dict_reopen_a_redis_state(redis_url: str, index: VectorSt
         assert clone.engine.links("default") == pp.engine.links("default") != []
     _learn(clone, index)  # a copy writes to the same server
     assert pp.engine.stats()["feedbacks"] == 2
+
+
+def test_a_query_with_no_content_words_logs_no_warning_per_node(
+        index: VectorStoreIndex, postprocessor: HeapRankPostprocessor,
+        caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.DEBUG, logger="llama_index.postprocessor.heaprank"):
+        out = postprocessor.postprocess_nodes(_retrieve(index), query_str="when")
+    assert "query has no content words" in out[0].node.metadata["heaprank_explain"]
+    assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
+
+
+def test_the_state_mismatch_warning_points_at_the_caller_s_line() -> None:
+    handler = HeapRankFeedbackHandler(Reranker()).install()  # another in-memory state
+    try:
+        with pytest.warns(StateMismatchWarning) as seen:
+            HeapRankPostprocessor(state="memory://")
+    finally:
+        handler.uninstall()
+    assert [w.filename for w in seen] == [__file__]

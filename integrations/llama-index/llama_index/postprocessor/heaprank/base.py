@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -12,12 +12,15 @@ from heaprank import Config, Ranking, Reranker
 from heaprank.adapters import (
     BoundState,
     EngineSpec,
+    LoopClients,
     StateMismatchWarning,
+    call_namespace,
     check_metadata_keys,
     explained,
     reject_renamed,
     relative_scores,
     surely_different,
+    warn_at_caller,
 )
 from llama_index.core.bridge.pydantic import (
     ConfigDict,
@@ -48,6 +51,8 @@ dispatcher = get_dispatcher(__name__)
 
 #: Instrumentation tag that sets the namespace for the calls inside ``instrument_tags({...})``.
 NAMESPACE_TAG = "heaprank_namespace"
+#: The ``namespace=`` of the ``postprocess_nodes`` call in progress (None: not given).
+_CALL_NAMESPACE: ContextVar[str | None] = ContextVar("heaprank_call_namespace", default=None)
 #: Metadata keys this postprocessor writes, hidden from the LLM prompt and the embedding text.
 RANK_KEY, EXPLAIN_KEY, ID_KEY, RECALL_ID_KEY, STATE_KEY, NAMESPACE_KEY = (
     "heaprank_rank", "heaprank_explain", "heaprank_id", "heaprank_recall_id", "heaprank_state",
@@ -91,7 +96,8 @@ class HeapRankPostprocessor(BaseNodePostprocessor):
     top_n: int | None = 3
     """How many nodes to return; ``None`` keeps them all."""
     namespace: str = "default"
-    """Whose learned links to use; the instrument tag ``heaprank_namespace`` overrides it."""
+    """Whose learned links to use; for one call, ``postprocess_nodes(..., namespace=...)`` or,
+    around a query or chat engine's call, the instrument tag ``heaprank_namespace``."""
     strict: bool = False
     """Raise on bad metadata instead of neutralising the signal (flagged in EXPLAIN and logged)."""
     metadata_keys: dict[str, str | None] = Field(default_factory=lambda: {**DEFAULT_METADATA_KEYS})
@@ -106,6 +112,7 @@ class HeapRankPostprocessor(BaseNodePostprocessor):
     """Record the impression so feedback can follow."""
 
     _bound: BoundState | None = PrivateAttr(default=None)
+    _loops: LoopClients | None = PrivateAttr(default=None)
 
     @classmethod
     def class_name(cls) -> str:
@@ -135,6 +142,7 @@ class HeapRankPostprocessor(BaseNodePostprocessor):
         self._bound = BoundState.open(self.state, owner="HeapRankPostprocessor.state",
                                       config=self.config)
         self.state = self._bound.url  # from here on, the URL the state reopens from
+        self._loops = LoopClients(self._bound.engine)
         self._check_handlers()
 
     def _check_handlers(self) -> None:
@@ -146,7 +154,7 @@ class HeapRankPostprocessor(BaseNodePostprocessor):
                        f"another state than this postprocessor ({self.state!r}): its feedback "
                        "cannot be recorded; build the handler with HeapRankFeedbackHandler(pp)")
             logger.warning("heaprank: %s", message)
-            warnings.warn(message, StateMismatchWarning, stacklevel=3)
+            warn_at_caller(message, StateMismatchWarning)
 
     @property
     def engine(self) -> Reranker:
@@ -160,12 +168,22 @@ class HeapRankPostprocessor(BaseNodePostprocessor):
         assert self._bound is not None
         return self._bound.key
 
+    def close(self) -> None:
+        """Close the learned state (the engine's, also when you passed the engine)."""
+        self.engine.close()
+
+    async def aclose(self) -> None:
+        """:meth:`close` from the event loop, releasing that loop's async client of a Redis
+        state too (a loop run by ``asyncio.run`` releases its own when it ends)."""
+        await self.engine.aclose()
+
     def __getstate__(self) -> dict[str, Any]:
         # The engine holds connections and locks: a pickle carries its URL and settings.
         spec = EngineSpec.of(self.engine, owner="pickling HeapRankPostprocessor")
         private = self.__pydantic_private__ or {}
         kept = dict(private)
         private["_bound"] = spec  # what BaseComponent then finds picklable
+        private["_loops"] = None  # made anew with the engine it reopens
         try:
             return super().__getstate__()
         finally:
@@ -182,8 +200,37 @@ class HeapRankPostprocessor(BaseNodePostprocessor):
         self.state = state["__dict__"]["state"]
 
     def _namespace(self) -> str:
+        given = _CALL_NAMESPACE.get()
+        if given is not None:
+            return given
         tagged = active_instrument_tags.get().get(NAMESPACE_TAG)
         return str(tagged) if tagged is not None else self.namespace
+
+    def postprocess_nodes(self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None,
+                          query_str: str | None = None, *,
+                          namespace: str | None = None) -> list[NodeWithScore]:
+        """Re-rank ``nodes``; ``namespace``: this call's (one postprocessor serves many users),
+        else the instrument tag ``heaprank_namespace``, else :attr:`namespace`.
+
+        Raises:
+            InputTypeError, InputError: ``namespace`` is not a namespace (not a string, empty, ...).
+        """
+        token = _CALL_NAMESPACE.set(None if namespace is None else call_namespace(namespace, ""))
+        try:
+            return super().postprocess_nodes(nodes, query_bundle, query_str)
+        finally:
+            _CALL_NAMESPACE.reset(token)
+
+    async def apostprocess_nodes(self, nodes: list[NodeWithScore],
+                                 query_bundle: QueryBundle | None = None,
+                                 query_str: str | None = None, *,
+                                 namespace: str | None = None) -> list[NodeWithScore]:
+        """Async :meth:`postprocess_nodes`."""
+        token = _CALL_NAMESPACE.set(None if namespace is None else call_namespace(namespace, ""))
+        try:
+            return await super().apostprocess_nodes(nodes, query_bundle, query_str)
+        finally:
+            _CALL_NAMESPACE.reset(token)
 
     @contextmanager
     def _reranking(self, nodes: list[NodeWithScore],
@@ -215,12 +262,13 @@ class HeapRankPostprocessor(BaseNodePostprocessor):
         hidden = [RAW_SCORE_KEY, RETRIEVAL_SCORE_KEY, RANK_KEY, EXPLAIN_KEY, ID_KEY, RECALL_ID_KEY,
                   STATE_KEY, NAMESPACE_KEY]
         out = []
-        for item, relevance in zip(ranking, relative_scores([r.score for r in ranking])):
+        for item, relevance, explain in zip(ranking, relative_scores([r.score for r in ranking]),
+                                            explained(ranking, converted.flags, logger)):
             i = where[item.id]
             source = nodes[converted.positions[i]]
             node = source.node.model_copy()  # the docstore's node stays as it was
             node.metadata = {**source.node.metadata, RAW_SCORE_KEY: item.score, RANK_KEY: item.rank,
-                             EXPLAIN_KEY: explained(item, converted.flags.get(item.id), logger),
+                             EXPLAIN_KEY: explain,
                              ID_KEY: item.id, RECALL_ID_KEY: ranking.recall_id,
                              STATE_KEY: self.state_key, NAMESPACE_KEY: ranking.namespace}
             if converted.upstream[i] is not None:
@@ -248,6 +296,8 @@ class HeapRankPostprocessor(BaseNodePostprocessor):
         the event loop, no thread hop)."""
         if not nodes:
             return []
+        assert self._loops is not None
+        await self._loops.enter()
         with self._reranking(nodes, query_bundle) as call:
             call.ranking = await call.engine.arerank(call.query, call.candidates, **call.options)
         return call.out

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import threading
-import warnings
 from collections import OrderedDict
 from collections.abc import AsyncGenerator, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -21,10 +20,12 @@ from heaprank.adapters import (
     FeedbackWriter,
     StateMismatchWarning,
     Usage,
+    nothing_to_cite,
     open_engine,
     state_key,
     surely_different,
     usage_detector,
+    warn_at_caller,
 )
 from heaprank.learning.attribution import Shown, UsageDetector
 from heaprank.records import FeedbackOutcome
@@ -38,6 +39,13 @@ from llama_index.core.schema import MetadataMode, NodeWithScore
 
 from ._convert import logger
 from .base import ID_KEY, NAMESPACE_KEY, RECALL_ID_KEY, STATE_KEY, HeapRankPostprocessor
+
+#: What the warning of a skipped answer says to change.
+SHOW_IDS = ("Show the model each node's number and ask it to cite them: "
+            "HeapRankPostprocessor(citations=True) with "
+            "index.as_query_engine(..., text_qa_template=citation_qa_template()), or "
+            "CitationQueryEngine; or pass usage=\"citations+overlap\" (word overlap when nothing "
+            "is cited) or usage=\"explicit\" (you call handler.feedback).")
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,11 +68,12 @@ class _Ranking:
     state: str  # the state key of the postprocessor that ranked
     shown: tuple[Shown, ...]
     namespace: str | None  # the namespace it was ranked in, which its feedback names
+    seen: str = ""  # the nodes as the model saw them (their LLM-mode content)
 
 
 def _rankings(source_nodes: Sequence[NodeWithScore]) -> list[_Ranking]:
     """Shown nodes grouped by recall id, in the order the LLM saw them."""
-    grouped: dict[str, tuple[str, str | None, list[Shown]]] = {}
+    grouped: dict[str, tuple[str, str | None, list[Shown], list[str]]] = {}
     for nws in source_nodes:
         meta = nws.node.metadata
         recall_id, doc_id = meta.get(RECALL_ID_KEY), meta.get(ID_KEY)
@@ -72,11 +81,13 @@ def _rankings(source_nodes: Sequence[NodeWithScore]) -> list[_Ranking]:
             aliases = tuple(a for a in (nws.node.node_id, nws.node.ref_doc_id) if a and a != doc_id)
             shown = Shown(doc_id, aliases, nws.node.get_content(MetadataMode.NONE))
             namespace = meta.get(NAMESPACE_KEY)
-            grouped.setdefault(recall_id, (str(meta.get(STATE_KEY)),
-                                           namespace if isinstance(namespace, str) else None,
-                                           []))[2].append(shown)
-    return [_Ranking(r, key, tuple(shown), namespace)
-            for r, (key, namespace, shown) in grouped.items()]
+            group = grouped.setdefault(recall_id, (str(meta.get(STATE_KEY)),
+                                                   namespace if isinstance(namespace, str) else None,
+                                                   [], []))
+            group[2].append(shown)
+            group[3].append(nws.node.get_content(MetadataMode.LLM))
+    return [_Ranking(r, key, tuple(shown), namespace, "\n".join(seen))
+            for r, (key, namespace, shown, seen) in grouped.items()]
 
 
 class HeapRankFeedbackHandler(BaseSpanHandler[SimpleSpan]):
@@ -86,7 +97,10 @@ class HeapRankFeedbackHandler(BaseSpanHandler[SimpleSpan]):
     it). ``usage`` decides "used": ``"citations"`` (``[node-id]`` or ``[1]``, the position among
     the source nodes), ``"overlap"`` (opt-in word overlap), ``"citations+overlap"``, a callable
     ``(answer, shown) -> ids``, or ``"explicit"``: nothing automatic, the app calls
-    :meth:`feedback` with the response. Each ranking is reported once.
+    :meth:`feedback` with the response. Each ranking is reported once. With ``"citations"``, an
+    answer citing nothing when the nodes showed the model no id to cite (the default prompts:
+    see :func:`citation_qa_template`) is skipped, not recorded as "nothing was used": counted
+    in :attr:`skipped` and warned about once.
 
     Synchronous queries write their feedback before returning; async ones (``aquery``,
     ``achat``) with the core's ``afeedback`` in a task (``await handler.aflush()`` waits for
@@ -148,6 +162,11 @@ class HeapRankFeedbackHandler(BaseSpanHandler[SimpleSpan]):
         """How many feedbacks could not be recorded (each logged at WARNING with its reason)."""
         return self._writer.failed
 
+    @property
+    def skipped(self) -> int:
+        """How many answers were not recorded because their nodes showed no id to cite."""
+        return self._writer.skipped
+
     async def aflush(self) -> None:
         """Wait for the feedback written from this event loop (``aquery``) to be recorded."""
         await self._writer.aflush()
@@ -198,7 +217,7 @@ class HeapRankFeedbackHandler(BaseSpanHandler[SimpleSpan]):
                        "than any installed handler's; their feedback cannot be recorded. Build "
                        "the handler with HeapRankFeedbackHandler(postprocessor)")
             logger.warning("heaprank: %s", message)
-            warnings.warn(message, StateMismatchWarning, stacklevel=2)
+            warn_at_caller(message, StateMismatchWarning)
         return mine
 
     def _claim(self, rankings: list[_Ranking]) -> list[_Ranking]:
@@ -252,6 +271,9 @@ class HeapRankFeedbackHandler(BaseSpanHandler[SimpleSpan]):
                 used = self._detector(answer, ranking.shown)
             except Exception as exc:
                 self._writer.fail(ranking.recall_id, exc)
+                continue
+            if nothing_to_cite(self._usage_name, used, ranking.seen, ranking.shown):
+                self._writer.skip(ranking.recall_id, SHOW_IDS)
                 continue
             self._writer.write(ranking.recall_id, used, namespace=ranking.namespace,
                                done=functools.partial(self._reported, ranking, used))
