@@ -91,9 +91,9 @@ def main(state_path: str) -> None:
         | StrOutputParser()
     handler = HeapRankFeedbackHandler(retriever)  # the retriever's state, by construction
     for _ in ANSWERS:
-        run_id = uuid.uuid4()  # the trace's root run id: what the handler files its report under
+        run_id = uuid.uuid4()  # the trace's root run id: each report names it
         answer = chain.invoke(QUESTION, config={"callbacks": [handler], "run_id": run_id})
-        [report] = handler.reports[run_id]
+        [report] = [r for r in handler.reports if r.run_id == run_id]
         print(f"\nA: {answer}\n   feedback via callback: shown={list(report.shown)} used={list(report.used)}")
 
     show("ranking after feedback:", peek.invoke(QUESTION))

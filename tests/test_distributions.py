@@ -42,6 +42,18 @@ def test_each_distribution_has_the_apache_license_and_its_metadata(name: str) ->
     assert "Typing :: Typed" in project["classifiers"]
 
 
+@pytest.mark.parametrize("name", sorted(ALL))
+def test_each_distribution_names_its_source_and_where_to_report_issues(name: str) -> None:
+    urls = _project(ALL[name])["urls"]
+    repo = _project(ROOT)["urls"]["Source"]
+    assert repo.startswith("https://") and "pypi.org" not in repo
+    assert "pypi.org" not in urls["Homepage"]  # the package index page links back to it itself
+    assert urls["Source"].startswith(repo) and urls["Issues"] == f"{repo}/issues"
+    if name != "heaprank":  # the package's own folder of the repository
+        folder = ALL[name].relative_to(ROOT).as_posix()
+        assert urls["Source"] == urls["Homepage"] == f"{repo}/tree/main/{folder}"
+
+
 @pytest.mark.parametrize("name", sorted(PACKAGES))
 def test_the_integrations_require_the_core_they_were_built_against(name: str) -> None:
     from heaprank import __version__
@@ -57,7 +69,20 @@ def test_the_package_readme_reads_on_its_package_page(name: str) -> None:
     text = (PACKAGES[name] / "README.md").read_text(encoding="utf-8")
     links = re.findall(r"\]\(([^)]+)\)", text)
     assert all(link.startswith("https://") for link in links), links  # no ../../README.md
-    assert "pip install -e" not in text and f"pip install {name}" in text
+
+
+@pytest.mark.parametrize("name", sorted(PACKAGES))
+def test_the_package_readme_installs_from_a_clone_first(name: str) -> None:
+    """Until heaprank is on the package index, ``pip install <name>`` cannot resolve its core:
+    the first install line works from a clone, the index line follows, said to wait for it."""
+    text = (PACKAGES[name] / "README.md").read_text(encoding="utf-8")
+    lines = [line for line in text.splitlines() if line.lstrip().startswith(("pip install",
+                                                                          "git clone"))]
+    folder = PACKAGES[name].relative_to(ROOT).as_posix()
+    assert lines[0].startswith("git clone ") and _project(ROOT)["urls"]["Source"] in lines[0]
+    assert lines[1].split("#")[0].split() == ["pip", "install", "-e", ".", "-e", folder]
+    index = next(line for line in lines if line.startswith(f"pip install {name}"))
+    assert "released" in index and lines.index(index) > 1
 
 
 def test_the_llamaindex_package_has_its_llamahub_table() -> None:
@@ -129,8 +154,38 @@ def test_the_sdist_carries_the_license_and_the_metadata(name: str, tmp_path: Pat
         text = tar.extractfile(f"{top}/PKG-INFO").read().decode()
     assert "License-Expression: Apache-2.0" in text and "License-File: LICENSE" in text
     assert "Classifier: Typing :: Typed" in text and "Project-URL: Homepage, https://" in text
+    assert "Project-URL: Source, https://" in text and "Project-URL: Issues, https://" in text
     if name != "heaprank":
         assert "Requires-Dist: heaprank<0.3,>=0.2" in text
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(ALL))
+def test_the_sdist_ships_its_tests_with_their_helpers_or_none(name: str, tmp_path: Path) -> None:
+    """A package's sdist holds every file of its tests/ (conftest.py and the support module
+    the tests import included), so ``pytest tests`` runs from it; the core's tests need the
+    whole repository (benchmarks, integrations, README), so its sdist holds none."""
+    import tarfile
+
+    source = tmp_path / "src"
+    shutil.copytree(ALL[name], source, ignore=shutil.ignore_patterns(
+        ".git", ".venv", "build", "*.egg-info", "__pycache__", ".*_cache", ".hypothesis",
+        "integrations", "benchmarks", "*.so"))
+    backend = _toml(source / "pyproject.toml")["build-system"]["build-backend"]
+    proc = subprocess.run([sys.executable, "-c",
+                           f"import {backend} as b; b.build_sdist({str(tmp_path / 'dist')!r})"],
+                          cwd=source, capture_output=True, text=True, timeout=600, check=False)
+    assert proc.returncode == 0, proc.stderr
+    (sdist,) = (tmp_path / "dist").glob("*.tar.gz")
+    with tarfile.open(sdist) as tar:
+        names = tar.getnames()
+    top = names[0].split("/")[0]
+    shipped = {n[len(top) + 1:] for n in names if n.startswith(f"{top}/tests/")}
+    if name == "heaprank":
+        assert shipped == set()
+        return
+    wanted = {p.relative_to(source).as_posix() for p in (source / "tests").rglob("*.py")}
+    assert {"tests/conftest.py"} < wanted and wanted <= shipped, wanted - shipped
 
 
 @pytest.mark.slow
