@@ -17,6 +17,7 @@ from scipy.optimize import minimize
 from .._time import DAY_S
 from ..config import Weights
 from ..errors import InputTypeError
+from ..model.signals import LOGGED
 from ..records import Impression
 from ..state import codec
 
@@ -26,7 +27,7 @@ LOG_COLUMNS = ("relevance", "age_days", "importance", "usefulness", "rules")
 #: Ebbinghaus recency kernel). Read when every usable impression has them: a signal that was not
 #: computed for part of the log has no value there to fit on. A stored ``recency`` (the
 #: Ebbinghaus kernel's) replaces the one recomputed from the age, and fixes the half-life.
-OPTIONAL_COLUMNS = ("reinforcement", "association", "recency")
+OPTIONAL_COLUMNS = (*LOGGED, "recency")
 #: Upper bound of a fitted weight: far past any sensible exponent, it only keeps a log whose
 #: choices one signal separates perfectly from running off to infinity.
 MAX_WEIGHT = 20.0
@@ -274,7 +275,8 @@ class LogitFit:
         hessian = (hessian + hessian.T) / 2
         if not np.isfinite(hessian).all():
             return None
-        cov = np.linalg.pinv(hessian)
+        with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+            cov = np.linalg.pinv(hessian)  # a near-singular Hessian: checked just below
         return cov if np.isfinite(cov).all() and (np.diag(cov) >= 0).all() else None
 
 
