@@ -6,10 +6,10 @@ import json
 import math
 import os
 from collections.abc import Mapping
-from dataclasses import MISSING, dataclass, field, fields, is_dataclass, replace
+from dataclasses import MISSING, dataclass, field, fields, is_dataclass, make_dataclass, replace
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from ._time import DAY_S
 from .errors import ConfigError
@@ -17,6 +17,8 @@ from .model.co_use import CoUse
 from .model.links import Prior
 from .model.questions import INTENTS, QUESTION_TYPES
 from .model.retention import PolicySet, RetentionPolicy, parse_policy
+from .model.signals import NAMES
+from .model.signals import SIGNALS as SIGNAL_DECLARED
 
 #: Importance dose by memory kind when a candidate gives none (1.0 is neutral).
 DEFAULT_KIND_IMPORTANCE: Mapping[str, float] = MappingProxyType({
@@ -24,7 +26,8 @@ DEFAULT_KIND_IMPORTANCE: Mapping[str, float] = MappingProxyType({
     "insight": 1.2, "fact": 1.0, "note": 1.0, "episode": 0.8, "tool_result": 0.6,
 })
 
-SIGNALS = ("relevance", "recency", "importance", "usefulness", "reinforcement", "association")
+#: The signals' names, in the order of the score's columns (declared in heaprank/model/signals.py).
+SIGNALS = NAMES
 #: Config fields held as read-only mappings.
 #: Recency where the question asks for it ("the latest", "still", "now"), nowhere else: with no
 #: feedback and no explicit importance or rule, heaprank then keeps the retriever's order.
@@ -44,27 +47,37 @@ def _check_nonneg(name: str, value: float) -> None:
         raise ConfigError(f"{name}: must be finite and >= 0, got {value!r}")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Weights:
-    """Exponents of the log-linear score ``prod_i signal_i ** w_i``; 0 switches a signal off.
+def _check_weights(self: Any) -> None:
+    for f in fields(self):
+        _check_nonneg(f"weights.{f.name}", getattr(self, f.name))
 
-    ``reinforcement`` (HEBBS, from each document's use count) is off by default.
-    ``association`` (co-use spreading, off by default) needs ``Config(co_use=CoUse(...))``.
-    """
 
-    relevance: float = 1.0
-    recency: float = 1.0
-    importance: float = 1.0
-    usefulness: float = 1.5
-    reinforcement: float = 0.0
-    association: float = 0.0
+def _as_tuple(self: Any) -> tuple[float, ...]:
+    """The weights in :data:`SIGNALS` order."""
+    return tuple(float(getattr(self, name)) for name in SIGNALS)
 
-    def __post_init__(self) -> None:
-        for f in fields(self):
-            _check_nonneg(f"weights.{f.name}", getattr(self, f.name))
 
-    def as_tuple(self) -> tuple[float, ...]:
-        return tuple(float(getattr(self, name)) for name in SIGNALS)
+_WEIGHTS_DOC = ("Exponents of the log-linear score ``prod_i signal_i ** w_i``; 0 switches a "
+                "signal off.\n\nOne field per signal of :data:`heaprank.model.signals.SIGNALS`, "
+                "its default there:\n\n" + "\n".join(
+                    f"- ``{s.name}`` (default {s.weight:g}): {s.doc}." for s in SIGNAL_DECLARED))
+
+if TYPE_CHECKING:
+    @dataclass(frozen=True, init=False)
+    class Weights:
+        """Exponents of the log-linear score, one keyword per declared signal."""
+
+        def __init__(self, **weights: float) -> None: ...
+        def __getattr__(self, name: str) -> float: ...
+        def as_tuple(self) -> tuple[float, ...]: ...
+else:
+    # Built from the declaration (heaprank/model/signals.py), so that a new signal is a weight
+    # without an edit here: a frozen, keyword-only dataclass with one float field per signal.
+    Weights = make_dataclass(
+        "Weights", [(s.name, float, field(default=s.weight)) for s in SIGNAL_DECLARED],
+        namespace={"__post_init__": _check_weights, "as_tuple": _as_tuple,
+                   "__doc__": _WEIGHTS_DOC, "__module__": __name__},
+        frozen=True, slots=True, kw_only=True)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

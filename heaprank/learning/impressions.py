@@ -16,6 +16,8 @@ import numpy as np
 
 from .._time import DAY_S
 from ..errors import StateError
+from ..model.signals import LOGGED
+from ..model.signals import NAMES as SIGNALS
 from ..records import Impression, new_recall_id
 from ..scoring import rank
 from ..scoring.scorer import Scored
@@ -57,11 +59,15 @@ def impression_of(scored: Scored, recall_id: str, space: FeatureSpace) -> Impres
     values it ranked on (the mean usefulness is what was believed; an explored rerank adds its
     sample, a spreading one the association factors)."""
     seen, signals, request = scored.seen, scored.signals, scored.request
-    extra = signals.usage.stored
+    # the declared signals an impression keeps while their weight is above 0 (their columns),
+    # then what replay and the re-fit also read: an Ebbinghaus recency, an explored sample
+    weights = request.config.weights
+    extra = {name: scored.matrix[:, SIGNALS.index(name)] for name in LOGGED
+             if getattr(weights, name) > 0}
+    if "recency" in signals.usage.stored:
+        extra["recency"] = signals.usage.stored["recency"]
     if signals.sampled is not None:
-        extra = {**extra, "usefulness_sampled": signals.ranked_use}
-    if scored.linked is not None:
-        extra = {**extra, "association": scored.linked.factor}
+        extra["usefulness_sampled"] = signals.ranked_use
     # one row per shown item (only those: k of n): IMPRESSION_SIGNALS, then the extras
     stored = rank.matrix(len(seen.batch), (seen.relevance, signals.age, signals.importance,
                                            signals.use, scored.rules, *extra.values()),

@@ -13,6 +13,7 @@ from typing import Any, overload
 import numpy as np
 
 from .._accel import kernels
+from ..model.signals import SIGNALS
 from .candidates import Candidate
 from .standings import Standings
 
@@ -30,8 +31,8 @@ def exp_score(log_score: float) -> float:
         return math.inf
 
 
-_LABEL = {"relevance": "rel", "recency": "recency", "importance": "importance",
-          "usefulness": "useful", "association": "assoc"}
+#: Each signal's name in EXPLAIN, from its declaration.
+_LABEL = {s.name: s.explain_label for s in SIGNALS}
 
 
 @dataclass(frozen=True, slots=True)

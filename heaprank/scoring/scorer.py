@@ -22,6 +22,7 @@ from ..model.features import (
     stage_codes,
 )
 from ..model.questions import QueryInfo, QuestionClassifier
+from ..model.signals import SIGNALS as SIGNAL_DECLARED
 from . import fusion, rank
 from . import signals as sig
 from .candidates import CandidateBatch, CandidateLike, coerce_candidates
@@ -152,7 +153,7 @@ class Scorer:
         """The signals, rules and order of a rerank, from what it saw and what the state said."""
         cfg = request.config
         signals = self._signals(request, seen, evidence)
-        values = _columns(seen, signals)
+        values = _columns(request, seen, signals)
         matrix = rank.matrix(len(seen.batch), values)
         weights = rank.weight_row(cfg.weights_for(seen.info.qtype),
                                   cfg.intent_recency.get(seen.info.intent))
@@ -196,18 +197,20 @@ class Scorer:
         return Signals(age, imp, usage, use, sampled, ranked_use)
 
 
-def _columns(seen: Seen, signals: Signals) -> tuple[np.ndarray | float, ...]:
-    """Each signal's column in :data:`~heaprank.config.SIGNALS` order (a float: the same for
-    every candidate); association is 1 until spreading sets it."""
-    columns = {
-        "relevance": seen.relevance,
-        "recency": signals.usage.recency,
-        "importance": signals.importance,
-        "usefulness": signals.ranked_use,
-        "reinforcement": signals.usage.reinforcement,
-        "association": 1.0,
-    }
-    return tuple(map(columns.__getitem__, SIGNALS))
+class SignalInputs(NamedTuple):
+    """What a declared signal's column reads (:class:`heaprank.model.signals.Inputs`)."""
+
+    batch: CandidateBatch
+    seen: Seen
+    signals: Signals
+    request: Request
+
+
+def _columns(request: Request, seen: Seen, signals: Signals) -> tuple[np.ndarray | float, ...]:
+    """Each declared signal's column, in :data:`~heaprank.model.signals.SIGNALS` order (a
+    float: the same for every candidate); association is 1 until spreading sets it."""
+    inputs = SignalInputs(seen.batch, seen, signals, request)
+    return tuple(signal.column(inputs) for signal in SIGNAL_DECLARED)
 
 
 def relevance(batch: CandidateBatch, info: QueryInfo,

@@ -55,6 +55,7 @@ from .._accel import kernels
 from ..errors import StateError
 from ..model.features import FIXED_SLOTS
 from ..model.questions import QUESTION_TYPES
+from ..model.signals import SIGNALS
 from ..records import IGNORED, OPEN, OUTDATED, USED, WRONG, Impression
 
 __all__ = ["IGNORED", "OPEN", "OUTDATED", "USED", "WRONG", "Head", "decode_impression",
@@ -70,9 +71,13 @@ VERDICT_OFFSET = 14
 _F16_MAX = 65504.0
 _F16_MIN_NORMAL = 2.0 ** -14
 
-#: Signal columns an impression may carry, by code. Append only.
-SIGNAL_CODES = ("relevance", "recency", "importance", "usefulness", "age_days", "rules",
-                "reinforcement", "usefulness_sampled", "association")
+#: The columns an impression may carry besides the declared signals' (which carry their own
+#: codes, heaprank/model/signals.py), by code. Codes are append only, never reused.
+_OTHER_CODES = {"age_days": 4, "rules": 5, "usefulness_sampled": 7}
+_BY_CODE = {**{s.code: s.name for s in SIGNALS}, **{c: n for n, c in _OTHER_CODES.items()}}
+assert len(_BY_CODE) == len(SIGNALS) + len(_OTHER_CODES), "two columns share an impression code"
+#: Every column an impression may carry, at the index of its code.
+SIGNAL_CODES = tuple(_BY_CODE[c] for c in range(len(_BY_CODE)))
 
 _HEADER = struct.Struct("<BBBHBd")
 _SLOT_CODE = {s: i for i, s in enumerate(FIXED_SLOTS)}
