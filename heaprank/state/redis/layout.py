@@ -94,9 +94,10 @@ _NS_LENGTH = struct.Struct("<H")
 #: Options a URL may carry in its query string, with their types.
 URL_OPTIONS = {"prefix": str, "global_shards": int, "timeout": float, "global_cache_ttl": float,
                "max_impressions": int, "impression_ttl": float, "mode": str, "replica_url": str,
-               "read_from_replicas": int, "eviction": str}
+               "read_from_replicas": int, "eviction": str, "max_connections": int,
+               "pool_timeout": float}
 _URL_OPTION_ARGS = {"timeout": "timeout_s", "global_cache_ttl": "global_cache_ttl_s",
-                    "impression_ttl": "impression_ttl_s"}
+                    "impression_ttl": "impression_ttl_s", "pool_timeout": "pool_timeout_s"}
 CLUSTER_SCHEME = "redis+cluster://"
 
 
