@@ -6,7 +6,7 @@ as a short string in Cluster slot number ``bucket``, so odd characters of a name
 a tag; ``g`` the tag of pooled shard ``s = crc32(feature) mod G``; ``b`` the tag
 of bucket-registry shard ``bucket mod 16``)::
 
-    P:{t}:l:<ns>          string  a namespace's links by feature id (blob.py: f32 pos, neg)
+    P:{t}:l:<ns>          string  a namespace's links by feature id (blob.py: pos, neg)
     P:{t}:e:<ns>          hash  doc:<id> feature -> <dd> pos, neg (a namespace's own features)
     P:{t}:d:<ns>          hash  doc id -> <dd> last used, uses    (used documents only;
                                 "" -> the namespace's feedbacks, counted in c)
