@@ -1,5 +1,5 @@
 """A namespace's counts on Redis stay exact enough that one more feedback always moves them
-(issue 36, item 8: float32 counts stopped growing by fractional credit past ~2 million), and a
+(float32 counts stopped growing by fractional credit past ~2 million), and a
 links string of the float32 format is still read, rewritten by a write or by
 ``heaprank state migrate``."""
 

@@ -4,7 +4,7 @@ Every feature with pooled counts (not ``doc:<id>``) gets an id once per state (t
 ``P:{F}:ids``, name -> id; ``P:{F}:names`` back; both dropped when no namespace holds the
 feature any more). A namespace's links are the entries of its features sorted by id.
 
-Format 2 (written since issue 36): the byte ``0x01``, then per entry::
+Format 2 (written by heaprank 0.2): the byte ``0x01``, then per entry::
 
     varint((id - previous id) << 3 | wide << 2 | has pos << 1 | same neg), [pos], [neg]
 
@@ -15,7 +15,7 @@ so one more feedback of fractional credit always moves it (float32 stopped movin
 ignored items often share it): a link takes 1 to 9 bytes (17 when wide), plus one for a gap of
 16 ids or more.
 
-Format 1 (heaprank before issue 36): no leading byte (its first byte is never 0x01: the first
+Format 1 (heaprank 0.1 and earlier 0.2 builds): no leading byte (its first byte is never 0x01: the first
 id gap is at least 1, so the first varint is at least 4), ``varint(gap << 2 | has pos << 1 |
 same neg)`` and float32 counts. Both are read; every write stores format 2, and ``heaprank
 state migrate`` rewrites the strings still in format 1. ``doc:`` features stay a hash per
