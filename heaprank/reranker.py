@@ -12,6 +12,7 @@ applies. ``arerank`` / ``afeedback`` make the same calls on a state's async twin
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
@@ -92,6 +93,9 @@ class Reranker:
         self._config = config
         self.state: StateBackend = open_state(state, strict=self.strict)
         self._refit = Refitter(config, self.state)
+        #: Reranks of this reranker that degraded (``Ranking.degraded``), for ``stats()``.
+        self._degraded = 0
+        self._degraded_lock = threading.Lock()
         self._assemble(FeatureSpace(max_bytes=feature_cache_bytes,
                                     prefix_chars=config.feature_prefix_chars))
         self._adopt()
@@ -189,7 +193,11 @@ class Reranker:
 
     def _results(self, scored: Scored, recall_id: str, untracked: str | None) -> Ranking:
         top_links = self._evidence.top_links(scored.evidence.links, scored.top_rows)
-        return explain.ranking(scored, recall_id, top_links, untracked)
+        ranking = explain.ranking(scored, recall_id, top_links, untracked)
+        if ranking.degraded:
+            with self._degraded_lock:
+                self._degraded += 1
+        return ranking
 
     def _call_config(self, config: Config | None) -> Config:
         if config is None:
@@ -426,10 +434,13 @@ class Reranker:
     def stats(self) -> dict[str, Any]:
         """The state's counts, the weights this reranker ranks with (``weights``) and the
         record of their last fit (``weights_fitted``: when, whether it moved, and the held-out
-        ``gain`` of the learned signals over relevance alone; None before any fit)."""
+        ``gain`` of the learned signals over relevance alone; None before any fit), and
+        ``degraded_reranks``: this reranker's reranks that degraded (``Ranking.degraded``:
+        ranked on the priors or not recorded, the state failing) since it was made."""
         self._adopt()
         record = self._refit.current
         return {**self.state.stats(),
+                "degraded_reranks": self._degraded,
                 "weights": {n: getattr(self._config.weights, n) for n in SIGNALS},
                 "weights_fitted": None if record is None else record.to_dict()}
 

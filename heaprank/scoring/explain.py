@@ -72,7 +72,8 @@ def ranking(scored: Scored, recall_id: str, top_links: TopLinks,
         qtype=seen.info.qtype, items=_results(scored, top_links, untracked),
         standings=Standings(batch.ids, order, scored.log_score, scored.log_terms,
                             scored.log_rules),
-        signal_names=SIGNALS, dropped=dropped)
+        signal_names=SIGNALS, dropped=dropped,
+        degraded=bool(scored.evidence.flags) or untracked is not None)
     return made
 
 

@@ -371,6 +371,9 @@ class Ranking(Sequence[Ranked]):
         query: The query as given.
         qtype: The question type read from it.
         items: The top-k :class:`Ranked` results.
+        degraded: The state could not be read or written (an outage, no connection free in
+            time): ranked on the retriever and the priors, or not recorded, so a feedback on
+            ``recall_id`` is unknown. EXPLAIN says why; ``Reranker.stats()`` counts them.
     """
 
     recall_id: str
@@ -381,15 +384,16 @@ class Ranking(Sequence[Ranked]):
     standings: Standings = field(default_factory=lambda: Standings((), np.empty(0, np.intp)))
     signal_names: tuple[str, ...] = ()
     dropped: Mapping[str, str] = field(default_factory=dict)
+    degraded: bool = False
 
     def __eq__(self, other: object) -> bool:
         """Equal when every field is: the results, and the arrays element by element."""
         if not isinstance(other, Ranking):
             return NotImplemented
         return (self.recall_id, self.namespace, self.query, self.qtype, self.items,
-                self.standings, self.signal_names, dict(self.dropped)) == (
+                self.standings, self.signal_names, dict(self.dropped), self.degraded) == (
                     other.recall_id, other.namespace, other.query, other.qtype, other.items,
-                    other.standings, other.signal_names, dict(other.dropped))
+                    other.standings, other.signal_names, dict(other.dropped), other.degraded)
 
     @property
     def order_ids(self) -> tuple[str, ...]:

@@ -6,9 +6,10 @@ SQLite URLs take options as a query string: ``?mode=ro`` (read only), ``synchron
 ``max_open_impressions=100000``. ``memory://`` takes ``max_impressions``, ``impression_ttl`` and
 ``max_open_impressions`` the same way.
 Redis URLs take ``prefix``, ``global_shards``, ``timeout``, ``global_cache_ttl``,
-``max_impressions``, ``impression_ttl``, ``replica_url``, ``read_from_replicas`` and
-``eviction`` the same way (see :class:`~heaprank.state.redis.RedisState` and docs/redis.md);
-other query options go to redis-py. A backend may also offer an async twin of its hot path
+``max_impressions``, ``impression_ttl``, ``replica_url``, ``read_from_replicas``,
+``eviction``, ``max_connections`` and ``pool_timeout`` the same way (see
+:class:`~heaprank.state.redis.RedisState` and docs/redis.md); other query options go to
+redis-py. A backend may also offer an async twin of its hot path
 (:class:`AsyncStateBackend`, as ``RedisState.async_backend()`` does) for ``Reranker.arerank``.
 """
 

@@ -378,3 +378,83 @@ def test_a_state_given_a_client_runs_async_calls_in_a_thread(redis_url):
     finally:
         state.clear()
         state.close()
+
+
+def test_400_concurrent_async_calls_wait_for_a_connection_and_all_are_recorded(url):
+    """400 asyncio tasks each awaiting arerank then afeedback at once, more than the client's
+    connections: every rerank waits for a connection (none degrades to the priors) and every
+    feedback is recorded (before: 84 reranks degraded, 100 of 400 feedbacks recorded)."""
+    state = RedisState(url, prefix=unique_prefix())
+    rr = Reranker(state)
+    calls = 400
+
+    async def one(i: int):  # type: ignore[no-untyped-def]
+        ranking = await rr.arerank(QUERIES[i % 3], CANDIDATES, namespace=f"user{i % 7}", k=3,
+                                   now=NOW + i)
+        if ranking.degraded:
+            return ranking, None
+        return ranking, await rr.afeedback(ranking.recall_id, used=[ranking.ids[0]],
+                                           now=NOW + i + 1)
+
+    async def work():  # type: ignore[no-untyped-def]
+        return await asyncio.gather(*(one(i) for i in range(calls)), return_exceptions=True)
+
+    try:
+        results = _on_a_loop(state, work)
+        rankings = [r[0] for r in results if not isinstance(r, BaseException)]
+        degraded = sum(r.degraded for r in rankings)
+        recorded = state.stats()["feedbacks"]
+        print(f"{calls} concurrent arerank + afeedback: {degraded} degraded reranks, "
+              f"{recorded} of {calls} feedbacks recorded")
+        assert [r for r in results if isinstance(r, BaseException)] == []
+        assert degraded == 0
+        assert rr.stats()["degraded_reranks"] == 0
+        assert recorded == calls
+    finally:
+        state.clear()
+        state.close()
+
+
+# (their sockets are closed by the collector, which warns that nobody closed them)
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning",
+                            "ignore::ResourceWarning")
+def test_async_clients_of_ended_loops_are_released(redis_url):
+    """Event loops that end without aclose(): the next loop's call drops their clients, and
+    their connections with them (before: one client and its sockets kept per loop)."""
+    state = RedisState(redis_url, prefix=unique_prefix())
+    rr = Reranker(state)
+    try:
+        for i in range(3):  # three loops that end without aclose()
+            asyncio.run(rr.arerank(QUERIES[0], CANDIDATES, namespace="u", k=2, now=NOW + i))
+        _on_a_loop(state, lambda: rr.arerank(QUERIES[0], CANDIDATES, namespace="u", k=2,
+                                             now=NOW))  # (a fourth that closes its own)
+        gc.collect()
+        assert len(state._async) == 0
+    finally:
+        state.clear()
+        state.close()
+
+
+@pytest.mark.filterwarnings("ignore::ResourceWarning")
+def test_a_rerank_that_finds_no_connection_in_time_says_so_on_its_result(redis_url):
+    """One connection and a 1 ms wait for it (URL options): the reranks that find none free
+    in time rank on the priors, and say so on the result and in stats(), not only in EXPLAIN."""
+    prefix = unique_prefix()
+    rr = Reranker(f"{redis_url}?prefix={prefix}&max_connections=1&pool_timeout=0.001")
+    state = rr.state
+    assert isinstance(state, RedisState) and state.pool.max_connections == 1
+
+    async def work():  # type: ignore[no-untyped-def]
+        return await asyncio.gather(*(rr.arerank(QUERIES[i % 3], CANDIDATES, namespace="u",
+                                                 k=2, now=NOW) for i in range(50)))
+
+    try:
+        rankings = _on_a_loop(state, work)
+        degraded = [r for r in rankings if r.degraded]
+        assert 0 < len(degraded) < 50
+        assert all("not tracked" in r.explain() for r in degraded)
+        assert not any("not tracked" in r.explain() for r in rankings if not r.degraded)
+        assert rr.stats()["degraded_reranks"] == len(degraded)
+    finally:
+        state.clear()
+        state.close()

@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ...errors import StateUnavailableError
 from ...model.evidence import DocStats, EdgeRows, LinkCounts
 from ...records import EdgeState, Impression, Update
 from . import edges as redis_assoc
@@ -71,6 +72,9 @@ class AsyncRedisState(RedisClientBase):
             self.seen = _seen  # the buckets its sync state registered
         self._prune_every = PRUNE_EVERY
         self.checked = _cache is not None  # a twin's layout was checked by its sync state
+        #: One per connection: a round trip waits here for a free one (at most
+        #: ``pool_timeout_s``), so a burst of coroutines queues instead of failing.
+        self._free = asyncio.Semaphore(self.pool.max_connections)
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> AsyncRedisState:
@@ -81,6 +85,25 @@ class AsyncRedisState(RedisClientBase):
     # ------------------------------------------------------------ connection
 
     async def _send(self, request: Request) -> Any:
+        """Send one round trip once a connection is free (see :meth:`_connection`)."""
+        await self._connection()
+        try:
+            return await self._send_now(request)
+        finally:
+            self._free.release()
+
+    async def _connection(self) -> None:
+        """Wait for a free connection: up to ``pool_timeout_s``, then StateUnavailableError
+        (not retried: the wait was the retry)."""
+        try:
+            await asyncio.wait_for(self._free.acquire(), self.pool.timeout_s)
+        except TimeoutError:
+            raise StateUnavailableError(
+                f"Redis state: no connection free within {self.pool.timeout_s:g} s "
+                f"(max_connections={self.pool.max_connections}; raise it, or pool_timeout, "
+                f"in the URL)") from None
+
+    async def _send_now(self, request: Request) -> Any:
         try:
             return await request.send(self.client)
         except self.failures.no_script:

@@ -89,6 +89,10 @@ class RedisState(RedisClientBase):
         eviction: What to do when the server's ``maxmemory-policy`` may evict learned keys
             (``allkeys-*``): ``warn`` (log loudly, the default), ``strict`` (refuse to open)
             or ``ignore``.
+        max_connections: Connections a client opens at most (per node in a Cluster; the
+            async client of each event loop has as many): 100.
+        pool_timeout_s: How long a call waits for a free connection when all are busy
+            (URL ``pool_timeout``), then StateUnavailableError: 10 s.
         read_only: Open without writing (``?mode=ro``; the CLI's reading commands): a prefix
             without a state is then a StateError ("no heaprank state at ..."), never created,
             and every write raises StateReadOnlyError.
@@ -213,6 +217,10 @@ class RedisState(RedisClientBase):
             return None
         loop = asyncio.get_running_loop()
         with self._async_lock:
+            # Twins of loops that ended without aclose_loop(): their clients hold their loop,
+            # so the weak keys alone never let them go.
+            for ended in [old for old in self._async if old.is_closed()]:
+                del self._async[ended]
             twin = self._async.get(loop)
             if twin is None:
                 twin = AsyncRedisState(self.url, _cache=self.cache, _seen=self.seen,
@@ -326,8 +334,11 @@ class RedisState(RedisClientBase):
                       idempotent=True)
 
     def drain(self) -> None:
-        """Push every waiting outbox entry, this process's and any other writer's."""
-        admin.drain(self)
+        """Push every waiting outbox entry, this process's and any other writer's, whatever
+        its age: the pooled deltas of a writer that died (SIGKILL, no ``close()``) a moment
+        ago are on the server, in their buckets' outboxes, and counted here. An entry a live
+        writer still holds a copy of counts once (the shards' markers)."""
+        admin.drain(self, 0.0)
 
     # ------------------------------------------------------------------ audit
 

@@ -103,6 +103,8 @@ class RedisOptions(TypedDict, total=False):
     replica_url: str | None
     read_from_replicas: bool
     eviction: str
+    max_connections: int
+    pool_timeout_s: float
 
 
 @dataclass(frozen=True)
@@ -120,6 +122,8 @@ class Settings:
     replica_url: str | None = None
     read_from_replicas: bool = False
     eviction: str = "warn"
+    max_connections: int = 100
+    pool_timeout_s: float = 10.0
 
     @classmethod
     def of(cls, name: str, options: RedisOptions) -> Settings:
@@ -135,6 +139,13 @@ class Settings:
             raise ValueError("impression_ttl_s: must be > 0")
         if settings.eviction not in ("warn", "strict", "ignore"):
             raise ValueError("eviction: must be warn, strict or ignore")
+        if isinstance(settings.max_connections, bool) \
+                or not isinstance(settings.max_connections, int) or settings.max_connections < 1:
+            raise ValueError("max_connections: must be an int >= 1")
+        if isinstance(settings.pool_timeout_s, bool) \
+                or not isinstance(settings.pool_timeout_s, (int, float)) \
+                or not 0 < settings.pool_timeout_s < float("inf"):
+            raise ValueError("pool_timeout_s: must be a number of seconds > 0")
         return settings
 
     def options(self) -> RedisOptions:
@@ -153,9 +164,20 @@ def _options(redis: ModuleType, retry_module: Any, timeout_s: float) -> dict[str
             "decode_responses": False}
 
 
-def connect(url: str, timeout_s: float, replicas: bool = False) -> Any:
-    """A ``redis.Redis`` (or ``redis.cluster.RedisCluster`` for ``redis+cluster://``, reading
-    from replicas with ``replicas``)."""
+@dataclass(frozen=True)
+class PoolSize:
+    """How many connections a client opens (per node in a Cluster), and how long a call waits
+    for one when all are busy before it fails (StateUnavailableError)."""
+
+    max_connections: int = 100
+    timeout_s: float = 10.0
+
+
+def connect(url: str, timeout_s: float, replicas: bool = False,
+            pool: PoolSize = PoolSize()) -> Any:
+    """A ``redis.Redis`` on a blocking connection pool (a call waits up to ``pool.timeout_s``
+    for a free connection), or ``redis.cluster.RedisCluster`` for ``redis+cluster://``, reading
+    from replicas with ``replicas``."""
     check_url(url)
     redis = redis_module("RedisState")
     options = _options(redis, redis.retry, timeout_s)
@@ -165,12 +187,16 @@ def connect(url: str, timeout_s: float, replicas: bool = False) -> Any:
             options["load_balancing_strategy"] = cluster.LoadBalancingStrategy.ROUND_ROBIN
         return _built(lambda: cluster.RedisCluster.from_url(
             "redis://" + url[len(CLUSTER_SCHEME):], **options), url)
-    return _built(lambda: redis.Redis.from_url(url, retry_on_timeout=False, **options), url)
+    return _built(lambda: redis.Redis.from_pool(redis.BlockingConnectionPool.from_url(
+        url, retry_on_timeout=False, max_connections=pool.max_connections,
+        timeout=pool.timeout_s, **options)), url)
 
 
-def connect_async(url: str, timeout_s: float, replicas: bool = False) -> Any:
+def connect_async(url: str, timeout_s: float, replicas: bool = False,
+                  pool: PoolSize = PoolSize()) -> Any:
     """The ``redis.asyncio`` twin of :func:`connect`: its own connection pool, on the event
-    loop that first uses it."""
+    loop that first uses it (``pool.max_connections`` per node in a Cluster; the caller,
+    :class:`~.async_backend.AsyncRedisState`, makes a call wait for a free one)."""
     check_url(url)
     redis = redis_module("AsyncRedisState")
     aio = require("redis.asyncio", extra="redis", feature="AsyncRedisState")
@@ -180,8 +206,11 @@ def connect_async(url: str, timeout_s: float, replicas: bool = False) -> Any:
         if replicas:
             sync = require("redis.cluster", extra="redis", feature="AsyncRedisState")
             options["load_balancing_strategy"] = sync.LoadBalancingStrategy.ROUND_ROBIN
-        return aio.RedisCluster.from_url("redis://" + url[len(CLUSTER_SCHEME):], **options)
-    return aio.Redis.from_url(url, retry_on_timeout=False, **options)
+        return aio.RedisCluster.from_url("redis://" + url[len(CLUSTER_SCHEME):],
+                                         max_connections=pool.max_connections, **options)
+    return aio.Redis.from_pool(aio.BlockingConnectionPool.from_url(
+        url, retry_on_timeout=False, max_connections=pool.max_connections,
+        timeout=pool.timeout_s, **options))
 
 
 def is_cluster(client: Any) -> bool:
@@ -236,12 +265,13 @@ class RedisClientBase:
         self.failures = FailurePolicy(settings.retries, self.timeout_s)
         self.max_impressions = settings.max_impressions
         self.impression_ttl_s = float(settings.impression_ttl_s)
+        self.pool = PoolSize(settings.max_connections, float(settings.pool_timeout_s))
         self.client = client if client is not None else connect_fn(
-            url or "", self.timeout_s, settings.read_from_replicas)
+            url or "", self.timeout_s, settings.read_from_replicas, self.pool)
         self.cluster = is_cluster(self.client)
         #: Where reads go: a replica (``replica_url``) or the client itself.
         self.reader = self.client if settings.replica_url is None else connect_fn(
-            settings.replica_url, self.timeout_s)
+            settings.replica_url, self.timeout_s, False, self.pool)
         check_s = settings.global_cache_ttl_s
         if check_s is None:  # a Cluster checks the pooled versions once a second by default
             check_s = 1.0 if self.cluster else 0.0

@@ -6,7 +6,7 @@ as a short string in Cluster slot number ``bucket``, so odd characters of a name
 a tag; ``g`` the tag of pooled shard ``s = crc32(feature) mod G``; ``b`` the tag
 of bucket-registry shard ``bucket mod 16``)::
 
-    P:{t}:l:<ns>          string  a namespace's links by feature id (blob.py: f32 pos, neg)
+    P:{t}:l:<ns>          string  a namespace's links by feature id (blob.py: pos, neg)
     P:{t}:e:<ns>          hash  doc:<id> feature -> <dd> pos, neg (a namespace's own features)
     P:{t}:d:<ns>          hash  doc id -> <dd> last used, uses    (used documents only;
                                 "" -> the namespace's feedbacks, counted in c)
@@ -94,9 +94,10 @@ _NS_LENGTH = struct.Struct("<H")
 #: Options a URL may carry in its query string, with their types.
 URL_OPTIONS = {"prefix": str, "global_shards": int, "timeout": float, "global_cache_ttl": float,
                "max_impressions": int, "impression_ttl": float, "mode": str, "replica_url": str,
-               "read_from_replicas": int, "eviction": str}
+               "read_from_replicas": int, "eviction": str, "max_connections": int,
+               "pool_timeout": float}
 _URL_OPTION_ARGS = {"timeout": "timeout_s", "global_cache_ttl": "global_cache_ttl_s",
-                    "impression_ttl": "impression_ttl_s"}
+                    "impression_ttl": "impression_ttl_s", "pool_timeout": "pool_timeout_s"}
 CLUSTER_SCHEME = "redis+cluster://"
 
 

@@ -314,7 +314,7 @@ for j = 1, n_feat do
     if fid[j] <= 0 then fid[j] = intern(KEYS[10], KEYS[11], feats[j]) end
     local id = fid[j]
     if not bneg[id] then bids[#bids + 1] = id end
-    bpos[id], bneg[id] = f32(pos[j] + dpos[j]), f32(neg[j] + dneg[j])
+    bpos[id], bneg[id] = pos[j] + dpos[j], neg[j] + dneg[j]
     local k = cluster and 0 or shard[j]
     pooled[k] = pooled[k] or {{}, {}, {}, {}, {}, {}}
     local g = pooled[k]

@@ -13,6 +13,17 @@ from .lua import _COMMON
 #: the links as (name, id (0: a document feature), <dd>), the others as flat (field, value)
 #: lists in that order, then the explicit ids' expiry (ms, 0: none). Returns the pooled
 #: features the namespace held already (written since), or "done".
+#: ``heaprank state migrate``: rewrite a namespace's links string of format 1 (float32
+#: counts) in format 2 (:mod:`.blob`), unless a writer did so meanwhile. KEYS: the links
+#: string. Returns 1 if rewritten, else 0.
+WIDEN_LINKS = _COMMON + """
+local s = redis.call('GET', KEYS[1])
+if not s or #s == 0 or string.byte(s, 1) == 1 then return 0 end
+local ids, pos, neg = blob_decode(s)
+redis.call('SET', KEYS[1], blob_encode(ids, pos, neg), 'KEEPTTL')
+return 1
+"""
+
 MIGRATE_NS = _COMMON + """
 if redis.call('HEXISTS', KEYS[5], ARGV[1]) == 1 then return 'done' end
 local counts = {tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])}
@@ -32,7 +43,7 @@ for j = 1, counts[1] do
     else
       bids[#bids + 1] = id
     end
-    bpos[id], bneg[id] = f32(p), f32(n)
+    bpos[id], bneg[id] = p, n
   end
 end
 if #bids > 0 then redis.call('SET', KEYS[1], blob_encode(bids, bpos, bneg)) end

@@ -13,6 +13,10 @@ the slot of one of N global shards, the pool summed over those shards) into layo
    feedback count to its bucket's, and the namespace is marked migrated in the same step (a
    second run skips it); then its old keys are deleted.
 
+A state already of layout 2 has its namespaces' links strings still in format 1 (float32
+counts, :mod:`.blob`) rewritten in format 2, one script per string (``WIDEN_LINKS``; a
+writer's feedback rewrites a string too, so the two never conflict).
+
 On a Cluster (a ``redis+cluster://`` URL) the scans visit every master, and every script
 touches keys of one slot: ``MIGRATE_NS`` a namespace's new keys (one tag), ``INTERN`` the id
 map's. Until a namespace is merged, a rerank does not see its old evidence (the old keys are not read).
@@ -51,7 +55,8 @@ class Migration:
         self.client = client
         self.layout = layout
         self.prefix = layout.prefix
-        self.counts = {"namespaces": 0, "impressions": 0, "pooled_features": 0, "skipped": 0}
+        self.counts = {"namespaces": 0, "impressions": 0, "pooled_features": 0, "skipped": 0,
+                       "links_rewritten": 0}
         self.marked: set[str] = set()  # the buckets' marker hashes (namespace names: deleted)
 
     def send(self, request: Any) -> Any:
@@ -186,6 +191,14 @@ class Migration:
                 self.push([Entry(layout.bucket_key(ns, "q"), f"migrate:held:{_digest(ns)}", blob)])
         self.client.delete(*old.values())
 
+    def widen_links(self) -> None:
+        """Rewrite every namespace's links string still in format 1 (float32) in format 2."""
+        from .admin import namespaces_flow
+
+        for ns in self.run_flow(namespaces_flow(self.layout)):
+            key = self.layout.ns_key("l", ns)
+            self.counts["links_rewritten"] += int(self.send(Script("WIDEN_LINKS", [key], [])))
+
     def finish(self, tags: list[str]) -> None:
         """Delete the old shard keys and the migration marker."""
         for tag in tags:
@@ -196,17 +209,17 @@ class Migration:
 
 
 def migrate(client: Any, layout: KeyLayout) -> dict[str, int]:
-    """Convert the layout-1 state under ``layout.prefix`` (see the module docstring); what
-    was done, as counts. A state already of layout 2 is left as it is."""
+    """Convert the layout-1 state under ``layout.prefix`` (see the module docstring), then
+    rewrite the links strings of format 1; what was done, as counts."""
     run = Migration(client, layout)
     old = run.start()
-    if old is None:
-        return run.counts
-    tags = shard_tags(old, "")
-    run.impressions(tags)
-    run.pooled(tags)
-    run.namespaces(tags)
-    run.finish(tags)
+    if old is not None:
+        tags = shard_tags(old, "")
+        run.impressions(tags)
+        run.pooled(tags)
+        run.namespaces(tags)
+        run.finish(tags)
+    run.widen_links()
     return run.counts
 
 

@@ -18,7 +18,7 @@ SCRIPTS = {**{name: getattr(redis_lua, name) for name in
               ("READ_LOCAL", "FEEDBACK", "FORGET", "POOL_ADD", "INTERN", "MARKS_TRIM")},
            **{name: getattr(lua_impressions, name) for name in
               ("PUT", "PUT_HOURLY", "GET_LOCAL", "DROP_FED", "TRIM_FED")},
-           "MIGRATE_NS": lua_migrate.MIGRATE_NS,
+           "MIGRATE_NS": lua_migrate.MIGRATE_NS, "WIDEN_LINKS": lua_migrate.WIDEN_LINKS,
            **{name: getattr(lua_pooled, name) for name in
               ("POOL_PUSH_LOCAL", "META_SWAP", "RESHARD_MOVE", "RESHARD_FREEZE", "RESHARD_PUT",
                "RESHARD_TOMB")},
