@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 
 from ..._time import DAY_S
-from ...errors import ScrubIncompleteError, StateReadOnlyError
+from ...errors import StateReadOnlyError
 from ...model import co_use
 from ...model.evidence import DocStats, EdgeRows, LinkCounts
 from ...records import EdgeState, Impression, Update, recall_key
@@ -33,8 +33,9 @@ from .. import codec
 from ..base import still_open, with_codes
 from .connection import open_connection
 from .doc_cache import DocCache
-from .edges import READ_EDGES, edge_state, version_key, write_edges
+from .edges import READ_EDGES, edge_state, write_edges
 from .failures import numbers, state_error
+from .forget import forget_rows, truncate_wal
 from .reads import LIVE, NS_ID, POOLED, counts_of, doc_stats, link_counts
 from .transfer import import_dump
 from .writes import Tally, json_array
@@ -410,26 +411,8 @@ class SQLiteState:
         with self._write() as conn:
             self._link_writes += 1
             self._doc_rows.clear()
-            row = conn.execute("SELECT id FROM namespaces WHERE name = ?", (namespace,)).fetchone()
-            if row is None:
+            if not forget_rows(conn, namespace, scrub_global=scrub_global):
                 return
-            ns = row[0]
-            scrub = ("pos = MAX(features.pos - l.pos, 0), neg = MAX(features.neg - l.neg, 0), "
-                     if scrub_global else "")
-            conn.execute(f"UPDATE features SET {scrub}nscount = nscount - 1 FROM "
-                         f"(SELECT fid, pos, neg FROM links WHERE ns = ?) AS l "
-                         f"WHERE features.id = l.fid", (ns,))
-            conn.execute("DELETE FROM features WHERE nscount <= 0")
-            # its feedbacks leave the total (a file written before they were counted per
-            # namespace has no row of them: nothing to take off)
-            conn.execute("UPDATE meta SET value = MAX(CAST(value AS INTEGER) - IFNULL((SELECT "
-                         "CAST(value AS INTEGER) FROM meta WHERE key = ?1), 0), 0) "
-                         "WHERE key = 'feedbacks'", (f"feedbacks:{ns}",))
-            conn.execute("DELETE FROM meta WHERE key IN (?, ?)", (f"feedbacks:{ns}",
-                                                                  version_key(ns)))
-            for table in ("links", "docs", "impressions", "feedback_ids", "edges"):
-                conn.execute(f"DELETE FROM {table} WHERE ns = ?", (ns,))
-            conn.execute("DELETE FROM namespaces WHERE id = ?", (ns,))
         self._checkpoint()
 
     def checkpoint(self) -> None:
@@ -450,23 +433,7 @@ class SQLiteState:
         if self.path == ":memory:":
             return
         with self._lock:
-            conn = self._connect()
-            try:
-                conn.execute(f"PRAGMA busy_timeout = {int(SCRUB_WAIT_S * 1000)}")
-                try:
-                    busy, frames, done = conn.execute(
-                        "PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
-                finally:
-                    conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_s * 1000)}")
-            except sqlite3.DatabaseError as exc:
-                raise state_error(self.path, exc) from None
-        if busy or frames > 0 or frames != done:  # not folded in and truncated
-            raise ScrubIncompleteError(
-                f"SQLite state {self.path!r}: the namespace is forgotten, but another "
-                f"connection's open read keeps older copies of its pages in the write-ahead "
-                f"log ({self.path}-wal); finish the scrub once the other readers are closed: "
-                f"SQLiteState(path).checkpoint(), or sqlite3 FILE "
-                f"'PRAGMA wal_checkpoint(TRUNCATE)'")
+            truncate_wal(self._connect(), self.path, self.busy_timeout_s, SCRUB_WAIT_S)
 
     def stats(self) -> dict[str, int]:
         with self._read() as conn:
