@@ -11,9 +11,10 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
 
-# The core alone: numpy and scipy (and its optional C kernels, one module per stage, built by
-# pip when a compiler is at hand; the targets below rebuild them when their source changes).
-STAGES := candidates features signals rank state
+# The core alone: numpy and scipy (and its optional C kernels, one module per stage that has
+# them, candidates and features, built by pip when a compiler is at hand; the targets below
+# rebuild them when their source changes).
+STAGES := candidates features
 KERNELS := setup.py heaprank/_accel/_kernels.h $(foreach s,$(STAGES),heaprank/_accel/_$(s).c)
 $(VENV)/.core: $(BIN)/python pyproject.toml $(KERNELS)
 	$(PIP) install --quiet -e .

@@ -1,7 +1,7 @@
 """What a string of small numpy calls costs with warm and with cold CPU caches, beside plain
-Python work, and the order kernel beside ``np.lexsort``.
+Python work.
 
-Run (from the repository root, heaprank installed with its C kernels)::
+Run (from the repository root)::
 
     python -m benchmarks cold-calls [--reps 2000] [--cold-mb 8]
 
@@ -10,8 +10,8 @@ benchmark's side-by-side block it runs right after heapdb-memory's recall, which
 caches. The first block times 19 numpy calls of the kind a rerank made (a normalisation, a
 recency, a log-sum and a lexsort on 50 values) and, for scale, 300 dict inserts of plain
 Python, each warm (the same call again) and after reading ``--cold-mb`` megabytes; medians in
-microseconds. The second times ``_rank.best_first`` against the ``np.lexsort`` it
-replaces on 50 and 1,000 random scores (the rank stage's kernel, ``heaprank._accel._rank``).
+microseconds. (The order kernel this once timed beside ``np.lexsort``, ``_rank.best_first``,
+is gone with issue 31: the rank stage is numpy only.)
 """
 
 from __future__ import annotations
@@ -76,16 +76,4 @@ def run(args: argparse.Namespace) -> int:
                        ("300 dict inserts (plain Python)", _python_work)):
         warm, cold = median_us(work, args.reps, None), median_us(work, args.reps, evict)
         print(f"{name:<40} {warm:>8.1f} {cold:>8.1f}")
-    from heaprank._accel import kernels
-    rank = kernels("rank")
-    if rank is None:
-        print("heaprank._accel._rank is not built: no order kernel to time")
-        return 0
-    print(f"\n{'order of n candidates':<40} {'kernel':>8} {'lexsort':>8}")
-    for n in (50, 1000):
-        score, tie = rng.random(n), rng.random(n)
-        kernel = median_us(lambda s=score, t=tie: rank.best_first(s, t), args.reps, None)
-        lexsort = median_us(lambda s=score, t=tie: np.lexsort((-t, -s)), args.reps, None)
-        print(f"{'n = ' + format(n, ','):<40} {kernel:>8.1f} {lexsort:>8.1f}")
     return 0
-

@@ -8,6 +8,8 @@ The latency benchmark's workload (:mod:`benchmarks.speed.workload`: 16 namespace
 3,000 warm-up feedbacks, 64 timed questions, BM25 top 50, k = 10) and its calls
 (:mod:`benchmarks.speed.timing`): one memory-backed ``Reranker`` per system, every kernel on
 or one of them off (its stage then runs the Python twin), each warmed on the same feedbacks.
+The kernels are the two kept at the candidates / features boundary (issue 31): every other
+stage is Python only.
 The systems are timed call by call in turn (``interleave``, thread CPU time, so a noisy host
 slows them alike), first ``rerank`` + ``explain()`` of every result, then ``feedback`` on a
 fresh rerank (the rerank before it is not timed). A kernel is switched off by setting its
@@ -15,7 +17,7 @@ stage's module attribute to None while its system's call runs (outside the timed
 
 Per system it prints the p50 in microseconds, and per kernel off: ``x slower`` (off / on) and
 ``share`` (off - on) / off, the part of the time without the kernel that the kernel takes
-away. ``learn_known`` off turns ``shown_rows`` off too (its rows go to ``learn_known`` only).
+away.
 """
 
 from __future__ import annotations
@@ -32,16 +34,6 @@ from typing import Any
 KERNELS: dict[str, tuple[tuple[str, str], ...]] = {
     "coerce_columns": (("heaprank.scoring.candidates", "_KERNEL"),),
     "shape_rows": (("heaprank.scoring.space", "shape_rows_kernel"),),
-    "relevance": (("heaprank.scoring.signals", "relevance_kernel"),),
-    "halvings+recency_from": (("heaprank.scoring.signals", "halvings_kernel"),),
-    "columns": (("heaprank.scoring.rank", "columns_kernel"),),
-    "best_first": (("heaprank.scoring.rank", "best_first_kernel"),),
-    "take": (("heaprank.scoring.rank", "take_kernel"),),
-    "instances": (("heaprank.scoring.results", "instances_kernel"),),
-    "encode_items": (("heaprank.state.codec", "encode_kernel"),),
-    "doc_stats": (("heaprank.state.memory", "doc_stats_kernel"),),
-    "shown_rows": (("heaprank.state.memory_learning", "rows_kernel"),),
-    "learn_known": (("heaprank.state.memory_learning", "learn_kernel"),),
 }
 ON = "(every kernel on)"
 

@@ -1,8 +1,11 @@
-"""The optional C kernels of the pipeline's stages, and the switch that turns them all off.
+"""The optional C kernels at the candidates / features boundary, and their off switch.
 
-A stage with kernels (:data:`STAGES`) has one extension module, ``heaprank._accel._<stage>``,
-built from ``heaprank/_accel/_<stage>.c``. The stage's Python module asks :func:`kernels` for
-it once, at import, and calls its kernels where it would otherwise run its Python passes. The
+Two stages have kernels (:data:`STAGES`), where the profile shows C paying for itself: the
+candidates stage (checking and converting the retriever's candidates into columns) and the
+features stage (finding each candidate's cached feature rows). Each has one extension module,
+``heaprank._accel._<stage>``, built from ``heaprank/_accel/_<stage>.c``. The stage's Python
+module asks :func:`kernels` for it once, at import, and calls its kernels where it would
+otherwise run its Python passes; every other stage is Python (and numpy) only. The
 Python passes are the specification: a kernel gives exactly what its twin gives (property tests
 hold them to the bit), or returns None for input it does not take, and the twin runs. The
 modules are built when heaprank is installed with a C compiler at hand; without one, or with
@@ -24,7 +27,7 @@ from types import ModuleType
 PURE_PYTHON_ENV = "HEAPRANK_PURE_PYTHON"
 
 #: The stages that have kernels, each the name of its extension module (``_<stage>``).
-STAGES = ("candidates", "features", "signals", "rank", "state")
+STAGES = ("candidates", "features")
 
 _OFF = os.environ.get(PURE_PYTHON_ENV, "") not in ("", "0")
 _loaded: dict[str, ModuleType | None] = {}

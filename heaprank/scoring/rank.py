@@ -2,8 +2,7 @@
 and the order best first.
 
 ``score = prod_i signal_i ** w_i x rules`` is computed in log space by :func:`combine`; ties
-keep the retriever's order (relevance, then input position). The C kernels of this stage
-(``columns``, ``best_first``, ``take``) give their numpy twins' bits, or defer to them.
+keep the retriever's order (relevance, then input position).
 """
 
 from __future__ import annotations
@@ -14,14 +13,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .._accel import kernels
 from ..config import SIGNALS, Weights
-
-_KERNELS = kernels("rank")
-#: ``_rank.columns``, ``best_first`` and ``take`` (each the usual case of its twin below), or None
-columns_kernel = None if _KERNELS is None else _KERNELS.columns
-best_first_kernel = None if _KERNELS is None else _KERNELS.best_first
-take_kernel = None if _KERNELS is None else _KERNELS.take
 
 
 class WeightRow(NamedTuple):
@@ -70,12 +62,7 @@ def zero_mask(weights: WeightRow, values: tuple[np.ndarray | float, ...]) -> np.
 def matrix(n: int, values: tuple[np.ndarray | float, ...],
             at: np.ndarray | None = None) -> np.ndarray:
     """The matrix whose column ``j`` is ``values[j]`` (an array of ``n``, or a float for every
-    row), its rows ``at`` only when given, by ``_rank.columns`` when built: one C pass for
-    what takes numpy a call per column (each ~1 us with cold caches, as a rerank finds them)."""
-    if columns_kernel is not None:
-        made = columns_kernel(n, values, at)
-        if made is not None:
-            return np.ndarray((n if at is None else len(at), len(values)), buffer=made)
+    row), its rows ``at`` only when given."""
     out = np.empty((n, len(values)))
     for j, value in enumerate(values):
         out[:, j] = value
@@ -84,21 +71,12 @@ def matrix(n: int, values: tuple[np.ndarray | float, ...],
 
 def best_first(log_score: np.ndarray, rel: np.ndarray) -> np.ndarray:
     """The candidates best first: by log score, ties by relevance, then by input position
-    (``np.lexsort`` is stable), by ``_rank.best_first`` when built."""
-    if best_first_kernel is not None:
-        made = best_first_kernel(log_score, rel)
-        if made is not None:
-            return np.frombuffer(made, dtype=np.intp)
+    (``np.lexsort`` is stable)."""
     return np.lexsort((-rel, -log_score))
 
 
 def take(at: np.ndarray, columns: tuple[np.ndarray, ...]) -> list[list[Any]]:
-    """``[column[at].tolist() for column in columns]``, by ``_rank.take`` when built (one
-    C pass for two numpy calls per column)."""
-    if take_kernel is not None:
-        made: list[list[Any]] | None = take_kernel(at, columns)
-        if made is not None:
-            return made
+    """``[column[at].tolist() for column in columns]``."""
     return [column[at].tolist() for column in columns]
 
 

@@ -12,14 +12,9 @@ from typing import Any, overload
 
 import numpy as np
 
-from .._accel import kernels
 from ..model.signals import SIGNALS
 from .candidates import Candidate
 from .standings import Standings
-
-_KERNELS = kernels("rank")
-#: ``_rank.instances`` (the results' slots set in one C pass), or None
-instances_kernel = None if _KERNELS is None else _KERNELS.instances
 
 
 def exp_score(log_score: float) -> float:
@@ -108,7 +103,6 @@ _FIELDS = ("rank", "score", "candidate", "signals", "weights", "details", "top_l
            "flags", "_line")
 _SETTERS = tuple(Ranked.__dict__[name].__set__ for name in _FIELDS)
 _put_line = _SETTERS[-1]
-_SLOTS = tuple(Ranked.__dict__[name] for name in _FIELDS)  # the slots (two become properties below)
 #: The three details every result has (its EXPLAIN line shows them in brackets), in this order.
 DETAIL_NAMES = ("relevance", "recency", "importance")
 #: Most results' relevance and recency details, as ``%`` formats of the retriever score and of
@@ -184,13 +178,7 @@ def new_ranked(fields: tuple[Any, ...]) -> Ranked:
 
 
 def new_ranked_all(rows: tuple[tuple[Any, ...], ...]) -> tuple[Ranked, ...]:
-    """``tuple(map(new_ranked, rows))``, by ``_rank.instances`` when built: the ten slots of
-    each result set in C, where Python's hundred descriptor calls take a rerank's largest
-    share of building its results."""
-    if instances_kernel is not None:
-        made: tuple[Ranked, ...] | None = instances_kernel(Ranked, _SLOTS, rows)
-        if made is not None:
-            return made
+    """``tuple(map(new_ranked, rows))``."""
     return tuple(map(new_ranked, rows))
 
 

@@ -13,20 +13,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .._accel import kernels
 from .._time import DAY_S
 from ..model import retention as ret
 from .candidates import CandidateBatch
 
 if TYPE_CHECKING:
     from ..config import Config
-
-_KERNELS = kernels("signals")
-#: ``_signals.relevance`` (the usual case of :func:`relevance` in one C pass), or None.
-relevance_kernel = None if _KERNELS is None else _KERNELS.relevance
-#: ``_signals.halvings`` and ``recency_from``: :func:`recency` around numpy's exp2, or None.
-halvings_kernel = None if _KERNELS is None else _KERNELS.halvings
-recency_kernel = None if _KERNELS is None else _KERNELS.recency_from
 
 
 def relevance(scores: np.ndarray, *, kind: str, floor: float, rank_tau: float) -> np.ndarray:
@@ -37,11 +29,6 @@ def relevance(scores: np.ndarray, *, kind: str, floor: float, rank_tau: float) -
     with rank 0 for the first candidate. Invalid (NaN) scores, allowed only with lenient handling,
     get the floor.
     """
-    if relevance_kernel is not None:
-        # (a config's floor may be an int: numpy's arithmetic takes it as this float)
-        made = relevance_kernel(scores, kind == "distance", float(floor))
-        if made is not None:  # no NaN, a finite span: the lines below, bit for bit
-            return np.frombuffer(made)
     s = -scores if kind == "distance" else scores
     # the ufuncs' reductions straight (what ndarray.min and max call, past their Python wrappers)
     lo, hi = float(np.minimum.reduce(s)), float(np.maximum.reduce(s))
@@ -92,15 +79,6 @@ def recency(age_s: np.ndarray, *, half_life_s: float, floor: float) -> np.ndarra
     Kept above 0 even with ``floor=0`` (where ``2 ** -x`` underflows past ~1075 half-lives), so
     an old memory is weak, never dropped: only a rule may zero a score.
     """
-    if halvings_kernel is not None and recency_kernel is not None:
-        # the lines below in two C passes around the exp2, which stays numpy's (SIMD code)
-        # (an int half-life or floor is the float numpy's arithmetic takes it as)
-        powers = halvings_kernel(age_s, float(half_life_s))
-        if powers is not None:
-            done = np.frombuffer(powers)
-            np.exp2(done, out=done)
-            if recency_kernel(powers, float(floor)) is not None:  # (always: its own bytes)
-                return done
     # In place, op for op the formula above (the same bits: x / -h is -(x / h) exactly); NaN
     # ages stay NaN until the end, the only way the sum of values in (0, 1] is NaN.
     out = np.maximum(age_s, 0.0)

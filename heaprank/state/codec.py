@@ -51,7 +51,6 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .._accel import kernels
 from ..errors import StateError
 from ..model.features import FIXED_SLOTS
 from ..model.questions import QUESTION_TYPES
@@ -87,9 +86,6 @@ _TABLE_BASE = 128
 _NO_STRINGS = bytes(1)  # k = 0: no slot outside the codebook
 _BIG_ENDIAN = sys.byteorder == "big"  # the stored floats are little-endian
 assert len(FIXED_SLOTS) < _TABLE_BASE
-_KERNELS = kernels("state")
-#: ``_state.encode_items`` (an impression's items and values in one C pass), or None
-encode_kernel = None if _KERNELS is None else _KERNELS.encode_items
 
 
 def _varint(n: int) -> bytes:
@@ -153,25 +149,11 @@ def _row_codes(row: Sequence[str], table: dict[str, int]) -> bytes:
                     raise StateError("impression: more than 128 distinct free-form slots")
         codes.append(code)
     out = bytes(codes)
-    # Kept by value for plain rows only: the kernel looks rows up, and a row of str subclasses
-    # could run Python code mid-lookup.
+    # Kept by value for plain rows only (a row of str subclasses could hash as it likes).
     if not free and type(row) is tuple and all(type(slot) is str for slot in row) \
             and len(_FIXED_ROWS) < 65_536:
         _FIXED_ROWS[row] = out
     return out
-
-
-def _own_rows(slots: Sequence[Sequence[str]], table: dict[str, int]) -> dict[tuple[str, ...], bytes] | None:
-    """The codes of an impression's rows where some have free-form slots (coded in ``table``,
-    as the Python pass codes them: in the order they first come), for ``encode_items``; None
-    where a row is not a tuple (the Python pass then runs)."""
-    own: dict[tuple[str, ...], bytes] = {}
-    for row in slots:
-        if type(row) is not tuple:
-            return None
-        if row not in own:
-            own[row] = _FIXED_ROWS.get(row) or _row_codes(row, table)
-    return own
 
 
 def encode(head: Head, ids: Sequence[str], slots: Sequence[Sequence[str]],
@@ -183,16 +165,7 @@ def encode(head: Head, ids: Sequence[str], slots: Sequence[Sequence[str]],
     wide = None if signals is None else np.asarray(signals, dtype=np.float64)
     if wide is not None and wide.shape != (n, m):
         raise ValueError(f"impression signals: expected shape {(n, m)}, got {wide.shape}")
-    if encode_kernel is not None and wide is not None:
-        made = encode_kernel(ids, slots, _FIXED_ROWS, wide, m)
-        if made is not None:  # every row a codebook one: no free-form slot table
-            return _head(head, n, verdicts, {}, made)
-        table: dict[str, int] = {}
-        own = _own_rows(slots, table)
-        made = None if own is None else encode_kernel(ids, slots, own, wide, m)
-        if made is not None:
-            return _head(head, n, verdicts, table, made)
-    table = {}
+    table: dict[str, int] = {}
     body = bytearray()  # the items, then the signal values
     small, fixed = _SMALL, _FIXED_ROWS.get
     for doc_id, row in zip(ids, slots):

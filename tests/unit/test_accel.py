@@ -20,6 +20,13 @@ def test_each_stage_has_its_own_module_or_none():
     assert _accel.built() == {s: _accel.kernels(s) is not None for s in _accel.STAGES}
 
 
+def test_only_the_candidates_and_features_stages_have_kernels():
+    assert _accel.STAGES == ("candidates", "features")
+    for gone in ("signals", "rank", "state"):  # issue 31: their Python passes only
+        with pytest.raises(ValueError, match=f"got '{gone}'"):
+            _accel.kernels(gone)
+
+
 def test_an_unknown_stage_is_a_value_error():
     with pytest.raises(ValueError, match="stage: expected one of candidates"):
         _accel.kernels("explain")
