@@ -1,7 +1,6 @@
-/* heaprank._accel._features: the C kernels of the features stage (heaprank/scoring/space.py):
- * FeatureSpace.rows for candidates whose shapes are cached (shape_rows), and the shape cache's
- * key of one candidate (shape_key, which space.py checks against this process's tuple hash
- * before it uses the kernel).
+/* heaprank._accel._features: the C kernel of the features stage (heaprank/scoring/space.py):
+ * FeatureSpace.rows for candidates whose shapes are cached (shape_rows). Python hashes each
+ * candidate's shape key (its own tuple hash: no twin of it here) and passes the keys.
  *
  * The caches are mirrored for this kernel in open-addressing tables of int64 entries
  * (heaprank/_accel/tables.py): bytearrays Python writes, so nothing read from them is trusted.
@@ -10,91 +9,6 @@
  */
 
 #include "_kernels.h"
-
-/* The hash of the tuple (a, b, c), as CPython 3.8-3.12 computes it (xxHash lanes over the
- * items' hashes); heaprank/scoring/space.py turns the kernel off if this process's hash differs. */
-#if SIZEOF_PY_UHASH_T > 4
-#define XXPRIME_1 ((Py_uhash_t)11400714785074694791ULL)
-#define XXPRIME_2 ((Py_uhash_t)14029467366897019727ULL)
-#define XXPRIME_5 ((Py_uhash_t)2870177450012600261ULL)
-#define XXROTATE(x) ((x << 31) | (x >> 33))
-#else
-#define XXPRIME_1 ((Py_uhash_t)2654435761UL)
-#define XXPRIME_2 ((Py_uhash_t)2246822519UL)
-#define XXPRIME_5 ((Py_uhash_t)374761393UL)
-#define XXROTATE(x) ((x << 13) | (x >> 19))
-#endif
-
-static Py_hash_t
-hash3(Py_hash_t a, Py_hash_t b, Py_hash_t c)
-{
-    Py_hash_t lanes[3] = {a, b, c};
-    Py_uhash_t acc = XXPRIME_5;
-    for (int i = 0; i < 3; i++) {
-        acc += (Py_uhash_t)lanes[i] * XXPRIME_2;
-        acc = XXROTATE(acc);
-        acc *= XXPRIME_1;
-    }
-    acc += 3 ^ (XXPRIME_5 ^ 3527539UL);
-    if (acc == (Py_uhash_t)-1) {
-        return 1546275796;
-    }
-    return (Py_hash_t)acc;
-}
-
-/* hash((text[:prefix_chars], kind, source)): the shape cache's key of a candidate, or -1 with
- * an exception set. Only exact str (text; kind and source also None), whose hashes run no
- * Python code: anything else is -1 with no exception (the caller defers). */
-static Py_hash_t
-shape_key_of(PyObject *text, PyObject *kind, PyObject *source, Py_ssize_t prefix_chars)
-{
-    if (!PyUnicode_CheckExact(text) || (kind != Py_None && !PyUnicode_CheckExact(kind))
-            || (source != Py_None && !PyUnicode_CheckExact(source))) {
-        return -1;
-    }
-    Py_hash_t ht;
-    if (PyUnicode_GET_LENGTH(text) > prefix_chars) {
-        PyObject *prefix = PyUnicode_Substring(text, 0, prefix_chars);
-        if (prefix == NULL) {
-            return -1;
-        }
-        ht = PyObject_Hash(prefix);
-        Py_DECREF(prefix);
-    }
-    else {
-        ht = PyObject_Hash(text);
-    }
-    Py_hash_t hk = PyObject_Hash(kind), hs = PyObject_Hash(source);
-    if (ht == -1 || hk == -1 || hs == -1) {
-        return -1;
-    }
-    return hash3(ht, hk, hs);
-}
-
-PyDoc_STRVAR(shape_key_doc,
-"shape_key(text, kind, source, prefix_chars, /)\n--\n\n"
-"hash((text[:prefix_chars], kind, source)), computed in C (the shape cache's key), for a str\n"
-"text and kind and source each a str or None; None for anything else.");
-
-static PyObject *
-shape_key(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
-{
-    if (!takes(nargs, 4, "shape_key")) {
-        return NULL;
-    }
-    Py_ssize_t prefix_chars = PyLong_AsSsize_t(args[3]);
-    if (prefix_chars == -1 && PyErr_Occurred()) {
-        return NULL;
-    }
-    if (prefix_chars < 0) {
-        Py_RETURN_NONE;
-    }
-    Py_hash_t h = shape_key_of(args[0], args[1], args[2], prefix_chars);
-    if (h == -1) {
-        return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
-    }
-    return PyLong_FromSsize_t(h);
-}
 
 /* One entry of the shape table (heaprank._accel.tables.ShapeTable): 4 x int64. */
 typedef struct {
@@ -114,8 +28,7 @@ typedef struct {
 typedef struct {
     Py_buffer shapes, rows, blooms;
     int exported;
-    PyObject *shape_words, *slot_words, *row_dict; /* held by the tables tuple */
-    Py_ssize_t prefix_chars;
+    PyObject *shape_words, *slot_words; /* held by the tables tuple */
     PyObject *names, *words; /* the question's names and words, as tuples of exact str */
     long long names_bloom, words_bloom, base;
 } Reading;
@@ -155,20 +68,18 @@ str_tuple(PyObject *set)
 }
 
 /* Fill r from the tables tuple (shape table, its word sets, slot words, slot blooms, row
- * table, rows dict, prefix chars) and the question tuple (names, names bloom, words, words
+ * table) and the question tuple (names, names bloom, words, words
  * bloom): 1, or 0 (with r released) for anything it does not take. */
 static int
 reading_open(Reading *r, PyObject *tables, PyObject *question, PyObject *base)
 {
     memset(r, 0, sizeof *r);
-    if (!PyTuple_CheckExact(tables) || PyTuple_GET_SIZE(tables) != 7
+    if (!PyTuple_CheckExact(tables) || PyTuple_GET_SIZE(tables) != 5
             || !PyTuple_CheckExact(question) || PyTuple_GET_SIZE(question) != 4) {
         return 0;
     }
     r->shape_words = PyTuple_GET_ITEM(tables, 1);
     r->slot_words = PyTuple_GET_ITEM(tables, 2);
-    r->row_dict = PyTuple_GET_ITEM(tables, 5);
-    r->prefix_chars = PyLong_AsSsize_t(PyTuple_GET_ITEM(tables, 6));
     r->names_bloom = PyLong_AsLongLong(PyTuple_GET_ITEM(question, 1));
     r->words_bloom = PyLong_AsLongLong(PyTuple_GET_ITEM(question, 3));
     r->base = PyLong_AsLongLong(base);
@@ -177,7 +88,6 @@ reading_open(Reading *r, PyObject *tables, PyObject *question, PyObject *base)
         return 0;
     }
     if (!PyList_CheckExact(r->shape_words) || !PyList_CheckExact(r->slot_words)
-            || !PyDict_CheckExact(r->row_dict) || r->prefix_chars < 0
             || r->base < 0 || r->base >= SLOT_SCALE) {
         return 0;
     }
@@ -255,8 +165,9 @@ find_shape(const Reading *r, Py_hash_t h)
     return NULL;
 }
 
-/* The row of full key `full` in the row table, or in the rows dict: 1 and *row set; 0 if
- * neither holds it (a row not built yet); -1 for what the kernel does not take. */
+/* The row of full key `full` in the row table: 1 and *row set; 0 if it does not hold it (a
+ * row not built yet, or inserted in the dict and not yet in the table: the caller looks it up
+ * in the dict); -1 for what the kernel does not take. */
 static int
 find_row(const Reading *r, int64_t full, Py_ssize_t *row)
 {
@@ -273,26 +184,7 @@ find_row(const Reading *r, int64_t full, Py_ssize_t *row)
         }
         at = (at + 1) & mask;
     }
-    PyObject *key = PyLong_FromLongLong(full);
-    if (key == NULL) {
-        PyErr_Clear();
-        return -1;
-    }
-    /* int and tuple keys only (FeatureSpace._rows): comparing them runs no Python code */
-    PyObject *found = PyDict_GetItemWithError(r->row_dict, key);
-    Py_DECREF(key);
-    if (found == NULL) {
-        return PyErr_Occurred() ? (PyErr_Clear(), -1) : 0;
-    }
-    if (!PyLong_CheckExact(found)) {
-        return -1;
-    }
-    *row = PyLong_AsSsize_t(found);
-    if (*row < 0) {
-        PyErr_Clear();
-        return -1;
-    }
-    return 1;
+    return 0;
 }
 
 /* One call's scratch: per candidate its shape key, its position among the distinct rows and
@@ -340,15 +232,16 @@ work_open(Work *w, Py_ssize_t n, PyObject *codes)
     return 1;
 }
 
-/* Each candidate's shape key (its table entry's load started): 1, or 0 to defer. */
+/* Each candidate's shape key read from `keys` (an exact int each), its table entry's load
+ * started: 1, or 0 to defer. */
 static int
-shape_keys(Work *w, const Reading *r, PyObject *texts, PyObject *kinds, PyObject *sources)
+shape_keys(Work *w, const Reading *r, PyObject *keys)
 {
     size_t mask = (size_t)r->shapes.len / sizeof(table_entry) - 1;
     for (Py_ssize_t i = 0; i < w->n; i++) {
-        Py_hash_t h = shape_key_of(PyTuple_GET_ITEM(texts, i), PyTuple_GET_ITEM(kinds, i),
-                                   PyTuple_GET_ITEM(sources, i), r->prefix_chars);
-        if (h == -1) {
+        PyObject *key = PyTuple_GET_ITEM(keys, i);
+        long long h = PyLong_CheckExact(key) ? PyLong_AsLongLong(key) : -1;
+        if (h == -1) { /* not an int, out of range, or -1 (never a hash) */
             PyErr_Clear();
             return 0;
         }
@@ -451,36 +344,35 @@ missing_rows(const Work *w)
 }
 
 PyDoc_STRVAR(shape_rows_doc,
-"shape_rows(tables, texts, kinds, sources, question, codes, base, /)\n--\n\n"
+"shape_rows(tables, keys, question, codes, base, /)\n--\n\n"
 "heaprank.scoring.space.FeatureSpace.rows for shapes the tables hold, or None.\n\n"
-"tables: (shape table, its word sets, slot words, slot blooms, row table, rows, prefix\n"
-"chars): a ShapeTable's bytearray (power-of-two entries of shape key, slot key + 1, bloom,\n"
-"index of the shape's word set in the list that follows), the source words of each slot id\n"
-"and their blooms (a bytearray of int64), a RowTable's bytearray (full key, row + 1) and\n"
-"the dict of rows by key. question: (names, names bloom, words, words bloom).\n"
+"tables: (shape table, its word sets, slot words, slot blooms, row table): a ShapeTable's\n"
+"bytearray (power-of-two entries of shape key, slot key + 1, bloom, index of the shape's\n"
+"word set in the list that follows), the source words of each slot id and their blooms (a\n"
+"bytearray of int64), a RowTable's bytearray (full key, row + 1). keys: each candidate's\n"
+"shape key (a tuple of int). question: (names, names bloom, words, words bloom).\n"
 "Each candidate's row key is its slot key, + 1 when it shares no name with the question\n"
 "(names non-empty), + 16 x codes[i] (codes: neighbour codes, or None); its full key adds\n"
 "base and 2 when the question names none of its slot's source words.\n"
 "Returns (d, both, missing): both is a bytearray of intp, the d distinct rows (in order of\n"
 "first appearance) then each candidate's position among them; missing lists (position,\n"
-"full key, candidate, shape key) of the distinct rows not built yet (-1 in both). None when\n"
-"a shape is not in the table (the caller featurises it in Python), or for anything else.");
+"full key, candidate, shape key) of the distinct rows the table does not hold (-1 in both).\n"
+"None when a shape is not in the table (the caller featurises it in Python), or for anything\n"
+"else.");
 
 static PyObject *
 shape_rows(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (!takes(nargs, 7, "shape_rows")) {
+    if (!takes(nargs, 5, "shape_rows")) {
         return NULL;
     }
-    PyObject *texts = args[1], *kinds = args[2], *sources = args[3], *codes = args[5];
-    if (!PyTuple_CheckExact(texts) || !PyTuple_CheckExact(kinds) || !PyTuple_CheckExact(sources)
-            || (codes != Py_None && !PyList_CheckExact(codes))) {
+    PyObject *keys = args[1], *codes = args[3];
+    if (!PyTuple_CheckExact(keys) || (codes != Py_None && !PyList_CheckExact(codes))) {
         Py_RETURN_NONE;
     }
-    Py_ssize_t n = PyTuple_GET_SIZE(texts);
+    Py_ssize_t n = PyTuple_GET_SIZE(keys);
     Reading r;
-    if (n == 0 || PyTuple_GET_SIZE(kinds) != n || PyTuple_GET_SIZE(sources) != n
-            || !reading_open(&r, args[0], args[4], args[6])) {
+    if (n == 0 || !reading_open(&r, args[0], args[2], args[4])) {
         Py_RETURN_NONE;
     }
     Work w = {0};
@@ -493,7 +385,7 @@ shape_rows(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     if (ok > 0) {
         Py_ssize_t *rows = (Py_ssize_t *)PyByteArray_AS_STRING(both), *local = rows + n;
-        ok = shape_keys(&w, &r, texts, kinds, sources) && row_keys(&w, &r, local);
+        ok = shape_keys(&w, &r, keys) && row_keys(&w, &r, local);
         if (ok) { /* the distinct rows go first, the local positions right after them */
             memmove(rows + w.d, local, (size_t)n * sizeof(Py_ssize_t));
             ok = full_rows(&w, &r, rows);
@@ -513,9 +405,8 @@ shape_rows(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 }
 
 static PyMethodDef methods[] = {
-    {"shape_key", (PyCFunction)(void (*)(void))shape_key, METH_FASTCALL, shape_key_doc},
     {"shape_rows", (PyCFunction)(void (*)(void))shape_rows, METH_FASTCALL, shape_rows_doc},
     {NULL, NULL, 0, NULL},
 };
 
-KERNEL_MODULE(features, "C kernels of heaprank's features stage (see heaprank._accel).")
+KERNEL_MODULE(features, "The C kernel of heaprank's features stage (see heaprank._accel).")

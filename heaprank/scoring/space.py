@@ -30,23 +30,9 @@ from ..model.questions import _QTYPE_CODE, PERSONS, QueryInfo, QuestionClassifie
 from ..model.text import tokens
 from .candidates import CandidateBatch
 
-
-def _shape_rows_kernel() -> Callable[..., Any] | None:
-    """The feature-rows kernel, if this process hashes tuples as the kernel does: it finds the
-    shapes the Python pass cached under ``hash((prefix, kind, source))``."""
-    built = kernels("features")
-    if built is None:
-        return None
-    samples = [("a text", None, "maya"), ("", "fact", None), ("é" * 40, "note", "Ben"),
-               ("x" * 3000, None, None)]
-    if any(built.shape_key(t, k, s, 2000) != hash((t[:2000], k, s)) for t, k, s in samples):
-        return None
-    rows: Callable[..., Any] = built.shape_rows
-    return rows
-
-
-#: The feature-rows kernel (``shape_rows``), or None (no kernels, or another tuple hash).
-shape_rows_kernel = _shape_rows_kernel()
+_FEATURES = kernels("features")
+#: The feature-rows kernel (``_features.shape_rows``), or None.
+shape_rows_kernel: Callable[..., Any] | None = None if _FEATURES is None else _FEATURES.shape_rows
 
 #: Queries up to this many characters have their reading cached (:meth:`FeatureSpace.query`),
 #: at most :data:`QUERY_CACHE_ENTRIES` of them: a bounded cache, whatever the queries' size.
@@ -286,9 +272,9 @@ class FeatureSpace:
             blooms = (word_bloom(query.names), word_bloom(query.words))
         table = self._table
         tables = (table.buffer, table.words, self._slot_words, self._slot_blooms,
-                  self._row_table.buffer, self._rows, self.prefix_chars)
+                  self._row_table.buffer)
         sources = batch.sources
-        done = shape_rows_kernel(tables, batch.texts, batch.kinds, sources,
+        done = shape_rows_kernel(tables, self.shape_keys(batch.texts, batch.kinds, sources),
                                  (query.names, blooms[0], query.words, blooms[1]), codes, base)
         if done is None:
             return None
@@ -309,6 +295,13 @@ class FeatureSpace:
                                             else structure[i]], sources[i], bool(person))
                     rows[j] = built
         return rows[:d], rows[d:]
+
+    def shape_keys(self, texts: Sequence[str], kinds: Sequence[str | None],
+                   sources: Sequence[str | None]) -> tuple[int, ...]:
+        """Each candidate's shape key without tag slots, ``hash((prefix, kind, source))``: the
+        key :meth:`_entries` caches its shape under (C-level maps, one pass each)."""
+        prefixes = map(operator.itemgetter(slice(self.prefix_chars)), texts)
+        return tuple(map(hash, zip(prefixes, kinds, sources)))
 
     def _entries(self, texts: Sequence[str], kinds: Sequence[str | None],
                  sources: Sequence[str | None], tags: Sequence[frozenset[str]],

@@ -1,9 +1,9 @@
-"""The features stage's kernels (``heaprank._accel._features``) against the Python passes.
+"""The features stage's kernel (``heaprank._accel._features``) against the Python passes.
 
 ``shape_rows`` builds the rows :meth:`FeatureSpace.rows` builds, and the :class:`ShapeTable`
-the kernel reads holds exactly the shapes the shape cache holds; ``shape_key`` is this
-process's tuple hash. The tables are bytearrays Python can write: whatever they hold, the
-kernel reads no address from them and defers on what it does not take.
+the kernel reads holds exactly the shapes the shape cache holds, under the keys
+:meth:`FeatureSpace.shape_keys` gives. The tables are bytearrays Python can write: whatever
+they hold, the kernel reads no address from them and defers on what it does not take.
 """
 
 from __future__ import annotations
@@ -31,18 +31,19 @@ PLAIN: dict[str, Any] = {"structure": None, "tag_slots": (), "doc_features": Fal
        kind=st.one_of(st.none(), st.sampled_from(KINDS)),
        source=st.one_of(st.none(), st.sampled_from(SOURCES)),
        prefix=st.sampled_from([100, 2000]))
-def test_the_kernels_shape_key_is_pythons_tuple_hash(text, kind, source, prefix):
-    assert FEATURES.shape_key(text, kind, source, prefix) == hash((text[:prefix], kind, source))
+def test_a_shape_key_is_the_tuple_hash_the_shape_cache_uses(text, kind, source, prefix):
+    space = FeatureSpace(prefix_chars=prefix)
+    assert space.shape_keys((text,), (kind,), (source,)) == (hash((text[:prefix], kind, source)),)
 
 
-def test_the_kernels_shape_key_refuses_what_is_not_a_str():
-    class Text(str):
-        def __hash__(self) -> int:
-            return 1
-
-    assert FEATURES.shape_key(Text("a"), None, None, 10) is None
-    assert FEATURES.shape_key("a", 1, None, 10) is None
-    assert FEATURES.shape_key("a", None, Text("b"), 10) is None
+def test_the_kernel_defers_on_a_shape_key_that_is_not_an_int():
+    space = FeatureSpace()
+    query = analyze_query("Where is it?")
+    batch = batch_of(("a",), ("in Lisbon",))
+    space.rows(query, batch, **PLAIN)
+    assert _served(space, query, batch, _tables(space)) is not None
+    for keys in ((1.5,), (-1,), (2**64,), ("a",)):
+        assert _served(space, query, batch, _tables(space), keys) is None
 
 
 @given(ops=st.lists(st.tuples(st.booleans(), st.integers(-40, 40)), max_size=300))
@@ -183,13 +184,16 @@ def test_forgetting_clears_the_table_with_the_shapes():
 def _tables(space: FeatureSpace) -> tuple[Any, ...]:
     table = space._table
     return (table.buffer, table.words, space._slot_words, space._slot_blooms,
-            space._row_table.buffer, space._rows, space.prefix_chars)
+            space._row_table.buffer)
 
 
-def _served(space: FeatureSpace, query: Any, batch: Any, tables: tuple[Any, ...]) -> Any:
+def _served(space: FeatureSpace, query: Any, batch: Any, tables: tuple[Any, ...],
+            keys: tuple[Any, ...] | None = None) -> Any:
     blooms = query.blooms
-    return FEATURES.shape_rows(tables, batch.texts, batch.kinds, batch.sources,
-                               (query.names, blooms[0], query.words, blooms[1]), None, 1)
+    if keys is None:
+        keys = space.shape_keys(batch.texts, batch.kinds, batch.sources)
+    return FEATURES.shape_rows(tables, keys, (query.names, blooms[0], query.words, blooms[1]),
+                               None, 1)
 
 
 def test_the_shape_table_holds_indexes_of_its_word_sets_not_addresses():
