@@ -3,8 +3,8 @@
 from typing import Any
 
 def coerce_columns(
-    items: list[Any] | tuple[Any, ...], candidate_type: type, reverse: dict[str, int],
-    kinds: bytes, bounds: tuple[tuple[float, float], ...], now: float, latest: float,
-    no_tags: frozenset[str], /,
+    items: list[Any] | tuple[Any, ...], slots: tuple[Any, Any, Any, Any],
+    reverse: dict[str, int], kinds: bytes, bounds: tuple[tuple[float, float], ...], now: float,
+    latest: float, /,
 ) -> tuple[tuple[Any, ...], tuple[str, ...], tuple[str, ...], bytearray, int,
-           tuple[tuple[Any, ...] | bytearray | None, ...]] | None: ...
+           tuple[tuple[str | None, ...] | None, ...]] | None: ...

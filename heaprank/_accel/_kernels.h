@@ -1,11 +1,11 @@
-/* What every stage's kernel module shares: its module slots and the few checks and buffer
- * reads more than one stage makes (heaprank/_accel/_<stage>.c include this header).
+/* What both kernel modules share: their module slots, a key's home in a table, and the
+ * argument checks (heaprank/_accel/_candidates.c and _features.c include this header).
  *
  * The rules every kernel keeps (heaprank/_accel/__init__.py says why):
  * - A kernel only gives what its Python twin gives, or None (or False) where it defers.
  * - Every sequence a kernel iterates is one it holds: a tuple (immutable, held by the call's
  *   arguments or copied from a list by as_tuple), or a buffer it has exported (while exported,
- *   a bytearray or an array cannot be resized under it).
+ *   a bytearray cannot be resized under it).
  * - No borrowed pointer is kept across a call that can run Python code: a comparison of
  *   objects that are not exact str or int (a __eq__, a __hash__), or an allocation of a
  *   container (a tuple, list, set or dict may start a GC pass, whose finalisers run Python).
@@ -115,51 +115,6 @@ as_tuple(PyObject *seq)
         PyTuple_SET_ITEM(copy, i, Py_NewRef(PyList_GET_ITEM(seq, i)));
     }
     return copy;
-}
-
-/* What a kernel returns: what it made, else None (it defers), or NULL with the error raised
- * (out of memory). */
-static inline PyObject *
-made_or_none(PyObject *out)
-{
-    if (out == NULL && !PyErr_Occurred()) {
-        Py_RETURN_NONE;
-    }
-    return out;
-}
-
-/* A C-contiguous buffer of 8-byte items of one of the given format letters, of 1 dimension
- * (up to max_ndim); 0 with a TypeError set for anything else. Exporting it keeps the exporter
- * from resizing its memory until PyBuffer_Release. */
-static inline int
-get_buffer(PyObject *obj, Py_buffer *view, int writable, const char *formats, int max_ndim)
-{
-    if (PyObject_GetBuffer(obj, view, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS
-                           | (writable ? PyBUF_WRITABLE : 0)) < 0) {
-        return 0;
-    }
-    const char *f = view->format == NULL ? "B" : view->format;
-    if (*f == '<' || *f == '=' || *f == '@') {
-        f++;
-    }
-    if (view->ndim < 1 || view->ndim > max_ndim || view->itemsize != 8 || f[0] == '\0'
-            || f[1] != '\0' || strchr(formats, f[0]) == NULL) {
-        PyBuffer_Release(view);
-        PyErr_SetString(PyExc_TypeError, "expected a buffer of int64 or float64");
-        return 0;
-    }
-    return 1;
-}
-
-/* get_buffer for a kernel that defers: 0 (no exception left) for anything it does not take. */
-static inline int
-try_buffer(PyObject *obj, Py_buffer *view, const char *formats, int max_ndim)
-{
-    if (!get_buffer(obj, view, 0, formats, max_ndim)) {
-        PyErr_Clear();
-        return 0;
-    }
-    return 1;
 }
 
 #endif /* HEAPRANK_KERNELS_H */

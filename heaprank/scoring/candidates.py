@@ -7,10 +7,13 @@ validates them and returns a :class:`CandidateBatch` of arrays; after that point
 code sees arrays only.
 
 There is one specification of a valid candidate, :func:`coerce_checked`, which goes candidate
-by candidate and names the candidate and field of the first bad value. The C kernel of this
-stage (``heaprank._accel._candidates.coerce_columns``, through :func:`coerce_c`) builds the same
-batch in one pass for clean input and returns ``None`` (never raises) at anything it is not
-sure of, so the checked path decides; a property test holds the two to the same batches.
+by candidate and names the candidate and field of the first bad value. Two fast paths build the
+same batch for clean input and return ``None`` (never raise) at anything they are not sure of,
+so the checked path decides: the C kernel of this stage
+(``heaprank._accel._candidates.coerce_columns``, through :func:`coerce_c`) for
+:class:`Candidate` objects, and :func:`coerce_plain` in Python for plain dicts and
+:class:`Candidate` objects alike (what runs without the kernel, or where it defers). Property
+tests hold both to the checked path's batches.
 
 Typed fields (in ``metadata`` under any of the keys of :data:`DEFAULT_FIELD_KEYS`):
 
@@ -55,7 +58,8 @@ from ..errors import InputError, InputTypeError
 from .fields import _RANGES, MAX_IMPORTANCE, FieldChecker, OnInvalid, encodable
 
 __all__ = ["DEFAULT_FIELD_KEYS", "MAX_IMPORTANCE", "Candidate", "CandidateBatch", "CandidateLike",
-           "OnInvalid", "SupportsCandidate", "coerce_c", "coerce_candidates", "coerce_checked"]
+           "OnInvalid", "SupportsCandidate", "coerce_c", "coerce_candidates", "coerce_checked",
+           "coerce_plain"]
 
 #: Shape fields read from a candidate's metadata, and the metadata keys each may come from.
 DEFAULT_FIELD_KEYS: Mapping[str, tuple[str, ...]] = {
@@ -192,6 +196,8 @@ def coerce_candidates(
     now = to_epoch(now, "now")
     if field_keys is DEFAULT_FIELD_KEYS:
         built = coerce_c(items, now=now, future_tolerance_s=future_tolerance_s)
+        if built is None:
+            built = coerce_plain(items, now=now, future_tolerance_s=future_tolerance_s)
         if built is not None:
             return built
         reverse = _DEFAULT_REVERSE
@@ -336,6 +342,126 @@ def _batch(stored: Sequence[Any], cols: Mapping[str, Any], scores: np.ndarray) -
         flags=tuple(cols["flags"]))
 
 
+# ------------------------------------------------- the fast Python path (a cache of the checked path)
+
+#: What the fast path takes of each shape field, by the checks of :func:`_plain_value`.
+_PLAIN_CHECK = {**dict.fromkeys(("created_at", "last_used"), "time"),
+                **dict.fromkeys(_RANGES, "ranged"), "kind": "label", "source": "label",
+                "key": "intlabel", "thread": "intlabel", "tags": "tags", "superseded": "flag"}
+_DEFER = object()  # a value the fast path leaves to the checked path
+
+
+def _plain_text(value: object) -> bool:
+    """Whether ``value`` is an exact, non-blank str encodable as UTF-8 (an id, a text)."""
+    return type(value) is str and not value.isspace() and value != "" and (
+        value.isascii() or encodable(value))
+
+
+def _plain_number(value: object) -> float | None:
+    """A finite exact int or float as a float, else None (a bool is not a number here)."""
+    if type(value) is float:
+        return value if math.isfinite(value) else None
+    if type(value) is int:
+        try:
+            return float(value)
+        except OverflowError:
+            return None
+    return None
+
+
+def _plain_label(value: object) -> object:
+    """An exact str label as the batch holds it (``""``: None), else :data:`_DEFER`."""
+    if type(value) is str and (value.isascii() or encodable(value)):
+        return value or None
+    return _DEFER
+
+
+def _plain_tags(value: object) -> object:
+    """A str or a list or tuple of exact str as a frozenset without ``""``, else _DEFER."""
+    tags = (value,) if type(value) is str else value
+    if type(tags) is not list and type(tags) is not tuple:
+        return _DEFER
+    for tag in tags:
+        if _plain_label(tag) is _DEFER:
+            return _DEFER
+    return frozenset(tags).difference(("",)) if "" in tags else frozenset(tags)
+
+
+def _plain_value(name: str, value: object, now: float, latest: float) -> object:
+    """Shape field ``name``'s value as the checked path stores it when it flags nothing, or
+    :data:`_DEFER` (anything else: the checked path decides, and words the error)."""
+    check = _PLAIN_CHECK[name]
+    if check == "time" or check == "ranged":
+        x = _plain_number(value)
+        low, high = (EARLIEST_S, latest) if check == "time" else _BOUNDS[name]
+        if x is None or not low <= x <= high:
+            return _DEFER
+        return min(x, now) if check == "time" else x
+    if check == "label":
+        return _plain_label(value)
+    if check == "intlabel":
+        return str(value) if type(value) is int else _plain_label(value)
+    if check == "tags":
+        return _plain_tags(value)
+    return value if type(value) is bool else _DEFER
+
+
+def coerce_plain(items: Sequence[Any], *, now: float,
+                 future_tolerance_s: float = 300.0) -> CandidateBatch | None:
+    """The batch :func:`coerce_checked` would build, in fewer steps, or None (the checked path
+    then runs): for plain dicts with only the keys id, text, score and metadata, and
+    :class:`Candidate` objects, whose id and text are clean str, score a finite int or float
+    on every candidate or none, and metadata None or a dict of clean values. Only the fields
+    some candidate gives get a column of their own; the others share the absent ones."""
+    n = len(items)
+    latest = min(LATEST_S, now + future_tolerance_s)
+    ids: list[str] = []
+    texts: list[str] = []
+    scores: list[float] = []
+    given: dict[str, list[Any]] = {}  # per field some candidate gives, its column
+    for i, item in enumerate(items):
+        if type(item) is Candidate:
+            cid, text, score, meta = item.id, item.text, item.score, item.metadata
+        elif type(item) is dict and item.keys() <= _TOP_LEVEL:
+            get = item.get
+            cid, text, score, meta = get("id"), get("text"), get("score"), get("metadata")
+        else:
+            return None
+        if not (_plain_text(cid) and _plain_text(text)):
+            return None
+        ids.append(cid)
+        texts.append(text)
+        if score is not None:
+            x = _plain_number(score)
+            if x is None:
+                return None
+            scores.append(x)
+        if meta is None:
+            continue
+        if type(meta) is not dict:
+            return None
+        for name, (_, value) in _located_fields(meta, _DEFAULT_REVERSE).items():
+            made = _plain_value(name, value, now, latest)
+            if made is _DEFER:
+                return None
+            column = given.get(name)
+            if column is None:
+                column = given[name] = list(_absent(n)[_BATCH_FIELD.get(name, name)])
+            column[i] = made
+    if len(set(ids)) != n or (scores and len(scores) != n):
+        return None  # a duplicate id, or scores on some candidates only
+    fields = _absent(n).copy()
+    for name, column in given.items():
+        kind = _PLAIN_CHECK[name]
+        fields[_BATCH_FIELD.get(name, name)] = (
+            np.array(column, dtype=np.float64) if kind in ("time", "ranged") else
+            np.array(column, dtype=bool) if kind == "flag" else tuple(column))
+    fields.update(items=items if type(items) is tuple else tuple(items), ids=tuple(ids),
+                  texts=tuple(texts),
+                  scores=np.array(scores, dtype=np.float64) if scores else np.full(n, math.nan))
+    return CandidateBatch(**fields)
+
+
 # ------------------------------------------------------- the C kernel (a cache of the checked path)
 
 _NO_TAGS: frozenset[str] = frozenset()
@@ -374,16 +500,19 @@ def _absent(n: int) -> dict[str, Any]:
 
 
 #: The shape fields as the C kernel reads them: each metadata key's field and rank, packed as
-#: ``field * 8 + rank``; one kind byte per field; the bounds of the numeric ones.
+#: ``field * 8 + rank``; one kind byte per field (``-``: the kernel defers when it is given:
+#: tags and flags are left to :func:`coerce_plain`); the bounds of the numeric ones.
 _C_REVERSE = {key: f * 8 + rank for f, name in enumerate(_FIELDS)
               for rank, key in enumerate(DEFAULT_FIELD_KEYS[name])}
 _C_KIND = {**dict.fromkeys(_TIMES, "T"), **dict.fromkeys(_RANGES, "R"), "kind": "L",
-           "source": "L", "key": "I", "thread": "I", "tags": "G", "superseded": "F"}
+           "source": "L", "key": "L", "thread": "L", "tags": "-", "superseded": "-"}
 _C_KINDS = "".join(_C_KIND[name] for name in _FIELDS).encode("ascii")
 _C_BOUNDS = tuple((EARLIEST_S, LATEST_S) if name in _TIMES else _BOUNDS.get(name, (0.0, 0.0))
                   for name in _FIELDS)
 #: Per field, its row in the kernel's block of floats (0: not numeric; the scores are row 0).
 _C_ROW = dict(zip([name for name in _FIELDS if _C_KIND[name] in "TR"], itertools.count(1)))
+#: The kernel reads a Candidate's four slots by their member descriptors' offsets.
+_C_SLOTS = tuple(Candidate.__dict__[name] for name in ("id", "text", "score", "metadata"))
 _KERNEL = kernels("candidates")
 
 
@@ -391,12 +520,13 @@ def coerce_c(items: Sequence[Any], *, now: float,
              future_tolerance_s: float = 300.0) -> CandidateBatch | None:
     """The batch :func:`coerce_checked` would build, from the C kernel
     (``heaprank._accel._candidates.coerce_columns``), or None: without the kernel, and wherever
-    it defers (anything but clean :class:`Candidate` objects or plain dicts with clean plain
-    values). One pass over the candidates in C; a property test holds it to the checked path."""
+    it defers (anything but clean :class:`Candidate` objects whose metadata gives numbers and
+    str labels only). One pass over the candidates in C; a property test holds it to the
+    checked path."""
     if _KERNEL is None:
         return None
-    cols = _KERNEL.coerce_columns(items, Candidate, _C_REVERSE, _C_KINDS, _C_BOUNDS, now,
-                                   min(LATEST_S, now + future_tolerance_s), _NO_TAGS)
+    cols = _KERNEL.coerce_columns(items, _C_SLOTS, _C_REVERSE, _C_KINDS, _C_BOUNDS, now,
+                                   min(LATEST_S, now + future_tolerance_s))
     if cols is None:
         return None
     stored, ids, texts, floats, present, columns = cols
@@ -408,9 +538,7 @@ def coerce_c(items: Sequence[Any], *, now: float,
         if present >> f & 1:
             name = _FIELDS[f]
             row = _C_ROW.get(name)
-            fields[_BATCH_FIELD.get(name, name)] = (
-                block[row] if row is not None else np.frombuffer(columns[f], dtype=bool)
-                if name == "superseded" else columns[f])
+            fields[_BATCH_FIELD.get(name, name)] = block[row] if row is not None else columns[f]
         f += 1
     fields.update(items=stored, ids=ids, texts=texts, scores=block[0])
     return CandidateBatch(**fields)

@@ -1,10 +1,11 @@
-"""The one validation path: the checked coercion and the C kernel that is a cache of it.
+"""The one validation path: the checked coercion and the two fast paths that are caches of it.
 
 :func:`coerce_checked` is the specification of a valid candidate; the candidates stage's kernel
-(:func:`coerce_c`) must either return exactly the batch the checked path builds (every field,
-NaN positions included) or return None so the checked path decides (and raises its error). On
-any input. Without the kernel (``HEAPRANK_PURE_PYTHON=1``, or not built) :func:`coerce_c` is
-always None and the public entry point is the checked path alone.
+(:func:`coerce_c`) and the fast Python path (:func:`coerce_plain`) must each either return
+exactly the batch the checked path builds (every field, NaN positions included) or return None
+so the checked path decides (and raises its error). On any input. Without the kernel
+(``HEAPRANK_PURE_PYTHON=1``, or not built) :func:`coerce_c` is always None and the public entry
+point is the fast Python path, then the checked path.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from heaprank.scoring.candidates import (
     coerce_c,
     coerce_candidates,
     coerce_checked,
+    coerce_plain,
 )
 from tests.strategies import (
     _CLEAN_VALUES,
@@ -68,17 +70,17 @@ KERNEL = _accel.kernels("candidates") is not None
 
 
 def check_paths_agree(items: list[Any], on_invalid: str) -> None:
-    """The kernel's batch is the checked batch (or None), and the public entry point gives the
-    checked path's batch or its very error."""
-    fast = coerce_c(items, now=NOW)
+    """The kernel's and the fast Python path's batches are the checked batch (or None), and the
+    public entry point gives the checked path's batch or its very error."""
     kind, checked = outcome(lambda: coerce_checked(items, now=NOW, on_invalid=on_invalid))
-    if kind == "error":
-        assert isinstance(checked, HeapRankError), repr(checked)
-        assert isinstance(checked, (TypeError, ValueError)), repr(checked)
-        assert fast is None
-    elif fast is not None:
-        assert_same_batch(fast, checked)
-        assert all(flags == () for flags in checked.flags)
+    for fast in (coerce_c(items, now=NOW), coerce_plain(items, now=NOW)):
+        if kind == "error":
+            assert isinstance(checked, HeapRankError), repr(checked)
+            assert isinstance(checked, (TypeError, ValueError)), repr(checked)
+            assert fast is None
+        elif fast is not None:
+            assert_same_batch(fast, checked)
+            assert all(flags == () for flags in checked.flags)
     kind2, public = outcome(lambda: coerce_candidates(items, now=NOW, on_invalid=on_invalid))
     assert kind2 == kind
     if kind == "error":
@@ -99,12 +101,43 @@ def test_paths_agree_on_one_wild_value_among_clean_ones(target, data, on_invalid
 
 
 @given(items=candidate_lists(scored=None), as_objects=st.booleans())
-def test_the_kernel_takes_clean_input(items, as_objects):
+def test_the_fast_paths_take_clean_input(items, as_objects):
+    """The fast Python path takes clean dicts and Candidate objects; the kernel the objects."""
     items = [clean_candidate(item, as_objects) for item in items]
+    want = coerce_checked(items, now=NOW)
+    assert_same_batch(coerce_plain(items, now=NOW), want)
     fast = coerce_c(items, now=NOW)
-    assert (fast is not None) == KERNEL
+    assert (fast is not None) == (KERNEL and as_objects)
     if fast is not None:
-        assert_same_batch(fast, coerce_checked(items, now=NOW))
+        assert_same_batch(fast, want)
+
+
+@given(items=candidate_lists(scored=None), as_objects=st.booleans(),
+       tags=st.sampled_from([None, "travel", "", ["a", "b", ""], ("x",), []]),
+       key=st.sampled_from(["plan", 7, "", None]), superseded=st.sampled_from([True, False]))
+def test_the_fast_python_path_takes_tags_int_keys_and_flags(items, as_objects, tags, key,
+                                                            superseded):
+    for item in items:
+        item["metadata"].update(tags=tags, key=key, thread=key, superseded=superseded)
+    items = [clean_candidate(item, as_objects) for item in items]
+    assert_same_batch(coerce_plain(items, now=NOW), coerce_checked(items, now=NOW))
+
+
+def test_a_plain_dict_batch_is_built_without_the_checked_path(monkeypatch):
+    """Clean dicts (the latency benchmark's shape: str id and text, a float score, a small
+    metadata) never reach the checked path."""
+    from heaprank.scoring import candidates
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the checked path ran")
+
+    monkeypatch.setattr(candidates, "coerce_checked", refuse)
+    items = [{"id": f"m{i}", "text": f"memory {i}", "score": 1 / (i + 1),
+              "metadata": {"created_at": NOW - 60 * i, "kind": "fact", "source": "maya"}}
+             for i in range(50)]
+    batch = coerce_candidates(items, now=NOW)
+    assert batch.ids[:2] == ("m0", "m1") and batch.kinds == ("fact",) * 50
+    assert batch.created_at[1] == NOW - 60 and batch.absent("tags")
 
 
 @st.composite
@@ -161,10 +194,11 @@ def test_the_kernel_takes_clean_uniform_input(items):
     # no wild value, or a valid one (but a set of tags, which the kernel leaves to Python)
     if all(flags == () for flags in clean.flags) and not any(
             isinstance(_metadata(item).get("tags"), (set, frozenset)) for item in items):
+        want = coerce_checked(items, now=NOW)
+        assert_same_batch(coerce_plain(items, now=NOW), want)
         fast = coerce_c(items, now=NOW)
-        assert (fast is not None) == KERNEL
         if fast is not None:
-            assert_same_batch(fast, coerce_checked(items, now=NOW))
+            assert_same_batch(fast, want)
 
 
 def _metadata(item: Any) -> dict[Any, Any]:
@@ -197,7 +231,10 @@ def test_the_kernel_takes_every_encodable_string_column_and_defers_at_a_lone_sur
     check_paths_agree(items, "raise")
     encodable = not any("\ud800" <= char <= "\udfff" for value in values for char in value)
     blank = target in ("id", "text") and any(not value.strip() for value in values)
-    assert (coerce_c(items, now=NOW) is not None) == (KERNEL and encodable and not blank)
+    taken = encodable and not blank
+    assert (coerce_plain(items, now=NOW) is not None) == taken
+    kernel_taken = KERNEL and as_objects and taken and target != "tags"
+    assert (coerce_c(items, now=NOW) is not None) == kernel_taken
 
 
 @pytest.mark.parametrize("values", [

@@ -2,7 +2,9 @@
 :func:`coerce_c`) against the checked path, the specification of a valid candidate.
 
 The kernel either builds exactly the batch :func:`coerce_checked` builds (every field, element
-types included) or defers (returns None) so the checked path decides.
+types included) or defers (returns None) so the Python paths decide. It takes
+:class:`Candidate` objects only; plain dicts, tags, int keys and flags go to the fast Python
+path (tests/property/test_coerce_paths.py).
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from heaprank.scoring.candidates import coerce_c, coerce_checked
+from heaprank.scoring.candidates import _C_SLOTS, Candidate, coerce_c, coerce_checked
+from heaprank.scoring.results import Ranked
 from tests.property.kernels import stage_kernels
 from tests.property.test_coerce_paths import assert_same_batch, uniform_candidate_lists
 from tests.strategies import (
@@ -61,24 +64,39 @@ def test_the_kernel_batch_is_the_checked_batch_on_uniform_metadata(target, data)
     check_kernel_batch(data.draw(uniform_candidate_lists(target)))
 
 
-@given(items=candidate_lists(scored=None), as_objects=st.booleans())
-def test_the_kernel_takes_clean_candidates_and_dicts(items, as_objects):
-    items = [clean_candidate(item, as_objects) for item in items]
+@given(items=candidate_lists(scored=None))
+def test_the_kernel_takes_clean_candidates(items):
+    items = [clean_candidate(item, True) for item in items]
     assert check_kernel_batch(items) is not None
 
 
-@given(items=candidate_lists(scored=None), as_objects=st.booleans(),
-       tags=st.sampled_from([None, "travel", "", ["a", "b", ""], ("x",), []]),
-       key=st.sampled_from(["plan", 7, "", None]), superseded=st.sampled_from([True, False]))
-def test_the_kernel_takes_tags_int_keys_and_flags(items, as_objects, tags, key, superseded):
-    for item in items:
-        item["metadata"].update(tags=tags, key=key, thread=key, superseded=superseded)
+@given(items=candidate_lists(scored=None), as_objects=st.booleans())
+def test_the_kernel_leaves_plain_dicts_to_the_fast_python_path(items, as_objects):
     items = [clean_candidate(item, as_objects) for item in items]
+    assert (check_kernel_batch(items) is None) == (not as_objects)
+
+
+@given(items=candidate_lists(scored=None),
+       extra=st.sampled_from([{"tags": "travel"}, {"tags": ["a"]}, {"key": 7}, {"thread": 7},
+                              {"superseded": False}]))
+def test_the_kernel_leaves_tags_int_keys_and_flags_to_the_fast_python_path(items, extra):
+    for item in items:
+        item["metadata"].update(extra)
+    items = [clean_candidate(item, True) for item in items]
+    assert coerce_c(items, now=NOW) is None
+
+
+@given(items=candidate_lists(scored=None), key=st.sampled_from(["plan", "", None]))
+def test_the_kernel_takes_str_keys_and_threads(items, key):
+    for item in items:
+        item["metadata"].update(key=key, thread=key)
+    items = [clean_candidate(item, True) for item in items]
     assert check_kernel_batch(items) is not None
 
 
 @pytest.mark.parametrize("items", [
     [],
+    [{"id": "a", "text": "t", "metadata": {"kind": "fact"}}],  # a plain dict: Python
     [{"id": "a", "text": "t", "kind": "fact"}],  # a top-level shape field: the Python paths
     [{"id": "a", "text": "t", "metadata": {"tags": {"a"}}}],  # a set of tags
     [{"id": "a", "text": "t", "metadata": {"created_at": "2025-06-15T15:06:40Z"}}],
@@ -95,7 +113,7 @@ def test_a_str_subclass_key_goes_to_the_python_paths():
     class Key(str):
         pass
 
-    items = [{"id": "a", "text": "t", "metadata": {Key("kind"): "fact"}}]
+    items = [Candidate("a", "t", None, {Key("kind"): "fact"})]
     assert coerce_c(items, now=NOW) is None
     assert coerce_checked(items, now=NOW).kinds == ("fact",)
 
@@ -110,27 +128,33 @@ def test_the_kernel_agrees_with_the_checked_path_on_the_latency_benchmarks_candi
 
 @pytest.mark.parametrize("key", [7, None, ("kind",), b"kind"])
 def test_a_metadata_key_that_is_not_a_str_goes_to_the_python_paths(key):
-    items = [{"id": "a", "text": "t", "metadata": {key: 1, "kind": "fact"}}]
+    items = [Candidate("a", "t", None, {key: 1, "kind": "fact"})]
     assert coerce_c(items, now=NOW) is None
     assert coerce_checked(items, now=NOW).kinds == ("fact",)
 
 
-def test_a_candidate_dict_key_that_is_not_a_str_goes_to_the_python_paths():
-    items = [{"id": "a", "text": "t", 7: "x"}]
-    assert coerce_c(items, now=NOW) is None
-
-
 def test_the_kernel_returns_the_candidates_as_a_tuple_it_holds():
-    items = [{"id": "a", "text": "t"}, {"id": "b", "text": "u"}]
+    items = [Candidate("a", "t"), Candidate("b", "u")]
     batch = coerce_c(items, now=NOW)
     assert type(batch.items) is tuple and batch.items == tuple(items)
     items.clear()  # the caller's list changes after the call: the batch keeps its own
-    assert [item["id"] for item in batch.items] == ["a", "b"]
+    assert [item.id for item in batch.items] == ["a", "b"]
 
 
 def test_the_kernel_checks_its_arguments():
     kernel = stage_kernels("candidates").coerce_columns
-    with pytest.raises(TypeError, match="expected 8 arguments"):
+    with pytest.raises(TypeError, match="expected 7 arguments"):
         kernel([])
     with pytest.raises(TypeError, match="bad arguments"):
-        kernel([], None, {}, b"", (), 0.0, 0.0, frozenset())
+        kernel([], None, None, b"", (), 0.0, 0.0)
+
+
+def test_the_kernel_defers_on_slots_that_are_not_one_classs_object_slots():
+    kernel = stage_kernels("candidates").coerce_columns
+    items = [Candidate("a", "t")]
+    args = ({}, b"", (), NOW, NOW)
+    assert kernel(items, _C_SLOTS, *args) is not None
+    assert kernel(items, _C_SLOTS[:3], *args) is None
+    assert kernel(items, (*_C_SLOTS[:3], Ranked.__dict__["rank"]), *args) is None
+    assert kernel(items, (None, *_C_SLOTS[1:]), *args) is None
+    assert kernel(items, list(_C_SLOTS), *args) is None

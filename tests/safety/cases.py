@@ -99,8 +99,8 @@ def _in_a_gc_pass(items: list[Any], mutate: Callable[[], None], again: int = 0) 
     kernel = getattr(candidates, "_KERNEL", None) or getattr(candidates, "speedups", None)
     if kernel is None:
         raise SystemExit("no candidates kernel built: nothing to hold to it")
-    args = (items, candidates.Candidate, candidates._C_REVERSE, candidates._C_KINDS,
-            candidates._C_BOUNDS, NOW, NOW + 300.0, candidates._NO_TAGS)
+    args = (items, candidates._C_SLOTS, candidates._C_REVERSE, candidates._C_KINDS,
+            candidates._C_BOUNDS, NOW, NOW + 300.0)
     gc.disable()
     _Finaliser(mutate, again)
     gc.set_threshold(1)
@@ -114,10 +114,10 @@ def _in_a_gc_pass(items: list[Any], mutate: Callable[[], None], again: int = 0) 
 
 
 def _metadata(i: int) -> dict[str, Any]:
-    """Tags and labels that make a kernel allocate containers as it reads them, and values
-    after the tags (in field order) held by this dict alone."""
-    return {"tags": ["a", f"t{i}"], "kind": "fact", "source": "x", "created_at": NOW - i,
-            "thread": f"s{i}", "position": float(i) + 0.5, "superseded": False}
+    """Labels that make the kernel allocate containers as it reads them (a column per label
+    field), and values after them (in field order) held by this dict alone."""
+    return {"kind": "fact", "source": "x", "created_at": NOW - i, "thread": f"s{i}",
+            "position": float(i) + 0.5}
 
 
 def _tagged(n: int) -> list[Candidate]:
