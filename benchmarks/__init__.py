@@ -62,6 +62,8 @@ BENCHMARKS = {
                        "where a rerank's and a feedback's time goes; or two checkouts side by side"),
     "kernel-shares": ("benchmarks.speed.kernel_shares",
                       "each C kernel's share of a rerank of 50 and of a memory feedback"),
+    "row-cache": ("benchmarks.speed.row_cache", "the worst single rerank while the row cache "
+                  "fills with unseen labels, kernels and pure Python side by side"),
     "cold-calls": ("benchmarks.speed.cold_calls",
                    "small numpy calls warm and with cold caches, beside plain Python"),
     "feedback-procs-ab": ("benchmarks.speed.feedback_procs_ab",

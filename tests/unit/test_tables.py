@@ -9,7 +9,7 @@ import random
 import numpy as np
 
 from heaprank import Reranker
-from heaprank._accel.tables import OpenTable, RowTable, home
+from heaprank._accel.tables import OpenTable, RowTable, ShapeTable, home, homes
 
 ROW_SCALE = 2 ** 17
 
@@ -59,3 +59,45 @@ def test_reranks_with_varied_labels_keep_the_row_cache_chains_short() -> None:
         return
     assert len(table) >= 4_000
     assert longest_probe(table) <= 40
+
+
+def test_homes_of_an_array_are_each_keys_home() -> None:
+    rng = random.Random(3)
+    keys = [rng.randrange(-(1 << 63), 1 << 63) for _ in range(2_000)] + [0, -1, 1 << 62]
+    assert homes(np.array(keys, dtype=np.int64)).tolist() == [home(key) for key in keys]
+
+
+def test_a_grown_table_holds_every_entry_where_its_probe_finds_it() -> None:
+    """Growth places the entries again by whole-array passes: each key, its row and the other
+    columns are found from the key's home with no empty entry before them."""
+    table = ShapeTable()
+    keys = [slot * ROW_SCALE + 5 for slot in range(20_000)]  # grows 1,024 -> 65,536
+    for i, key in enumerate(keys):
+        table.insert(key, i * ROW_SCALE, frozenset({f"w{i}"}))
+    assert len(table) == 20_000 and len(table.entries) == 65_536
+    for i, key in enumerate(keys):
+        at = table._find(key)
+        assert table.entries[at].tolist()[:2] == [key, i * ROW_SCALE + 1]
+        assert table.words[int(table.entries[at, 3])] == frozenset({f"w{i}"})
+    assert longest_probe(table) <= 40
+    table.discard(keys[0])
+    assert all(table.entries[table._find(key), 0] == key for key in keys[1:50])
+
+
+def test_a_growth_whose_run_wraps_around_the_end_places_every_entry() -> None:
+    """Keys homed at the table's last places: their run passes its end and wraps to the
+    start, where the keys homed there must still be found."""
+    table = RowTable()
+    size = 2 * len(table.entries)  # after the growth below
+    keys, want = [], 2 * table.MIN_SIZE // 4 + 1
+    candidate = 0
+    while len(keys) < want:
+        candidate += 1
+        if home(candidate) & (size - 1) >= size - 8 or home(candidate) & (size - 1) < 4:
+            keys.append(candidate)
+    keys += list(range(10_000_000, 10_000_000 + table.MIN_SIZE // 2 - len(keys) + 1))
+    for row, key in enumerate(keys):
+        table.insert(key, row)
+    assert len(table.entries) == size
+    for row, key in enumerate(keys):
+        assert table.entries[table._find(key)].tolist() == [key, row + 1]
