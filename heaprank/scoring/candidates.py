@@ -419,6 +419,10 @@ def coerce_plain(items: Sequence[Any], *, now: float,
     texts: list[str] = []
     scores: list[float] = []
     given: dict[str, list[Any]] = {}  # per field some candidate gives, its column
+    cid: Any
+    text: Any
+    score: Any
+    meta: Any
     for i, item in enumerate(items):
         if type(item) is Candidate:
             cid, text, score, meta = item.id, item.text, item.score, item.metadata
