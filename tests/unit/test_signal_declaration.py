@@ -59,15 +59,16 @@ LOGGED = tuple(s.name for s in SIGNALS if s.logged)
 USE_IT = '''
 import json
 from heaprank import Config, Reranker, Weights
-from heaprank.learning.choices import ChoiceLog
-cands = [{"id": "long", "text": "a long note " * 20, "score": 1.0}, {"id": "low", "text": "low " * 20, "score": 0.0},
+cands = [{"id": "long", "text": "a long note " * 20, "score": 1.0},
+         {"id": "low", "text": "low " * 20, "score": 0.0},
          {"id": "short", "text": "short note", "score": 0.9}]
 off = Reranker().rerank("what note?", cands)
 rr = Reranker(config=Config(weights=Weights(brevity=3.0)))
 on = rr.rerank("what note?", cands)
 imp = rr.state.get_impression(on.recall_id)
-print(json.dumps({"off": [r.id for r in off.items], "on": [r.id for r in on.items], "explain": on.items[0].explain(),
-                  "stored": list(imp.signal_names), "weights": rr.stats()["weights"]}, default=str))
+print(json.dumps({"off": [r.id for r in off.items], "on": [r.id for r in on.items],
+                  "explain": on.items[0].explain(), "stored": list(imp.signal_names),
+                  "weights": rr.stats()["weights"]}, default=str))
 '''
 
 
