@@ -23,6 +23,11 @@ MAX_NAMESPACE_CHARS = 256
 #: document (candidate texts are read up to 2,000 characters).
 MAX_QUERY_CHARS = 8_000
 
+#: Longest label value accepted (a candidate's ``kind``, ``source`` and each tag), in
+#: characters: a label becomes part of stored feature names (``source:<value>`` and its
+#: question-type crossings), so it is a short category, not a payload.
+MAX_LABEL_CHARS = 512
+
 #: Most results one rerank may return: an impression stores its shown items' count in 16 bits.
 MAX_K = 65_535
 

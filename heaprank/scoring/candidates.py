@@ -32,7 +32,9 @@ Typed fields (in ``metadata`` under any of the keys of :data:`DEFAULT_FIELD_KEYS
 - ``tags``: a ``str`` (one tag) or a list, tuple or set of ``str``; empty tags are dropped.
 - ``superseded``: ``bool`` only (the string ``"false"`` is an error, not true).
 
-Label values (``kind``, ``source``, ``key``, ``thread``, ``tags``) must be encodable as UTF-8.
+Label values (``kind``, ``source``, ``key``, ``thread``, ``tags``) must be encodable as UTF-8;
+``kind``, ``source`` and each tag hold at most :data:`~heaprank._checks.MAX_LABEL_CHARS`
+characters (they become stored feature names).
 A value of the wrong type raises :class:`~heaprank.errors.InputTypeError`, a bad value
 :class:`~heaprank.errors.InputError`, both naming the field
 (``candidates[3] (id 'x').importance: ...``). With ``on_invalid="neutral"`` a bad shape field,
@@ -52,10 +54,10 @@ from typing import Any, Protocol, Union, runtime_checkable
 import numpy as np
 
 from .._accel import kernels
-from .._checks import check_id, preview
+from .._checks import MAX_LABEL_CHARS, check_id, preview
 from .._time import EARLIEST_S, LATEST_S, to_epoch
 from ..errors import InputError, InputTypeError
-from .fields import _RANGES, MAX_IMPORTANCE, FieldChecker, OnInvalid, encodable
+from .fields import _RANGES, MAX_IMPORTANCE, FieldChecker, OnInvalid, encodable, long_label
 
 __all__ = ["DEFAULT_FIELD_KEYS", "MAX_IMPORTANCE", "Candidate", "CandidateBatch", "CandidateLike",
            "OnInvalid", "SupportsCandidate", "coerce_c", "coerce_candidates", "coerce_checked",
@@ -382,7 +384,7 @@ def _plain_tags(value: object) -> object:
     if type(tags) is not list and type(tags) is not tuple:
         return _DEFER
     for tag in tags:
-        if _plain_label(tag) is _DEFER:
+        if _plain_label(tag) is _DEFER or len(tag) > MAX_LABEL_CHARS:
             return _DEFER
     return frozenset(tags).difference(("",)) if "" in tags else frozenset(tags)
 
@@ -397,8 +399,9 @@ def _plain_value(name: str, value: object, now: float, latest: float) -> object:
         if x is None or not low <= x <= high:
             return _DEFER
         return min(x, now) if check == "time" else x
-    if check == "label":
-        return _plain_label(value)
+    if check == "label":  # (a label over the cap: the checked path names it)
+        return _plain_label(value) if type(value) is not str \
+            or len(value) <= MAX_LABEL_CHARS else _DEFER
     if check == "intlabel":
         return str(value) if type(value) is int else _plain_label(value)
     if check == "tags":
@@ -513,6 +516,8 @@ _C_KIND = {**dict.fromkeys(_TIMES, "T"), **dict.fromkeys(_RANGES, "R"), "kind": 
 _C_KINDS = "".join(_C_KIND[name] for name in _FIELDS).encode("ascii")
 _C_BOUNDS = tuple((EARLIEST_S, LATEST_S) if name in _TIMES else _BOUNDS.get(name, (0.0, 0.0))
                   for name in _FIELDS)
+#: The bits of ``present`` (fields some candidate gave) of the labels whose length is capped
+_LABEL_BITS = sum(1 << _FIELDS.index(name) for name in ("kind", "source", "tags"))
 #: Per field, its row in the kernel's block of floats (0: not numeric; the scores are row 0).
 _C_ROW = dict(zip([name for name in _FIELDS if _C_KIND[name] in "TR"], itertools.count(1)))
 #: The kernel reads a Candidate's four slots by their member descriptors' offsets.
@@ -544,5 +549,8 @@ def coerce_c(items: Sequence[Any], *, now: float,
             row = _C_ROW.get(name)
             fields[_BATCH_FIELD.get(name, name)] = block[row] if row is not None else columns[f]
         f += 1
+    if present & _LABEL_BITS and long_label(
+            itertools.chain(fields["kinds"], fields["sources"]), fields["tags"]):
+        return None  # the checked path names the label over the cap
     fields.update(items=stored, ids=ids, texts=texts, scores=block[0])
     return CandidateBatch(**fields)

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
 import numpy as np
 
-from .._checks import preview
+from .._checks import MAX_LABEL_CHARS, preview
 from .._time import NUMBER_TYPES, check_epoch, parse_time
 from ..errors import InputError, InputTypeError
 
@@ -127,6 +127,9 @@ class FieldChecker:
         if not encodable(value):
             self.bad(name, "contains a lone surrogate (not encodable as UTF-8)")
             return None
+        if not ints and len(value) > MAX_LABEL_CHARS:
+            self.bad(name, too_long(value))
+            return None
         return value or None
 
     def tags(self, value: Any) -> frozenset[str]:
@@ -145,6 +148,9 @@ class FieldChecker:
             if not encodable(tag):
                 self.bad(f"tags[{j}]", "contains a lone surrogate (not encodable as UTF-8)")
                 return frozenset()
+            if len(tag) > MAX_LABEL_CHARS:
+                self.bad(f"tags[{j}]", too_long(tag))
+                return frozenset()
             if tag:
                 out.append(tag)
         return frozenset(out)
@@ -156,6 +162,19 @@ class FieldChecker:
             self.wrong_type(name, "bool", value)
             return False
         return bool(value)
+
+
+def too_long(label: str) -> str:
+    """The error of a label over :data:`~heaprank._checks.MAX_LABEL_CHARS` characters."""
+    return f"{len(label)} characters, at most {MAX_LABEL_CHARS} allowed"
+
+
+def long_label(labels: Iterable[str | None], tags: Iterable[frozenset[str]]) -> bool:
+    """Whether any of these labels or tags is over :data:`~heaprank._checks.MAX_LABEL_CHARS`
+    characters (the C kernel does not check it: the checked path then says which)."""
+    if any(label is not None and len(label) > MAX_LABEL_CHARS for label in labels):
+        return True
+    return any(len(tag) > MAX_LABEL_CHARS for group in tags for tag in group)
 
 
 def encodable(text: str) -> bool:
