@@ -40,16 +40,45 @@ _MAPPINGS = ("kind_importance", "intent_recency", "fusion_weights", "qtype_weigh
 RECENCY_KERNELS = ("exponential", "ebbinghaus")
 
 
-def _check_nonneg(name: str, value: float) -> None:
+#: Largest signal weight (an exponent) or fusion weight accepted, and largest magnitude of an
+#: ``intent_recency`` multiplier: at 100 a signal of 0.99 already weighs 0.37, and far larger
+#: exponents push every score to 0.0 (ties) or overflow the log score. Fitted weights stay
+#: far below (a re-fit caps them at 20).
+MAX_WEIGHT = 100.0
+
+
+def _number(name: str, value: object, rule: str) -> float:
+    """``value`` as a finite float, else the ConfigError naming ``name`` and its ``rule``."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ConfigError(f"{name}: expected a number, got {type(value).__name__}")
-    if not math.isfinite(value) or value < 0:
+    try:
+        out = float(value)
+    except OverflowError:  # an int beyond the float range
+        raise ConfigError(f"{name}: {rule}, got an integer too large for a float") from None
+    if not math.isfinite(out):
+        raise ConfigError(f"{name}: {rule}, got {value!r}")
+    return out
+
+
+def _check_nonneg(name: str, value: float) -> None:
+    if _number(name, value, "must be finite and >= 0") < 0:
         raise ConfigError(f"{name}: must be finite and >= 0, got {value!r}")
 
 
 def _check_weights(self: Any) -> None:
     for f in fields(self):
-        _check_nonneg(f"weights.{f.name}", getattr(self, f.name))
+        _check_weight(f"weights.{f.name}", getattr(self, f.name))
+
+
+def _check_weight(name: str, value: float, *, signed: bool = False) -> None:
+    """A weight: finite, from 0 (``-MAX_WEIGHT`` when ``signed``) to :data:`MAX_WEIGHT`."""
+    rule = f"must be finite and in [-{MAX_WEIGHT:g}, {MAX_WEIGHT:g}]" if signed \
+        else "must be finite and >= 0"
+    out = _number(name, value, rule)
+    if out < (-MAX_WEIGHT if signed else 0.0):
+        raise ConfigError(f"{name}: {rule}, got {value!r}")
+    if out > MAX_WEIGHT:
+        raise ConfigError(f"{name}: must be at most {MAX_WEIGHT:g}, got {value!r}")
 
 
 def _as_tuple(self: Any) -> tuple[float, ...]:
@@ -58,7 +87,8 @@ def _as_tuple(self: Any) -> tuple[float, ...]:
 
 
 _WEIGHTS_DOC = ("Exponents of the log-linear score ``prod_i signal_i ** w_i``; 0 switches a "
-                "signal off.\n\nOne field per signal of :data:`heaprank.model.signals.SIGNALS`, "
+                "signal off. Each is a finite number from 0 to :data:`MAX_WEIGHT` (100)."
+                "\n\nOne field per signal of :data:`heaprank.model.signals.SIGNALS`, "
                 "its default there:\n\n" + "\n".join(
                     f"- ``{s.name}`` (default {s.weight:g}): {s.doc}." for s in SIGNAL_DECLARED))
 
@@ -299,10 +329,7 @@ class Config:
             if intent not in INTENTS:
                 raise ConfigError(f"intent_recency: unknown intent {intent!r}; expected "
                                   f"'recent', 'past' or 'none'")
-            if isinstance(scale, bool) or not isinstance(scale, (int, float)) \
-                    or not math.isfinite(scale):
-                raise ConfigError(f"intent_recency[{intent!r}]: expected a finite number, got "
-                                  f"{scale!r}")
+            _check_weight(f"intent_recency[{intent!r}]", scale, signed=True)
         # Each intent not named takes its default (so {"past": -8} keeps recency off where a
         # question has no temporal intent).
         object.__setattr__(self, "intent_recency",
@@ -311,7 +338,7 @@ class Config:
             if not isinstance(name, str) or not name:
                 raise ConfigError(f"fusion_weights: score names must be non-empty str, got "
                                   f"{name!r}")
-            _check_nonneg(f"fusion_weights[{name!r}]", weight)
+            _check_weight(f"fusion_weights[{name!r}]", weight)
         if any(isinstance(w, Mapping) for w in self.qtype_weights.values()):
             # Weights written as mappings (a config file, to_dict's form) become Weights.
             object.__setattr__(self, "qtype_weights", {

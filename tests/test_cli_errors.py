@@ -40,6 +40,10 @@ ERRORS = {
     "a plot onto a folder": (["plot", "links", "--out", "{tmp}/taken.png"], "--out: cannot write"),
     "a path without sqlite:///": (["links", "--state", "heaprank.db"],
                                   "(for a SQLite file: 'sqlite:///heaprank.db')"),
+    "an unclosed IPv6 host": (["stats", "--state", "redis://:s3cret@[::1"],
+                              "state: not a valid URL (Invalid IPv6 URL)"),
+    "an unclosed IPv6 host to copy": (["state", "copy", "redis://[::1", "{tmp}/copy.db"],
+                                      "state: not a valid URL"),
 }
 
 
@@ -57,6 +61,7 @@ def test_user_errors_are_one_line_and_exit_2(case: str, state_url: str, tmp_path
     [line] = captured.err.splitlines()
     assert line.startswith("heaprank: ") and expected in line, line
     assert "Traceback" not in captured.err and "Errno" not in line
+    assert "s3cret" not in captured.err  # a URL's password is never echoed
 
 
 def test_a_namespace_of_the_state_and_the_pooled_layer_still_work(state_url: str,

@@ -21,7 +21,7 @@ from urllib.parse import parse_qsl, urlsplit
 from .._version import __version__
 from ..errors import HeapRankError
 from ..mcp.command import add_command as add_mcp_command
-from ..state import sqlite_path
+from ..state import check_url, sqlite_path
 from .options import FEATURES, known_namespace, number, print_fit, whole_number
 
 DEFAULT_STATE = "sqlite:///heaprank.db"
@@ -70,7 +70,7 @@ def _existing_state(url: str) -> str:
                              "pass --state or set HEAPRANK_STATE")
         return _read_only(url, url.partition("?")[2])
     if url.split(":", 1)[0] in _REDIS_SCHEMES:  # read-only: a missing state is not created
-        return _read_only(url, urlsplit(url).query)
+        return _read_only(url, urlsplit(check_url(url)).query)
     return url
 
 

@@ -28,7 +28,7 @@ from .sqlite.backend import SQLiteState
 
 __all__ = ["AsyncStateBackend", "DocStats", "FeedbackOutcome", "Impression", "LinkCounts",
            "MemoryState", "SQLiteState", "StateBackend", "Update", "new_recall_id", "open_state",
-           "sqlite_path", "sqlite_options"]
+           "check_url", "sqlite_path", "sqlite_options"]
 
 _SQLITE_OPTIONS = {"mode": str, "synchronous": str, "busy_timeout": float,
                    "max_impressions": int, "impression_ttl": float, "max_open_impressions": int}
@@ -78,6 +78,17 @@ def memory_options(url: str) -> dict[str, Any]:
     return _url_options(url, _MEMORY_OPTIONS)
 
 
+def check_url(url: str) -> str:
+    """``url`` if :func:`urllib.parse.urlsplit` reads it, else a ConfigError naming ``state``
+    (with urlsplit's words, such as "Invalid IPv6 URL": never the URL, which may hold a
+    password)."""
+    try:
+        urlsplit(url)
+    except ValueError as exc:
+        raise ConfigError(f"state: not a valid URL ({exc})") from None
+    return url
+
+
 def open_state(state: str | StateBackend | None, *, strict: bool = False) -> StateBackend:
     """A backend from a URL, an existing backend, or ``None`` (in memory). With ``strict`` a
     Redis server that cannot be reached raises StateUnavailableError here; without it the
@@ -106,8 +117,9 @@ def open_state(state: str | StateBackend | None, *, strict: bool = False) -> Sta
     if scheme in ("redis", "rediss", "unix", "redis+cluster"):
         from .redis.backend import RedisState, redis_options
 
-        url, options = redis_options(state)
+        check_url(state)
         try:
+            url, options = redis_options(state)
             return RedisState(url, strict=strict, **options)
         except ValueError as exc:
             if isinstance(exc, ConfigError):

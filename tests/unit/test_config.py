@@ -18,6 +18,15 @@ from heaprank.config import load_config, save_config
     (lambda: Weights(importance=math.inf), r"weights\.importance: must be finite"),
     (lambda: Weights(usefulness=-0.001), r"weights\.usefulness"),
     (lambda: Weights(relevance=True), r"weights\.relevance: expected a number"),
+    (lambda: Weights(usefulness=10**400), r"weights\.usefulness: must be finite and >= 0, got "
+                                          r"an integer too large for a float"),
+    (lambda: Weights(usefulness=1e308), r"weights\.usefulness: must be at most 100, got 1e\+308"),
+    (lambda: Weights(recency=100.5), r"weights\.recency: must be at most 100"),
+    (lambda: Config(fusion_weights={"dense": 1e9}), r"fusion_weights\['dense'\]: must be at "
+                                                    r"most 100"),
+    (lambda: Config(intent_recency={"past": -1e9}), r"intent_recency\['past'\]: must be finite "
+                                                     r"and in \[-100, 100\]"),
+    (lambda: Config(half_life_s=10**400), r"half_life_s: must be finite and >= 0, got an integer"),
     (lambda: Weights(relevance="1"), r"weights\.relevance: expected a number"),
     (lambda: Config(relevance_floor=1.0), r"relevance_floor: must be in \[0, 1\)"),
     (lambda: Config(relevance_floor=1.5), r"relevance_floor"),
@@ -218,3 +227,21 @@ def test_load_config_errors_name_the_file_and_the_field(tmp_path):
         load_config(bad)
     with pytest.raises(ConfigError, match="config: expected Config"):
         save_config({"weights": {}}, tmp_path / "x.json")  # type: ignore[arg-type]
+
+
+def test_the_largest_weight_still_orders_and_scores_apart() -> None:
+    """At the bound, scores stay apart (no 0.0 ties) and the order is the retriever's."""
+    top = Weights(relevance=100, recency=100, importance=100, usefulness=100)
+    rr = Reranker(config=Config(weights=top))
+    ranking = rr.rerank("when is my flight?", [
+        {"id": str(i), "text": f"flight at {i} pm", "score": 1 - i / 10} for i in range(5)],
+        now=1.7e9)
+    scores = [r.score for r in ranking]
+    assert [r.id for r in ranking] == ["0", "1", "2", "3", "4"]
+    assert all(s > 0 for s in scores) and len(set(scores)) == 5
+
+
+def test_an_invalid_redis_url_is_a_config_error_naming_state_without_its_password() -> None:
+    with pytest.raises(ConfigError, match=r"^state: not a valid URL \(Invalid IPv6 URL\)$") as caught:
+        Reranker("redis://:s3cret@[::1")
+    assert "s3cret" not in str(caught.value)

@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from heaprank import Config, Reranker, Weights
-from heaprank.config import DEFAULT_KIND_IMPORTANCE, RECENCY_EVERY_QUESTION
+from heaprank import Config, ConfigError, Reranker, Weights
+from heaprank.config import DEFAULT_KIND_IMPORTANCE, MAX_WEIGHT, RECENCY_EVERY_QUESTION
 from heaprank.scoring.candidates import coerce_candidates
 from heaprank.scoring.rank import combine
 from heaprank.scoring.signals import importance, recency, relevance
@@ -209,12 +209,16 @@ def test_an_ancient_memory_is_weak_but_never_dropped_with_a_zero_floor():
     assert top1.why_not("ancient").factor == "recency"
 
 
-def test_a_score_beyond_the_float_range_is_inf_not_an_error():
-    # importance is capped at 10, so the overflow comes from the weight: 10 ** 400.
-    cfg = Config(weights=Weights(importance=400.0))
+def test_the_largest_weights_keep_a_score_within_the_float_range():
+    # importance is capped at 10 and a weight at 100 (MAX_WEIGHT): 10 ** 400 (inf, every top
+    # score tied) is refused when the Weights are built, and 10 ** 100 stays finite.
+    with pytest.raises(ConfigError, match="weights.importance: must be at most 100"):
+        Weights(importance=400.0)
+    cfg = Config(weights=Weights(importance=MAX_WEIGHT))
     cands = [{"id": "huge", "text": "note", "score": 1.0, "metadata": {"importance": 10.0}},
              {"id": "plain", "text": "note", "score": 1.0}]
     ranking = Reranker(config=cfg).rerank("What did I note?", cands, k=1, now=NOW)
-    assert ranking.ids == ["huge"] and ranking[0].score == math.inf
+    assert ranking.ids == ["huge"] and math.isfinite(ranking[0].score)
+    assert ranking[0].score > 1e90
     why = ranking.why_not("plain")
-    assert why.factor == "importance" and why.kth_score == math.inf
+    assert why.factor == "importance" and math.isfinite(why.kth_score)
