@@ -61,8 +61,10 @@ class Reranker:
         config: Weights and signal settings (:class:`~heaprank.Config`).
         rules: Extra named multipliers (:class:`~heaprank.Rule`).
         question_classifier: Maps a query to a question type (English rules by default).
-        feature_cache_bytes: Bound of the per-process cache of candidate shapes (it holds no
-            caller text, only what featurisation read from it).
+        feature_cache_bytes: Bound of the per-process feature cache: the candidate shapes,
+            feature names and rows, query readings and expanded rows it holds, counted as held
+            (it holds no caller text, only what featurisation read from it). A bound below
+            ~200 KB leaves little room besides an empty cache's fixed ~100 KB of tables.
         strict: Raise :class:`~heaprank.StateUnavailableError` from ``rerank`` when the state
             cannot be reached, instead of ranking on the retriever and the priors (flagged in
             EXPLAIN, logged as a warning).
@@ -150,12 +152,11 @@ class Reranker:
         seen = self._scorer.see(candidates, request)
         cfg = request.config
         evidence = self._evidence.read(
-            self._caps, request.namespace, seen.rows, seen.batch.ids,
+            self._caps, request.namespace, seen.feature_rows, seen.batch.ids,
             edges=cfg.co_use is not None and cfg.weights.association > 0, version=version)
         scored = self._scorer.score(request, seen, evidence)
         if request.track and not evidence.flags and len(scored.top):
-            recall_id, untracked = self._impressions.track(self.state, scored, self._space,
-                                                           version)
+            recall_id, untracked = self._impressions.track(self.state, scored, version)
         else:
             recall_id, untracked = new_recall_id(), None
         return self._results(scored, recall_id, untracked)
@@ -173,11 +174,11 @@ class Reranker:
         seen = self._scorer.see(candidates, request)
         cfg = request.config
         evidence = await self._evidence.aread(
-            twin, request.namespace, seen.rows, seen.batch.ids,
+            twin, request.namespace, seen.feature_rows, seen.batch.ids,
             edges=cfg.co_use is not None and cfg.weights.association > 0)
         scored = self._scorer.score(request, seen, evidence)
         if request.track and not evidence.flags and len(scored.top):
-            recall_id, untracked = await self._impressions.atrack(twin, scored, self._space)
+            recall_id, untracked = await self._impressions.atrack(twin, scored)
         else:
             recall_id, untracked = new_recall_id(), None
         return self._results(scored, recall_id, untracked)
@@ -192,7 +193,8 @@ class Reranker:
         return Request(query, namespace, k, when, explicit, track, cfg)
 
     def _results(self, scored: Scored, recall_id: str, untracked: str | None) -> Ranking:
-        top_links = self._evidence.top_links(scored.evidence.links, scored.top_rows)
+        top_links = self._evidence.top_links(scored.evidence.links, scored.top_rows,
+                                             scored.seen.generation)
         ranking = explain.ranking(scored, recall_id, top_links, untracked)
         if ranking.degraded:
             with self._degraded_lock:

@@ -22,7 +22,8 @@ from ..errors import (
 )
 from ..model import links as linkmath
 from ..model.evidence import DocStats, EdgeRows, Evidence, LinkCounts, RowLinks
-from ..scoring.space import FeatureSpace
+from ..scoring.generation import Generation
+from ..scoring.space import FeatureRows, FeatureSpace
 from ..state.capabilities import (
     AsyncEdgeBackend,
     AsyncStateBackend,
@@ -123,11 +124,11 @@ class EvidenceReader:
     def clear(self) -> None:
         self._kept.clear()
 
-    def read(self, caps: Capabilities, namespace: str, rows: np.ndarray, ids: Sequence[str],
+    def read(self, caps: Capabilities, namespace: str, rows: FeatureRows, ids: Sequence[str],
              *, edges: bool, version: object) -> Evidence:
-        """The evidence on the distinct feature rows ``rows`` and the documents ``ids``, with
-        the edges among them when ``edges``, read from the state. ``version``: the state's
-        version read just before (None: it has none)."""
+        """The evidence on the distinct feature rows ``rows`` (of their generation) and the
+        documents ``ids``, with the edges among them when ``edges``, read from the state.
+        ``version``: the state's version read just before (None: it has none)."""
         ask = self._ask(namespace, rows, version)
         try:
             if edges:  # no edges fetched unless they count
@@ -143,7 +144,7 @@ class EvidenceReader:
             return self._outage(ask, len(ids), exc)
         return self._finish(ask, counts, docs, None)
 
-    async def aread(self, twin: AsyncStateBackend, namespace: str, rows: np.ndarray,
+    async def aread(self, twin: AsyncStateBackend, namespace: str, rows: FeatureRows,
                     ids: Sequence[str], *, edges: bool) -> Evidence:
         """:meth:`read` on a state's async twin (nothing kept: its reads are not ordered after
         a read of the sync state's version)."""
@@ -159,16 +160,17 @@ class EvidenceReader:
             return self._outage(ask, len(ids), exc)
         return self._finish(ask, counts, docs, edge_rows)
 
-    def _ask(self, namespace: str, rows: np.ndarray, version: object) -> _Ask:
-        key = (namespace, self._space.generation, rows.tobytes())
+    def _ask(self, namespace: str, rows: FeatureRows, version: object) -> _Ask:
+        gen = rows.generation  # its names, whatever reset another thread makes meanwhile
+        key = (namespace, gen.number, rows.distinct.tobytes())
         hit = self._kept.get(key) if version is not None else None
         kept = hit[1] if hit is not None and hit[0] == version else None
-        matrix = self._space.matrix(rows) if kept is None else kept.matrix
+        matrix = gen.matrix_of(rows.distinct) if kept is None else kept.matrix
         names: list[str] = []
         where = None
         if kept is None:
             vocab, where = np.unique(matrix, return_inverse=True)
-            names = list(map(self._space.names.__getitem__, vocab.tolist()))
+            names = list(map(gen.names.__getitem__, vocab.tolist()))
         return _Ask(key, version, kept, matrix, names, where)
 
     def _outage(self, ask: _Ask, n_docs: int, exc: StateError) -> Evidence:
@@ -199,17 +201,19 @@ class EvidenceReader:
         row_p = linkmath.posterior_mean(alpha, beta)[shaped]
         return RowLinks(matrix, shaped, alpha, beta, row_p, linkmath.noisy_or(row_p), {}, {})
 
-    def top_links(self, links: RowLinks,
-                  rows: list[int]) -> dict[int, tuple[tuple[str, float], ...]]:
-        """The :data:`TOP_LINKS` strongest links ``(feature, p)`` of these rows, strongest first
-        (ties in the row's order), worked out for the rows not seen yet and kept with
-        ``links`` (while they are kept, a row's top links are too)."""
+    @staticmethod
+    def top_links(links: RowLinks, rows: list[int],
+                  generation: Generation) -> dict[int, tuple[tuple[str, float], ...]]:
+        """The :data:`TOP_LINKS` strongest links ``(feature, p)`` of these rows (of
+        ``generation``, the one ``links`` were read in), strongest first (ties in the row's
+        order), worked out for the rows not seen yet and kept with ``links`` (while they are
+        kept, a row's top links are too)."""
         known = links.top_links
         if known.keys() >= set(rows):  # the usual case, while the links are kept
             return known
         missing = [r for r in dict.fromkeys(rows) if r not in known]
         if missing:
-            names, at = self._space.names, np.array(missing)
+            names, at = generation.names, np.array(missing)
             p, matrix = links.p[at], links.matrix[at]
             best = np.argsort(-p, axis=1, kind="stable")[:, :TOP_LINKS]
             which = np.arange(len(missing))[:, None]

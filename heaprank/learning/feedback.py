@@ -208,7 +208,7 @@ class FeedbackStage:
             field = "used" if unknown[0] in named[:n_used] else "labels:"
             raise FeedbackError(f"{field} id {unknown[0]!r} is not among the shown ids")
         seen = self._scorer.read(batch, query, cfg)
-        slots_of = self._space.slots_of
+        slots_of = seen.generation.slots_of
         return Impression(recall_id=recall_id, namespace=namespace, qtype=seen.info.qtype,
                           time=when, time_explicit=explicit, ids=batch.ids,
                           slots=tuple(slots_of(r) for r in seen.rows[seen.row_of].tolist()),

@@ -21,7 +21,6 @@ from ..model.signals import NAMES as SIGNALS
 from ..records import Impression, new_recall_id
 from ..scoring import rank
 from ..scoring.scorer import Scored
-from ..scoring.space import FeatureSpace
 from ..state.base import StateBackend
 from ..state.capabilities import AsyncStateBackend
 from .evidence import cause
@@ -54,7 +53,7 @@ def remember(cache: dict[str, Any], key: str, value: Any) -> None:
     cache[key] = value
 
 
-def impression_of(scored: Scored, recall_id: str, space: FeatureSpace) -> Impression:
+def impression_of(scored: Scored, recall_id: str) -> Impression:
     """The impression of a scored rerank: its shown items with their slots and the signal
     values it ranked on (the mean usefulness is what was believed; an explored rerank adds its
     sample, a spreading one the association factors)."""
@@ -82,7 +81,7 @@ def impression_of(scored: Scored, recall_id: str, space: FeatureSpace) -> Impres
     return Impression(
         recall_id, request.namespace, seen.info.qtype, request.when, request.explicit,
         tuple(map(seen.batch.ids.__getitem__, scored.top.tolist())),
-        space.slots_of_rows(list(map(rows.__getitem__, scored.top_rows))),
+        seen.generation.slots_of_rows(list(map(rows.__getitem__, scored.top_rows))),
         request.config.doc_features,
         IMPRESSION_SIGNALS + tuple(extra) if extra else IMPRESSION_SIGNALS, stored)
 
@@ -118,13 +117,13 @@ class ImpressionLog:
         self._stored.clear()
         self.means.clear()
 
-    def track(self, state: StateBackend, scored: Scored, space: FeatureSpace,
+    def track(self, state: StateBackend, scored: Scored,
               version: object) -> tuple[str, str | None]:
         """Write a scored rerank's impression and keep what its feedback reads: ``(recall id,
         None)``. When the state fails (and the log is not strict) the ranking is still
         returned, untracked: ``(recall id, EXPLAIN's flag of why)``, and its feedback then
         reports an unknown recall."""
-        impression = impression_of(scored, self.mint(scored.request.namespace), space)
+        impression = impression_of(scored, self.mint(scored.request.namespace))
         try:
             recall_id = self.put(state, impression)
         except StateError as exc:
@@ -132,10 +131,9 @@ class ImpressionLog:
         self._tracked(recall_id, impression, scored, version)
         return recall_id, None
 
-    async def atrack(self, twin: AsyncStateBackend, scored: Scored,
-                     space: FeatureSpace) -> tuple[str, str | None]:
+    async def atrack(self, twin: AsyncStateBackend, scored: Scored) -> tuple[str, str | None]:
         """:meth:`track` on a state's async twin."""
-        impression = impression_of(scored, self.mint(scored.request.namespace), space)
+        impression = impression_of(scored, self.mint(scored.request.namespace))
         try:
             recall_id = await self.aput(twin, impression)
         except StateError as exc:

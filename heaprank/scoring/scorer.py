@@ -26,8 +26,9 @@ from ..model.signals import SIGNALS as SIGNAL_DECLARED
 from . import fusion, rank
 from . import signals as sig
 from .candidates import CandidateBatch, CandidateLike, coerce_candidates
+from .generation import Generation
 from .rules import Rule, apply_rules
-from .space import FeatureSpace
+from .space import FeatureRows, FeatureSpace
 from .spreading import Association, associate
 
 
@@ -47,7 +48,8 @@ class Seen(NamedTuple):
     """What a rerank reads from its inputs alone: the candidates, the question, the retriever's
     relevance (``fused``: the other retriever scores blended into it, or None), and each
     candidate's feature row (``rows``: the distinct rows; ``row_of``: each candidate's among
-    them)."""
+    them; ``generation``: the feature space's generation they index, kept whole for this
+    rerank whatever reset comes after)."""
 
     batch: CandidateBatch
     info: QueryInfo
@@ -55,6 +57,12 @@ class Seen(NamedTuple):
     fused: np.ndarray | None
     rows: np.ndarray
     row_of: np.ndarray
+    generation: Generation
+
+    @property
+    def feature_rows(self) -> FeatureRows:
+        """The rows as the feature space returned them."""
+        return FeatureRows(self.rows, self.row_of, self.generation)
 
 
 class Signals(NamedTuple):
@@ -117,13 +125,13 @@ class Scorer:
         """What ``query`` and the candidates say before the state is read."""
         info = self.space.query(query, self.classify)
         rel, fused = relevance(batch, info, cfg)
-        rows, row_of = self._feature_rows(info, batch, cfg, rel, fused is not None)
-        return Seen(batch, info, rel, fused, rows, row_of)
+        got = self._feature_rows(info, batch, cfg, rel, fused is not None)
+        return Seen(batch, info, rel, fused, got.distinct, got.of, got.generation)
 
     def _feature_rows(self, query: QueryInfo, batch: CandidateBatch, cfg: Config,
-                      rel: np.ndarray, fused: bool) -> tuple[np.ndarray, np.ndarray]:
+                      rel: np.ndarray, fused: bool) -> FeatureRows:
         """The distinct feature rows of the candidates and each candidate's position among them
-        (see :meth:`FeatureSpace.rows`). The neighbour and first-stage slots rank the
+        (see :meth:`FeatureSpace.feature_rows`). The neighbour and first-stage slots rank the
         candidates by the retriever's score, or by the ``fused`` relevance when several scores
         were blended."""
         threads = batch.threads.count(None) != len(batch)
@@ -146,8 +154,9 @@ class Scorer:
             else:
                 codes = stage_codes(order, rel) + NO_STRUCTURE
             structure = codes.tolist()
-        return self.space.rows(query, batch, structure=structure, tag_slots=cfg.tag_slots,
-                               doc_features=cfg.doc_features, speaker_roles=cfg.speaker_roles)
+        return self.space.feature_rows(query, batch, structure=structure,
+                                       tag_slots=cfg.tag_slots, doc_features=cfg.doc_features,
+                                       speaker_roles=cfg.speaker_roles)
 
     def score(self, request: Request, seen: Seen, evidence: Evidence) -> Scored:
         """The signals, rules and order of a rerank, from what it saw and what the state said."""

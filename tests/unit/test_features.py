@@ -368,9 +368,10 @@ def test_threads_reranking_through_evictions_and_growths_rank_as_one_thread():
                  "score": float(i % 5), "metadata": {"kind": "fact", "source": "maya"}}
                 for i in range(30)]
 
-    # ~900 shapes fit: the table grows past 512 and 1,024 live entries, then evicts
-    shared = Reranker(feature_cache_bytes=700_000)
-    alone = Reranker(feature_cache_bytes=700_000)
+    # ~900 shapes fit (~2.5 KB each as counted, their strings and sets included): the table
+    # grows past 512 and 1,024 live entries, then evicts
+    shared = Reranker(feature_cache_bytes=2_400_000)
+    alone = Reranker(feature_cache_bytes=2_400_000)
     want = {r: [x.explain() for x in alone.rerank("Where did Maya meet Ben?", candidates(r),
                                                   now=1_750_000_000.0, track=False)]
             for r in range(40)}
