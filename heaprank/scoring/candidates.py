@@ -54,9 +54,10 @@ from typing import Any, Protocol, Union, runtime_checkable
 import numpy as np
 
 from .._accel import kernels
-from .._checks import MAX_LABEL_CHARS, check_id, preview
+from .._checks import check_id, preview
 from .._time import EARLIEST_S, LATEST_S, to_epoch
 from ..errors import InputError, InputTypeError
+from . import fields as fv
 from .fields import _RANGES, MAX_IMPORTANCE, FieldChecker, OnInvalid, encodable, long_label
 
 __all__ = ["DEFAULT_FIELD_KEYS", "MAX_IMPORTANCE", "Candidate", "CandidateBatch", "CandidateLike",
@@ -346,69 +347,6 @@ def _batch(stored: Sequence[Any], cols: Mapping[str, Any], scores: np.ndarray) -
 
 # ------------------------------------------------- the fast Python path (a cache of the checked path)
 
-#: What the fast path takes of each shape field, by the checks of :func:`_plain_value`.
-_PLAIN_CHECK = {**dict.fromkeys(("created_at", "last_used"), "time"),
-                **dict.fromkeys(_RANGES, "ranged"), "kind": "label", "source": "label",
-                "key": "intlabel", "thread": "intlabel", "tags": "tags", "superseded": "flag"}
-_DEFER = object()  # a value the fast path leaves to the checked path
-
-
-def _plain_text(value: object) -> bool:
-    """Whether ``value`` is an exact, non-blank str encodable as UTF-8 (an id, a text)."""
-    return type(value) is str and not value.isspace() and value != "" and (
-        value.isascii() or encodable(value))
-
-
-def _plain_number(value: object) -> float | None:
-    """A finite exact int or float as a float, else None (a bool is not a number here)."""
-    if type(value) is float:
-        return value if math.isfinite(value) else None
-    if type(value) is int:
-        try:
-            return float(value)
-        except OverflowError:
-            return None
-    return None
-
-
-def _plain_label(value: object) -> object:
-    """An exact str label as the batch holds it (``""``: None), else :data:`_DEFER`."""
-    if type(value) is str and (value.isascii() or encodable(value)):
-        return value or None
-    return _DEFER
-
-
-def _plain_tags(value: object) -> object:
-    """A str or a list or tuple of exact str as a frozenset without ``""``, else _DEFER."""
-    tags = (value,) if type(value) is str else value
-    if type(tags) is not list and type(tags) is not tuple:
-        return _DEFER
-    for tag in tags:
-        if _plain_label(tag) is _DEFER or len(tag) > MAX_LABEL_CHARS:
-            return _DEFER
-    return frozenset(tags).difference(("",)) if "" in tags else frozenset(tags)
-
-
-def _plain_value(name: str, value: object, now: float, latest: float) -> object:
-    """Shape field ``name``'s value as the checked path stores it when it flags nothing, or
-    :data:`_DEFER` (anything else: the checked path decides, and words the error)."""
-    check = _PLAIN_CHECK[name]
-    if check == "time" or check == "ranged":
-        x = _plain_number(value)
-        low, high = (EARLIEST_S, latest) if check == "time" else _BOUNDS[name]
-        if x is None or not low <= x <= high:
-            return _DEFER
-        return min(x, now) if check == "time" else x
-    if check == "label":  # (a label over the cap: the checked path names it)
-        return _plain_label(value) if type(value) is not str \
-            or len(value) <= MAX_LABEL_CHARS else _DEFER
-    if check == "intlabel":
-        return str(value) if type(value) is int else _plain_label(value)
-    if check == "tags":
-        return _plain_tags(value)
-    return value if type(value) is bool else _DEFER
-
-
 def coerce_plain(items: Sequence[Any], *, now: float,
                  future_tolerance_s: float = 300.0) -> CandidateBatch | None:
     """The batch :func:`coerce_checked` would build, in fewer steps, or None (the checked path
@@ -434,12 +372,12 @@ def coerce_plain(items: Sequence[Any], *, now: float,
             cid, text, score, meta = get("id"), get("text"), get("score"), get("metadata")
         else:
             return None
-        if not (_plain_text(cid) and _plain_text(text)):
+        if not (fv.plain_text(cid) and fv.plain_text(text)):
             return None
         ids.append(cid)
         texts.append(text)
         if score is not None:
-            x = _plain_number(score)
+            x = fv.plain_number(score)
             if x is None:
                 return None
             scores.append(x)
@@ -448,8 +386,8 @@ def coerce_plain(items: Sequence[Any], *, now: float,
         if type(meta) is not dict:
             return None
         for name, (_, value) in _located_fields(meta, _DEFAULT_REVERSE).items():
-            made = _plain_value(name, value, now, latest)
-            if made is _DEFER:
+            made = fv.plain_value(name, value, now, latest)
+            if made is fv.DEFER:
                 return None
             column = given.get(name)
             if column is None:
@@ -459,7 +397,7 @@ def coerce_plain(items: Sequence[Any], *, now: float,
         return None  # a duplicate id, or scores on some candidates only
     fields = _absent(n).copy()
     for name, column in given.items():
-        kind = _PLAIN_CHECK[name]
+        kind = fv.PLAIN_CHECK[name]
         fields[_BATCH_FIELD.get(name, name)] = (
             np.array(column, dtype=np.float64) if kind in ("time", "ranged") else
             np.array(column, dtype=bool) if kind == "flag" else tuple(column))
@@ -474,11 +412,6 @@ def coerce_plain(items: Sequence[Any], *, now: float,
 _NO_TAGS: frozenset[str] = frozenset()
 _NUMERIC_FIELDS = ("created_at", "last_used", *_RANGES)
 _TIMES = frozenset({"created_at", "last_used"})
-#: Inclusive bounds of the ranged columns; (0, 10] is [smallest float > 0, 10] for floats.
-_BOUNDS: dict[str, tuple[float, float]] = {
-    name: (math.nextafter(low, math.inf) if open_low else low, high)
-    for name, (low, high, open_low, _) in _RANGES.items()}
-
 #: The batch field of each shape field whose name differs (``kind`` fills ``kinds``).
 _BATCH_FIELD = {"kind": "kinds", "source": "sources", "key": "keys", "thread": "threads"}
 
@@ -514,7 +447,7 @@ _C_REVERSE = {key: f * 8 + rank for f, name in enumerate(_FIELDS)
 _C_KIND = {**dict.fromkeys(_TIMES, "T"), **dict.fromkeys(_RANGES, "R"), "kind": "L",
            "source": "L", "key": "L", "thread": "L", "tags": "-", "superseded": "-"}
 _C_KINDS = "".join(_C_KIND[name] for name in _FIELDS).encode("ascii")
-_C_BOUNDS = tuple((EARLIEST_S, LATEST_S) if name in _TIMES else _BOUNDS.get(name, (0.0, 0.0))
+_C_BOUNDS = tuple((EARLIEST_S, LATEST_S) if name in _TIMES else fv.BOUNDS.get(name, (0.0, 0.0))
                   for name in _FIELDS)
 #: The bits of ``present`` (fields some candidate gave) of the labels whose length is capped
 _LABEL_BITS = sum(1 << _FIELDS.index(name) for name in ("kind", "source", "tags"))

@@ -15,7 +15,7 @@ from typing import Any, Literal
 import numpy as np
 
 from .._checks import MAX_LABEL_CHARS, preview
-from .._time import NUMBER_TYPES, check_epoch, parse_time
+from .._time import EARLIEST_S, NUMBER_TYPES, check_epoch, parse_time
 from ..errors import InputError, InputTypeError
 
 OnInvalid = Literal["raise", "neutral"]
@@ -184,3 +184,73 @@ def encodable(text: str) -> bool:
     except UnicodeEncodeError:
         return False
     return True
+
+
+# ------------------------------------------------- plain values (the fast Python path's checks)
+
+#: Inclusive bounds of the ranged columns; (0, 10] is [smallest float > 0, 10] for floats.
+BOUNDS: dict[str, tuple[float, float]] = {
+    name: (math.nextafter(low, math.inf) if open_low else low, high)
+    for name, (low, high, open_low, _) in _RANGES.items()}
+
+#: What the fast path takes of each shape field, by the checks of :func:`_plain_value`.
+PLAIN_CHECK = {**dict.fromkeys(("created_at", "last_used"), "time"),
+                **dict.fromkeys(_RANGES, "ranged"), "kind": "label", "source": "label",
+                "key": "intlabel", "thread": "intlabel", "tags": "tags", "superseded": "flag"}
+DEFER = object()  # a value the fast path leaves to the checked path
+
+
+def plain_text(value: object) -> bool:
+    """Whether ``value`` is an exact, non-blank str encodable as UTF-8 (an id, a text)."""
+    return type(value) is str and not value.isspace() and value != "" and (
+        value.isascii() or encodable(value))
+
+
+def plain_number(value: object) -> float | None:
+    """A finite exact int or float as a float, else None (a bool is not a number here)."""
+    if type(value) is float:
+        return value if math.isfinite(value) else None
+    if type(value) is int:
+        try:
+            return float(value)
+        except OverflowError:
+            return None
+    return None
+
+
+def plain_label(value: object) -> object:
+    """An exact str label as the batch holds it (``""``: None), else :data:`DEFER`."""
+    if type(value) is str and (value.isascii() or encodable(value)):
+        return value or None
+    return DEFER
+
+
+def plain_tags(value: object) -> object:
+    """A str or a list or tuple of exact str as a frozenset without ``""``, else DEFER."""
+    tags = (value,) if type(value) is str else value
+    if type(tags) is not list and type(tags) is not tuple:
+        return DEFER
+    for tag in tags:
+        if plain_label(tag) is DEFER or len(tag) > MAX_LABEL_CHARS:
+            return DEFER
+    return frozenset(tags).difference(("",)) if "" in tags else frozenset(tags)
+
+
+def plain_value(name: str, value: object, now: float, latest: float) -> object:
+    """Shape field ``name``'s value as the checked path stores it when it flags nothing, or
+    :data:`DEFER` (anything else: the checked path decides, and words the error)."""
+    check = PLAIN_CHECK[name]
+    if check == "time" or check == "ranged":
+        x = plain_number(value)
+        low, high = (EARLIEST_S, latest) if check == "time" else BOUNDS[name]
+        if x is None or not low <= x <= high:
+            return DEFER
+        return min(x, now) if check == "time" else x
+    if check == "label":  # (a label over the cap: the checked path names it)
+        return plain_label(value) if type(value) is not str \
+            or len(value) <= MAX_LABEL_CHARS else DEFER
+    if check == "intlabel":
+        return str(value) if type(value) is int else plain_label(value)
+    if check == "tags":
+        return plain_tags(value)
+    return value if type(value) is bool else DEFER
