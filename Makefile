@@ -20,10 +20,10 @@ $(VENV)/.core: $(BIN)/python pyproject.toml $(KERNELS)
 	$(PIP) install --quiet -e .
 	touch $@
 
-# Everything the tests need: dev tools, redis, and the benchmarks' requirements for tests/bench
+# Everything the tests need: dev tools, redis, postgres (psycopg), and the benchmarks' requirements for tests/bench
 # (torch 2.13.0 is pinned there so pip takes the local CPU build).
 $(VENV)/.test: $(BIN)/python pyproject.toml benchmarks/requirements.txt $(KERNELS)
-	$(PIP) install --quiet -e ".[dev,redis,plot,mcp]" -r benchmarks/requirements.txt
+	$(PIP) install --quiet -e ".[dev,redis,postgres,plot,mcp]" -r benchmarks/requirements.txt
 	touch $@ $(VENV)/.core
 
 # The LangChain and LlamaIndex packages (editable, beside the editable core they require), their

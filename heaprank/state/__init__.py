@@ -1,5 +1,6 @@
 """State backends, named by URL: ``memory://``, ``sqlite:///path`` (``sqlite:////abs``, ``~``),
-``redis://host:port/db`` (``rediss://``, ``unix://``) and ``redis+cluster://host:port``.
+``redis://host:port/db`` (``rediss://``, ``unix://``), ``redis+cluster://host:port`` and
+``postgresql://user@host:port/dbname`` (``postgres://``).
 
 SQLite URLs take options as a query string: ``?mode=ro`` (read only), ``synchronous=NORMAL``,
 ``busy_timeout=5`` (seconds), ``max_impressions=100000``, ``impression_ttl=86400`` (seconds),
@@ -9,7 +10,10 @@ Redis URLs take ``prefix``, ``global_shards``, ``timeout``, ``global_cache_ttl``
 ``max_impressions``, ``impression_ttl``, ``replica_url``, ``read_from_replicas``,
 ``eviction``, ``max_connections`` and ``pool_timeout`` the same way (see
 :class:`~heaprank.state.redis.RedisState` and docs/redis.md); other query options go to
-redis-py. A backend may also offer an async twin of its hot path
+redis-py. PostgreSQL URLs take ``schema`` (default ``heaprank``), ``mode=ro``, ``pool_size``,
+``timeout``, ``max_impressions``, ``impression_ttl`` and ``max_open_impressions`` (see
+:class:`~heaprank.state.postgres.PostgresState` and docs/postgres.md); other query options go
+to libpq. A backend may also offer an async twin of its hot path
 (:class:`AsyncStateBackend`, as ``RedisState.async_backend()`` does) for ``Reranker.arerank``.
 """
 
@@ -125,6 +129,17 @@ def open_state(state: str | StateBackend | None, *, strict: bool = False) -> Sta
             if isinstance(exc, ConfigError):
                 raise
             raise ConfigError(f"state: {exc}") from None
+    if scheme in ("postgresql", "postgres"):
+        from .postgres.backend import PostgresState, postgres_options
+
+        url, options = postgres_options(state)
+        try:
+            return PostgresState(url, strict=strict, **options)
+        except ValueError as exc:
+            if isinstance(exc, ConfigError):
+                raise
+            raise ConfigError(f"state: {exc}") from None
     hint = f" (for a SQLite file: 'sqlite:///{state}')" if not scheme and state.strip() else ""
     raise ConfigError(f"state: unknown backend URL {state!r}{hint}; expected memory://, "
-                      f"sqlite:///path, redis://host:port/db or redis+cluster://host:port")
+                      f"sqlite:///path, redis://host:port/db, redis+cluster://host:port or "
+                      f"postgresql://user@host:port/dbname")

@@ -1,0 +1,639 @@
+"""PostgreSQL state: the learned state in a schema of its own on a server you already run,
+shared by every process and host that reaches it.
+
+Each feedback (or group of feedbacks, :meth:`PostgresState.apply`) is one transaction at READ
+COMMITTED. It first locks the rows of the namespaces it writes (``FOR UPDATE``, in name order),
+then each impression it records verdicts on, then the feature rows it adds to (in name order),
+so concurrent writers serialise where they meet and never lose an increment; a transaction the
+server rolls back as a deadlock or a serialization failure is run again, whole. A process
+killed mid-write leaves the last committed state. A feedback sent again (the same recall, or
+the same explicit feedback id) finds its positions recorded and writes nothing.
+
+Connections come from a psycopg_pool pool (``pool_size`` per process, opened again after a
+fork). A connection lost (a server restart, ``pg_terminate_backend``) raises
+:class:`~heaprank.errors.StateUnavailableError`: the pool drops every dead connection then, and
+the next call connects again. There is no async twin (as for SQLite): ``Reranker.arerank`` and
+``afeedback`` run these sync calls in a worker thread.
+
+The layout (schema version 1) is in :mod:`.schema`; operating it in docs/postgres.md.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import numpy as np
+
+from ..._optional import require
+from ..._time import DAY_S
+from ...errors import ConfigError, StateReadOnlyError, StateUnavailableError
+from ...model import co_use
+from ...model.evidence import DocStats, EdgeRows, LinkCounts
+from ...records import EdgeChange, EdgeState, Impression, Update, recall_key
+from .. import codec
+from ..base import still_open, with_codes
+from ..weights import record_version
+from .failures import RETRY_SQLSTATES, redacted, state_error
+from .schema import check_schema, lock_key, schema_name
+from .writes import Tally
+
+if TYPE_CHECKING:
+    from ..copy import StateDump
+
+logger = logging.getLogger("heaprank")
+T = TypeVar("T")
+
+_PRUNE_EVERY = 256
+_LOG_PAGE = 512
+#: How many times a write transaction the server rolled back (deadlock, serialization) runs.
+_ATTEMPTS = 5
+_NS_ID = "(SELECT id FROM namespaces WHERE name = %(ns)s)"
+#: The links of both layers and the documents' stats, in one statement (one round trip): rows
+#: tagged 0 (links) and 1 (documents), each with its position in the caller's list.
+_READ = f"""
+SELECT 0, j.ord - 1, f.pos, f.neg, COALESCE(l.pos, 0), COALESCE(l.neg, 0)
+FROM unnest(%(features)s::text[]) WITH ORDINALITY AS j(name, ord)
+JOIN features f ON f.name = j.name
+LEFT JOIN links l ON l.ns = {_NS_ID} AND l.fid = f.id
+UNION ALL
+SELECT 1, j.ord - 1, d.last_used, d.use_count, 0, 0
+FROM unnest(%(ids)s::text[]) WITH ORDINALITY AS j(id, ord)
+JOIN docs d ON d.ns = {_NS_ID} AND d.id = j.id
+"""
+_READ_EDGES = (f"SELECT a, b, strength, count, last FROM edges WHERE ns = {_NS_ID} "
+               f"AND a = ANY(%(ids)s) AND b = ANY(%(ids)s)")
+_LIVE = ("namespaces n WHERE EXISTS (SELECT 1 FROM links WHERE ns = n.id) "
+         "OR EXISTS (SELECT 1 FROM docs WHERE ns = n.id)")
+_POOLED = "nscount > 0 AND left(name, 4) <> 'doc:'"
+_PUT_ALONE = ("INSERT INTO impressions (key, ns, fed, body) SELECT %s, id, false, %s "
+              "FROM namespaces WHERE name = %s ON CONFLICT (key) DO NOTHING")
+_WRITE_EDGE = ("INSERT INTO edges (ns, a, b, strength, count, last) VALUES (%s, %s, %s, %s, %s, %s) "
+               "ON CONFLICT (ns, a, b) DO UPDATE SET strength = excluded.strength, "
+               "count = excluded.count, last = excluded.last")
+
+#: URL query options that are PostgresState's (the rest go to libpq), with their types.
+_OPTIONS: dict[str, type] = {"schema": str, "mode": str, "pool_size": int, "timeout": float,
+                             "max_impressions": int, "impression_ttl": float,
+                             "max_open_impressions": int}
+_OPTION_ARGS = {"timeout": "timeout_s", "impression_ttl": "impression_ttl_s"}
+
+
+def postgres_options(url: str) -> tuple[str, dict[str, Any]]:
+    """The libpq URL (heaprank's options taken out) and :class:`PostgresState`'s keyword
+    options of a ``postgresql://`` (or ``postgres://``) URL."""
+    parts = urlsplit(url)
+    options: dict[str, Any] = {}
+    rest = []
+    for name, value in parse_qsl(parts.query, keep_blank_values=True):
+        kind = _OPTIONS.get(name)
+        if kind is None:
+            rest.append((name, value))
+            continue
+        try:
+            parsed = kind(value)
+        except ValueError:
+            raise ConfigError(f"state: option {name}={value!r} is not a valid "
+                              f"{kind.__name__}") from None
+        if name == "mode":
+            if parsed not in ("ro", "rw", "rwc"):
+                raise ConfigError(f"state: mode={value!r}; expected ro, rw or rwc")
+            options["read_only"] = parsed == "ro"
+        else:
+            options[_OPTION_ARGS.get(name, name)] = parsed
+    return urlunsplit(parts._replace(query=urlencode(rest))), options
+
+
+class PostgresState:
+    """Learned state in a PostgreSQL schema of its own.
+
+    Args:
+        url: A libpq URL, ``postgresql://user@host:5432/dbname`` (libpq's own query options,
+            ``sslmode=`` and the like, pass through).
+        schema: The schema that holds heaprank's tables (created with them when missing). A
+            schema holding tables heaprank did not create is refused, never altered.
+        read_only: Never write (nor create the schema); writes raise StateReadOnlyError.
+        pool_size: At most this many connections per process (a thread holds one per call).
+        timeout_s: How long a call waits for a connection (and a new one for the server).
+        max_impressions: How many impressions with feedback to keep (oldest pruned first).
+        impression_ttl_s: Impressions without feedback expire after this long (wall clock).
+        max_open_impressions: How many impressions without feedback to keep.
+        strict: Raise StateUnavailableError here when the server cannot be reached; without
+            it the state opens anyway and its first call connects (and checks the schema).
+
+    Raises:
+        StateError: the schema belongs to another application or has a newer version.
+        MissingDependencyError: psycopg is not installed (``pip install 'heaprank[postgres]'``).
+    """
+
+    #: It applies a list of updates in one transaction (see
+    #: :class:`~heaprank.state.capabilities.GroupCommit`).
+    group_commit: Literal[True] = True
+
+    def __init__(self, url: str, *, schema: str = "heaprank", read_only: bool = False,
+                 pool_size: int = 4, timeout_s: float = 5.0, max_impressions: int = 100_000,
+                 impression_ttl_s: float = DAY_S, max_open_impressions: int = 100_000,
+                 strict: bool = False) -> None:
+        require("psycopg", extra="postgres", feature="the PostgreSQL state")
+        require("psycopg_pool", extra="postgres", feature="the PostgreSQL state")
+        for name, value in (("max_impressions", max_impressions), ("pool_size", pool_size),
+                            ("max_open_impressions", max_open_impressions)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name}: must be an int >= 1")
+        for name, number in (("impression_ttl_s", impression_ttl_s), ("timeout_s", timeout_s)):
+            if not (isinstance(number, (int, float)) and math.isfinite(number) and number > 0):
+                raise ValueError(f"{name}: must be > 0")
+        if not isinstance(url, str) or url.split(":", 1)[0] not in ("postgresql", "postgres"):
+            raise ValueError("url: expected postgresql://user@host:port/dbname")
+        self.url = url
+        self.schema = schema_name(schema)
+        self.read_only = read_only
+        self.pool_size = pool_size
+        self.timeout_s = float(timeout_s)
+        self.max_impressions = max_impressions
+        self.max_open_impressions = max_open_impressions
+        self.impression_ttl_s = float(impression_ttl_s)
+        self._where = f"PostgreSQL state {redacted(url)} (schema {self.schema})"
+        self._lock = threading.Lock()
+        self._pool: Any = None
+        self._pid = -1
+        self._inherited: list[Any] = []  # a parent process's pools: never closed in a child
+        self._ready = False
+        self._puts = 0
+        try:
+            with self._conn():
+                pass  # connects and checks (or creates) the schema
+        except StateUnavailableError:
+            if strict:
+                self.close()
+                raise
+            logger.warning("heaprank: %s cannot be reached now; its first call tries again",
+                           self._where)
+        except BaseException:
+            self.close()
+            raise
+
+    def __repr__(self) -> str:
+        return (f"PostgresState({redacted(self.url)!r}, schema={self.schema!r}"
+                f"{', read_only=True' if self.read_only else ''})")
+
+    # ------------------------------------------------------------ connections
+
+    def _pool_now(self) -> Any:
+        """This process's pool (a new one after a fork: a connection must not cross it)."""
+        with self._lock:
+            if self._pool is not None and self._pid == os.getpid():
+                return self._pool
+            from psycopg_pool import ConnectionPool
+
+            if self._pool is not None:
+                self._inherited.append(self._pool)
+            kwargs: dict[str, Any] = {"autocommit": True}
+            if "connect_timeout" not in self.url:
+                kwargs["connect_timeout"] = max(1, math.ceil(self.timeout_s))
+            self._pool = ConnectionPool(self.url, min_size=1, max_size=self.pool_size,
+                                        kwargs=kwargs, configure=self._configure,
+                                        timeout=self.timeout_s, open=True,
+                                        name=f"heaprank-{self.schema}")
+            self._pid = os.getpid()
+            return self._pool
+
+    def _configure(self, conn: Any) -> None:
+        """Every new connection: heaprank's schema first on its search path (its tables are
+        named unqualified), and read only when the state is."""
+        conn.execute(f"SET search_path TO {self.schema}")
+        if self.read_only:
+            conn.execute("SET default_transaction_read_only = on")
+
+    @contextmanager
+    def _conn(self) -> Iterator[Any]:
+        """A connection of the pool (autocommit), the schema checked on the first one; a
+        psycopg failure leaves as the StateError that names it."""
+        import psycopg
+        from psycopg_pool import PoolTimeout
+
+        pool = self._pool_now()
+        try:
+            with pool.connection() as conn:
+                if not self._ready:
+                    check_schema(conn, self.schema, self._where, read_only=self.read_only)
+                    self._ready = True
+                yield conn
+        except (psycopg.Error, PoolTimeout) as exc:
+            error = state_error(self._where, exc)
+            if isinstance(error, StateUnavailableError):
+                self._drop_dead(pool)
+            raise error from None
+
+    def _drop_dead(self, pool: Any) -> None:
+        """After a lost connection, test the idle ones and drop those that are dead too (a
+        server restart kills them all), so the next call connects afresh."""
+        try:
+            pool.check()
+        except Exception:  # noqa: BLE001 - the pool reconnects in the background anyway
+            logger.debug("heaprank: checking the pool of %s failed", self._where, exc_info=True)
+
+    def _write(self, work: Callable[[Any], T]) -> T:
+        """``work`` in one transaction, run again (whole) when the server rolls it back as a
+        deadlock or a serialization failure."""
+        import psycopg
+
+        if self.read_only:
+            raise StateReadOnlyError(f"{self._where} is open read-only")
+        for attempt in range(1, _ATTEMPTS + 1):
+            with self._conn() as conn:
+                try:
+                    with conn.transaction():
+                        return work(conn)
+                except psycopg.Error as exc:
+                    if exc.sqlstate not in RETRY_SQLSTATES or attempt == _ATTEMPTS:
+                        raise
+                    time.sleep(0.005 * attempt)
+        raise AssertionError("unreachable")  # (the last attempt returns or raises)
+
+    @staticmethod
+    def _ns_id(conn: Any, namespace: str) -> int:
+        """The id of ``namespace``, its row made if missing (without locking an existing one)."""
+        row = conn.execute("INSERT INTO namespaces (name) VALUES (%s) ON CONFLICT (name) "
+                           "DO NOTHING RETURNING id", (namespace,)).fetchone()
+        if row is None:
+            row = conn.execute("SELECT id FROM namespaces WHERE name = %s", (namespace,)).fetchone()
+        return int(row[0])
+
+    # ------------------------------------------------------------------ reads
+
+    def _read_rows(self, namespace: str, features: Sequence[str],
+                   ids: Sequence[str]) -> tuple[LinkCounts, DocStats]:
+        with self._conn() as conn:
+            rows = conn.execute(_READ, {"ns": namespace, "features": list(features),
+                                        "ids": list(ids)}).fetchall()
+        return _split(rows, len(features), len(ids))
+
+    def read_links(self, namespace: str, features: Sequence[str]) -> LinkCounts:
+        return self._read_rows(namespace, features, ())[0]
+
+    def read_docs(self, namespace: str, ids: Sequence[str]) -> DocStats:
+        """The documents' stats alone."""
+        return self._read_rows(namespace, (), ids)[1]
+
+    def read(self, namespace: str, features: Sequence[str],
+             ids: Sequence[str]) -> tuple[LinkCounts, DocStats]:
+        return self._read_rows(namespace, features, ids)
+
+    def read_with_edges(self, namespace: str, features: Sequence[str],
+                        ids: Sequence[str]) -> tuple[LinkCounts, DocStats, EdgeRows]:
+        params = {"ns": namespace, "features": list(features), "ids": list(ids)}
+        with self._conn() as conn, conn.transaction():  # (one snapshot for both)
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            rows = conn.execute(_READ, params).fetchall()
+            found = conn.execute(_READ_EDGES, params).fetchall()
+        counts, docs = _split(rows, len(features), len(ids))
+        adj = co_use.adjacency(found)
+        return counts, docs, co_use.among(ids, adj.get)
+
+    def edge_state(self, namespace: str, docs: Sequence[str]) -> EdgeState:
+        with self._conn() as conn, conn.transaction():
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            row = conn.execute("SELECT id, edges_version FROM namespaces WHERE name = %s",
+                               (namespace,)).fetchone()
+            if row is None:
+                return EdgeState(0, 0, {})
+            ns, version = row
+            around = conn.execute("SELECT a, b, strength, count, last FROM edges WHERE ns = %s "
+                                  "AND (a = ANY(%s) OR b = ANY(%s))",
+                                  (ns, list(docs), list(docs))).fetchall()
+            total = conn.execute("SELECT count(*) FROM edges WHERE ns = %s", (ns,)).fetchone()[0]
+        return EdgeState(int(version), int(total), co_use.adjacency(around))
+
+    def list_edges(self, namespace: str) -> list[tuple[str, str, float, float, float]]:
+        with self._conn() as conn:
+            return [tuple(r) for r in conn.execute(  # type: ignore[misc]
+                f"SELECT a, b, strength, count, last FROM edges WHERE ns = {_NS_ID} "
+                f"ORDER BY a, b", {"ns": namespace})]
+
+    # ------------------------------------------------------------- impressions
+
+    def put_impression(self, impression: Impression, *, feedback_id: str | None = None) -> str | None:
+        key = recall_key(impression.recall_id)
+        if key is None:
+            raise ValueError(f"recall_id: {impression.recall_id!r} is not a heaprank recall id")
+        body = codec.encode_impression(impression)
+        if feedback_id is None and self._put_alone(key, body, impression.namespace):
+            return impression.recall_id
+
+        def work(conn: Any) -> str | None:
+            ns = self._ns_id(conn, impression.namespace)
+            if feedback_id is not None:  # one writer at a time per (namespace, feedback id)
+                conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, %s))",
+                             (f"{self.schema}:{ns}:{feedback_id}", lock_key(self.schema)))
+                row = conn.execute("SELECT f.key FROM feedback_ids f JOIN impressions i ON "
+                                   "i.key = f.key WHERE f.ns = %s AND f.fid = %s",
+                                   (ns, feedback_id)).fetchone()
+                if row is not None:
+                    return f"{row[0]:016x}"
+            stored = conn.execute("INSERT INTO impressions (key, ns, fed, body) VALUES "
+                                  "(%s, %s, false, %s) ON CONFLICT (key) DO NOTHING",
+                                  (key, ns, body)).rowcount
+            if stored == 0:
+                return None
+            if feedback_id is not None:
+                conn.execute("INSERT INTO feedback_ids (ns, fid, key) VALUES (%s, %s, %s) "
+                             "ON CONFLICT (ns, fid) DO UPDATE SET key = excluded.key",
+                             (ns, feedback_id, key))
+            return impression.recall_id
+
+        held = self._write(work)
+        if held == impression.recall_id:
+            self._count_put()
+        return held
+
+    def _put_alone(self, key: int, body: bytes, namespace: str) -> bool:
+        """Store an impression of a namespace that exists already (the usual case) in one
+        statement, its own transaction: whether it was stored (False: the namespace is new,
+        or the key is taken, which put_impression's transaction sorts out)."""
+        if self.read_only:
+            raise StateReadOnlyError(f"{self._where} is open read-only")
+        with self._conn() as conn:
+            stored = conn.execute(_PUT_ALONE, (key, body, namespace)).rowcount == 1
+        if stored:
+            self._count_put()
+        return stored
+
+    def _count_put(self) -> None:
+        self._puts += 1
+        if self._puts % _PRUNE_EVERY == 1:  # the first write of a process, then every 256
+            self.prune()
+
+    def prune(self) -> None:
+        """Expire impressions now (normally done every few hundred writes)."""
+        self._write(self._prune)
+
+    def _prune(self, conn: Any) -> None:
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key(self.schema) + 2,))
+        cutoff = int((time.time() - self.impression_ttl_s) * 1000) << 20
+        conn.execute("DELETE FROM impressions WHERE key < %s AND NOT fed", (cutoff,))
+        for fed, cap in ((True, self.max_impressions), (False, self.max_open_impressions)):
+            row = conn.execute("SELECT key FROM impressions WHERE fed = %s ORDER BY key DESC "
+                               "LIMIT 1 OFFSET %s", (fed, cap)).fetchone()
+            if row is not None:
+                conn.execute("DELETE FROM impressions WHERE fed = %s AND key <= %s", (fed, row[0]))
+        conn.execute("DELETE FROM feedback_ids f WHERE NOT EXISTS "
+                     "(SELECT 1 FROM impressions i WHERE i.key = f.key)")
+
+    def get_impression(self, recall_id: str) -> Impression | None:
+        key = recall_key(recall_id)
+        if key is None:
+            return None
+        with self._conn() as conn:
+            row = conn.execute("SELECT n.name, i.body FROM impressions i JOIN namespaces n "
+                               "ON n.id = i.ns WHERE i.key = %s", (key,)).fetchone()
+        if row is None:
+            return None
+        return codec.decode_impression(recall_id, row[0], bytes(row[1]))
+
+    def feedback_log(self, namespace: str | None = None) -> Iterator[Impression]:
+        """Impressions with feedback of ``namespace`` (``None``: all), oldest recall first, read
+        in pages of a few hundred (a connection is held only while a page is read)."""
+        where = "" if namespace is None else " AND n.name = %s"
+        sql = (f"SELECT i.key, n.name, i.body FROM impressions i JOIN namespaces n ON n.id = i.ns "
+               f"WHERE i.fed AND i.key > %s{where} ORDER BY i.key LIMIT {_LOG_PAGE}")
+        after = -1
+        while True:
+            with self._conn() as conn:
+                page = conn.execute(sql, (after,) if namespace is None
+                                    else (after, namespace)).fetchall()
+            for key, name, body in page:
+                yield codec.decode_impression(f"{key:016x}", name, bytes(body))
+            if len(page) < _LOG_PAGE:
+                return
+            after = page[-1][0]
+
+    # ---------------------------------------------------------------- feedback
+
+    def apply(self, updates: Sequence[Update]) -> list[bool]:
+        """Apply feedback updates (see :meth:`~heaprank.StateBackend.apply`) in ONE
+        transaction. Each update is checked on its own (a stale one writes nothing); the rows
+        they change are written once each, at the end (:class:`~.writes.Tally`)."""
+        if not updates:
+            return []
+
+        def work(conn: Any) -> list[bool]:
+            names = sorted({u.namespace for u in updates})
+            locked = dict(conn.execute("SELECT name, id FROM namespaces WHERE name = ANY(%s) "
+                                       "ORDER BY name FOR UPDATE", (names,)).fetchall())
+            tally, applied = Tally(), Counter[int]()
+            done = [self._apply(conn, u, locked.get(u.namespace), tally, applied)
+                    for u in updates]
+            tally.write(conn)
+            if applied:
+                conn.cursor().executemany(
+                    "UPDATE namespaces SET feedbacks = feedbacks + %s WHERE id = %s",
+                    [(n, ns) for ns, n in sorted(applied.items())])
+            return done
+
+        return self._write(work)
+
+    @staticmethod
+    def _apply(conn: Any, update: Update, ns: int | None, tally: Tally,
+               applied: Counter[int]) -> bool:
+        key = recall_key(update.recall_id)
+        if key is None or ns is None:
+            return False
+        row = conn.execute("SELECT body FROM impressions WHERE key = %s AND ns = %s FOR UPDATE",
+                           (key, ns)).fetchone()
+        if row is None:
+            return False
+        body = bytes(row[0])
+        verdicts = codec.verdicts_of(body)
+        if not still_open(verdicts, update) or (
+                update.edges is not None and not _write_edges(conn, ns, update.edges)):
+            return False
+        tally.add(ns, update)
+        body = codec.with_verdicts(body, with_codes(verdicts, len(verdicts), update))
+        conn.execute("UPDATE impressions SET fed = true, body = %s WHERE key = %s", (body, key))
+        applied[ns] += 1
+        return True
+
+    # ------------------------------------------------------------------ audit
+
+    def list_links(self, namespace: str | None) -> tuple[list[str], np.ndarray, np.ndarray]:
+        with self._conn() as conn:
+            if namespace is None:
+                data = conn.execute(f"SELECT name, pos, neg FROM features WHERE {_POOLED} "
+                                    f"ORDER BY name").fetchall()
+            else:
+                data = conn.execute(f"SELECT f.name, l.pos, l.neg FROM links l JOIN features f "
+                                    f"ON f.id = l.fid WHERE l.ns = {_NS_ID} ORDER BY f.name",
+                                    {"ns": namespace}).fetchall()
+        arr = np.array([r[1:] for r in data], dtype=np.float64).reshape(-1, 2)
+        return [r[0] for r in data], arr[:, 0].copy(), arr[:, 1].copy()
+
+    def namespaces(self) -> list[str]:
+        with self._conn() as conn:
+            return [r[0] for r in conn.execute(f"SELECT name FROM {_LIVE} ORDER BY name")]
+
+    def forget_namespace(self, namespace: str, *, scrub_global: bool = True) -> None:
+        """Remove every row of ``namespace`` in one transaction (its feedbacks leave the total
+        with its row). The deleted rows' bytes stay in the table files until VACUUM reuses
+        their space (docs/postgres.md)."""
+        def work(conn: Any) -> None:
+            row = conn.execute("SELECT id FROM namespaces WHERE name = %s FOR UPDATE",
+                               (namespace,)).fetchone()
+            if row is None:
+                return
+            ns = row[0]
+            conn.execute("SELECT f.id FROM features f JOIN links l ON l.fid = f.id "
+                         "WHERE l.ns = %s ORDER BY f.name FOR UPDATE OF f", (ns,))
+            scrub = ("pos = GREATEST(f.pos - l.pos, 0), neg = GREATEST(f.neg - l.neg, 0), "
+                     if scrub_global else "")
+            conn.execute(f"UPDATE features f SET {scrub}nscount = f.nscount - 1 FROM links l "
+                         f"WHERE l.ns = %s AND f.id = l.fid", (ns,))
+            conn.execute("DELETE FROM features WHERE nscount <= 0")
+            for table in ("links", "docs", "impressions", "feedback_ids", "edges"):
+                conn.execute(f"DELETE FROM {table} WHERE ns = %s", (ns,))
+            conn.execute("DELETE FROM namespaces WHERE id = %s", (ns,))
+
+        self._write(work)
+
+    def stats(self) -> dict[str, int]:
+        with self._conn() as conn:
+            row = conn.execute(
+                f"SELECT (SELECT count(*) FROM {_LIVE}), (SELECT count(*) FROM links), "
+                f"(SELECT count(*) FROM features WHERE {_POOLED}), (SELECT count(*) FROM docs), "
+                f"(SELECT count(*) FROM impressions), (SELECT value::bigint FROM meta WHERE "
+                f"key = 'feedbacks') + (SELECT COALESCE(sum(feedbacks), 0) FROM namespaces), "
+                f"(SELECT count(*) FROM impressions WHERE NOT fed)").fetchone()
+        keys = ("namespaces", "links", "global_links", "documents", "impressions", "feedbacks",
+                "open_impressions")
+        return {**{k: int(v) for k, v in zip(keys, row)},
+                "max_open_impressions": self.max_open_impressions}
+
+    def close(self) -> None:
+        with self._lock:
+            pool, self._pool = self._pool, None
+            if pool is not None and self._pid == os.getpid():
+                pool.close()
+
+    def __enter__(self) -> PostgresState:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------ fitted weights
+
+    def read_weights(self) -> str | None:
+        """The fitted-weights record (:mod:`heaprank.state.weights`): the ``meta`` row
+        ``weights``."""
+        with self._conn() as conn:
+            row = conn.execute("SELECT value FROM meta WHERE key = 'weights'").fetchone()
+        return None if row is None else str(row[0])
+
+    def swap_weights(self, expected: int, version: int, record: str) -> bool:
+        """Store ``record`` if the stored one is still at version ``expected``."""
+        def work(conn: Any) -> bool:
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key(self.schema) + 1,))
+            row = conn.execute("SELECT value FROM meta WHERE key = 'weights'").fetchone()
+            if record_version(None if row is None else str(row[0])) != expected:
+                return False
+            conn.execute("INSERT INTO meta VALUES ('weights', %s) ON CONFLICT (key) DO UPDATE "
+                         "SET value = excluded.value", (record,))
+            return True
+
+        return self._write(work)
+
+    # ------------------------------------------------------- export (state copy)
+
+    def iter_docs(self, namespace: str) -> list[tuple[str, float, float]]:
+        """``(id, last_used, use_count)`` of each used document of ``namespace``."""
+        with self._conn() as conn:
+            return [(i, last, uses) for i, last, uses in conn.execute(
+                f"SELECT id, last_used, use_count FROM docs WHERE ns = {_NS_ID} ORDER BY id",
+                {"ns": namespace})]
+
+    def iter_impressions(self) -> list[tuple[str, str, bytes]]:
+        """``(recall_id, namespace, codec bytes)`` of every stored impression."""
+        with self._conn() as conn:
+            return [(f"{key:016x}", name, bytes(body)) for key, name, body in conn.execute(
+                "SELECT i.key, n.name, i.body FROM impressions i JOIN namespaces n "
+                "ON n.id = i.ns ORDER BY i.key")]
+
+    def import_state(self, dump: StateDump) -> None:
+        """Write a whole state (from :func:`heaprank.state.copy.export_state`) into this empty
+        one, in one transaction."""
+        self._write(lambda conn: _import(conn, dump, self._where, self._ns_id))
+
+
+def _split(rows: Sequence[tuple[Any, ...]], n_features: int,
+           n_ids: int) -> tuple[LinkCounts, DocStats]:
+    """The tagged rows of ``_READ`` as the link counts (a feature never credited has no row:
+    all zero) and the documents' stats (never used: NaN, 0)."""
+    links = np.zeros((n_features, 4))
+    last_used, use_count = np.full(n_ids, math.nan), np.zeros(n_ids)
+    for tag, at, a, b, c, d in rows:
+        if tag == 0:
+            links[at] = (a, b, c, d)
+        else:
+            last_used[at], use_count[at] = a, b
+    return (LinkCounts(links[:, 2].copy(), links[:, 3].copy(), links[:, 0].copy(),
+                       links[:, 1].copy()), DocStats(last_used, use_count))
+
+
+def _write_edges(conn: Any, ns: int, change: EdgeChange) -> bool:
+    """Write a feedback's edge change if the namespace's edges are still at its version (and
+    move them to the next one): whether it was written. The namespace's row is locked."""
+    version = conn.execute("SELECT edges_version FROM namespaces WHERE id = %s",
+                           (ns,)).fetchone()[0]
+    if version != change.version:
+        return False
+    if change.deleted:
+        conn.cursor().executemany("DELETE FROM edges WHERE ns = %s AND a = %s AND b = %s",
+                                  [(ns, a, b) for a, b in change.deleted])
+    if change.written:
+        conn.cursor().executemany(_WRITE_EDGE, [(ns, *row) for row in change.written])
+    conn.execute("UPDATE namespaces SET edges_version = %s WHERE id = %s",
+                 (change.version + 1, ns))
+    return True
+
+
+def _import(conn: Any, dump: StateDump, where: str,
+            namespace_id: Callable[[Any, str], int]) -> None:
+    """The rows of a whole state, written into the empty schema of ``conn``."""
+    from ...errors import StateError
+
+    if conn.execute("SELECT (SELECT count(*) FROM features) + "
+                    "(SELECT count(*) FROM impressions)").fetchone()[0]:
+        raise StateError(f"{where} is not empty")
+    holders = dump.holders()
+    cur = conn.cursor()
+    gf, gpos, gneg = dump.global_links
+    cur.executemany("INSERT INTO features (name, pos, neg, nscount) VALUES (%s, %s, %s, %s)",
+                    [(f, p, n, holders.get(f, 0)) for f, p, n in
+                     zip(gf, gpos.tolist(), gneg.tolist())])
+    cur.executemany("INSERT INTO features (name, nscount) VALUES (%s, %s) "
+                    "ON CONFLICT (name) DO NOTHING", sorted(holders.items()))
+    fid = dict(conn.execute("SELECT name, id FROM features").fetchall())
+    names = set(dump.links) | set(dump.docs) | set(dump.edges) | {
+        ns for _, ns, _ in dump.impressions}
+    ns_id = {ns: namespace_id(conn, ns) for ns in sorted(names)}
+    for ns, (features, pos, neg) in dump.links.items():
+        cur.executemany("INSERT INTO links VALUES (%s, %s, %s, %s)", [
+            (ns_id[ns], fid[f], p, n) for f, p, n in zip(features, pos.tolist(), neg.tolist())])
+    for ns, rows in dump.docs.items():
+        cur.executemany("INSERT INTO docs VALUES (%s, %s, %s, %s)",
+                        [(ns_id[ns], i, last, uses) for i, last, uses in rows])
+    for ns, edge_rows in dump.edges.items():
+        cur.executemany("INSERT INTO edges VALUES (%s, %s, %s, %s, %s, %s)",
+                        [(ns_id[ns], *row) for row in edge_rows])
+    cur.executemany("INSERT INTO impressions VALUES (%s, %s, %s, %s)", [
+        (recall_key(rid), ns_id[ns], any(codec.verdicts_of(body)), body)
+        for rid, ns, body in dump.impressions])
+    conn.execute("UPDATE meta SET value = %s WHERE key = 'feedbacks'", (str(dump.feedbacks),))
