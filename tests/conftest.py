@@ -21,7 +21,7 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 #: Settings that say where test services live (``.ci/run`` exports them); everything else
 #: under ``HEAPRANK_`` is the developer's own configuration and must not leak into a test.
 KEEP_ENV = frozenset({"HEAPRANK_REDIS_URL", "HEAPRANK_REQUIRE_REDIS", "HEAPRANK_REQUIRE_SPEEDUPS",
-                      "HEAPRANK_PURE_PYTHON"})
+                      "HEAPRANK_PURE_PYTHON", "HEAPRANK_POSTGRES_URL", "HEAPRANK_REQUIRE_POSTGRES"})
 
 
 @pytest.fixture(autouse=True)
@@ -30,3 +30,21 @@ def clean_environ(monkeypatch: pytest.MonkeyPatch) -> None:
     for key in list(os.environ):
         if key.startswith("HEAPRANK_") and key not in KEEP_ENV:
             monkeypatch.delenv(key, raising=False)
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> str:
+    """The test PostgreSQL server's URL (skips, or fails when it is required, without one)."""
+    from tests.postgres_server import reachable_url
+
+    return reachable_url()
+
+
+@pytest.fixture()
+def postgres_schema(postgres_url):
+    """A fresh schema name on the test server, dropped (with all it holds) afterwards."""
+    from tests.postgres_server import drop_schema, unique_schema
+
+    schema = unique_schema()
+    yield schema
+    drop_schema(postgres_url, schema)

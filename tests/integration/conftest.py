@@ -1,5 +1,6 @@
 """Fixtures of the integration tests: the Redis servers live in ``redis_servers``; ``state``
-is a fresh backend of each kind (memory, a real SQLite file, the real Redis server)."""
+is a fresh backend of each kind (memory, a real SQLite file, the real Redis server, a schema of
+its own on the real PostgreSQL server)."""
 
 import pytest
 
@@ -9,12 +10,17 @@ from tests.integration.redis_servers import aof_server, redis_cluster_url, redis
 __all__ = ["aof_server", "redis_cluster_url", "redis_url", "state"]
 
 
-@pytest.fixture(params=["memory", "sqlite", "redis"])
+@pytest.fixture(params=["memory", "sqlite", "redis", "postgres"])
 def state(request, tmp_path):
     if request.param == "memory":
         backend = MemoryState()
     elif request.param == "sqlite":
         backend = SQLiteState(tmp_path / "state.db")
+    elif request.param == "postgres":
+        from heaprank.state.postgres import PostgresState
+
+        backend = PostgresState(request.getfixturevalue("postgres_url"),
+                                schema=request.getfixturevalue("postgres_schema"))
     else:
         from heaprank.state.redis import RedisState
 

@@ -1,5 +1,6 @@
-"""One conformance suite, run against every state backend (memory, SQLite in a real file, and Redis
-on the shared server and on a local 3-master Cluster started for the session)."""
+"""One conformance suite, run against every state backend (memory, SQLite in a real file, Redis
+on the shared server and on a local 3-master Cluster started for the session, and PostgreSQL in
+a schema of its own on the real server)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from heaprank.records import IGNORED, USED, EdgeChange, Impression, Update
 from heaprank.state import codec, open_state
 from tests.integration.redis_servers import unique_prefix
 
-BACKENDS = ["memory", "sqlite", "redis", "redis-cluster"]
+BACKENDS = ["memory", "sqlite", "redis", "redis-cluster", "postgres"]
 NOW = 1_750_000_000.0
 FEATURES_A = ("kind:fact", "len:<=3", "qt:when&kind:fact", "qt:when&len:<=3")
 FEATURES_B = ("kind:note", "len:<=3", "qt:when&kind:note", "qt:when&len:<=3")
@@ -28,12 +29,21 @@ PRIOR = Prior(mean=0.02, strength=2.0, kappa=50.0)
 def make_backend(request, tmp_path):
     """A factory of fresh backends of one kind (keyword options pass through)."""
     opened: list[StateBackend] = []
+    schemas: list[str] = []
 
     def make(**options) -> StateBackend:
         if request.param == "memory":
             state = MemoryState(**options)
         elif request.param == "sqlite":
             state = SQLiteState(tmp_path / f"state{len(opened)}.db", **options)
+        elif request.param == "postgres":
+            from heaprank.state.postgres import PostgresState
+            from tests.postgres_server import unique_schema
+
+            schema = unique_schema()
+            schemas.append(schema)
+            state = PostgresState(request.getfixturevalue("postgres_url"), schema=schema,
+                                  **options)
         else:
             from heaprank.state.redis import RedisState
 
@@ -48,6 +58,11 @@ def make_backend(request, tmp_path):
         if hasattr(state, "clear"):
             state.clear()
         state.close()
+    if schemas:
+        from tests.postgres_server import drop_schema
+
+        for schema in schemas:
+            drop_schema(request.getfixturevalue("postgres_url"), schema)
 
 
 @pytest.fixture()
@@ -222,10 +237,12 @@ def test_feedback_log_yields_impressions_with_feedback_oldest_recall_first(backe
 
 def test_feedback_log_reads_in_pages(backend, monkeypatch):
     """Pages of two (ties of age included: the ids below share their millisecond)."""
+    from heaprank.state.postgres import backend as postgres_module
     from heaprank.state.redis import admin as redis_module
     from heaprank.state.sqlite import backend as sqlite_module
     monkeypatch.setattr(sqlite_module, "_LOG_PAGE", 2)
     monkeypatch.setattr(redis_module, "_LOG_PAGE", 2)
+    monkeypatch.setattr(postgres_module, "_LOG_PAGE", 2)
     ids = [rid(10 + n) for n in range(7)]
     for n, r in enumerate(ids):
         backend.put_impression(impression(recall_id=r, namespace=f"ns{n % 2}"))

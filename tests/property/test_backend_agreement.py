@@ -1,4 +1,5 @@
-"""MemoryState is the reference: SQLiteState must agree with it exactly after any feedback."""
+"""MemoryState is the reference: SQLiteState and PostgresState must agree with it exactly after
+any feedback (links, documents, stats, and the rankings, scores and EXPLAIN they give)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import uuid
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from heaprank import MemoryState, Reranker, SQLiteState
@@ -29,8 +30,26 @@ def _replay(rr: Reranker, steps, forget: str | None) -> None:
 
 @given(feedback_sequences, st.sampled_from([None, "alice", "carol"]))
 def test_memory_and_sqlite_agree_after_the_same_feedback(db_dir, steps, forget):
+    _agree(Reranker(SQLiteState(db_dir / f"{uuid.uuid4().hex}.db")), steps, forget)
+
+
+@given(feedback_sequences, st.sampled_from([None, "alice", "carol"]))
+@settings(max_examples=40)
+def test_memory_and_postgres_agree_after_the_same_feedback(postgres_url, steps, forget):
+    from heaprank.state.postgres import PostgresState
+    from tests.postgres_server import drop_schema, unique_schema
+
+    schema = unique_schema()
+    try:
+        _agree(Reranker(PostgresState(postgres_url, schema=schema, pool_size=1)), steps, forget)
+    finally:
+        drop_schema(postgres_url, schema)
+
+
+def _agree(sqlite: Reranker, steps, forget) -> None:
+    """Replay ``steps`` on a memory state and on ``sqlite`` (a stored state) and compare every
+    layer, the stats, and the rankings (scores and EXPLAIN included) each namespace now gets."""
     memory = Reranker(MemoryState())
-    sqlite = Reranker(SQLiteState(db_dir / f"{uuid.uuid4().hex}.db"))
     try:
         _replay(memory, steps, forget)
         _replay(sqlite, steps, forget)
@@ -54,6 +73,12 @@ def test_memory_and_sqlite_agree_after_the_same_feedback(db_dir, steps, forget):
         assert memory.stats() == sqlite.stats()
         assert memory.state.namespaces() == sqlite.state.namespaces()
         assert _links(memory) == _links(sqlite)
+        for namespace in ("alice", "bob", "carol"):
+            a = memory.rerank("When was it?", POOL, namespace=namespace, now=NOW + 1e4, track=False)
+            b = sqlite.rerank("When was it?", POOL, namespace=namespace, now=NOW + 1e4, track=False)
+            assert a.ids == b.ids
+            assert [r.score for r in a] == [r.score for r in b]
+            assert [r.explain() for r in a] == [r.explain() for r in b]
     finally:
         sqlite.close()
 

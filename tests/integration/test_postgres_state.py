@@ -1,0 +1,127 @@
+"""The PostgreSQL state beyond the conformance suite: its URLs, its schema (created, versioned,
+and refused when it is another application's), the missing driver, and a lost connection."""
+
+from __future__ import annotations
+
+import sys
+
+import psycopg
+import pytest
+
+from heaprank import Reranker
+from heaprank.errors import ConfigError, MissingDependencyError, StateError, StateUnavailableError
+from heaprank.state import open_state
+from tests.postgres_server import state_url
+
+NOW = 1_750_000_000.0
+CANDS = [{"id": f"d{i}", "text": f"Team meeting note {i} on Monday", "score": float(6 - i)}
+         for i in range(6)]
+
+
+def test_a_postgres_url_opens_a_state_in_its_schema(postgres_url, postgres_schema):
+    from heaprank.state.postgres import PostgresState
+
+    for scheme in ("postgresql", "postgres"):
+        url = state_url(postgres_url.replace("postgresql://", f"{scheme}://", 1), postgres_schema,
+                        pool_size=2, max_impressions=10)
+        state = open_state(url)
+        try:
+            assert isinstance(state, PostgresState)
+            assert (state.schema, state.pool_size, state.max_impressions) == (
+                postgres_schema, 2, 10)
+            assert "schema=" not in state.url and "pool_size" not in state.url
+        finally:
+            state.close()
+    with psycopg.connect(postgres_url) as conn:
+        meta = dict(conn.execute(f"SELECT key, value FROM {postgres_schema}.meta").fetchall())
+    assert meta["application"] == "heaprank" and meta["schema_version"] == "1"
+
+
+@pytest.mark.parametrize("option", ["schema=Bad-Name", "schema=a;drop", "pool_size=zero",
+                                    "mode=rx", "max_impressions=0"])
+def test_a_bad_url_option_is_a_config_error_naming_it(postgres_url, option):
+    with pytest.raises(ConfigError, match=option.split("=")[0].replace("pool_size", "pool_size")):
+        open_state(f"{postgres_url}?{option}")
+
+
+def test_a_schema_of_another_application_is_refused_and_left_alone(postgres_url, postgres_schema):
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {postgres_schema}")
+        conn.execute(f"CREATE TABLE {postgres_schema}.orders (id int)")
+    with pytest.raises(StateError, match="another application"):
+        open_state(state_url(postgres_url, postgres_schema))
+    with psycopg.connect(postgres_url) as conn:
+        tables = conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = %s",
+                              (postgres_schema,)).fetchall()
+    assert tables == [("orders",)]
+
+
+def test_a_table_heaprank_did_not_create_beside_its_own_is_refused(postgres_url, postgres_schema):
+    open_state(state_url(postgres_url, postgres_schema)).close()
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute(f"CREATE TABLE {postgres_schema}.mine (id int)")
+    with pytest.raises(StateError, match="did not create"):
+        open_state(state_url(postgres_url, postgres_schema))
+
+
+def test_a_newer_schema_version_is_refused(postgres_url, postgres_schema):
+    open_state(state_url(postgres_url, postgres_schema)).close()
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute(f"UPDATE {postgres_schema}.meta SET value = '99' WHERE key = 'schema_version'")
+    with pytest.raises(StateError, match="newer than this heaprank"):
+        open_state(state_url(postgres_url, postgres_schema))
+
+
+def test_read_only_creates_nothing_and_refuses_writes(postgres_url, postgres_schema):
+    with pytest.raises(StateError, match="holds no heaprank state"):
+        open_state(state_url(postgres_url, postgres_schema, mode="ro"))
+    with Reranker(state_url(postgres_url, postgres_schema)) as rr:
+        ranking = rr.rerank("When is the meeting?", CANDS, namespace="t", k=3, now=NOW)
+        rr.feedback(ranking.recall_id, used=[ranking.ids[0]])
+    state = open_state(state_url(postgres_url, postgres_schema, mode="ro"))
+    try:
+        assert state.stats()["feedbacks"] == 1
+        with pytest.raises(StateError, match="read-only"):
+            state.forget_namespace("t")
+    finally:
+        state.close()
+
+
+def test_without_psycopg_the_error_names_the_extra(monkeypatch, postgres_url):
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # an import of it now fails
+    with pytest.raises(MissingDependencyError, match=r"pip install 'heaprank\[postgres\]'"):
+        open_state(postgres_url)
+
+
+def _terminate(postgres_url: str, schema: str) -> int:
+    """Terminate every server process of the state's pool (named by its search path)."""
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        return sum(1 for (done,) in conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid <> "
+            "pg_backend_pid() AND datname = current_database() AND usename = current_user "
+            "AND backend_type = 'client backend' AND application_name = %s",
+            (f"heaprank-{schema}",)) if done)
+
+
+def test_a_lost_connection_is_a_named_error_and_the_next_call_reconnects(postgres_url,
+                                                                          postgres_schema):
+    url = state_url(postgres_url, postgres_schema, application_name=f"heaprank-{postgres_schema}")
+    rr = Reranker(url)
+    try:
+        first = rr.rerank("When is the meeting?", CANDS, namespace="t", k=3, now=NOW)
+        rr.feedback(first.recall_id, used=[first.ids[0]])
+        assert _terminate(postgres_url, postgres_schema) >= 1
+        with pytest.raises(StateUnavailableError, match="connection .*lost"):
+            rr.state.stats()
+        assert rr.state.stats()["feedbacks"] == 1  # reconnected
+        # a rerank during an outage degrades (ranked on the priors, flagged) instead of failing
+        assert _terminate(postgres_url, postgres_schema) >= 1
+        degraded = rr.rerank("When is the meeting?", CANDS, namespace="t", k=3, now=NOW + 1)
+        assert len(degraded.ids) == 3
+        assert any("unavailable" in flag for flag in degraded[0].flags), degraded[0].flags
+        again = rr.rerank("When is the meeting?", CANDS, namespace="t", k=3, now=NOW + 2)
+        out = rr.feedback(again.recall_id, used=[again.ids[0]])
+        assert out.applied == (again.ids[0],)
+        assert rr.stats()["feedbacks"] == 2
+    finally:
+        rr.close()
