@@ -208,8 +208,11 @@ class PostgresState:
 
     def _configure(self, conn: Any) -> None:
         """Every new connection: heaprank's schema first on its search path (its tables are
-        named unqualified), and read only when the state is."""
+        named unqualified), commits that do not wait for the disk (an impression a server crash
+        may cost without harm; feedback waits, :meth:`_write`), and read only when the state
+        is."""
         conn.execute(f"SET search_path TO {self.schema}")
+        conn.execute("SET synchronous_commit = off")
         if self.read_only:
             conn.execute("SET default_transaction_read_only = on")
 
@@ -241,9 +244,10 @@ class PostgresState:
         except Exception:  # noqa: BLE001 - the pool reconnects in the background anyway
             logger.debug("heaprank: checking the pool of %s failed", self._where, exc_info=True)
 
-    def _write(self, work: Callable[[Any], T]) -> T:
+    def _write(self, work: Callable[[Any], T], *, durable: bool = True) -> T:
         """``work`` in one transaction, run again (whole) when the server rolls it back as a
-        deadlock or a serialization failure."""
+        deadlock or a serialization failure. A ``durable`` one returns once its commit is on
+        the server's disk (``synchronous_commit`` as the server, database or role sets it)."""
         import psycopg
 
         if self.read_only:
@@ -252,6 +256,8 @@ class PostgresState:
             with self._conn() as conn:
                 try:
                     with conn.transaction():
+                        if durable:
+                            conn.execute("SET LOCAL synchronous_commit TO DEFAULT")
                         return work(conn)
                 except psycopg.Error as exc:
                     if exc.sqlstate not in RETRY_SQLSTATES or attempt == _ATTEMPTS:
@@ -350,7 +356,7 @@ class PostgresState:
                              (ns, feedback_id, key))
             return impression.recall_id
 
-        held = self._write(work)
+        held = self._write(work, durable=False)
         if held == impression.recall_id:
             self._count_put()
         return held
@@ -374,7 +380,7 @@ class PostgresState:
 
     def prune(self) -> None:
         """Expire impressions now (normally done every few hundred writes)."""
-        self._write(self._prune)
+        self._write(self._prune, durable=False)
 
     def _prune(self, conn: Any) -> None:
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key(self.schema) + 2,))
