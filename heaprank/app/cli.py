@@ -28,6 +28,7 @@ DEFAULT_STATE = "sqlite:///heaprank.db"
 DEFAULT_CONFIG = "heaprank-config.json"
 MEMORY_STATE = "memory://"
 _REDIS_SCHEMES = ("redis", "rediss", "unix", "redis+cluster")
+_POSTGRES_SCHEMES = ("postgresql", "postgres")
 
 
 class UsageError(Exception):
@@ -69,7 +70,7 @@ def _existing_state(url: str) -> str:
             raise UsageError(f"no state at {url!r} (file {path!r} does not exist); "
                              "pass --state or set HEAPRANK_STATE")
         return _read_only(url, url.partition("?")[2])
-    if url.split(":", 1)[0] in _REDIS_SCHEMES:  # read-only: a missing state is not created
+    if url.split(":", 1)[0] in _REDIS_SCHEMES + _POSTGRES_SCHEMES:  # a missing one stays so
         return _read_only(url, urlsplit(check_url(url)).query)
     return url
 
@@ -208,7 +209,7 @@ def _cmd_state_copy(args: argparse.Namespace) -> int:
 
     if args.dst.startswith("memory:"):
         raise UsageError("state copy: memory:// keeps nothing once the command exits; copy to "
-                         "sqlite:///path or redis://host:port/db")
+                         "sqlite:///path, redis://host:port/db or postgresql://host/dbname")
     source = open_state(_existing_state(args.src))
     try:
         target = open_state(args.dst)
@@ -226,6 +227,12 @@ def _cmd_state_copy(args: argparse.Namespace) -> int:
 
 
 def _cmd_state_migrate(args: argparse.Namespace) -> int:
+    if args.url.split(":", 1)[0] in _POSTGRES_SCHEMES:
+        from ..state.postgres.admin import migrate_url as migrate_postgres
+
+        counts = migrate_postgres(args.url)
+        return _counts(args, f"{'created' if counts['created'] else 'checked'} the heaprank "
+                       f"schema {counts['schema']} (version {counts['schema_version']})", counts)
     from ..state.redis.migrate import migrate_url
 
     return _counts(args, f"migrated {args.url} to Redis layout 2", migrate_url(args.url))
@@ -463,16 +470,18 @@ def _state_commands(sub: Any) -> None:
     state = sub.add_parser("state", help="manage states", description="manage states")
     state_sub = state.add_subparsers(dest="state_command", required=True)
     copy_help = ("copy a whole state (links, global layer, documents, impressions) into an empty "
-                 "one: between SQLite and Redis (sqlite:///path, redis://host:port/db, "
-                 "redis+cluster://host:port)")
+                 "one: between SQLite, Redis and PostgreSQL (sqlite:///path, redis://host:port/db, "
+                 "redis+cluster://host:port, postgresql://user@host:port/dbname?schema=...)")
     copy = state_sub.add_parser("copy", help=copy_help, description=copy_help)
     copy.add_argument("src", help="URL of the existing state to read")
     copy.add_argument("dst", help="URL of the empty state to write (a SQLite file is created)")
     copy.add_argument("--json", action="store_true", help="print the target's stats as JSON")
     copy.set_defaults(func=_cmd_state_copy)
     migrate = state_sub.add_parser("migrate", help="convert a Redis state of layout 1 to layout 2 "
-                                   "while writers run (docs/redis.md)")
-    migrate.add_argument("url", help="the Redis state (with its prefix= option)")
+                                   "while writers run (docs/redis.md); create or upgrade the "
+                                   "schema of a PostgreSQL state (docs/postgres.md)")
+    migrate.add_argument("url", help="the Redis state (with its prefix= option) or the "
+                         "PostgreSQL one (with its schema= option)")
     migrate.add_argument("--json", action="store_true", help="print the counts as JSON")
     migrate.set_defaults(func=_cmd_state_migrate)
     reshard = state_sub.add_parser("reshard", help="move a Redis state's pooled layer to N "
