@@ -125,3 +125,49 @@ def test_a_lost_connection_is_a_named_error_and_the_next_call_reconnects(postgre
         assert rr.stats()["feedbacks"] == 2
     finally:
         rr.close()
+
+
+def _naming(postgres_url: str, schema: str, ns_id: int, name: str) -> list[str]:
+    """The ``table.column`` of every row of ``schema`` that holds namespace ``ns_id`` or text
+    (or bytes) containing ``name``."""
+    found = []
+    with psycopg.connect(postgres_url) as conn:
+        columns = conn.execute("SELECT table_name, column_name, data_type FROM "
+                               "information_schema.columns WHERE table_schema = %s",
+                               (schema,)).fetchall()
+        for table, column, kind in columns:
+            arg: object
+            if column == "ns" or (table == "namespaces" and column == "id"):
+                where, arg = f"{column} = %s", ns_id
+            elif kind == "text":
+                where, arg = f"{column} LIKE %s", f"%{name}%"
+            elif kind == "bytea":
+                where, arg = f"position(%s IN {column}) > 0", name.encode()
+            else:
+                continue
+            if conn.execute(f"SELECT count(*) FROM {schema}.{table} WHERE {where}",
+                            (arg,)).fetchone()[0]:
+                found.append(f"{table}.{column}")
+    return sorted(found)
+
+
+def test_forget_leaves_no_row_of_the_tenant(postgres_url, postgres_schema):
+    """After a forget no table of the schema holds a row of the namespace (by its id) nor any
+    text naming it (its name, its private feature names, its document ids)."""
+    with Reranker(state_url(postgres_url, postgres_schema)) as rr:
+        for ns in ("alice", "bob"):
+            cands = [{**c, "id": f"{ns}-{c['id']}", "metadata": {"source": f"{ns}@example.com"}}
+                     for c in CANDS]
+            ranking = rr.rerank("When is the meeting?", cands, namespace=ns, k=3, now=NOW)
+            rr.feedback(ranking.recall_id, used=[ranking.ids[0]])
+            rr.feedback(namespace=ns, query="Who?", shown=cands[:2], used=[cands[0]["id"]],
+                        feedback_id=f"{ns}-1", now=NOW)
+        with psycopg.connect(postgres_url) as conn:
+            (alice,) = conn.execute(f"SELECT id FROM {postgres_schema}.namespaces WHERE name = "
+                                    f"'alice'").fetchone()
+        before = _naming(postgres_url, postgres_schema, alice, "alice")
+        assert {"docs.ns", "feedback_ids.ns", "features.name", "impressions.body",
+                "links.ns", "namespaces.name"} <= set(before)  # not vacuous
+        rr.forget_namespace("alice")
+    assert _naming(postgres_url, postgres_schema, alice, "alice") == []
+    assert len(_naming(postgres_url, postgres_schema, -1, "bob")) >= 4  # bob's rows stay
