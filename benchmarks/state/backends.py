@@ -1,7 +1,8 @@
 """``python -m benchmarks backends``: the state backends side by side, with concurrent clients.
 
-For memory, SQLite (one WAL file), Redis (a server this command starts, or ``--redis-url``) and
-a Redis Cluster of 3 masters it starts on free local ports, with 1, 4 and 16 client processes:
+For memory, SQLite (one WAL file), Redis (a server this command starts, or ``--redis-url``),
+a Redis Cluster of 3 masters it starts on free local ports and PostgreSQL (a schema of its own
+on ``--postgres-url``, dropped afterwards), with 1, 4 and 16 client processes:
 
 * rerank latency p50/p95 at 50 candidates (k=10, impression tracked), every process timing its own
   calls, all processes started together;
@@ -12,7 +13,8 @@ a Redis Cluster of 3 masters it starts on free local ports, with 1, 4 and 16 cli
   ``INFO commandstats`` (which also counts the commands a script runs), and the servers'
   main-thread CPU per operation (``INFO cpu``), what capacity is planned from;
 * bytes per link (``MEMORY USAGE`` of each namespace's links hash / its links), per used
-  document (its documents hash / its documents) and per impression;
+  document (its documents hash / its documents) and per impression; on PostgreSQL each table's
+  ``pg_total_relation_size`` (rows, indexes, TOAST) over its rows;
 * the optional local cache of the global layer: one process's rerank cost (wall time, round
   trips, server CPU) with ``global_cache_ttl`` off and on (warm: every pooled count cached);
 * ``arerank`` + ``afeedback`` from one process's event loop, 16 answers in flight: on the async
@@ -25,7 +27,7 @@ with 16 processes the latency is mostly waiting for a core. Needs ``pip install 
 and ``redis-server``/``redis-cli`` for the Cluster.
 
 Run: ``python -m benchmarks backends [--quick] [--calls N] [--json FILE] [--redis-url URL]
-[--backends memory,sqlite,redis,redis-cluster] [--procs 1,4,16]``
+[--postgres-url URL] [--backends memory,sqlite,redis,redis-cluster,postgres] [--procs 1,4,16]``
 """
 
 from __future__ import annotations
@@ -60,7 +62,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", help="also write the figures to this JSON file")
     p.add_argument("--redis-url", help="a Redis server to use (default: start one, so no other "
                    "client shares its CPU)")
-    p.add_argument("--backends", default="memory,sqlite,redis,redis-cluster")
+    p.add_argument("--postgres-url", default=os.environ.get("HEAPRANK_POSTGRES_URL")
+                   or "postgresql://postgres@127.0.0.1:5432/test",
+                   help="the PostgreSQL server (a schema of its own is made and dropped)")
+    p.add_argument("--backends", default="memory,sqlite,redis,redis-cluster,postgres")
     p.add_argument("--procs", default="1,4,16")
     p.add_argument("--capacity-only", action="store_true",
                    help="only the Redis capacity figures and their verdicts (issue 23)")
@@ -300,6 +305,54 @@ def _clear(url: str) -> None:
     state.close()
 
 
+def _postgres_fresh(server: str, schema: str) -> None:
+    """Drop ``schema`` (with all it holds) and make heaprank's tables there again."""
+    import psycopg
+
+    from heaprank.state.postgres import PostgresState
+
+    with psycopg.connect(server, autocommit=True) as conn:
+        conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+    PostgresState(server, schema=schema, strict=True).close()
+
+
+def _postgres_drop(server: str, schema: str) -> None:
+    import psycopg
+
+    with psycopg.connect(server, autocommit=True) as conn:
+        conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+
+
+def _postgres_sizes(server: str, schema: str) -> dict[str, Any]:
+    """Bytes per row of the links, documents and impressions tables: each table's total size
+    (rows, indexes, TOAST; after VACUUM, so dead rows do not count) over its live rows."""
+    import psycopg
+
+    out: dict[str, Any] = {}
+    with psycopg.connect(server, autocommit=True) as conn:
+        for table, key in (("links", "link"), ("docs", "document"), ("impressions", "impression")):
+            conn.execute(f"VACUUM {schema}.{table}")
+            rows, size = conn.execute(f"SELECT count(*), pg_total_relation_size('{schema}.{table}') "
+                                      f"FROM {schema}.{table}").fetchone()
+            out[f"{key}s"] = rows
+            out[f"bytes_per_{key}"] = size / rows if rows else 0.0
+    return out
+
+
+def _postgres_ready(server: str) -> str:
+    """Why the PostgreSQL rows cannot be measured here ("" when they can)."""
+    try:
+        import psycopg
+
+        with psycopg.connect(server, connect_timeout=3) as conn:
+            conn.execute("SELECT 1")
+    except ImportError:
+        return "psycopg is not installed (pip install 'heaprank[postgres]')"
+    except Exception as exc:  # noqa: BLE001 - reported, the other backends still run
+        return f"no PostgreSQL server at {server} ({' '.join(str(exc).split())[:100]})"
+    return ""
+
+
 def run(args: argparse.Namespace) -> int:
     sys.path.insert(0, str(REPO_ROOT))
     from heaprank import SQLiteState
@@ -317,7 +370,13 @@ def run(args: argparse.Namespace) -> int:
         nodes.append(RedisServer(folder / "single", "--appendonly", "no"))
         args.redis_url = nodes[-1].url
     tag = f"bench{os.getpid()}"
-    urls = {"memory": "memory://", "sqlite": f"sqlite:///{folder / 'state.db'}",
+    if "postgres" in kinds and (why := _postgres_ready(args.postgres_url)):
+        print(f"postgres: skipped, {why}")
+        kinds.remove("postgres")
+    pg_schema = f"heaprank_{tag}"
+    urls = {"postgres": f"{args.postgres_url}{'&' if '?' in args.postgres_url else '?'}"
+                        f"schema={pg_schema}",
+            "memory": "memory://", "sqlite": f"sqlite:///{folder / 'state.db'}",
             "redis": f"{args.redis_url}?prefix={tag}",
             "redis-cluster": f"redis+cluster://127.0.0.1:{cluster[0].port}?prefix={tag}" if cluster else ""}
     started = time.time()
@@ -327,7 +386,7 @@ def run(args: argparse.Namespace) -> int:
                               "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                               "load": os.getloadavg(), "calls_per_process": calls, "rows": [],
                               "round_trips": {}, "sizes": {}, "link_sizes": {}, "cache": {},
-                              "async": {}}
+                              "async": {}, "postgres_sizes": {}}
     try:
         for kind in [] if args.capacity_only else kinds:
             for p in procs:
@@ -335,8 +394,12 @@ def run(args: argparse.Namespace) -> int:
                     for f in folder.glob("state.db*"):
                         f.unlink()
                     SQLiteState(folder / "state.db").close()
+                if kind == "postgres":  # a fresh schema, made before the processes open it
+                    _postgres_fresh(args.postgres_url, pg_schema)
                 row = _run(urls[kind], p, max(calls * 4 // p, min(calls, 30)), warmup)
                 report["rows"].append({"backend": kind, **row})
+                if kind == "postgres" and p == procs[-1]:
+                    report["postgres_sizes"] = _postgres_sizes(args.postgres_url, pg_schema)
                 if kind.startswith("redis"):
                     if p == procs[-1]:
                         report["sizes"][kind] = _sizes(urls[kind])
@@ -354,6 +417,8 @@ def run(args: argparse.Namespace) -> int:
         for node in nodes:
             node.stop()
         shutil.rmtree(folder, ignore_errors=True)
+        if "postgres" in kinds:
+            _postgres_drop(args.postgres_url, pg_schema)
     report["seconds"] = round(time.time() - started)
     _print(report)
     if args.json:
@@ -481,5 +546,12 @@ def _print(report: dict[str, Any]) -> None:
         print(f"  impression: {size['bytes_per_impression']:.0f} bytes, its share of its "
               f"hash (field value: codec body and namespace, {size['codec_bytes']:.0f} bytes), "
               f"{size['impressions_sampled']} in {size['hashes_sampled']} hashes sampled")
+    pg = report.get("postgres_sizes")
+    if pg:
+        print(f"\nDisk, postgres (pg_total_relation_size after VACUUM: rows, indexes, TOAST): "
+              f"{pg['bytes_per_link']:.0f} bytes per link ({pg['links']} links), "
+              f"{pg['bytes_per_document']:.0f} per used document ({pg['documents']}), "
+              f"{pg['bytes_per_impression']:.0f} per impression ({pg['impressions']}, "
+              f"50 candidates, k=10)")
     if report.get("capacity"):
         _print_capacity(report["capacity"])
