@@ -171,3 +171,29 @@ def test_forget_leaves_no_row_of_the_tenant(postgres_url, postgres_schema):
         rr.forget_namespace("alice")
     assert _naming(postgres_url, postgres_schema, alice, "alice") == []
     assert len(_naming(postgres_url, postgres_schema, -1, "bob")) >= 4  # bob's rows stay
+
+
+def _feed_in_child(state) -> None:
+    rr = Reranker(state)
+    ranking = rr.rerank("When is the meeting?", CANDS, namespace="child", k=3, now=NOW)
+    rr.feedback(ranking.recall_id, used=[ranking.ids[0]])
+
+
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
+def test_a_forked_child_connects_anew_and_leaves_the_parents_connection_working(
+        postgres_url, postgres_schema):
+    import multiprocessing
+
+    state = open_state(state_url(postgres_url, postgres_schema))
+    try:
+        rr = Reranker(state)
+        first = rr.rerank("When is the meeting?", CANDS, namespace="parent", k=3, now=NOW)
+        child = multiprocessing.get_context("fork").Process(target=_feed_in_child, args=(state,))
+        child.start()
+        child.join(timeout=60)
+        assert child.exitcode == 0
+        rr.feedback(first.recall_id, used=[first.ids[0]])  # the parent's pool still works
+        assert state.namespaces() == ["child", "parent"]
+        assert state.stats()["feedbacks"] == 2
+    finally:
+        state.close()

@@ -52,6 +52,9 @@ if TYPE_CHECKING:
 logger = logging.getLogger("heaprank")
 T = TypeVar("T")
 
+#: Pools a forked child inherited: kept referenced until it exits, never closed or collected
+#: there (closing a connection sends the server a goodbye on a socket the parent still uses).
+_INHERITED: list[Any] = []
 _PRUNE_EVERY = 256
 _LOG_PAGE = 512
 #: How many times a write transaction the server rolled back (deadlock, serialization) runs.
@@ -165,7 +168,6 @@ class PostgresState:
         self._lock = threading.Lock()
         self._pool: Any = None
         self._pid = -1
-        self._inherited: list[Any] = []  # a parent process's pools: never closed in a child
         self._ready = False
         self._puts = 0
         try:
@@ -195,7 +197,7 @@ class PostgresState:
             from psycopg_pool import ConnectionPool
 
             if self._pool is not None:
-                self._inherited.append(self._pool)
+                _INHERITED.append(self._pool)
             kwargs: dict[str, Any] = {"autocommit": True}
             if "connect_timeout" not in self.url:
                 kwargs["connect_timeout"] = max(1, math.ceil(self.timeout_s))
