@@ -29,7 +29,7 @@ def feedback_loop(url: str, worker: int, n: int, k: int) -> None:
 def explicit_writer(url: str, schema: str, writer: int, n: int, k: int) -> None:
     """The writer's whole plan of ``n`` explicit feedbacks (ids ``w<writer>-<i>``), from the
     first: those a killed run applied come back as already recorded. Prints ``ready`` once the
-    state is open and ``done`` at the end."""
+    state is open, the index of each feedback once it returned, and ``done`` at the end."""
     from heaprank import Reranker
     from heaprank.state.postgres import PostgresState
 
@@ -40,6 +40,7 @@ def explicit_writer(url: str, schema: str, writer: int, n: int, k: int) -> None:
         shown = cands[i % k:] + cands[:i % k]
         rr.feedback(namespace=f"crash{writer}", query=QUERY, shown=shown, used=[shown[0]["id"]],
                     now=NOW + i, feedback_id=f"w{writer}-{i}")
+        print(i, flush=True)
     rr.close()
     print("done", flush=True)
 
