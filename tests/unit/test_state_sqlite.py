@@ -99,7 +99,8 @@ def test_bad_options(tmp_path, kwargs, match):
 
 @pytest.mark.parametrize("url, match", [
     ("sqlite://", "names no file"),
-    ("postgres://x/y", "unknown backend URL"),
+    ("mysql://x/y", "unknown backend URL"),
+    ("postgres://x/y?schema=Robert;drop", "schema"),
 ])
 def test_bad_state_urls(url, match):
     with pytest.raises(ConfigError, match=match):
