@@ -16,23 +16,18 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
-from urllib.parse import parse_qsl, urlsplit
 
 from .._version import __version__
 from ..errors import HeapRankError
 from ..mcp.command import add_command as add_mcp_command
-from ..state import check_url, sqlite_path
+from ..state import sqlite_path
 from .options import FEATURES, known_namespace, number, print_fit, whole_number
+from .urls import POSTGRES_SCHEMES, UsageError, existing_state
 
 DEFAULT_STATE = "sqlite:///heaprank.db"
 DEFAULT_CONFIG = "heaprank-config.json"
 MEMORY_STATE = "memory://"
-_REDIS_SCHEMES = ("redis", "rediss", "unix", "redis+cluster")
-_POSTGRES_SCHEMES = ("postgresql", "postgres")
 
-
-class UsageError(Exception):
-    """A mistake in the command line or in a file it names; printed as one line, exit 2."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -61,33 +56,8 @@ def _now(text: str | None) -> float | str | None:
     return value
 
 
-def _existing_state(url: str) -> str:
-    """``url`` if it names a state that exists, opened read-only: inspecting a state must never
-    create or change one."""
-    if url.startswith("sqlite:"):
-        path = os.path.expanduser(sqlite_path(url))
-        if not Path(path).is_file():
-            raise UsageError(f"no state at {url!r} (file {path!r} does not exist); "
-                             "pass --state or set HEAPRANK_STATE")
-        return _read_only(url, url.partition("?")[2])
-    if url.split(":", 1)[0] in _REDIS_SCHEMES + _POSTGRES_SCHEMES:  # a missing one stays so
-        return _read_only(url, urlsplit(check_url(url)).query)
-    return url
-
-
-def _read_only(url: str, query: str) -> str:
-    """``url`` with ``mode=ro`` in its ``query`` (added unless it says so already)."""
-    mode = [v for k, v in parse_qsl(query) if k == "mode"]
-    if mode and mode != ["ro"]:
-        raise UsageError(f"--state: mode={mode[-1]} in {url!r}, but this command only reads "
-                         "the state and opens it read-only; drop mode= (or use mode=ro)")
-    if mode:
-        return url
-    return url + ("&" if query else ("" if url.endswith("?") else "?")) + "mode=ro"
-
-
 def _state_url(args: argparse.Namespace) -> str:
-    return _existing_state(args.state or os.environ.get("HEAPRANK_STATE") or DEFAULT_STATE)
+    return existing_state(args.state or os.environ.get("HEAPRANK_STATE") or DEFAULT_STATE)
 
 
 def _explain_state_url(args: argparse.Namespace) -> str:
@@ -95,7 +65,7 @@ def _explain_state_url(args: argparse.Namespace) -> str:
     else an empty in-memory state (``explain`` only reads, so it never creates a file)."""
     named = args.state or os.environ.get("HEAPRANK_STATE")
     if named:
-        return _existing_state(named)
+        return existing_state(named)
     return DEFAULT_STATE if Path(sqlite_path(DEFAULT_STATE)).is_file() else MEMORY_STATE
 
 
@@ -210,7 +180,7 @@ def _cmd_state_copy(args: argparse.Namespace) -> int:
     if args.dst.startswith("memory:"):
         raise UsageError("state copy: memory:// keeps nothing once the command exits; copy to "
                          "sqlite:///path, redis://host:port/db or postgresql://host/dbname")
-    source = open_state(_existing_state(args.src))
+    source = open_state(existing_state(args.src))
     try:
         target = open_state(args.dst)
         try:
@@ -227,7 +197,7 @@ def _cmd_state_copy(args: argparse.Namespace) -> int:
 
 
 def _cmd_state_migrate(args: argparse.Namespace) -> int:
-    if args.url.split(":", 1)[0] in _POSTGRES_SCHEMES:
+    if args.url.split(":", 1)[0] in POSTGRES_SCHEMES:
         from ..state.postgres.admin import migrate_url as migrate_postgres
 
         counts = migrate_postgres(args.url)

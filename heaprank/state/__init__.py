@@ -130,11 +130,12 @@ def open_state(state: str | StateBackend | None, *, strict: bool = False) -> Sta
                 raise
             raise ConfigError(f"state: {exc}") from None
     if scheme in ("postgresql", "postgres"):
-        from .postgres.backend import PostgresState, postgres_options
+        from .postgres.backend import PostgresState
+        from .postgres.url import postgres_options
 
         url, options = postgres_options(state)
         try:
-            return PostgresState(url, strict=strict, **options)
+            return PostgresState(url, **options) if strict else PostgresState.lazy(url, **options)
         except ValueError as exc:
             if isinstance(exc, ConfigError):
                 raise

@@ -9,9 +9,9 @@ from typing import Any
 
 from ..._optional import require
 from ...errors import ConfigError
-from .backend import postgres_options
 from .failures import redacted, state_error
 from .schema import check_schema, read_meta, schema_name
+from .url import postgres_options
 
 
 def migrate_url(url: str) -> dict[str, Any]:

@@ -29,21 +29,25 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import numpy as np
 
 from ..._optional import require
 from ..._time import DAY_S
-from ...errors import ConfigError, StateReadOnlyError, StateUnavailableError
+from ...errors import StateReadOnlyError, StateUnavailableError
 from ...model import co_use
 from ...model.evidence import DocStats, EdgeRows, LinkCounts
-from ...records import EdgeChange, EdgeState, Impression, Update, recall_key
+from ...records import EdgeState, Impression, Update, recall_key
 from .. import codec
 from ..base import still_open, with_codes
-from ..weights import record_version
+from .edges import write_edges
 from .failures import RETRY_SQLSTATES, redacted, state_error
+from .forget import forget_rows
+from .reads import LIVE, NS_ID, READ, READ_EDGES, counts_of, links_of, split_rows
 from .schema import check_schema, lock_key, schema_name
+from .transfer import export_docs, export_impressions, import_dump
+from .url import check_arguments
+from .weights import swap_record
 from .writes import Tally
 
 if TYPE_CHECKING:
@@ -59,60 +63,11 @@ _PRUNE_EVERY = 256
 _LOG_PAGE = 512
 #: How many times a write transaction the server rolled back (deadlock, serialization) runs.
 _ATTEMPTS = 5
-_NS_ID = "(SELECT id FROM namespaces WHERE name = %(ns)s)"
-#: The links of both layers and the documents' stats, in one statement (one round trip): rows
-#: tagged 0 (links) and 1 (documents), each with its position in the caller's list.
-_READ = f"""
-SELECT 0, j.ord - 1, f.pos, f.neg, COALESCE(l.pos, 0), COALESCE(l.neg, 0)
-FROM unnest(%(features)s::text[]) WITH ORDINALITY AS j(name, ord)
-JOIN features f ON f.name = j.name
-LEFT JOIN links l ON l.ns = {_NS_ID} AND l.fid = f.id
-UNION ALL
-SELECT 1, j.ord - 1, d.last_used, d.use_count, 0, 0
-FROM unnest(%(ids)s::text[]) WITH ORDINALITY AS j(id, ord)
-JOIN docs d ON d.ns = {_NS_ID} AND d.id = j.id
-"""
-_READ_EDGES = (f"SELECT a, b, strength, count, last FROM edges WHERE ns = {_NS_ID} "
-               f"AND a = ANY(%(ids)s) AND b = ANY(%(ids)s)")
-_LIVE = ("namespaces n WHERE EXISTS (SELECT 1 FROM links WHERE ns = n.id) "
-         "OR EXISTS (SELECT 1 FROM docs WHERE ns = n.id)")
-_POOLED = "nscount > 0 AND left(name, 4) <> 'doc:'"
 _PUT_ALONE = ("INSERT INTO impressions (key, ns, fed, body) SELECT %s, id, false, %s "
               "FROM namespaces WHERE name = %s ON CONFLICT (key) DO NOTHING")
-_WRITE_EDGE = ("INSERT INTO edges (ns, a, b, strength, count, last) VALUES (%s, %s, %s, %s, %s, %s) "
-               "ON CONFLICT (ns, a, b) DO UPDATE SET strength = excluded.strength, "
-               "count = excluded.count, last = excluded.last")
-
-#: URL query options that are PostgresState's (the rest go to libpq), with their types.
-_OPTIONS: dict[str, type] = {"schema": str, "mode": str, "pool_size": int, "timeout": float,
-                             "max_impressions": int, "impression_ttl": float,
-                             "max_open_impressions": int}
-_OPTION_ARGS = {"timeout": "timeout_s", "impression_ttl": "impression_ttl_s"}
 
 
-def postgres_options(url: str) -> tuple[str, dict[str, Any]]:
-    """The libpq URL (heaprank's options taken out) and :class:`PostgresState`'s keyword
-    options of a ``postgresql://`` (or ``postgres://``) URL."""
-    parts = urlsplit(url)
-    options: dict[str, Any] = {}
-    rest = []
-    for name, value in parse_qsl(parts.query, keep_blank_values=True):
-        kind = _OPTIONS.get(name)
-        if kind is None:
-            rest.append((name, value))
-            continue
-        try:
-            parsed = kind(value)
-        except ValueError:
-            raise ConfigError(f"state: option {name}={value!r} is not a valid "
-                              f"{kind.__name__}") from None
-        if name == "mode":
-            if parsed not in ("ro", "rw", "rwc"):
-                raise ConfigError(f"state: mode={value!r}; expected ro, rw or rwc")
-            options["read_only"] = parsed == "ro"
-        else:
-            options[_OPTION_ARGS.get(name, name)] = parsed
-    return urlunsplit(parts._replace(query=urlencode(rest))), options
+
 
 
 class PostgresState:
@@ -129,8 +84,9 @@ class PostgresState:
         max_impressions: How many impressions with feedback to keep (oldest pruned first).
         impression_ttl_s: Impressions without feedback expire after this long (wall clock).
         max_open_impressions: How many impressions without feedback to keep.
-        strict: Raise StateUnavailableError here when the server cannot be reached; without
-            it the state opens anyway and its first call connects (and checks the schema).
+
+    The constructor connects and checks (or creates) the schema; :meth:`lazy` opens a state
+    whose server cannot be reached now, connecting on its first call.
 
     Raises:
         StateError: the schema belongs to another application or has a newer version.
@@ -140,22 +96,18 @@ class PostgresState:
     #: It applies a list of updates in one transaction (see
     #: :class:`~heaprank.state.capabilities.GroupCommit`).
     group_commit: Literal[True] = True
+    #: Whether a server that cannot be reached at construction is left for the first call
+    #: (:meth:`lazy`) rather than raised.
+    _lazy = False
 
     def __init__(self, url: str, *, schema: str = "heaprank", read_only: bool = False,
                  pool_size: int = 4, timeout_s: float = 5.0, max_impressions: int = 100_000,
-                 impression_ttl_s: float = DAY_S, max_open_impressions: int = 100_000,
-                 strict: bool = False) -> None:
+                 impression_ttl_s: float = DAY_S, max_open_impressions: int = 100_000) -> None:
         require("psycopg", extra="postgres", feature="the PostgreSQL state")
         require("psycopg_pool", extra="postgres", feature="the PostgreSQL state")
-        for name, value in (("max_impressions", max_impressions), ("pool_size", pool_size),
-                            ("max_open_impressions", max_open_impressions)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name}: must be an int >= 1")
-        for name, number in (("impression_ttl_s", impression_ttl_s), ("timeout_s", timeout_s)):
-            if not (isinstance(number, (int, float)) and math.isfinite(number) and number > 0):
-                raise ValueError(f"{name}: must be > 0")
-        if not isinstance(url, str) or url.split(":", 1)[0] not in ("postgresql", "postgres"):
-            raise ValueError("url: expected postgresql://user@host:port/dbname")
+        check_arguments(url, counts={"max_impressions": max_impressions, "pool_size": pool_size,
+                                     "max_open_impressions": max_open_impressions},
+                        spans={"impression_ttl_s": impression_ttl_s, "timeout_s": timeout_s})
         self.url = url
         self.schema = schema_name(schema)
         self.read_only = read_only
@@ -174,7 +126,7 @@ class PostgresState:
             with self._conn():
                 pass  # connects and checks (or creates) the schema
         except StateUnavailableError:
-            if strict:
+            if not self._lazy:
                 self.close()
                 raise
             logger.warning("heaprank: %s cannot be reached now; its first call tries again",
@@ -182,6 +134,15 @@ class PostgresState:
         except BaseException:
             self.close()
             raise
+
+    @classmethod
+    def lazy(cls, url: str, **options: Any) -> PostgresState:
+        """The state of ``url`` even when its server cannot be reached now (a warning says
+        so): its first call connects and checks the schema. What ``open_state`` opens."""
+        state = cls.__new__(cls)
+        state._lazy = True
+        state.__init__(url, **options)  # type: ignore[misc]
+        return state
 
     def __repr__(self) -> str:
         return (f"PostgresState({redacted(self.url)!r}, schema={self.schema!r}"
@@ -281,9 +242,9 @@ class PostgresState:
     def _read_rows(self, namespace: str, features: Sequence[str],
                    ids: Sequence[str]) -> tuple[LinkCounts, DocStats]:
         with self._conn() as conn:
-            rows = conn.execute(_READ, {"ns": namespace, "features": list(features),
+            rows = conn.execute(READ, {"ns": namespace, "features": list(features),
                                         "ids": list(ids)}).fetchall()
-        return _split(rows, len(features), len(ids))
+        return split_rows(rows, len(features), len(ids))
 
     def read_links(self, namespace: str, features: Sequence[str]) -> LinkCounts:
         return self._read_rows(namespace, features, ())[0]
@@ -301,9 +262,9 @@ class PostgresState:
         params = {"ns": namespace, "features": list(features), "ids": list(ids)}
         with self._conn() as conn, conn.transaction():  # (one snapshot for both)
             conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-            rows = conn.execute(_READ, params).fetchall()
-            found = conn.execute(_READ_EDGES, params).fetchall()
-        counts, docs = _split(rows, len(features), len(ids))
+            rows = conn.execute(READ, params).fetchall()
+            found = conn.execute(READ_EDGES, params).fetchall()
+        counts, docs = split_rows(rows, len(features), len(ids))
         adj = co_use.adjacency(found)
         return counts, docs, co_use.among(ids, adj.get)
 
@@ -324,7 +285,7 @@ class PostgresState:
     def list_edges(self, namespace: str) -> list[tuple[str, str, float, float, float]]:
         with self._conn() as conn:
             return [tuple(r) for r in conn.execute(  # type: ignore[misc]
-                f"SELECT a, b, strength, count, last FROM edges WHERE ns = {_NS_ID} "
+                f"SELECT a, b, strength, count, last FROM edges WHERE ns = {NS_ID} "
                 f"ORDER BY a, b", {"ns": namespace})]
 
     # ------------------------------------------------------------- impressions
@@ -462,7 +423,7 @@ class PostgresState:
         body = bytes(row[0])
         verdicts = codec.verdicts_of(body)
         if not still_open(verdicts, update) or (
-                update.edges is not None and not _write_edges(conn, ns, update.edges)):
+                update.edges is not None and not write_edges(conn, ns, update.edges)):
             return False
         tally.add(ns, update)
         body = codec.with_verdicts(body, with_codes(verdicts, len(verdicts), update))
@@ -474,55 +435,21 @@ class PostgresState:
 
     def list_links(self, namespace: str | None) -> tuple[list[str], np.ndarray, np.ndarray]:
         with self._conn() as conn:
-            if namespace is None:
-                data = conn.execute(f"SELECT name, pos, neg FROM features WHERE {_POOLED} "
-                                    f"ORDER BY name").fetchall()
-            else:
-                data = conn.execute(f"SELECT f.name, l.pos, l.neg FROM links l JOIN features f "
-                                    f"ON f.id = l.fid WHERE l.ns = {_NS_ID} ORDER BY f.name",
-                                    {"ns": namespace}).fetchall()
-        arr = np.array([r[1:] for r in data], dtype=np.float64).reshape(-1, 2)
-        return [r[0] for r in data], arr[:, 0].copy(), arr[:, 1].copy()
+            return links_of(conn, namespace)
 
     def namespaces(self) -> list[str]:
         with self._conn() as conn:
-            return [r[0] for r in conn.execute(f"SELECT name FROM {_LIVE} ORDER BY name")]
+            return [r[0] for r in conn.execute(f"SELECT name FROM {LIVE} ORDER BY name")]
 
     def forget_namespace(self, namespace: str, *, scrub_global: bool = True) -> None:
         """Remove every row of ``namespace`` in one transaction (its feedbacks leave the total
         with its row). The deleted rows' bytes stay in the table files until VACUUM reuses
         their space (docs/postgres.md)."""
-        def work(conn: Any) -> None:
-            row = conn.execute("SELECT id FROM namespaces WHERE name = %s FOR UPDATE",
-                               (namespace,)).fetchone()
-            if row is None:
-                return
-            ns = row[0]
-            conn.execute("SELECT f.id FROM features f JOIN links l ON l.fid = f.id "
-                         "WHERE l.ns = %s ORDER BY f.name FOR UPDATE OF f", (ns,))
-            scrub = ("pos = GREATEST(f.pos - l.pos, 0), neg = GREATEST(f.neg - l.neg, 0), "
-                     if scrub_global else "")
-            conn.execute(f"UPDATE features f SET {scrub}nscount = f.nscount - 1 FROM links l "
-                         f"WHERE l.ns = %s AND f.id = l.fid", (ns,))
-            conn.execute("DELETE FROM features WHERE nscount <= 0")
-            for table in ("links", "docs", "impressions", "feedback_ids", "edges"):
-                conn.execute(f"DELETE FROM {table} WHERE ns = %s", (ns,))
-            conn.execute("DELETE FROM namespaces WHERE id = %s", (ns,))
-
-        self._write(work)
+        self._write(lambda conn: forget_rows(conn, namespace, scrub_global=scrub_global))
 
     def stats(self) -> dict[str, int]:
         with self._conn() as conn:
-            row = conn.execute(
-                f"SELECT (SELECT count(*) FROM {_LIVE}), (SELECT count(*) FROM links), "
-                f"(SELECT count(*) FROM features WHERE {_POOLED}), (SELECT count(*) FROM docs), "
-                f"(SELECT count(*) FROM impressions), (SELECT value::bigint FROM meta WHERE "
-                f"key = 'feedbacks') + (SELECT COALESCE(sum(feedbacks), 0) FROM namespaces), "
-                f"(SELECT count(*) FROM impressions WHERE NOT fed)").fetchone()
-        keys = ("namespaces", "links", "global_links", "documents", "impressions", "feedbacks",
-                "open_impressions")
-        return {**{k: int(v) for k, v in zip(keys, row)},
-                "max_open_impressions": self.max_open_impressions}
+            return {**counts_of(conn), "max_open_impressions": self.max_open_impressions}
 
     def close(self) -> None:
         with self._lock:
@@ -547,101 +474,22 @@ class PostgresState:
 
     def swap_weights(self, expected: int, version: int, record: str) -> bool:
         """Store ``record`` if the stored one is still at version ``expected``."""
-        def work(conn: Any) -> bool:
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key(self.schema) + 1,))
-            row = conn.execute("SELECT value FROM meta WHERE key = 'weights'").fetchone()
-            if record_version(None if row is None else str(row[0])) != expected:
-                return False
-            conn.execute("INSERT INTO meta VALUES ('weights', %s) ON CONFLICT (key) DO UPDATE "
-                         "SET value = excluded.value", (record,))
-            return True
-
-        return self._write(work)
+        return self._write(lambda conn: swap_record(conn, lock_key(self.schema) + 1, expected,
+                                                    record))
 
     # ------------------------------------------------------- export (state copy)
 
     def iter_docs(self, namespace: str) -> list[tuple[str, float, float]]:
         """``(id, last_used, use_count)`` of each used document of ``namespace``."""
         with self._conn() as conn:
-            return [(i, last, uses) for i, last, uses in conn.execute(
-                f"SELECT id, last_used, use_count FROM docs WHERE ns = {_NS_ID} ORDER BY id",
-                {"ns": namespace})]
+            return export_docs(conn, namespace)
 
     def iter_impressions(self) -> list[tuple[str, str, bytes]]:
         """``(recall_id, namespace, codec bytes)`` of every stored impression."""
         with self._conn() as conn:
-            return [(f"{key:016x}", name, bytes(body)) for key, name, body in conn.execute(
-                "SELECT i.key, n.name, i.body FROM impressions i JOIN namespaces n "
-                "ON n.id = i.ns ORDER BY i.key")]
+            return export_impressions(conn)
 
     def import_state(self, dump: StateDump) -> None:
         """Write a whole state (from :func:`heaprank.state.copy.export_state`) into this empty
         one, in one transaction."""
-        self._write(lambda conn: _import(conn, dump, self._where, self._ns_id))
-
-
-def _split(rows: Sequence[tuple[Any, ...]], n_features: int,
-           n_ids: int) -> tuple[LinkCounts, DocStats]:
-    """The tagged rows of ``_READ`` as the link counts (a feature never credited has no row:
-    all zero) and the documents' stats (never used: NaN, 0)."""
-    links = np.zeros((n_features, 4))
-    last_used, use_count = np.full(n_ids, math.nan), np.zeros(n_ids)
-    for tag, at, a, b, c, d in rows:
-        if tag == 0:
-            links[at] = (a, b, c, d)
-        else:
-            last_used[at], use_count[at] = a, b
-    return (LinkCounts(links[:, 2].copy(), links[:, 3].copy(), links[:, 0].copy(),
-                       links[:, 1].copy()), DocStats(last_used, use_count))
-
-
-def _write_edges(conn: Any, ns: int, change: EdgeChange) -> bool:
-    """Write a feedback's edge change if the namespace's edges are still at its version (and
-    move them to the next one): whether it was written. The namespace's row is locked."""
-    version = conn.execute("SELECT edges_version FROM namespaces WHERE id = %s",
-                           (ns,)).fetchone()[0]
-    if version != change.version:
-        return False
-    if change.deleted:
-        conn.cursor().executemany("DELETE FROM edges WHERE ns = %s AND a = %s AND b = %s",
-                                  [(ns, a, b) for a, b in change.deleted])
-    if change.written:
-        conn.cursor().executemany(_WRITE_EDGE, [(ns, *row) for row in change.written])
-    conn.execute("UPDATE namespaces SET edges_version = %s WHERE id = %s",
-                 (change.version + 1, ns))
-    return True
-
-
-def _import(conn: Any, dump: StateDump, where: str,
-            namespace_id: Callable[[Any, str], int]) -> None:
-    """The rows of a whole state, written into the empty schema of ``conn``."""
-    from ...errors import StateError
-
-    if conn.execute("SELECT (SELECT count(*) FROM features) + "
-                    "(SELECT count(*) FROM impressions)").fetchone()[0]:
-        raise StateError(f"{where} is not empty")
-    holders = dump.holders()
-    cur = conn.cursor()
-    gf, gpos, gneg = dump.global_links
-    cur.executemany("INSERT INTO features (name, pos, neg, nscount) VALUES (%s, %s, %s, %s)",
-                    [(f, p, n, holders.get(f, 0)) for f, p, n in
-                     zip(gf, gpos.tolist(), gneg.tolist())])
-    cur.executemany("INSERT INTO features (name, nscount) VALUES (%s, %s) "
-                    "ON CONFLICT (name) DO NOTHING", sorted(holders.items()))
-    fid = dict(conn.execute("SELECT name, id FROM features").fetchall())
-    names = set(dump.links) | set(dump.docs) | set(dump.edges) | {
-        ns for _, ns, _ in dump.impressions}
-    ns_id = {ns: namespace_id(conn, ns) for ns in sorted(names)}
-    for ns, (features, pos, neg) in dump.links.items():
-        cur.executemany("INSERT INTO links VALUES (%s, %s, %s, %s)", [
-            (ns_id[ns], fid[f], p, n) for f, p, n in zip(features, pos.tolist(), neg.tolist())])
-    for ns, rows in dump.docs.items():
-        cur.executemany("INSERT INTO docs VALUES (%s, %s, %s, %s)",
-                        [(ns_id[ns], i, last, uses) for i, last, uses in rows])
-    for ns, edge_rows in dump.edges.items():
-        cur.executemany("INSERT INTO edges VALUES (%s, %s, %s, %s, %s, %s)",
-                        [(ns_id[ns], *row) for row in edge_rows])
-    cur.executemany("INSERT INTO impressions VALUES (%s, %s, %s, %s)", [
-        (recall_key(rid), ns_id[ns], any(codec.verdicts_of(body)), body)
-        for rid, ns, body in dump.impressions])
-    conn.execute("UPDATE meta SET value = %s WHERE key = 'feedbacks'", (str(dump.feedbacks),))
+        self._write(lambda conn: import_dump(conn, dump, self._where, self._ns_id))
