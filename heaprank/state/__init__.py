@@ -28,6 +28,7 @@ from ..records import FeedbackOutcome, Impression, Update, new_recall_id
 from .base import StateBackend
 from .capabilities import AsyncStateBackend
 from .memory import MemoryState
+from .options import option_argument
 from .sqlite.backend import SQLiteState
 
 __all__ = ["AsyncStateBackend", "DocStats", "FeedbackOutcome", "Impression", "LinkCounts",
@@ -58,17 +59,8 @@ def _url_options(url: str, known: dict[str, type]) -> dict[str, Any]:
         if kind is None:
             raise ConfigError(f"state: unknown option {name!r} in {url!r}; expected one of "
                               f"{', '.join(known)}")
-        try:
-            parsed = kind(value)
-        except ValueError:
-            raise ConfigError(f"state: option {name}={value!r} is not a valid "
-                              f"{kind.__name__}") from None
-        if name == "mode":
-            if parsed not in ("ro", "rw", "rwc"):
-                raise ConfigError(f"state: mode={value!r}; expected ro, rw or rwc")
-            out["read_only"] = parsed == "ro"
-        else:
-            out[_OPTION_ARGS.get(name, name)] = parsed
+        keyword, parsed = option_argument(name, value, kind, _OPTION_ARGS)
+        out[keyword] = parsed
     return out
 
 

@@ -13,25 +13,7 @@ from heaprank import Config, Reranker
 from heaprank.config import RECENCY_EVERY_QUESTION, Weights
 from heaprank.errors import ConfigError, InputError, InputTypeError
 from heaprank.scoring.fusion import fuse
-
-NOW = 1_750_000_000.0
-DAY = 86_400.0
-
-
-def _job_facts() -> list[dict[str, object]]:
-    """A fact stated three times over five months (no supersede key), and unrelated turns.
-    (Past the recency floor, about four half-lives, ages no longer differ in recency.)"""
-    facts = [
-        {"id": "job-2019", "text": "I work as a nurse at the city hospital", "score": 7.3,
-         "metadata": {"created_at": NOW - 150 * DAY}},
-        {"id": "job-2020", "text": "I work as a teacher at the high school", "score": 7.6,
-         "metadata": {"created_at": NOW - 60 * DAY}},
-        {"id": "job-now", "text": "I work as a baker in a small bakery", "score": 6.9,
-         "metadata": {"created_at": NOW - 3 * DAY}},
-    ]
-    fillers = [{"id": f"f{i}", "text": f"We talked about topic {i}", "score": 1.0 + i / 10,
-                "metadata": {"created_at": NOW - (i + 1) * 30 * DAY}} for i in range(10)]
-    return facts + fillers
+from tests.job_facts import NOW, job_facts
 
 # ------------------------------------------------------------------ retriever fusion
 
@@ -125,7 +107,7 @@ def test_qtype_weights_apply_to_their_question_type() -> None:
     cfg = Config(qtype_weights={"when": Weights(recency=3.0, usefulness=0.5)},
                  intent_recency=RECENCY_EVERY_QUESTION)
     rr = Reranker(config=cfg)
-    cands = _job_facts()
+    cands = job_facts()
     when = rr.rerank("When did I start at the bakery?", cands, now=NOW)
     what = rr.rerank("What is my job?", cands, now=NOW)
     assert when[0].weights["recency"] == 3.0 and when[0].weights["usefulness"] == 0.5

@@ -19,10 +19,7 @@ from heaprank.model.questions import (
     temporal_intent,
 )
 from heaprank.state.codec import Decoded, Head, encode
-
-NOW = 1_750_000_000.0
-DAY = 86_400.0
-
+from tests.job_facts import DAY, NOW, job_facts
 
 # ------------------------------------------------------------------ question person
 
@@ -164,26 +161,10 @@ def test_speaker_roles_is_a_learning_field() -> None:
 # ------------------------------------------------------------ temporal intent x recency
 
 
-def _job_facts() -> list[dict[str, object]]:
-    """A fact stated three times over five months (no supersede key), and unrelated turns.
-    (Past the recency floor, about four half-lives, ages no longer differ in recency.)"""
-    facts = [
-        {"id": "job-2019", "text": "I work as a nurse at the city hospital", "score": 7.3,
-         "metadata": {"created_at": NOW - 150 * DAY}},
-        {"id": "job-2020", "text": "I work as a teacher at the high school", "score": 7.6,
-         "metadata": {"created_at": NOW - 60 * DAY}},
-        {"id": "job-now", "text": "I work as a baker in a small bakery", "score": 6.9,
-         "metadata": {"created_at": NOW - 3 * DAY}},
-    ]
-    fillers = [{"id": f"f{i}", "text": f"We talked about topic {i}", "score": 1.0 + i / 10,
-                "metadata": {"created_at": NOW - (i + 1) * 30 * DAY}} for i in range(10)]
-    return facts + fillers
-
-
 def test_temporal_intent_scales_recency() -> None:
     cfg = Config(intent_recency={"recent": 8.0, "past": -4.0})
     rr = Reranker(config=cfg)
-    cands = _job_facts()
+    cands = job_facts()
     current = rr.rerank("What is my current job?", cands, namespace="u", now=NOW, k=3)
     past = rr.rerank("What was my job back in 2019?", cands, namespace="u", now=NOW, k=3)
     plain = rr.rerank("What is my job?", cands, namespace="u", now=NOW, k=3)

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from ...errors import ConfigError
+from ..options import option_argument
 
 #: URL query options that are PostgresState's (the rest go to libpq), with their types.
 _OPTIONS: dict[str, type] = {"schema": str, "mode": str, "pool_size": int, "timeout": float,
@@ -27,17 +27,8 @@ def postgres_options(url: str) -> tuple[str, dict[str, Any]]:
         if kind is None:
             rest.append((name, value))
             continue
-        try:
-            parsed = kind(value)
-        except ValueError:
-            raise ConfigError(f"state: option {name}={value!r} is not a valid "
-                              f"{kind.__name__}") from None
-        if name == "mode":
-            if parsed not in ("ro", "rw", "rwc"):
-                raise ConfigError(f"state: mode={value!r}; expected ro, rw or rwc")
-            options["read_only"] = parsed == "ro"
-        else:
-            options[_OPTION_ARGS.get(name, name)] = parsed
+        keyword, parsed = option_argument(name, value, kind, _OPTION_ARGS)
+        options[keyword] = parsed
     return urlunsplit(parts._replace(query=urlencode(rest))), options
 
 
