@@ -313,7 +313,7 @@ def _postgres_fresh(server: str, schema: str) -> None:
 
     with psycopg.connect(server, autocommit=True) as conn:
         conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
-    PostgresState(server, schema=schema, strict=True).close()
+    PostgresState(server, schema=schema).close()  # connects now: an unreachable server raises
 
 
 def _postgres_drop(server: str, schema: str) -> None:
