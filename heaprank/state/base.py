@@ -9,13 +9,14 @@ is described in ``docs/design.md`` ("State layout").
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Protocol, runtime_checkable
 
 import numpy as np
 
 from ..model.evidence import DocStats, LinkCounts
 from ..records import OPEN, Impression, Update
+from . import codec
 
 #: Clock skew allowed when a stored ``last_used`` lies after a feedback's time: a stored time
 #: later than this is taken as a bad clock and replaced, so no single call pins recency forever.
@@ -114,3 +115,19 @@ def merge_last_used(old: float, new: float) -> float:
     if old != old or old > new + LAST_USED_SKEW_S:  # NaN or a bad clock
         return new
     return max(old, new)
+
+
+def paged_log(read_page: Callable[[int], Sequence[tuple[int, str, bytes]]],
+              page_size: int) -> Iterator[Impression]:
+    """The impressions of a feedback log, oldest recall first, read page by page:
+    ``read_page(after)`` gives the next ``(key, namespace, body)`` rows with a key above
+    ``after``, at most ``page_size`` of them (each page in a short read of its own, so a long
+    log neither sits in memory at once nor holds a connection while the caller works)."""
+    after = -1
+    while True:
+        page = read_page(after)
+        for key, name, body in page:
+            yield codec.decode_impression(f"{key:016x}", name, bytes(body))
+        if len(page) < page_size:
+            return
+        after = page[-1][0]

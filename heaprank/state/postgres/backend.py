@@ -39,7 +39,7 @@ from ...model import co_use
 from ...model.evidence import DocStats, EdgeRows, LinkCounts
 from ...records import EdgeState, Impression, Update, recall_key
 from .. import codec
-from ..base import still_open, with_codes
+from ..base import paged_log, still_open, with_codes
 from .edges import write_edges
 from .failures import RETRY_SQLSTATES, redacted, state_error
 from .forget import forget_rows
@@ -54,13 +54,14 @@ if TYPE_CHECKING:
     from ..copy import StateDump
 
 logger = logging.getLogger("heaprank")
+#: Impressions per page of a feedback log read (:func:`~heaprank.state.base.paged_log`).
+_LOG_PAGE = 512
 T = TypeVar("T")
 
 #: Pools a forked child inherited: kept referenced until it exits, never closed or collected
 #: there (closing a connection sends the server a goodbye on a socket the parent still uses).
 _INHERITED: list[Any] = []
 _PRUNE_EVERY = 256
-_LOG_PAGE = 512
 #: How many times a write transaction the server rolled back (deadlock, serialization) runs.
 _ATTEMPTS = 5
 _PUT_ALONE = ("INSERT INTO impressions (key, ns, fed, body) SELECT %s, id, false, %s "
@@ -374,16 +375,13 @@ class PostgresState:
         where = "" if namespace is None else " AND n.name = %s"
         sql = (f"SELECT i.key, n.name, i.body FROM impressions i JOIN namespaces n ON n.id = i.ns "
                f"WHERE i.fed AND i.key > %s{where} ORDER BY i.key LIMIT {_LOG_PAGE}")
-        after = -1
-        while True:
+
+        def read_page(after: int) -> list[tuple[int, str, bytes]]:
             with self._conn() as conn:
-                page = conn.execute(sql, (after,) if namespace is None
+                return conn.execute(sql, (after,) if namespace is None
                                     else (after, namespace)).fetchall()
-            for key, name, body in page:
-                yield codec.decode_impression(f"{key:016x}", name, bytes(body))
-            if len(page) < _LOG_PAGE:
-                return
-            after = page[-1][0]
+
+        return paged_log(read_page, _LOG_PAGE)
 
     # ---------------------------------------------------------------- feedback
 

@@ -30,7 +30,7 @@ from ...model import co_use
 from ...model.evidence import DocStats, EdgeRows, LinkCounts
 from ...records import EdgeState, Impression, Update, recall_key
 from .. import codec
-from ..base import still_open, with_codes
+from ..base import paged_log, still_open, with_codes
 from .connection import open_connection
 from .doc_cache import DocCache
 from .edges import READ_EDGES, edge_state, write_edges
@@ -47,6 +47,7 @@ _PRUNE_EVERY = 256
 #: How long a forget waits for other readers to let go of the write-ahead log it truncates.
 SCRUB_WAIT_S = 5.0
 logger = logging.getLogger("heaprank")
+#: Impressions per page of a feedback log read (:func:`~heaprank.state.base.paged_log`).
 _LOG_PAGE = 512
 _SYNC_LEVELS = ("OFF", "NORMAL", "FULL", "EXTRA")
 _COUNT_NAMESPACE_FEEDBACKS = ("INSERT INTO meta VALUES (?1, CAST(?2 AS TEXT)) ON CONFLICT (key) "
@@ -329,16 +330,13 @@ class SQLiteState:
         where = "" if namespace is None else " AND n.name = ?"
         sql = (f"SELECT i.key, n.name, i.body FROM impressions i JOIN namespaces n ON n.id = i.ns "
                f"WHERE i.fed = 1 AND i.key > ?{where} ORDER BY i.key LIMIT {_LOG_PAGE}")
-        after = -1
-        while True:
+
+        def read_page(after: int) -> list[tuple[int, str, bytes]]:
             with self._read() as conn:
-                page = conn.execute(sql, (after,) if namespace is None
+                return conn.execute(sql, (after,) if namespace is None
                                     else (after, namespace)).fetchall()
-            for key, name, body in page:
-                yield codec.decode_impression(f"{key:016x}", name, bytes(body))
-            if len(page) < _LOG_PAGE:
-                return
-            after = page[-1][0]
+
+        return paged_log(read_page, _LOG_PAGE)
 
     # ---------------------------------------------------------------- feedback
 
