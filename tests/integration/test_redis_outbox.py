@@ -79,6 +79,33 @@ def test_an_entry_pushed_twice_counts_once(redis_cluster_url, monkeypatch):
         state.close()
 
 
+def test_a_retry_after_a_lost_reply_hands_its_writer_the_waiting_entry(redis_cluster_url,
+                                                                        monkeypatch):
+    """The FEEDBACK script ran but its reply was lost (the entry never reached the writer's
+    batch): the retry finds the items recorded, reports it stale, and queues the entry the
+    first run left in the outbox, so the writer's next push (not only a drain) applies it."""
+    from heaprank.state.redis import ops
+
+    born_ms = int(time.time() * 1000)
+    state = _holding(redis_cluster_url, unique_prefix(), monkeypatch)
+    try:
+        (imp, update), = workers.plan(4, 1, born_ms)
+        state.put_impression(imp)
+        applied, entry = state._run("feedback", lambda: ops.apply_update(
+            state.layout, True, update, state.cache, state.seen), idempotent=True)
+        assert applied and entry is not None and not state.outbox  # the reply "lost"
+        assert state.apply([update]) == [False]
+        assert [e.id for e in state.outbox] == [entry.id]
+        assert state.apply([update]) == [False]  # queued once, however often retried
+        assert len(state.outbox) == 1
+        state.push()
+        assert not state.client.hgetall(entry.outbox)  # pushed by its writer: no drain needed
+        assert workers.snapshot(state) == workers.serial_snapshot([(imp, update)])
+    finally:
+        state.clear()
+        state.close()
+
+
 def test_entries_pushed_out_of_order_lose_nothing(redis_cluster_url, monkeypatch):
     """A namespace's second feedback pushed before its first (two writers' batches): the shard
     keeps the second's deltas until the first brings the namespace's count."""

@@ -365,13 +365,25 @@ def apply_update(layout: KeyLayout, cluster: bool, update: Update,
         args += redis_assoc.change_args(update.edges)
     reply = yield Script("FEEDBACK", keys, args)
     if not int(reply[0]):
-        return False, None
+        waiting = (yield from _waiting_entry(keys[7], update, pointer)) if cluster else None
+        return False, waiting
     entry = None
     if cluster and reply[1]:
         entry = Entry(keys[7], reply[1].decode(), reply[2], pointer)
     elif cluster and pointer:  # nothing pooled (document features only): the pointer alone
         yield Command("persist", (pointer,))
     return True, entry
+
+
+def _waiting_entry(outbox: str, update: Update, pointer: str | None) -> Op:
+    """A stale update's outbox entry still waiting (a Cluster), or None: after a reply lost
+    once the script ran, the retry finds the items recorded, and its writer pushes the entry
+    the first run left, in its next batch, instead of leaving it to a drain."""
+    if not update.ranks:
+        return None
+    entry_id = f"{update.recall_id}:{min(update.ranks)}"
+    blob = yield Command("hget", (outbox, entry_id))
+    return None if blob is None else Entry(outbox, entry_id, blob, pointer)
 
 
 def _cluster_ids(layout: KeyLayout, cache: PooledCache, features: list[str]) -> Op:
