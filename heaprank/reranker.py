@@ -27,7 +27,7 @@ from .learning.evidence import EvidenceReader
 from .learning.feedback import FeedbackStage, Labels, Used
 from .learning.impressions import ImpressionLog
 from .learning.learner import Learner
-from .learning.refit import FittedWeights, Refitter, adopted
+from .learning.refit import FittedWeights, Refitter
 from .model import retention as ret
 from .model.exploration import Explorer
 from .model.questions import QuestionClassifier, english_question_type
@@ -219,7 +219,7 @@ class Reranker:
         """Rank with the weights stored in the state, if a newer version is there."""
         record = self._refit.poll()
         if record is not None:
-            self._config = adopted(self._config, record)
+            self._config = self._refit.adopt(self._config, record)
 
     def _fed(self, outcome: FeedbackOutcome) -> FeedbackOutcome:
         """After a feedback is stored: the re-fit it makes due, if any."""
@@ -234,7 +234,7 @@ class Reranker:
         "Continuous re-fitting"."""
         record = self._refit.fit(self._config)
         if record is not None:
-            self._config = adopted(self._config, record)
+            self._config = self._refit.adopt(self._config, record)
         return record
 
     def _async_twin(self) -> AsyncStateBackend | None:
@@ -403,6 +403,7 @@ class Reranker:
             apply: Replace this reranker's config with ``result.config`` (pooled fits only;
                 only weights and the half-life change, never the learning fields).
         """
+        from .learning.guard import held_weights
         from .learning.tuning import tune
 
         if namespace is not None and namespace != "*":
@@ -415,11 +416,14 @@ class Reranker:
                       namespace_shrinkage=namespace_shrinkage, holdout=holdout,
                       min_impressions=min_impressions)
         if apply:
+            holds = held_weights(result.pooled.types, self._config)  # (in result.config too)
             self._config = result.config  # (scoring fields only: the stages keep theirs)
+            self._refit.held |= set(holds)
             if result.moved and self._refit.store is not None:  # the other processes too
                 self._refit.store_record(FittedWeights(
                     version=0, weights=result.config.weights, fitted_at=time.time(),
-                    moved=True, reason="tune(apply=True)", impressions=result.pooled.impressions))
+                    moved=True, reason="tune(apply=True)", impressions=result.pooled.impressions,
+                    held=holds, types={q: c.to_dict() for q, c in result.pooled.types.items()}))
         return result
 
     # ---------------------------------------------------------------- lifecycle

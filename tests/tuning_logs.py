@@ -24,9 +24,11 @@ SLOTS = ("kind:fact", "len:<=10")
 def synthetic_log(n: int, *, relevance: float = 0.5, recency: float = 1.0, importance: float = 1.0,
                   usefulness: float = 2.5, half_life_days: float = 30.0, recency_floor: float = 0.9,
                   namespace: str = "ns", k: int = 8, seed: int = 0, start: float = NOW,
-                  step_s: float = 60.0, reinforcement: float | None = None) -> list[Impression]:
-    """``n`` impressions of ``namespace``, one every ``step_s`` seconds from ``start``; with
-    ``reinforcement`` (its true weight) they carry a reinforcement column too."""
+                  step_s: float = 60.0, reinforcement: float | None = None,
+                  qtype: str = "when") -> list[Impression]:
+    """``n`` impressions of ``namespace``, questions of type ``qtype``, one every ``step_s``
+    seconds from ``start``; with ``reinforcement`` (its true weight) they carry a
+    reinforcement column too."""
     rng = np.random.default_rng(seed)
     true = np.array([relevance, recency, importance, usefulness])
     out = []
@@ -53,7 +55,7 @@ def synthetic_log(n: int, *, relevance: float = 0.5, recency: float = 1.0, impor
             recall_id = new_recall_id()
         taken.add(recall_id)
         out.append(Impression(
-            recall_id=recall_id, namespace=namespace, qtype="when", time=start + i * step_s,
+            recall_id=recall_id, namespace=namespace, qtype=qtype, time=start + i * step_s,
             time_explicit=True, ids=tuple(f"{namespace}-{i}-{j}" for j in range(k)),
             slots=(SLOTS,) * k, signal_names=columns, signals=tuple(map(tuple, signals.tolist())),
             verdicts=tuple(codec.USED if j == chosen else codec.IGNORED for j in range(k))))

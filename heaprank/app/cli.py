@@ -155,7 +155,7 @@ def _cmd_explain(args: argparse.Namespace) -> int:
 
 
 def _cmd_stats(args: argparse.Namespace) -> int:
-    from ..learning.refit import describe_fit
+    from ..learning.refit import describe_fit, describe_types
     from ..reranker import Reranker
 
     with Reranker(_state_url(args)) as rr:
@@ -170,6 +170,8 @@ def _cmd_stats(args: argparse.Namespace) -> int:
         print(f"{key:<{width}}  {value:>10}")
     print("weights           " + ", ".join(f"{k} {v:.3g}" for k, v in weights.items()))
     print("weights fitted    " + describe_fit(fitted))
+    for line in describe_types(fitted):
+        print("  by type         " + line)
     return 0
 
 

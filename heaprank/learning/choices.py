@@ -53,6 +53,8 @@ class ChoiceLog:
         names: dict[str, int] = {}
         times: list[float] = []
         owners: list[int] = []
+        qtypes: dict[str, int] = {}
+        kinds: list[int] = []
         blocks: list[np.ndarray] = []
         verdicts: list[np.ndarray] = []
         usable: list[Impression] = []
@@ -76,10 +78,14 @@ class ChoiceLog:
             verdicts.append(np.asarray(imp.verdicts, dtype=np.int8))
             times.append(imp.time)
             owners.append(names.setdefault(imp.namespace, len(names)))
+            kinds.append(qtypes.setdefault(imp.qtype, len(qtypes)))
         order = np.argsort(np.asarray(times, dtype=np.float64), kind="stable")
         self.namespaces = list(names)
         self.time = np.asarray(times, dtype=np.float64)[order]
         self.owner = np.asarray(owners, dtype=np.intp)[order]
+        #: Each impression's question type, as an index into ``qtypes``.
+        self.qtypes = list(qtypes)
+        self.qtype = np.asarray(kinds, dtype=np.intp)[order]
         sizes = np.array([len(blocks[i]) for i in order.tolist()], dtype=np.intp)
         self.start = np.concatenate([[0], np.cumsum(sizes)]).astype(np.intp)
         width = len(read)
@@ -310,17 +316,36 @@ def rank_metrics(log: ChoiceLog, rows: np.ndarray, score: np.ndarray,
     its top k), each averaged over impressions, when every impression's shown items are
     re-ordered by ``score`` (ties keep the logged order). Scores are rounded to 1e-6 first:
     float32 storage must not reorder what the ranking had tied or all but tied."""
+    used, rank, first = _reordered(log, rows, score)
+    best = np.minimum.reduceat(np.where(used, rank, np.iinfo(np.intp).max), first)
+    n_used = np.add.reduceat(used.astype(np.float64), first)
+    used_at = {k: float(np.mean(np.add.reduceat((used & (rank <= k)).astype(np.float64), first)
+                                / n_used)) for k in ks}
+    return float(np.mean(1.0 / best)), used_at
+
+
+def _reordered(log: ChoiceLog, rows: np.ndarray,
+               score: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The items of ``rows`` re-ordered by ``score`` within their impressions (ties keep the
+    logged order; scores rounded to 1e-6): whether each was used, its new rank from 1, and
+    where each impression starts."""
     owner = log.item_owner[rows]
     order = np.lexsort((log.position[rows], -np.round(score, 6), owner))
     owner = owner[order]
     used = log.used[rows][order]
     first = np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]])
     rank = np.arange(len(order)) - np.repeat(first, np.diff(np.r_[first, len(order)])) + 1
-    best = np.minimum.reduceat(np.where(used, rank, np.iinfo(np.intp).max), first)
-    n_used = np.add.reduceat(used.astype(np.float64), first)
-    used_at = {k: float(np.mean(np.add.reduceat((used & (rank <= k)).astype(np.float64), first)
-                                / n_used)) for k in ks}
-    return float(np.mean(1.0 / best)), used_at
+    return used, rank, first
+
+
+def reciprocal_ranks(log: ChoiceLog, impressions: np.ndarray, weights: np.ndarray,
+                     half_life_s: float, recency_floor: float) -> np.ndarray:
+    """Per impression, the reciprocal rank of its first used item with its shown items
+    re-ordered by ``weights`` (as :func:`rank_metrics`)."""
+    rows = items_of(log, impressions)
+    used, rank, first = _reordered(log, rows, log_scores(log, rows, weights, half_life_s,
+                                                         recency_floor))
+    return 1.0 / np.minimum.reduceat(np.where(used, rank, np.iinfo(np.intp).max), first)
 
 
 def heldout_scores(log: ChoiceLog, impressions: np.ndarray, weights: np.ndarray, half_life_s: float,

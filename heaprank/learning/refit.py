@@ -18,7 +18,7 @@ import logging
 import math
 import time
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, fields, replace
 from datetime import datetime, timezone
 from typing import Any
@@ -31,8 +31,9 @@ from ..records import FeedbackOutcome, Impression
 from ..state.base import StateBackend
 from ..state.weights import WeightStore, record_version, weight_store
 from .choices import ChoiceLog, heldout_scores, weight_names
+from .guard import held_weights
 
-__all__ = ["FittedWeights", "Refitter", "adopted", "describe_fit", "fit_weights"]
+__all__ = ["FittedWeights", "Refitter", "adopted", "describe_fit", "describe_types", "fit_weights"]
 
 logger = logging.getLogger("heaprank")
 
@@ -59,6 +60,11 @@ class FittedWeights:
         labels: The graded labels the log held (``outdated``, ``wrong``).
         qtype_weights: With ``Config.refit_qtypes``, the weights of each question type whose
             own fit moved (pulled toward the pooled ones); else empty.
+        held: The weights of each question type the per-type guard holds back from the pooled
+            weights (:mod:`.guard`: the fit would have cost it): those in force before, or
+            relevance alone.
+        types: The held-out check of each question type (:meth:`.guard.TypeCheck.to_dict`:
+            its MRR by the first stage, the weights in force, the fit; what applies; ``gain``).
     """
 
     version: int
@@ -72,6 +78,8 @@ class FittedWeights:
     heldout_mrr_relevance: float | None = None
     labels: Mapping[str, int] | None = None
     qtype_weights: Mapping[str, Weights] | None = None
+    held: Mapping[str, Weights] | None = None
+    types: Mapping[str, Mapping[str, Any]] | None = None
 
     @property
     def gain(self) -> float | None:
@@ -84,8 +92,10 @@ class FittedWeights:
         out = {f.name: getattr(self, f.name) for f in fields(self)}
         out["weights"] = {n: getattr(self.weights, n) for n in weight_names()}
         out["labels"] = dict(self.labels or {})
-        out["qtype_weights"] = {q: {n: getattr(w, n) for n in weight_names()}
-                                for q, w in (self.qtype_weights or {}).items()}
+        for name in ("qtype_weights", "held"):
+            out[name] = {q: {n: getattr(w, n) for n in weight_names()}
+                         for q, w in (getattr(self, name) or {}).items()}
+        out["types"] = {q: dict(c) for q, c in (self.types or {}).items()}
         out["gain"] = self.gain
         return out
 
@@ -101,17 +111,19 @@ class FittedWeights:
             data = json.loads(text)
             data.pop("gain", None)
             data["weights"] = Weights(**data["weights"])
-            data["qtype_weights"] = {q: Weights(**w)
-                                     for q, w in (data.get("qtype_weights") or {}).items()}
+            for name in ("qtype_weights", "held"):
+                data[name] = {q: Weights(**w) for q, w in (data.get(name) or {}).items()}
             return cls(**data)
         except (ValueError, TypeError, KeyError, AttributeError):
             return None
 
 
-def fit_weights(state: StateBackend, config: Config, version: int) -> FittedWeights | None:
+def fit_weights(state: StateBackend, config: Config, version: int,
+                held: Collection[str] = ()) -> FittedWeights | None:
     """Re-fit ``config.weights`` on the latest ``config.refit_window`` impressions of
     ``state``'s log: the record to store as ``version``, or None while they hold too few usable
-    impressions to fit at all."""
+    impressions to fit at all. ``held``: the types of ``config.qtype_weights`` that the guard
+    holds (the others have weights of their own, which the pooled fit does not move)."""
     from .tuning import MIN_HELDOUT, MIN_IMPRESSIONS, pooled_fit
 
     impressions = deque(state.feedback_log(None), maxlen=config.refit_window)
@@ -121,7 +133,7 @@ def fit_weights(state: StateBackend, config: Config, version: int) -> FittedWeig
     if n < MIN_IMPRESSIONS or len(late) < MIN_HELDOUT:
         return None
     fit = pooled_fit(log, config, shrinkage=config.refit_shrinkage, holdout=HOLDOUT,
-                     only=config.refit_signals)
+                     only=config.refit_signals, own=frozenset(config.qtype_weights) - set(held))
     relevance_only = np.zeros(len(weight_names()))
     relevance_only[weight_names().index("relevance")] = max(config.weights.relevance, 1e-3)
     _, mrr_relevance = heldout_scores(log, late, relevance_only, config.half_life_s,
@@ -132,7 +144,10 @@ def fit_weights(state: StateBackend, config: Config, version: int) -> FittedWeig
     return FittedWeights(version=version, weights=fit.weights, fitted_at=time.time(),
                          moved=fit.moved, reason=fit.reason, impressions=n, heldout=len(late),
                          heldout_mrr=mrr, heldout_mrr_relevance=mrr_relevance,
-                         labels=dict(log.labels), qtype_weights=qtypes)
+                         labels=dict(log.labels), qtype_weights=qtypes,
+                         held={q: w for q, w in held_weights(fit.types, config).items()
+                               if q not in qtypes},  # (a type's own fit checked itself)
+                         types={q: c.to_dict() for q, c in fit.types.items()})
 
 
 def _qtype_fits(impressions: Iterable[Impression], config: Config) -> dict[str, Weights]:
@@ -170,13 +185,24 @@ def describe_fit(fitted: dict[str, Any] | None) -> str:
             f"{'moved' if fitted['moved'] else 'kept'}); {held}")
 
 
-def adopted(config: Config, record: FittedWeights) -> Config:
+def describe_types(fitted: dict[str, Any] | None) -> list[str]:
+    """One line per question type of the last fit's held-out check: the held-out gain over
+    the first stage's order of what ranks it, and what that is (:mod:`.guard`)."""
+    types = (fitted or {}).get("types") or {}
+    return [f"{q:<8} {c['gain']:+.3f} over the first stage on {c['heldout']} held-out "
+            f"impressions ({c['applies']})" for q, c in sorted(types.items())]
+
+
+def adopted(config: Config, record: FittedWeights, held_before: Collection[str] = ()) -> Config:
     """``config`` ranking with ``record``'s weights (and its question types' ones, over those
-    configured, with ``Config.refit_qtypes``)."""
-    if not config.refit_qtypes or not record.qtype_weights:
-        return replace(config, weights=record.weights)
-    return replace(config, weights=record.weights,
-                   qtype_weights={**config.qtype_weights, **record.qtype_weights})
+    configured, with ``Config.refit_qtypes``), and the types the guard holds with their held
+    weights; ``held_before``: the types ``config`` holds from an earlier record (released
+    unless held again)."""
+    qtypes = {q: w for q, w in config.qtype_weights.items() if q not in held_before}
+    qtypes.update(record.held or {})
+    if config.refit_qtypes and record.qtype_weights:
+        qtypes.update(record.qtype_weights)
+    return replace(config, weights=record.weights, qtype_weights=qtypes)
 
 
 class Refitter:
@@ -192,6 +218,8 @@ class Refitter:
         self.count = 0
         self.version = 0
         self.current: FittedWeights | None = None
+        #: The types the guard holds in the config last adopted (:meth:`adopt`).
+        self.held: frozenset[str] = frozenset()
         #: ``time.monotonic()`` at which ``rerank`` next polls (never without a store)
         self.next_poll = 0.0 if self.store is not None else math.inf
 
@@ -226,13 +254,21 @@ class Refitter:
             return None
         try:
             self.poll()  # start from the latest stored weights
+            held: Collection[str] = self.held
             if self.current is not None:
-                config = adopted(config, self.current)
-            record = fit_weights(self.state, config, self.version + 1)
+                config, held = adopted(config, self.current, held), set(self.current.held or ())
+            record = fit_weights(self.state, config, self.version + 1, held)
             return None if record is None else self.store_record(record)
         except StateError as exc:  # the feedback that made it due is stored: it stands
             logger.warning("heaprank: re-fit of the weights skipped: %s", exc)
             return None
+
+    def adopt(self, config: Config, record: FittedWeights) -> Config:
+        """``config`` ranking with ``record`` (:func:`adopted`, releasing the holds of the
+        record adopted before)."""
+        out = adopted(config, record, self.held)
+        self.held = frozenset(record.held or ())
+        return out
 
     def store_record(self, record: FittedWeights) -> FittedWeights | None:
         """Store ``record`` as the next version: it, or the record another process stored

@@ -37,6 +37,7 @@ from .choices import (
     weight_names,
     weight_vector,
 )
+from .guard import TypeCheck, check_types, held_weights
 
 #: A fit needs at least this many usable impressions by default (``min_impressions``).
 MIN_IMPRESSIONS = 50
@@ -63,6 +64,8 @@ class TuneFit:
         heldout_loglik_before, heldout_loglik_after: Mean log-likelihood per choice on the
             held-out part, under the current weights and under those fitted on the earlier part.
         heldout_mrr_before, heldout_mrr_after: MRR of the first used item, likewise.
+        types: The pooled fit's held-out check per question type (:mod:`.guard`); empty for
+            a namespace's fit.
     """
 
     namespace: str | None
@@ -80,6 +83,7 @@ class TuneFit:
     heldout_loglik_after: float | None = None
     heldout_mrr_before: float | None = None
     heldout_mrr_after: float | None = None
+    types: Mapping[str, TypeCheck] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         out = {f.name: getattr(self, f.name) for f in fields(self)}
@@ -87,6 +91,7 @@ class TuneFit:
             if out[name] is not None:
                 out[name] = {n: getattr(out[name], n) for n in weight_names()}
         out["intervals"] = {k: list(v) for k, v in self.intervals.items()}
+        out["types"] = {q: c.to_dict() for q, c in self.types.items()}
         return out
 
 
@@ -165,6 +170,8 @@ class _Settings:
     min_impressions: int
     recency_floor: float
     only: tuple[str, ...] | None = None
+    #: Question types with weights of their own, which the pooled fit does not move.
+    own: frozenset[str] = frozenset()
 
 
 def _fit_scope(log: ChoiceLog, scope: np.ndarray, heldout: np.ndarray, namespace: str | None,
@@ -203,13 +210,15 @@ def _fit_scope(log: ChoiceLog, scope: np.ndarray, heldout: np.ndarray, namespace
     weights, half_life = whole.unpack(theta)
     fitted = Weights(**{n: max(0.0, float(w)) for n, w in zip(weight_names(), weights)})
     moved = ll_after > ll_before
+    types = {} if namespace is not None else check_types(
+        log, late, start, trained if moved else current, settings.own)
     reason = ("the fit on the earlier part predicts the held-out part better" if moved else
               "the fit on the earlier part does not predict the held-out part better; "
               "weights unchanged")
     fit = replace(base, moved=moved, reason=reason, fitted=fitted, fitted_half_life_s=half_life,
                   intervals=_intervals(whole, theta, cov), heldout_loglik_before=ll_before,
                   heldout_loglik_after=ll_after, heldout_mrr_before=mrr_before,
-                  heldout_mrr_after=mrr_after)
+                  heldout_mrr_after=mrr_after, types=types)
     if moved:
         fit = replace(fit, weights=fitted, half_life_s=half_life)
     return fit, (trained if moved else current)
@@ -280,7 +289,8 @@ def tune(impressions: Iterable[Impression] | ChoiceLog, config: Config, *,
     log = impressions if isinstance(impressions, ChoiceLog) else ChoiceLog(impressions)
     n = len(log)
     heldout = np.arange(n) >= n - int(round(holdout * n))
-    settings = _Settings(bool(fit_half_life), holdout, min_impressions, config.recency_floor)
+    settings = _Settings(bool(fit_half_life), holdout, min_impressions, config.recency_floor,
+                         own=frozenset(config.qtype_weights))
     current = (weight_vector(config.weights), config.half_life_s)
     pooled, pooled_early = _fit_scope(log, np.ones(n, dtype=bool), heldout, None, config,
                                       (current, current), shrinkage, settings)
@@ -296,20 +306,24 @@ def tune(impressions: Iterable[Impression] | ChoiceLog, config: Config, *,
     chosen = per_namespace[namespace] if namespace not in (None, "*") else pooled
     tuned = replace(config, weights=chosen.weights, half_life_s=chosen.half_life_s) \
         if chosen.moved else config
+    holds = held_weights(pooled.types, config) if chosen is pooled else {}
+    if holds:  # the types the pooled fit would cost keep what they had (or relevance alone)
+        tuned = replace(tuned, qtype_weights={**tuned.qtype_weights, **holds})
     return TuneResult(start=config, config=tuned, fit=chosen, pooled=pooled, namespaces=per_namespace,
                       skipped=dict(log.skipped), labels=dict(log.labels))
 
 
 def pooled_fit(log: ChoiceLog, config: Config, *, shrinkage: float, holdout: float,
-               min_impressions: int = MIN_IMPRESSIONS,
-               only: tuple[str, ...] | None = None) -> TuneFit:
+               min_impressions: int = MIN_IMPRESSIONS, only: tuple[str, ...] | None = None,
+               own: frozenset[str] = frozenset()) -> TuneFit:
     """:func:`tune`'s pooled fit of an already read log, moving only the weights in ``only``
-    (None: every weight the log carries; the half-life stays). What continuous re-fitting runs
+    (None: every weight the log carries; the half-life stays), checked per question type but
+    for those in ``own`` (weights of their own). What continuous re-fitting runs
     (:mod:`heaprank.learning.refit`)."""
     _check_settings(shrinkage, 0.0, holdout, min_impressions)
     n = len(log)
     heldout = np.arange(n) >= n - int(round(holdout * n))
-    settings = _Settings(False, holdout, min_impressions, config.recency_floor, only)
+    settings = _Settings(False, holdout, min_impressions, config.recency_floor, only, own)
     current = (weight_vector(config.weights), config.half_life_s)
     return _fit_scope(log, np.ones(n, dtype=bool), heldout, None, config, (current, current),
                       shrinkage, settings)[0]
