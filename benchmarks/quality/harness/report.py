@@ -61,9 +61,26 @@ def diff_metrics(boot: Bootstrap, a: PerQuestion, b: PerQuestion) -> dict[str, A
     return out
 
 
+def group_stats(pq: PerQuestion, base: PerQuestion, groups: np.ndarray,
+                resamples: int) -> dict[str, dict[str, Any]]:
+    """A row's metrics on each group of questions (a LoCoMo category, a question type), with
+    its paired MRR difference to ``base`` on the group and that difference's interval."""
+    out = {}
+    for g in sorted(set(groups.tolist())):
+        mask = groups == g
+        d = Bootstrap(int(mask.sum()), resamples=resamples).diff(pq.rr[mask], base.rr[mask])
+        out[str(g)] = {"n": int(mask.sum()),
+                       **{m: rounded(pq.metric(m)[mask].mean()) for m in DIFF_METRICS},
+                       "dmrr_vs_baseline": {"diff": rounded(d["diff"]),
+                                            "ci": [rounded(x) for x in d["ci"]]}}
+    return out
+
+
 def row_stats(per_q: dict[str, PerQuestion], meta: dict[str, dict[str, Any]], boot: Bootstrap,
-              cats: np.ndarray, base_key: str, bm25_key: str, full: bool) -> list[dict[str, Any]]:
-    """Metrics, intervals and differences of every row on one set of questions."""
+              cats: np.ndarray, base_key: str, bm25_key: str, full: bool,
+              qtypes: np.ndarray | None = None) -> list[dict[str, Any]]:
+    """Metrics, intervals and differences of every row on one set of questions (with
+    ``full``, also by LoCoMo category and, given ``qtypes``, by heaprank's question type)."""
     base, bm25 = per_q[base_key], per_q[bm25_key]
     out = []
     for key, pq in per_q.items():
@@ -78,10 +95,9 @@ def row_stats(per_q: dict[str, PerQuestion], meta: dict[str, dict[str, Any]], bo
         row["diff_vs_baseline"] = diff_metrics(boot, pq, base)
         row["diff_vs_bm25"] = diff_metrics(boot, pq, bm25)
         if full:
-            row["per_category"] = {
-                str(c): {"n": int((cats == c).sum()),
-                         **{m: rounded(pq.metric(m)[cats == c].mean()) for m in DIFF_METRICS}}
-                for c in sorted(set(cats.tolist()))}
+            row["per_category"] = group_stats(pq, base, cats, len(boot.idx))
+            if qtypes is not None:
+                row["per_qtype"] = group_stats(pq, base, qtypes, len(boot.idx))
             row["config"] = meta[key]["config"]
         out.append(row)
     return out
