@@ -14,7 +14,7 @@ from ..config import Config
 from ..errors import StateError
 from ..model import links as linkmath
 from ..model import retention as ret
-from ..model.privacy import CODEBOOK, mask_pooled
+from ..model.privacy import CODEBOOK, mask_pooled, withheld
 from ..model.questions import QUESTION_TYPES
 from ..scoring import signals as sig
 from ..scoring.candidates import CandidateLike, coerce_candidates
@@ -66,9 +66,16 @@ def links_of(state: StateBackend, namespace: str | None, prior: linkmath.Prior, 
     value held by fewer than ``min_namespaces`` namespaces borrows nothing:
     :func:`~heaprank.model.privacy.mask_pooled`). The pooled layer shows each name that holds a
     caller's value as a digest (:func:`pooled_name`): it is every tenant's view, so no
-    tenant's strings are in it."""
+    tenant's strings are in it; and it leaves out such a name while fewer than
+    ``min_namespaces`` namespaces hold it (its digest would tell a tenant who guessed the
+    value that another used it)."""
     features, pos, neg = state.list_links(namespace)
     if namespace is None:
+        if min_namespaces > 1 and features:  # (the read's own counts, of "*", are not used)
+            shown = ~withheld(features, state.read_links("*", features).holders,
+                              min_namespaces)
+            features = [f for f, keep in zip(features, shown.tolist()) if keep]
+            pos, neg = pos[shown], neg[shown]
         features = [pooled_name(f) for f in features]
         alpha, beta = linkmath.global_posterior(pos, neg, prior)
     else:
