@@ -15,6 +15,7 @@ from ._time import DAY_S
 from .errors import ConfigError
 from .model.co_use import CoUse
 from .model.links import Prior
+from .model.privacy import DEFAULT_MIN_NAMESPACES, check_min_namespaces
 from .model.questions import INTENTS, QUESTION_TYPES
 from .model.retention import PolicySet, RetentionPolicy, parse_policy
 from .model.signals import NAMES
@@ -191,6 +192,9 @@ class Config:
         refit_qtypes: Each re-fit also fits each question type's weights (its impressions
             only, pulled toward the pooled fit) into ``qtype_weights``, where its own held-out
             check lets it move.
+        pooled_min_namespaces: A feature holding a caller's value (a kind, source or tag outside
+            the codebook) borrows pooled counts only once this many namespaces hold it (>= 1;
+            1: always): ``heaprank.model.privacy``, docs/tenancy.md.
     """
 
     weights: Weights = field(default_factory=Weights)
@@ -227,6 +231,7 @@ class Config:
     refit_poll_s: float = 5.0
     refit_signals: tuple[str, ...] | None = None
     refit_qtypes: bool = False
+    pooled_min_namespaces: int = DEFAULT_MIN_NAMESPACES
 
     def __post_init__(self) -> None:
         if not isinstance(self.weights, Weights):
@@ -269,15 +274,13 @@ class Config:
         if isinstance(self.tag_slots, str) or not all(isinstance(t, str) for t in self.tag_slots):
             raise ConfigError("tag_slots: expected a tuple of tag names")
         object.__setattr__(self, "tag_slots", tuple(self.tag_slots))
-        if not isinstance(self.stage_slots, bool):
-            raise ConfigError(f"stage_slots: expected a bool, got "
-                              f"{type(self.stage_slots).__name__}")
-        if not isinstance(self.speaker_roles, bool):
-            raise ConfigError(f"speaker_roles: expected a bool, got "
-                              f"{type(self.speaker_roles).__name__}")
+        for name in ("stage_slots", "speaker_roles", "drop_forgotten", "refit_qtypes"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"{name}: expected a bool, got {type(getattr(self, name)).__name__}")
         self._check_quality_maps()
         self._freeze()
         self._check_seed_signals()
+        check_min_namespaces("pooled_min_namespaces", self.pooled_min_namespaces)
 
     def _check_seed_signals(self) -> None:
         _check_nonneg("reinforcement_cap", self.reinforcement_cap)
@@ -294,9 +297,6 @@ class Config:
                                                       RetentionPolicy))):
             raise ConfigError(f"retention_policy: expected a file path, a RetentionPolicy or a "
                               f"PolicySet, got {type(policy).__name__}")
-        if not isinstance(self.drop_forgotten, bool):
-            raise ConfigError(f"drop_forgotten: expected a bool, got "
-                              f"{type(self.drop_forgotten).__name__}")
         if isinstance(self.refit_every, bool) or not isinstance(self.refit_every, int) \
                 or self.refit_every < 0:
             raise ConfigError(f"refit_every: expected an int >= 0, got {self.refit_every!r}")
@@ -311,8 +311,6 @@ class Config:
                 raise ConfigError(f"refit_signals: expected None or signal names of "
                                   f"{', '.join(SIGNALS)}, got {self.refit_signals!r}")
             object.__setattr__(self, "refit_signals", tuple(self.refit_signals))
-        if not isinstance(self.refit_qtypes, bool):
-            raise ConfigError(f"refit_qtypes: expected a bool, got {type(self.refit_qtypes).__name__}")
         _check_nonneg("exploration_rate", self.exploration_rate)
         if self.exploration_rate > 1:
             raise ConfigError(f"exploration_rate: must be in [0, 1], got {self.exploration_rate!r}")

@@ -49,7 +49,7 @@ __all__ = ["LEARNING_FIELDS", "Link", "Reranker"]
 #: Config fields that shape what feedback learns; a per-call config may not change them (the
 #: feedback for that recall would otherwise learn under other settings than the ranking used).
 LEARNING_FIELDS = ("prior", "em_credit", "reject_discount", "doc_features", "tag_slots", "co_use",
-                   "speaker_roles")
+                   "speaker_roles", "pooled_min_namespaces")
 
 
 class Reranker:
@@ -109,7 +109,8 @@ class Reranker:
         self._scorer = Scorer(space, self.classify, self.rules,
                               Explorer(self._config.exploration_seed))
         self._evidence = EvidenceReader(space, self._config.prior,
-                                        versioned=self._caps.versioned, strict=self.strict)
+                                        versioned=self._caps.versioned, strict=self.strict,
+                                        min_namespaces=self._config.pooled_min_namespaces)
         mint = self._caps.recall_ids
         self._impressions = ImpressionLog(strict=self.strict,
                                           mint=None if mint is None else mint.new_recall_id)
@@ -356,7 +357,8 @@ class Reranker:
         not something one tenant may learn from ``links``.
         """
         scope = None if namespace == "*" else check_namespace(namespace)
-        return links_of(self.state, scope, self._config.prior, min_n=min_n, level=level)
+        return links_of(self.state, scope, self._config.prior, min_n=min_n, level=level,
+                        min_namespaces=self._config.pooled_min_namespaces)
 
     def forget_candidates(self, namespace: str, candidates: Sequence[CandidateLike] | None = None,
                           *, now: Any = None, policy: ret.PolicySpec = None) -> ret.ForgetReport:

@@ -14,17 +14,13 @@ from ..config import Config
 from ..errors import StateError
 from ..model import links as linkmath
 from ..model import retention as ret
-from ..model.features import FIXED_SLOTS
+from ..model.privacy import CODEBOOK, mask_pooled, withheld
 from ..model.questions import QUESTION_TYPES
 from ..scoring import signals as sig
 from ..scoring.candidates import CandidateLike, coerce_candidates
 from ..state.base import StateBackend
 from ..state.capabilities import DocLister
 
-#: The feature names that hold no caller data: the slot codebook and its crossings with every
-#: question type. The pooled listing shows these as they are, every other name as a digest.
-CODEBOOK = frozenset(FIXED_SLOTS + tuple(f"qt:{q}&{slot}" for q in QUESTION_TYPES
-                                         for slot in FIXED_SLOTS))
 #: The slot names heaprank itself writes before a slot's value (``kind:``, ``tag:``...): kept
 #: in a digest, so a withheld name still says what kind of slot it is.
 _SLOT_HEADS = frozenset({"kind", "source", "len", "date", "num", "ent", "q", "qsrc", "qent",
@@ -64,17 +60,27 @@ class Link:
 
 
 def links_of(state: StateBackend, namespace: str | None, prior: linkmath.Prior, *,
-             min_n: float, level: float) -> list[Link]:
+             min_n: float, level: float, min_namespaces: int = 1) -> list[Link]:
     """Every link of ``namespace`` (None: the pooled layer) with at least ``min_n`` evidence,
-    strongest first; a namespace's links borrow the pooled prior as its reranks do. The pooled
-    layer shows each name that holds a caller's value as a digest (:func:`pooled_name`): it is
-    every tenant's view, so no tenant's strings are in it."""
+    strongest first; a namespace's links borrow the pooled prior as its reranks do (a caller's
+    value held by fewer than ``min_namespaces`` namespaces borrows nothing:
+    :func:`~heaprank.model.privacy.mask_pooled`). The pooled layer shows each name that holds a
+    caller's value as a digest (:func:`pooled_name`): it is every tenant's view, so no
+    tenant's strings are in it; and it leaves out such a name while fewer than
+    ``min_namespaces`` namespaces hold it (its digest would tell a tenant who guessed the
+    value that another used it)."""
     features, pos, neg = state.list_links(namespace)
     if namespace is None:
+        if min_namespaces > 1 and features:  # (the read's own counts, of "*", are not used)
+            shown = ~withheld(features, state.read_links("*", features).holders,
+                              min_namespaces)
+            features = [f for f, keep in zip(features, shown.tolist()) if keep]
+            pos, neg = pos[shown], neg[shown]
         features = [pooled_name(f) for f in features]
         alpha, beta = linkmath.global_posterior(pos, neg, prior)
     else:
-        alpha, beta = linkmath.posterior(state.read_links(namespace, features), prior)
+        counts = mask_pooled(features, state.read_links(namespace, features), min_namespaces)
+        alpha, beta = linkmath.posterior(counts, prior)
     if not features:
         return []
     p = linkmath.posterior_mean(alpha, beta)

@@ -54,12 +54,15 @@ class LeaveNamespaceOut:
         self.base = base
 
     def read_links(self, namespace: str, features: Sequence[str]) -> LinkCounts:
-        """The global evidence of ``features`` without ``namespace``'s share; no own evidence."""
+        """The global evidence of ``features`` without ``namespace``'s share (nor its count
+        among the namespaces holding each feature); no own evidence."""
         counts = self.base.read_links(namespace, features)
         own_hidden = np.zeros_like(counts.pos)
+        held = (counts.pos + counts.neg) > 0.0
         return LinkCounts(own_hidden, own_hidden.copy(),
                           np.maximum(counts.gpos - counts.pos, 0.0),
-                          np.maximum(counts.gneg - counts.neg, 0.0))
+                          np.maximum(counts.gneg - counts.neg, 0.0),
+                          np.maximum(counts.holders - held, 0.0))
 
     def read_docs(self, namespace: str, ids: Sequence[str]) -> DocStats:
         """Every document as never used: NaN ``last_used``, zero use count."""

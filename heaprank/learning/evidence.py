@@ -22,6 +22,7 @@ from ..errors import (
 )
 from ..model import links as linkmath
 from ..model.evidence import DocStats, EdgeRows, Evidence, LinkCounts, RowLinks
+from ..model.privacy import mask_pooled
 from ..scoring.generation import Generation
 from ..scoring.space import FeatureRows, FeatureSpace
 from ..state.capabilities import (
@@ -100,13 +101,16 @@ class EvidenceReader:
 
     A change between the version read and the counts read stores links newer than their
     version: the next rerank sees a newer version and reads again, so what is kept is never
-    stale.
+    stale. The counts read are masked first (:func:`~heaprank.model.privacy.mask_pooled`, at
+    ``min_namespaces``): a caller's value too few namespaces hold borrows nothing pooled.
     """
 
     def __init__(self, space: FeatureSpace, prior: linkmath.Prior, *,
-                 versioned: VersionedState | None, strict: bool) -> None:
+                 versioned: VersionedState | None, strict: bool,
+                 min_namespaces: int = 1) -> None:
         self._space = space
         self._prior = prior
+        self._min_namespaces = min_namespaces
         self._versioned = versioned
         self._strict = strict
         # (namespace, feature-space generation, distinct rows) -> (state version, links)
@@ -188,6 +192,7 @@ class EvidenceReader:
     def _finish(self, ask: _Ask, counts: LinkCounts, docs: DocStats,
                 edge_rows: EdgeRows | None) -> Evidence:
         assert ask.where is not None
+        counts = mask_pooled(ask.names, counts, self._min_namespaces)
         links = self._links(counts, ask.matrix, ask.where)
         if ask.version is not None:
             if len(self._kept) >= ROW_CACHE_ENTRIES:

@@ -32,6 +32,7 @@ from ..errors import FeedbackError, InputError, InputTypeError
 from ..model import co_use as co_use_rule
 from ..model import links as linkmath
 from ..model.evidence import LinkCounts
+from ..model.privacy import withheld
 from ..records import (
     IGNORED,
     LABEL_OF,
@@ -312,7 +313,7 @@ class FeedbackStage:
         plan's namespace's edges around :meth:`edge_docs` (co-use feedback is worked out and
         applied one plan at a time).
         """
-        book = _Counts(counts, self._config.prior)
+        book = _Counts(counts, self._config.prior, self._config.pooled_min_namespaces)
         out = []
         for i, plan in enumerate(plans):
             means = book.means(plan, kept if i == 0 else None)
@@ -377,14 +378,19 @@ def _kept(kept: KeptMeans | None, item: Item) -> np.ndarray | None:
 
 
 class _Counts:
-    """The counts a list of updates reads, as the updates before each one leave them."""
+    """The counts a list of updates reads, as the updates before each one leave them; a
+    feature whose pooled counts are withheld (:func:`~heaprank.model.privacy.withheld`, at
+    ``min_namespaces``) reads its namespace's own counts as its pooled ones, as a rerank does."""
 
     def __init__(self, counts: Mapping[str, tuple[list[str], LinkCounts]],
-                 prior: linkmath.Prior) -> None:
+                 prior: linkmath.Prior, min_namespaces: int = 1) -> None:
         self._prior = prior
         self._own: dict[tuple[str, str], list[float]] = {}
         self._pooled: dict[str, list[float]] = {}
+        self._withheld: set[str] = set()
         for ns, (features, c) in counts.items():
+            hidden = withheld(features, c.holders, min_namespaces)
+            self._withheld.update(f for f, h in zip(features, hidden.tolist()) if h)
             for f, pos, neg, gpos, gneg in zip(features, c.pos.tolist(), c.neg.tolist(),
                                                c.gpos.tolist(), c.gneg.tolist()):
                 self._own[(ns, f)] = [pos, neg]
@@ -402,8 +408,9 @@ class _Counts:
             if read is not None:
                 out.update(zip(features, read.tolist()))
                 continue
-            rows = [(*self._own.get((ns, f), (0.0, 0.0)), *self._pooled.get(f, (0.0, 0.0)))
-                    for f in features]
+            own = [self._own.get((ns, f), (0.0, 0.0)) for f in features]
+            rows = [(*o, *(o if f in self._withheld else self._pooled.get(f, (0.0, 0.0))))
+                    for f, o in zip(features, own)]
             arr = np.array(rows, dtype=np.float64).reshape(-1, 4)
             out.update(zip(features, linkmath.means_of(
                 LinkCounts(arr[:, 0], arr[:, 1], arr[:, 2], arr[:, 3]), self._prior)))

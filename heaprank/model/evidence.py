@@ -13,12 +13,20 @@ import numpy as np
 
 @dataclass(frozen=True, slots=True)
 class LinkCounts:
-    """Evidence of some features: the namespace's own and the global layer's (which includes it)."""
+    """Evidence of some features: the namespace's own and the global layer's (which includes
+    it), and ``holders``: how many namespaces hold a link of each feature in the pooled layer
+    (0 where the state does not say; left out, all 0). :mod:`heaprank.model.privacy` reads it
+    to keep a caller's value from other tenants until enough namespaces share it."""
 
     pos: np.ndarray
     neg: np.ndarray
     gpos: np.ndarray
     gneg: np.ndarray
+    holders: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        if self.holders is None:
+            object.__setattr__(self, "holders", np.zeros(len(self.pos)))
 
 
 @dataclass(frozen=True, slots=True)

@@ -77,12 +77,13 @@ class LinkTable:
         known = idx >= 0
         gpos = np.where(known, self.gpos[idx], 0.0)
         gneg = np.where(known, self.gneg[idx], 0.0)
+        holders = np.where(known, self.gns[idx], 0).astype(np.float64)
         ns = self.ns.get(namespace)
         if ns is None:
             pos, neg = np.zeros(len(idx)), np.zeros(len(idx))
         else:
             pos, neg = ns.gather(idx)
-        return LinkCounts(pos, neg, gpos, gneg)
+        return LinkCounts(pos, neg, gpos, gneg, holders)
 
     def intern(self, features: Sequence[str]) -> np.ndarray:
         """The ids of ``features``, interning the new ones (a freed id is reused first)."""

@@ -166,6 +166,25 @@ def test_read_links_follows_the_requested_order_and_duplicates(backend):
     assert counts.pos[1] + counts.neg[1] == pytest.approx(1.0)
 
 
+def test_a_read_counts_the_namespaces_holding_each_pooled_feature(backend):
+    """``LinkCounts.holders``: how many namespaces hold a link of each feature (what the
+    pooled prior's k-anonymity reads), 0 for a feature nobody holds; a forget takes its
+    namespace out of the count."""
+    for n, (rid_, ns) in enumerate(((R1, "ns"), (R2, "other"), (R3, "third"))):
+        backend.put_impression(impression(recall_id=rid_, namespace=ns))
+        inc = {"kind:fact": (0.5, 0.5), f"kind:custom{min(n, 1)}": (0.5, 0.5)}
+        assert backend.apply([update(recall_id=rid_, namespace=ns, ranks=(1,), codes=(USED,),
+                                     increments=inc)]) == [True]
+    asked = ["kind:fact", "kind:custom0", "kind:custom1", "never:seen", "kind:fact"]
+    for reader in ("ns", "nobody"):
+        assert backend.read_links(reader, asked).holders.tolist() == [3.0, 1.0, 2.0, 0.0, 3.0]
+        assert backend.read(reader, asked, ["a"])[0].holders.tolist() == [3.0, 1.0, 2.0, 0.0, 3.0]
+    if hasattr(backend, "push"):  # a Cluster client: its own waiting deltas pushed first, so
+        backend.push()  # its reads stop adding them (a forget pushes them without settling)
+    backend.forget_namespace("other")
+    assert backend.read_links("ns", asked).holders.tolist() == [2.0, 1.0, 1.0, 0.0, 2.0]
+
+
 # ------------------------------------------------------------------------------ impressions
 
 def test_impressions_round_trip(backend):

@@ -4,8 +4,9 @@ Redis on the shared server).
 Tenant A ranks with its own kind, source and document ids (``Config(doc_features=True)``).
 Then: A's document features never enter the pooled layer (they stay A's), the pooled listing
 (``Reranker.links("*")`` and ``heaprank links --namespace '*'``) shows every name holding a
-caller's value as a digest, the same name always the same digest; A's own listing still shows
-A's names; and the pool still teaches a new namespace through the codebook features."""
+caller's value as a digest, the same name always the same digest, and leaves a value out until
+``Config.pooled_min_namespaces`` namespaces hold it; A's own listing still shows A's names; and
+the pool still teaches a new namespace through the codebook features."""
 
 from __future__ import annotations
 
@@ -75,7 +76,8 @@ def _stored_pooled_names(state) -> list[str]:
 
 def test_the_pooled_view_holds_no_tenant_strings(state_and_url, capsys):
     state, url = state_and_url
-    rr = Reranker(state, config=Config(doc_features=True))
+    # (every pooled name listed, however few namespaces hold it: the k-anonymity below is off)
+    rr = Reranker(state, config=Config(doc_features=True, pooled_min_namespaces=1))
     _teach(rr)
     pooled = [link.feature for link in rr.links("*")]
     assert pooled and not [f for f in pooled if any(s in f for s in SECRETS)]
@@ -103,3 +105,22 @@ def test_the_pool_still_teaches_a_new_namespace_through_the_codebook(state_and_u
     assert counts.pos.tolist() == [0.0, 0.0, 0.0]  # nothing of its own yet
     assert counts.gpos[0] > 0 and counts.gpos[1] > 0  # the pooled codebook evidence
     assert counts.gpos[2] == 0 and counts.gneg[2] == 0  # A's document is A's alone
+
+
+def test_the_pooled_view_leaves_out_a_value_until_enough_namespaces_hold_it(state_and_url):
+    """A digest is the same for every caller who hashes the same name, so a listed digest
+    would tell a tenant who guessed a value that another used it: with the default
+    ``pooled_min_namespaces`` (5) a caller's value is listed only once 5 namespaces hold it."""
+    state, _ = state_and_url
+    rr = Reranker(state, config=Config(doc_features=True))
+    _teach(rr)
+    digest = f"source:#{hashlib.sha256(b'source:SECRETSRCA').hexdigest()[:16]}"
+    pooled = [link.feature for link in rr.links("*")]
+    assert "kind:fact" in pooled and digest not in pooled
+    for n in range(3):  # A and 3 more: 4 namespaces
+        ranking = rr.rerank("When is it?", A_CANDIDATES, namespace=f"T{n}")
+        rr.feedback(ranking.recall_id, used=["SECRETIDA1"])
+    assert digest not in [link.feature for link in rr.links("*")]
+    ranking = rr.rerank("When is it?", A_CANDIDATES, namespace="T3")  # the fifth
+    rr.feedback(ranking.recall_id, used=["SECRETIDA1"])
+    assert digest in [link.feature for link in rr.links("*")]

@@ -458,3 +458,35 @@ def test_a_rerank_that_finds_no_connection_in_time_says_so_on_its_result(redis_u
     finally:
         state.clear()
         state.close()
+
+
+def test_the_async_client_reads_the_holders_and_keeps_a_rare_label_private(url, no_threads):
+    """The async twin's read carries how many namespaces hold each pooled feature, as the sync
+    client's does, and ``arerank`` masks by it: a kind and source only namespace A used give
+    namespace B exactly the score of values nobody used (``Config.pooled_min_namespaces``)."""
+    state = RedisState(url, prefix=unique_prefix())
+    rr = Reranker(state, config=Config(refit_every=0))
+    text = "My flight to Lisbon is on March 3"
+    rare = {"id": "x", "text": text, "score": 1.0,
+            "metadata": {"kind": "zorblax", "source": "acme-crm"}}
+    unseen = {"id": "x", "text": text, "score": 1.0,
+              "metadata": {"kind": "quux", "source": "other-crm"}}
+    features = ["source:acme-crm", "kind:zorblax", "never:seen"]
+    try:
+        async def run() -> tuple:
+            ranking = await rr.arerank(QUERIES[0], [rare, CANDIDATES[3]], namespace="A", now=NOW)
+            await rr.afeedback(ranking.recall_id, used=["x"])
+            twin = state.async_backend()
+            held = (await twin.read_links("B", features)).holders.tolist()
+            seen = (await rr.arerank(QUERIES[0], [rare], namespace="B", now=NOW, track=False))[0]
+            other = (await rr.arerank(QUERIES[0], [unseen], namespace="B", now=NOW,
+                                      track=False))[0]
+            return held, seen, other
+
+        held, seen, other = _on_a_loop(state, run)
+        assert held == [1.0, 1.0, 0.0]
+        assert state.read_links("B", features).holders.tolist() == [1.0, 1.0, 0.0]
+        assert seen.score == other.score and seen.top_links == other.top_links
+    finally:
+        state.clear()
+        rr.close()

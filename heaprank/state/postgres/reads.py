@@ -15,12 +15,12 @@ NS_ID = "(SELECT id FROM namespaces WHERE name = %(ns)s)"
 #: The links of both layers and the documents' stats, in one statement (one round trip): rows
 #: tagged 0 (links) and 1 (documents), each with its position in the caller's list.
 READ = f"""
-SELECT 0, j.ord - 1, f.pos, f.neg, COALESCE(l.pos, 0), COALESCE(l.neg, 0)
+SELECT 0, j.ord - 1, f.pos, f.neg, COALESCE(l.pos, 0), COALESCE(l.neg, 0), f.nscount
 FROM unnest(%(features)s::text[]) WITH ORDINALITY AS j(name, ord)
 JOIN features f ON f.name = j.name
 LEFT JOIN links l ON l.ns = {NS_ID} AND l.fid = f.id
 UNION ALL
-SELECT 1, j.ord - 1, d.last_used, d.use_count, 0, 0
+SELECT 1, j.ord - 1, d.last_used, d.use_count, 0, 0, 0
 FROM unnest(%(ids)s::text[]) WITH ORDINALITY AS j(id, ord)
 JOIN docs d ON d.ns = {NS_ID} AND d.id = j.id
 """
@@ -34,16 +34,17 @@ POOLED = "nscount > 0 AND left(name, 4) <> 'doc:'"
 def split_rows(rows: Sequence[tuple[Any, ...]], n_features: int,
            n_ids: int) -> tuple[LinkCounts, DocStats]:
     """The tagged rows of ``READ`` as the link counts (a feature never credited has no row:
-    all zero) and the documents' stats (never used: NaN, 0)."""
-    links = np.zeros((n_features, 4))
+    all zero), with each feature's holders (``features.nscount``), and the documents' stats
+    (never used: NaN, 0)."""
+    links = np.zeros((n_features, 5))
     last_used, use_count = np.full(n_ids, math.nan), np.zeros(n_ids)
-    for tag, at, a, b, c, d in rows:
+    for tag, at, a, b, c, d, held in rows:
         if tag == 0:
-            links[at] = (a, b, c, d)
+            links[at] = (a, b, c, d, held)
         else:
             last_used[at], use_count[at] = a, b
     return (LinkCounts(links[:, 2].copy(), links[:, 3].copy(), links[:, 0].copy(),
-                       links[:, 1].copy()), DocStats(last_used, use_count))
+                       links[:, 1].copy(), links[:, 4].copy()), DocStats(last_used, use_count))
 
 
 def links_of(conn: Any, namespace: str | None) -> tuple[list[str], np.ndarray, np.ndarray]:

@@ -98,7 +98,8 @@ end
 #: doubles in one reply. KEYS: links, docs, the document features' hash, the pooled shards of
 #: the features. ARGV: GUARD's two, n features, the features, n ids, the ids, then per feature
 #: its pooled key (1-based index past the third key; 0: a document feature). Returns
-#: {own <dd>..., pooled <dd>..., docs <dd>...}, a missing document as (NaN, 0).
+#: {own <dd>..., pooled <ddd> (pos, neg, namespaces)..., docs <dd>...}, a missing document as
+#: (NaN, 0).
 READ_LOCAL = _COMMON + GUARD + """
 local nf = tonumber(ARGV[1])
 local feats, ids = {}, {}
@@ -106,12 +107,12 @@ for j = 1, nf do feats[j] = ARGV[1 + j] end
 local n_ids = tonumber(ARGV[nf + 2])
 for j = 1, n_ids do ids[j] = ARGV[nf + 2 + j] end
 local at = nf + 3 + n_ids
-local zero = string.rep('\\0', 16)
+local zero, zero3 = string.rep('\\0', 16), string.rep('\\0', 24)
 local own, pooled, docs = {}, {}, {}
 if nf > 0 then
   local by_key, own_feats, own_js = {}, {}, {}
   for j = 1, nf do
-    own[j] = zero; pooled[j] = zero
+    own[j] = zero; pooled[j] = zero3
     local k = tonumber(ARGV[at + j - 1])
     if k > 0 then
       by_key[k] = by_key[k] or {{}, {}}
@@ -126,9 +127,9 @@ if nf > 0 then
     local g = hmget(KEYS[3 + k], group[1])
     for q = 1, #group[1] do
       if g[q] then
-        local p, n, _, id = struct.unpack('<dddd', g[q])
+        local p, n, c, id = struct.unpack('<dddd', g[q])
         local j = group[2][q]
-        pooled[j] = struct.pack('<dd', p, n)
+        pooled[j] = struct.pack('<ddd', p, n, c)
         if bneg[id] then own[j] = struct.pack('<dd', bpos[id], bneg[id]) end
       end
     end

@@ -94,7 +94,9 @@ def register(layout: KeyLayout, seen: set[int], namespace: str) -> Op:
 
 
 def _counts(own: np.ndarray, pooled: np.ndarray) -> LinkCounts:
-    return LinkCounts(own[:, 0].copy(), own[:, 1].copy(), pooled[:, 0].copy(), pooled[:, 1].copy())
+    """Own rows (pos, neg) and pooled rows (pos, neg, namespaces holding the feature)."""
+    return LinkCounts(own[:, 0].copy(), own[:, 1].copy(), pooled[:, 0].copy(), pooled[:, 1].copy(),
+                      pooled[:, 2].copy())
 
 
 def _pooled_keys(layout: KeyLayout, features: Sequence[str]) -> tuple[list[str], list[int]]:
@@ -156,7 +158,7 @@ def read(layout: KeyLayout, cache: PooledCache, cluster: bool, namespace: str,
     edges = redis_assoc.edge_rows(ids, replies.pop(0)) if adjacency and ids else EdgeRows.empty()
     for (s, fs), reply in zip(asked.items(), replies):
         rows = unpack(reply[1:], 4)
-        cache.store(s, int(reply[0] or 0), {f: (r[0], r[1], r[3]) for f, r in zip(fs, rows.tolist())})
+        cache.store(s, int(reply[0] or 0), {f: tuple(r) for f, r in zip(fs, rows.tolist())})
     if check:
         cache.checked_at = now
     for f in shared:
@@ -165,8 +167,8 @@ def read(layout: KeyLayout, cache: PooledCache, cluster: bool, namespace: str,
             own_rows[f] = list(entries[ident])
     own = np.array([own_rows.get(f, (0.0, 0.0)) for f in features], dtype=np.float64).reshape(-1, 2)
     counts = cache.overlay({**known, **cache.known(features, layout.shard_of)})
-    pooled = np.array([counts.get(f, (0.0, 0.0)) for f in features],
-                      dtype=np.float64).reshape(-1, 2)
+    pooled = np.array([counts.get(f, (0.0, 0.0, 0.0)) for f in features],
+                      dtype=np.float64).reshape(-1, 3)
     last = np.array([np.nan if d is None else 0.0 for d in docs])
     stats = unpack(docs, 2)
     used = ~np.isnan(last)
@@ -188,8 +190,8 @@ def _placed(layout: KeyLayout, replies: list[Any], shards: int) -> list[Any]:
 def _local_reply(reply: list[Any], ids: list[str],
                  with_edges: bool) -> tuple[LinkCounts, DocStats, EdgeRows]:
     """READ_LOCAL's (or READ_WITH_EDGES's) reply, decoded."""
-    own, pooled, docs = (np.frombuffer(b, dtype="<f8").reshape(-1, 2).astype(np.float64)
-                         for b in reply[:3])
+    own, pooled, docs = (np.frombuffer(b, dtype="<f8").reshape(-1, width).astype(np.float64)
+                         for b, width in zip(reply[:3], (2, 3, 2)))
     return (_counts(own, pooled), DocStats(docs[:, 0].copy(), docs[:, 1].copy()),
             redis_assoc.edge_rows(ids, reply[3]) if with_edges else EdgeRows.empty())
 

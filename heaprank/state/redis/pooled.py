@@ -65,7 +65,8 @@ class PooledCache:
 
     def __init__(self, check_s: float) -> None:
         self.check_s = float(check_s)
-        self._rows: dict[str, tuple[float, float, int]] = {}
+        #: Feature -> (pos, neg, namespaces holding it, its shard's version when read).
+        self._rows: dict[str, tuple[float, float, float, int]] = {}
         #: Feature -> its id (ids are never given to another feature).
         self.ids: dict[str, int] = {}
         self.versions: dict[int, int] = {}
@@ -85,22 +86,25 @@ class PooledCache:
     def due(self, now: float) -> bool:
         return now - self.checked_at >= self.check_s
 
-    def known(self, features: Sequence[str], shard_of: Any) -> dict[str, tuple[float, float]]:
-        """The cached counts of ``features`` read at their shard's current known version."""
+    def known(self, features: Sequence[str],
+              shard_of: Any) -> dict[str, tuple[float, float, float]]:
+        """The cached counts ``(pos, neg, namespaces)`` of ``features`` read at their shard's
+        current known version."""
         out = {}
         with self._lock:
             for f in features:
                 hit = self._rows.get(f)
-                if hit is not None and self.versions.get(shard_of(f)) == hit[2]:
-                    out[f] = (hit[0], hit[1])
+                if hit is not None and self.versions.get(shard_of(f)) == hit[3]:
+                    out[f] = hit[:3]
         return out
 
-    def store(self, shard: int, version: int, rows: dict[str, tuple[float, float, float]]) -> None:
-        """Rows ``feature -> (pos, neg, id)`` read at ``version`` (id 0: no row)."""
+    def store(self, shard: int, version: int, rows: dict[str, tuple[float, ...]]) -> None:
+        """Rows ``feature -> (pos, neg, namespaces, id)`` (a shard's ``<dddd``) read at
+        ``version`` (id 0: no row)."""
         with self._lock:
             self.versions[shard] = version
-            self._rows.update((f, (p, n, version)) for f, (p, n, _) in rows.items())
-            self.ids.update((f, int(i)) for f, (_, _, i) in rows.items() if i > 0)
+            self._rows.update((f, (r[0], r[1], r[2], version)) for f, r in rows.items())
+            self.ids.update((f, int(r[3])) for f, r in rows.items() if r[3] > 0)
 
     def learn_ids(self, ids: dict[str, int]) -> None:
         with self._lock:
@@ -121,10 +125,11 @@ class PooledCache:
     def add_pending(self, rows: Sequence[tuple[str, int, float, float, float]],
                     sign: float = 1.0) -> None:
         with self._lock:
-            for f, _, p, n, _ in rows:
-                row = self.pending.setdefault(f, [0.0, 0.0])
+            for f, _, p, n, c in rows:
+                row = self.pending.setdefault(f, [0.0, 0.0, 0.0])
                 row[0] += sign * p
                 row[1] += sign * n
+                row[2] += sign * c
 
     def settle(self, rows: Sequence[tuple[str, int, float, float, float]], shard_of: Any) -> None:
         """Pushed deltas: no longer added to reads; their shards are read again."""
@@ -132,20 +137,21 @@ class PooledCache:
         with self._lock:
             for f, _, _, _, _ in rows:
                 row = self.pending.get(f)
-                if row is not None and abs(row[0]) < 1e-9 and abs(row[1]) < 1e-9:
+                if row is not None and max(map(abs, row)) < 1e-9:
                     del self.pending[f]
                 self.versions.pop(shard_of(f), None)
 
-    def overlay(self, counts: dict[str, tuple[float, float]]) -> dict[str, tuple[float, float]]:
+    def overlay(self, counts: dict[str, tuple[float, float, float]]
+                ) -> dict[str, tuple[float, float, float]]:
         """``counts`` with this process's unpushed deltas added (reading its own writes)."""
         if not self.pending:
             return counts
         with self._lock:
             out = dict(counts)
-            for f, (p, n) in counts.items():
+            for f, (p, n, c) in counts.items():
                 extra = self.pending.get(f)
                 if extra is not None:
-                    out[f] = (p + extra[0], n + extra[1])
+                    out[f] = (p + extra[0], n + extra[1], c + extra[2])
             return out
 
 

@@ -23,7 +23,7 @@ POOLED = "nscount > 0 AND substr(name, 1, 4) != 'doc:'"
 # The hot reads walk the caller's list (json_each) and seek each entry, returning its position
 # (``j.key``) rather than its text: no temporary index of the list is built, and the arrays are
 # filled by position. CROSS JOIN keeps the list as the outer loop (the planner may not reorder it).
-READ_LINKS = (f"SELECT j.key, f.pos, f.neg, IFNULL(l.pos, 0.0), IFNULL(l.neg, 0.0) "
+READ_LINKS = (f"SELECT j.key, f.pos, f.neg, IFNULL(l.pos, 0.0), IFNULL(l.neg, 0.0), f.nscount "
                f"FROM json_each(?) AS j CROSS JOIN features AS f LEFT JOIN links AS l "
                f"ON l.ns = {NS_ID} AND l.fid = f.id WHERE f.name = j.value")
 READ_DOCS = (f"SELECT j.key, d.last_used, d.use_count FROM json_each(?) AS j CROSS JOIN docs AS d "
@@ -31,15 +31,17 @@ READ_DOCS = (f"SELECT j.key, d.last_used, d.use_count FROM json_each(?) AS j CRO
 
 
 def link_counts(conn: sqlite3.Connection, namespace: str, features: Sequence[str]) -> LinkCounts:
-    out = np.zeros((len(features), 4))  # a feature never credited has no row: all zero
+    out = np.zeros((len(features), 5))  # a feature never credited has no row: all zero
     found = conn.execute(READ_LINKS, (json_array(features), namespace)).fetchall()
     if found:
         try:
             rows = np.array(found, dtype=np.float64)
         except (ValueError, TypeError):
-            raise not_a_number("features.pos/neg or links.pos/neg") from None
+            raise not_a_number("features.pos/neg/nscount or links.pos/neg") from None
         out[rows[:, 0].astype(np.intp)] = rows[:, 1:]
-    return LinkCounts(out[:, 2].copy(), out[:, 3].copy(), out[:, 0].copy(), out[:, 1].copy())
+    return LinkCounts(out[:, 2].copy(), out[:, 3].copy(), out[:, 0].copy(), out[:, 1].copy(),
+                      out[:, 4].copy())
+
 
 def doc_stats(conn: sqlite3.Connection, namespace: str, ids: Sequence[str]) -> DocStats:
     last_used, use_count = np.full(len(ids), math.nan), np.zeros(len(ids))
