@@ -13,8 +13,9 @@ Connections come from a psycopg_pool pool (``pool_size`` per process, opened aga
 fork). A connection lost (a server restart, ``pg_terminate_backend``) raises
 :class:`~heaprank.errors.StateUnavailableError`: the pool drops every dead connection then, and
 the next call connects again (a pool that could make none, the server down, is replaced by a
-new one rather than left to back off). There is no async twin (as for SQLite):
-``Reranker.arerank`` and ``afeedback`` run these sync calls in a worker thread.
+new one rather than left to back off). With row-level security on in the schema (:mod:`.rls`),
+each call on a namespace first checks the role is granted it. There is no async twin (as for
+SQLite): ``Reranker.arerank`` and ``afeedback`` run these sync calls in a worker thread.
 
 The layout (schema version 1) is in :mod:`.schema`; operating it in docs/postgres.md.
 """
@@ -44,6 +45,7 @@ from ..base import paged_log
 from .failures import RETRY_SQLSTATES, redacted, state_error
 from .forget import forget_rows
 from .reads import LIVE, NS_ID, READ, READ_EDGES, counts_of, links_of, split_rows
+from .rls import claim, rls_on
 from .schema import check_schema, lock_key, schema_name
 from .transfer import export_docs, export_impressions, import_dump
 from .url import check_arguments
@@ -119,6 +121,7 @@ class PostgresState:
         self._pool: Any = None
         self._pid, self._busy = -1, 0  # (connections this process's calls hold now)
         self._ready = False
+        self._rls = False  # (the schema's row-level security: read with it)
         self._puts = 0
         try:
             with self._conn():
@@ -179,8 +182,9 @@ class PostgresState:
             conn.execute("SET default_transaction_read_only = on")
 
     @contextmanager
-    def _conn(self) -> Iterator[Any]:
-        """A connection of the pool (autocommit), the schema checked on the first one; a
+    def _conn(self, *namespaces: str) -> Iterator[Any]:
+        """A connection of the pool (autocommit), the schema checked on the first one, the
+        role's grant of ``namespaces`` checked under row-level security (:mod:`.rls`); a
         psycopg failure leaves as the StateError that names it."""
         import psycopg
         from psycopg_pool import PoolTimeout
@@ -190,7 +194,9 @@ class PostgresState:
             with pool.connection() as conn, self._holding():
                 if not self._ready:
                     check_schema(conn, self.schema, self._where, read_only=self.read_only)
-                    self._ready = True
+                    self._rls, self._ready = rls_on(conn, self.schema), True
+                if self._rls and namespaces:
+                    claim(conn, namespaces, self._where)
                 yield conn
         except (psycopg.Error, PoolTimeout) as exc:
             error = state_error(self._where, exc)
@@ -222,7 +228,8 @@ class PostgresState:
         except Exception:  # noqa: BLE001 - the pool reconnects in the background anyway
             logger.debug("heaprank: checking the pool of %s failed", self._where, exc_info=True)
 
-    def _write(self, work: Callable[[Any], T], *, durable: bool = True) -> T:
+    def _write(self, work: Callable[[Any], T], *, durable: bool = True,
+               namespaces: Sequence[str] = ()) -> T:
         """``work`` in one transaction, run again (whole) when the server rolls it back as a
         deadlock or a serialization failure. A ``durable`` one returns once its commit is on
         the server's disk (``synchronous_commit`` as the server, database or role sets it)."""
@@ -231,7 +238,7 @@ class PostgresState:
         if self.read_only:
             raise StateReadOnlyError(f"{self._where} is open read-only")
         for attempt in range(1, _ATTEMPTS + 1):
-            with self._conn() as conn:
+            with self._conn(*namespaces) as conn:
                 try:
                     with conn.transaction():
                         if durable:
@@ -256,7 +263,7 @@ class PostgresState:
 
     def _read_rows(self, namespace: str, features: Sequence[str],
                    ids: Sequence[str]) -> tuple[LinkCounts, DocStats]:
-        with self._conn() as conn:
+        with self._conn(namespace) as conn:
             rows = conn.execute(READ, {"ns": namespace, "features": list(features),
                                         "ids": list(ids)}).fetchall()
         return split_rows(rows, len(features), len(ids))
@@ -275,7 +282,7 @@ class PostgresState:
     def read_with_edges(self, namespace: str, features: Sequence[str],
                         ids: Sequence[str]) -> tuple[LinkCounts, DocStats, EdgeRows]:
         params = {"ns": namespace, "features": list(features), "ids": list(ids)}
-        with self._conn() as conn, conn.transaction():  # (one snapshot for both)
+        with self._conn(namespace) as conn, conn.transaction():  # (one snapshot for both)
             conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
             rows = conn.execute(READ, params).fetchall()
             found = conn.execute(READ_EDGES, params).fetchall()
@@ -284,7 +291,7 @@ class PostgresState:
         return counts, docs, co_use.among(ids, adj.get)
 
     def edge_state(self, namespace: str, docs: Sequence[str]) -> EdgeState:
-        with self._conn() as conn, conn.transaction():
+        with self._conn(namespace) as conn, conn.transaction():
             conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
             row = conn.execute("SELECT id, edges_version FROM namespaces WHERE name = %s",
                                (namespace,)).fetchone()
@@ -298,7 +305,7 @@ class PostgresState:
         return EdgeState(int(version), int(total), co_use.adjacency(around))
 
     def list_edges(self, namespace: str) -> list[tuple[str, str, float, float, float]]:
-        with self._conn() as conn:
+        with self._conn(namespace) as conn:
             return [tuple(r) for r in conn.execute(  # type: ignore[misc]
                 f"SELECT a, b, strength, count, last FROM edges WHERE ns = {NS_ID} "
                 f"ORDER BY a, b", {"ns": namespace})]
@@ -334,7 +341,7 @@ class PostgresState:
                              (ns, feedback_id, key))
             return impression.recall_id
 
-        held = self._write(work, durable=False)
+        held = self._write(work, durable=False, namespaces=(impression.namespace,))
         if held == impression.recall_id:
             self._count_put()
         return held
@@ -345,7 +352,7 @@ class PostgresState:
         or the key is taken, which put_impression's transaction sorts out)."""
         if self.read_only:
             raise StateReadOnlyError(f"{self._where} is open read-only")
-        with self._conn() as conn:
+        with self._conn(namespace) as conn:
             stored = conn.execute(_PUT_ALONE, (key, body, namespace)).rowcount == 1
         if stored:
             self._count_put()
@@ -382,7 +389,7 @@ class PostgresState:
                f"WHERE i.fed AND i.key > %s{where} ORDER BY i.key LIMIT {_LOG_PAGE}")
 
         def read_page(after: int) -> list[tuple[int, str, bytes]]:
-            with self._conn() as conn:
+            with self._conn(*(() if namespace is None else (namespace,))) as conn:
                 return conn.execute(sql, (after,) if namespace is None
                                     else (after, namespace)).fetchall()
 
@@ -411,12 +418,12 @@ class PostgresState:
                     [(n, ns) for ns, n in sorted(applied.items())])
             return done
 
-        return self._write(work)
+        return self._write(work, namespaces=sorted({u.namespace for u in updates}))
 
     # ------------------------------------------------------------------ audit
 
     def list_links(self, namespace: str | None) -> tuple[list[str], np.ndarray, np.ndarray]:
-        with self._conn() as conn:
+        with self._conn(*(() if namespace is None else (namespace,))) as conn:
             return links_of(conn, namespace)
 
     def namespaces(self) -> list[str]:
@@ -427,7 +434,8 @@ class PostgresState:
         """Remove every row of ``namespace`` in one transaction (its feedbacks leave the total
         with its row). The deleted rows' bytes stay in the table files until VACUUM reuses
         their space (docs/postgres.md)."""
-        self._write(lambda conn: forget_rows(conn, namespace, scrub_global=scrub_global))
+        self._write(lambda conn: forget_rows(conn, namespace, scrub_global=scrub_global),
+                    namespaces=(namespace,))
 
     def stats(self) -> dict[str, int]:
         with self._conn() as conn:
@@ -463,7 +471,7 @@ class PostgresState:
 
     def iter_docs(self, namespace: str) -> list[tuple[str, float, float]]:
         """``(id, last_used, use_count)`` of each used document of ``namespace``."""
-        with self._conn() as conn:
+        with self._conn(namespace) as conn:
             return export_docs(conn, namespace)
 
     def iter_impressions(self) -> list[tuple[str, str, bytes]]:
