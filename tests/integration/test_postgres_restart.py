@@ -12,6 +12,7 @@ import pytest
 from heaprank import Reranker, StateUnavailableError
 from heaprank.state.postgres import PostgresState
 
+pytestmark = pytest.mark.slow
 NOW = 1_750_000_000.0
 CANDIDATES = [{"id": "lisbon", "text": "My flight to Lisbon is on March 3", "score": 7.3},
               {"id": "seat", "text": "I prefer window seats", "score": 5.1},
