@@ -6,14 +6,15 @@ table (role -> a namespace, or a namespace prefix), a ``granted(name)`` function
 table of one namespace's rows (``namespaces``, ``links``, ``docs``, ``impressions``,
 ``feedback_ids``, ``edges``), ``ENABLE`` and ``FORCE ROW LEVEL SECURITY`` with one policy:
 a row is seen and written only by a role granted its namespace. The owner of the schema's
-tables (and any role it is a member of, a superuser, a ``BYPASSRLS`` role) is granted every
-namespace, so forget, copy, migrate and ``stats`` of the whole state work as before.
+tables (and any member of that role; a superuser and a ``BYPASSRLS`` role skip policies) passes
+every policy, so forget, copy, migrate and ``stats`` of the whole state work as before.
 
 The pooled tables (``features``: shape counts every namespace adds to; ``meta``) stay without
-policies: they are shared by design, and a feedback's transaction must update them whatever
-namespace it is for. Their privileges are granted (``heaprank state grant``) so an application
-role updates them directly, in the same transaction as its own rows (no SECURITY DEFINER
-function to audit; the pool is as writable to each application as without row-level security).
+policies: they are shared by design, and a feedback's transaction must update ``features``
+whatever namespace it is for. ``heaprank state grant`` gives an application role the rights to
+update it directly, in the same transaction as its own rows (no SECURITY DEFINER function to
+audit; the pool is as writable to each application as without row-level security), and to read
+``meta`` only (the shared fitted weights are the owner's to write).
 
 A state whose schema has row-level security on checks, before each call on a namespace, that
 its role is granted it (one statement more), so a call on another namespace is a
