@@ -21,6 +21,7 @@ from .._version import __version__
 from ..errors import HeapRankError
 from ..mcp.command import add_command as add_mcp_command
 from ..state import sqlite_path
+from .grants import add_commands as add_grant_commands
 from .options import FEATURES, known_namespace, number, print_fit, whole_number
 from .urls import POSTGRES_SCHEMES, UsageError, existing_state
 
@@ -204,7 +205,8 @@ def _cmd_state_migrate(args: argparse.Namespace) -> int:
 
         counts = migrate_postgres(args.url)
         return _counts(args, f"{'created' if counts['created'] else 'checked'} the heaprank "
-                       f"schema {counts['schema']} (version {counts['schema_version']})", counts)
+                       f"schema {counts['schema']} (version {counts['schema_version']}), row-level "
+                       f"security {'on' if counts['rls'] else 'off'}", counts)
     from ..state.redis.migrate import migrate_url
 
     return _counts(args, f"migrated {args.url} to Redis layout 2", migrate_url(args.url))
@@ -463,6 +465,7 @@ def _state_commands(sub: Any) -> None:
     reshard.add_argument("--pause", type=float, default=0.0, help="seconds between two shards")
     reshard.add_argument("--json", action="store_true", help="print the counts as JSON")
     reshard.set_defaults(func=_cmd_state_reshard)
+    add_grant_commands(state_sub)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,13 +1,15 @@
-"""Fixtures of the integration tests: the Redis servers live in ``redis_servers``; ``state``
+"""Fixtures of the integration tests: the Redis servers live in ``redis_servers``, a PostgreSQL
+server a test stops and starts in ``postgres_servers``; ``state``
 is a fresh backend of each kind (memory, a real SQLite file, the real Redis server, a schema of
 its own on the real PostgreSQL server)."""
 
 import pytest
 
 from heaprank import MemoryState, SQLiteState
+from tests.integration.postgres_servers import private_postgres
 from tests.integration.redis_servers import aof_server, redis_cluster_url, redis_url, unique_prefix
 
-__all__ = ["aof_server", "redis_cluster_url", "redis_url", "state"]
+__all__ = ["aof_server", "private_postgres", "redis_cluster_url", "redis_url", "state"]
 
 
 @pytest.fixture(params=["memory", "sqlite", "redis", "postgres"])

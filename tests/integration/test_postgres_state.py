@@ -4,6 +4,7 @@ and refused when it is another application's), the missing driver, and a lost co
 from __future__ import annotations
 
 import sys
+import threading
 
 import psycopg
 import pytest
@@ -123,6 +124,34 @@ def test_a_lost_connection_is_a_named_error_and_the_next_call_reconnects(postgre
         out = rr.feedback(again.recall_id, used=[again.ids[0]])
         assert out.applied == (again.ids[0],)
         assert rr.stats()["feedbacks"] == 2
+    finally:
+        rr.close()
+
+
+def test_a_busy_pool_makes_a_call_wait_and_never_opens_more_than_pool_size(postgres_url,
+                                                                          postgres_schema):
+    name = f"heaprank-{postgres_schema}"
+    state = open_state(state_url(postgres_url, postgres_schema, pool_size=1, timeout=0.5,
+                                 application_name=name))
+    rr = Reranker(state)
+    ranking = rr.rerank("When is the meeting?", CANDS, namespace="t", k=3, now=NOW)
+    rr.feedback(ranking.recall_id, used=[ranking.ids[0]])
+    with psycopg.connect(postgres_url) as holder:  # holds the namespace's row: forget waits
+        holder.execute(f"SELECT 1 FROM {postgres_schema}.namespaces FOR UPDATE")
+        forget = threading.Thread(target=state.forget_namespace, args=("t",))
+        forget.start()
+        try:
+            for _ in range(2):  # the pool's one connection is busy: no call gets another
+                with pytest.raises(StateUnavailableError, match="no connection"):
+                    state.stats()
+            opened = holder.execute("SELECT count(*) FROM pg_stat_activity WHERE "
+                                    "application_name = %s", (name,)).fetchone()[0]
+        finally:
+            holder.rollback()
+            forget.join(timeout=10)
+    try:
+        assert opened == 1
+        assert not forget.is_alive() and state.stats()["namespaces"] == 0
     finally:
         rr.close()
 

@@ -12,8 +12,10 @@ the same explicit feedback id) finds its positions recorded and writes nothing.
 Connections come from a psycopg_pool pool (``pool_size`` per process, opened again after a
 fork). A connection lost (a server restart, ``pg_terminate_backend``) raises
 :class:`~heaprank.errors.StateUnavailableError`: the pool drops every dead connection then, and
-the next call connects again. There is no async twin (as for SQLite): ``Reranker.arerank`` and
-``afeedback`` run these sync calls in a worker thread.
+the next call connects again (a pool that could make none, the server down, is replaced by a
+new one rather than left to back off). With row-level security on in the schema (:mod:`.rls`),
+each call on a namespace first checks the role is granted it. There is no async twin (as for
+SQLite): ``Reranker.arerank`` and ``afeedback`` run these sync calls in a worker thread.
 
 The layout (schema version 1) is in :mod:`.schema`; operating it in docs/postgres.md.
 """
@@ -39,16 +41,16 @@ from ...model import co_use
 from ...model.evidence import DocStats, EdgeRows, LinkCounts
 from ...records import EdgeState, Impression, Update, recall_key
 from .. import codec
-from ..base import paged_log, still_open, with_codes
-from .edges import write_edges
+from ..base import paged_log
 from .failures import RETRY_SQLSTATES, redacted, state_error
 from .forget import forget_rows
 from .reads import LIVE, NS_ID, READ, READ_EDGES, counts_of, links_of, split_rows
+from .rls import claim, rls_on
 from .schema import check_schema, lock_key, schema_name
 from .transfer import export_docs, export_impressions, import_dump
 from .url import check_arguments
 from .weights import swap_record
-from .writes import Tally
+from .writes import Tally, apply_one, prune_rows
 
 if TYPE_CHECKING:
     from ..copy import StateDump
@@ -66,9 +68,6 @@ _PRUNE_EVERY = 256
 _ATTEMPTS = 5
 _PUT_ALONE = ("INSERT INTO impressions (key, ns, fed, body) SELECT %s, id, false, %s "
               "FROM namespaces WHERE name = %s ON CONFLICT (key) DO NOTHING")
-
-
-
 
 
 class PostgresState:
@@ -120,8 +119,9 @@ class PostgresState:
         self._where = f"PostgreSQL state {redacted(url)} (schema {self.schema})"
         self._lock = threading.Lock()
         self._pool: Any = None
-        self._pid = -1
+        self._pid, self._busy = -1, 0  # (connections this process's calls hold now)
         self._ready = False
+        self._rls = False  # (the schema's row-level security: read with it)
         self._puts = 0
         try:
             with self._conn():
@@ -158,8 +158,9 @@ class PostgresState:
                 return self._pool
             from psycopg_pool import ConnectionPool
 
-            if self._pool is not None:
+            if self._pool is not None:  # (a fork's: the calls holding its connections are gone)
                 _INHERITED.append(self._pool)
+                self._busy = 0
             kwargs: dict[str, Any] = {"autocommit": True}
             if "connect_timeout" not in self.url:
                 kwargs["connect_timeout"] = max(1, math.ceil(self.timeout_s))
@@ -181,34 +182,54 @@ class PostgresState:
             conn.execute("SET default_transaction_read_only = on")
 
     @contextmanager
-    def _conn(self) -> Iterator[Any]:
-        """A connection of the pool (autocommit), the schema checked on the first one; a
+    def _conn(self, *namespaces: str) -> Iterator[Any]:
+        """A connection of the pool (autocommit), the schema checked on the first one, the
+        role's grant of ``namespaces`` checked under row-level security (:mod:`.rls`); a
         psycopg failure leaves as the StateError that names it."""
         import psycopg
         from psycopg_pool import PoolTimeout
 
         pool = self._pool_now()
         try:
-            with pool.connection() as conn:
+            with pool.connection() as conn, self._holding():
                 if not self._ready:
                     check_schema(conn, self.schema, self._where, read_only=self.read_only)
-                    self._ready = True
+                    self._rls, self._ready = rls_on(conn, self.schema), True
+                if self._rls and namespaces:
+                    claim(conn, namespaces, self._where)
                 yield conn
         except (psycopg.Error, PoolTimeout) as exc:
             error = state_error(self._where, exc)
             if isinstance(error, StateUnavailableError):
-                self._drop_dead(pool)
+                self._drop_dead(pool, none=isinstance(exc, PoolTimeout))
             raise error from None
 
-    def _drop_dead(self, pool: Any) -> None:
-        """After a lost connection, test the idle ones and drop those that are dead too (a
-        server restart kills them all), so the next call connects afresh."""
+    @contextmanager
+    def _holding(self) -> Iterator[None]:
+        with self._lock:
+            self._busy += 1
         try:
-            pool.check()
+            yield
+        finally:
+            with self._lock:
+                self._busy -= 1
+
+    def _drop_dead(self, pool: Any, *, none: bool) -> None:
+        """After a lost connection, test the idle ones and drop those that are dead too (a
+        server restart kills them all). When ``none`` could be had while no call held one (the
+        server down, not the pool busy), retire the pool, whose reconnection backs off for
+        seconds after failures: the next call connects at once with a new one."""
+        try:
+            with self._lock:
+                retire = none and self._busy == 0 and self._pool is pool
+                if retire:
+                    self._pool = None
+            pool.close(timeout=1.0) if retire else pool.check()
         except Exception:  # noqa: BLE001 - the pool reconnects in the background anyway
             logger.debug("heaprank: checking the pool of %s failed", self._where, exc_info=True)
 
-    def _write(self, work: Callable[[Any], T], *, durable: bool = True) -> T:
+    def _write(self, work: Callable[[Any], T], *, durable: bool = True,
+               namespaces: Sequence[str] = ()) -> T:
         """``work`` in one transaction, run again (whole) when the server rolls it back as a
         deadlock or a serialization failure. A ``durable`` one returns once its commit is on
         the server's disk (``synchronous_commit`` as the server, database or role sets it)."""
@@ -217,7 +238,7 @@ class PostgresState:
         if self.read_only:
             raise StateReadOnlyError(f"{self._where} is open read-only")
         for attempt in range(1, _ATTEMPTS + 1):
-            with self._conn() as conn:
+            with self._conn(*namespaces) as conn:
                 try:
                     with conn.transaction():
                         if durable:
@@ -242,7 +263,7 @@ class PostgresState:
 
     def _read_rows(self, namespace: str, features: Sequence[str],
                    ids: Sequence[str]) -> tuple[LinkCounts, DocStats]:
-        with self._conn() as conn:
+        with self._conn(namespace) as conn:
             rows = conn.execute(READ, {"ns": namespace, "features": list(features),
                                         "ids": list(ids)}).fetchall()
         return split_rows(rows, len(features), len(ids))
@@ -261,7 +282,7 @@ class PostgresState:
     def read_with_edges(self, namespace: str, features: Sequence[str],
                         ids: Sequence[str]) -> tuple[LinkCounts, DocStats, EdgeRows]:
         params = {"ns": namespace, "features": list(features), "ids": list(ids)}
-        with self._conn() as conn, conn.transaction():  # (one snapshot for both)
+        with self._conn(namespace) as conn, conn.transaction():  # (one snapshot for both)
             conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
             rows = conn.execute(READ, params).fetchall()
             found = conn.execute(READ_EDGES, params).fetchall()
@@ -270,7 +291,7 @@ class PostgresState:
         return counts, docs, co_use.among(ids, adj.get)
 
     def edge_state(self, namespace: str, docs: Sequence[str]) -> EdgeState:
-        with self._conn() as conn, conn.transaction():
+        with self._conn(namespace) as conn, conn.transaction():
             conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
             row = conn.execute("SELECT id, edges_version FROM namespaces WHERE name = %s",
                                (namespace,)).fetchone()
@@ -284,7 +305,7 @@ class PostgresState:
         return EdgeState(int(version), int(total), co_use.adjacency(around))
 
     def list_edges(self, namespace: str) -> list[tuple[str, str, float, float, float]]:
-        with self._conn() as conn:
+        with self._conn(namespace) as conn:
             return [tuple(r) for r in conn.execute(  # type: ignore[misc]
                 f"SELECT a, b, strength, count, last FROM edges WHERE ns = {NS_ID} "
                 f"ORDER BY a, b", {"ns": namespace})]
@@ -320,7 +341,7 @@ class PostgresState:
                              (ns, feedback_id, key))
             return impression.recall_id
 
-        held = self._write(work, durable=False)
+        held = self._write(work, durable=False, namespaces=(impression.namespace,))
         if held == impression.recall_id:
             self._count_put()
         return held
@@ -331,7 +352,7 @@ class PostgresState:
         or the key is taken, which put_impression's transaction sorts out)."""
         if self.read_only:
             raise StateReadOnlyError(f"{self._where} is open read-only")
-        with self._conn() as conn:
+        with self._conn(namespace) as conn:
             stored = conn.execute(_PUT_ALONE, (key, body, namespace)).rowcount == 1
         if stored:
             self._count_put()
@@ -344,19 +365,10 @@ class PostgresState:
 
     def prune(self) -> None:
         """Expire impressions now (normally done every few hundred writes)."""
-        self._write(self._prune, durable=False)
-
-    def _prune(self, conn: Any) -> None:
-        conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key(self.schema) + 2,))
-        cutoff = int((time.time() - self.impression_ttl_s) * 1000) << 20
-        conn.execute("DELETE FROM impressions WHERE key < %s AND NOT fed", (cutoff,))
-        for fed, cap in ((True, self.max_impressions), (False, self.max_open_impressions)):
-            row = conn.execute("SELECT key FROM impressions WHERE fed = %s ORDER BY key DESC "
-                               "LIMIT 1 OFFSET %s", (fed, cap)).fetchone()
-            if row is not None:
-                conn.execute("DELETE FROM impressions WHERE fed = %s AND key <= %s", (fed, row[0]))
-        conn.execute("DELETE FROM feedback_ids f WHERE NOT EXISTS "
-                     "(SELECT 1 FROM impressions i WHERE i.key = f.key)")
+        caps = {True: self.max_impressions, False: self.max_open_impressions}
+        self._write(lambda conn: prune_rows(conn, lock_key(self.schema) + 2,
+                                            time.time() - self.impression_ttl_s, caps),
+                    durable=False)
 
     def get_impression(self, recall_id: str) -> Impression | None:
         key = recall_key(recall_id)
@@ -377,7 +389,7 @@ class PostgresState:
                f"WHERE i.fed AND i.key > %s{where} ORDER BY i.key LIMIT {_LOG_PAGE}")
 
         def read_page(after: int) -> list[tuple[int, str, bytes]]:
-            with self._conn() as conn:
+            with self._conn(*(() if namespace is None else (namespace,))) as conn:
                 return conn.execute(sql, (after,) if namespace is None
                                     else (after, namespace)).fetchall()
 
@@ -397,7 +409,7 @@ class PostgresState:
             locked = dict(conn.execute("SELECT name, id FROM namespaces WHERE name = ANY(%s) "
                                        "ORDER BY name FOR UPDATE", (names,)).fetchall())
             tally, applied = Tally(), Counter[int]()
-            done = [self._apply(conn, u, locked.get(u.namespace), tally, applied)
+            done = [apply_one(conn, u, locked.get(u.namespace), tally, applied)
                     for u in updates]
             tally.write(conn)
             if applied:
@@ -406,33 +418,12 @@ class PostgresState:
                     [(n, ns) for ns, n in sorted(applied.items())])
             return done
 
-        return self._write(work)
-
-    @staticmethod
-    def _apply(conn: Any, update: Update, ns: int | None, tally: Tally,
-               applied: Counter[int]) -> bool:
-        key = recall_key(update.recall_id)
-        if key is None or ns is None:
-            return False
-        row = conn.execute("SELECT body FROM impressions WHERE key = %s AND ns = %s FOR UPDATE",
-                           (key, ns)).fetchone()
-        if row is None:
-            return False
-        body = bytes(row[0])
-        verdicts = codec.verdicts_of(body)
-        if not still_open(verdicts, update) or (
-                update.edges is not None and not write_edges(conn, ns, update.edges)):
-            return False
-        tally.add(ns, update)
-        body = codec.with_verdicts(body, with_codes(verdicts, len(verdicts), update))
-        conn.execute("UPDATE impressions SET fed = true, body = %s WHERE key = %s", (body, key))
-        applied[ns] += 1
-        return True
+        return self._write(work, namespaces=sorted({u.namespace for u in updates}))
 
     # ------------------------------------------------------------------ audit
 
     def list_links(self, namespace: str | None) -> tuple[list[str], np.ndarray, np.ndarray]:
-        with self._conn() as conn:
+        with self._conn(*(() if namespace is None else (namespace,))) as conn:
             return links_of(conn, namespace)
 
     def namespaces(self) -> list[str]:
@@ -443,7 +434,8 @@ class PostgresState:
         """Remove every row of ``namespace`` in one transaction (its feedbacks leave the total
         with its row). The deleted rows' bytes stay in the table files until VACUUM reuses
         their space (docs/postgres.md)."""
-        self._write(lambda conn: forget_rows(conn, namespace, scrub_global=scrub_global))
+        self._write(lambda conn: forget_rows(conn, namespace, scrub_global=scrub_global),
+                    namespaces=(namespace,))
 
     def stats(self) -> dict[str, int]:
         with self._conn() as conn:
@@ -479,7 +471,7 @@ class PostgresState:
 
     def iter_docs(self, namespace: str) -> list[tuple[str, float, float]]:
         """``(id, last_used, use_count)`` of each used document of ``namespace``."""
-        with self._conn() as conn:
+        with self._conn(namespace) as conn:
             return export_docs(conn, namespace)
 
     def iter_impressions(self) -> list[tuple[str, str, bytes]]:

@@ -25,6 +25,8 @@ _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 #: The tables of schema version 1, in creation order.
 TABLES = ("meta", "namespaces", "features", "links", "docs", "impressions", "feedback_ids",
           "edges")
+#: Tables heaprank creates on request: ``grants``, with row-level security (:mod:`.rls`).
+OPTIONAL_TABLES = ("grants",)
 
 _DDL = """
 CREATE TABLE {s}.meta (key TEXT COLLATE "C" PRIMARY KEY, value TEXT NOT NULL);
@@ -98,7 +100,7 @@ def read_meta(conn: Any, schema: str, where: str) -> dict[str, str] | None:
     if meta.get("application") != APPLICATION or "schema_version" not in meta:
         raise StateError(f"{where}: schema {schema!r} holds tables of another application (its "
                          f"meta table names no heaprank application); refusing to use or alter it")
-    foreign = sorted(tables - set(TABLES))
+    foreign = sorted(tables - set(TABLES) - set(OPTIONAL_TABLES))
     if foreign:
         raise StateError(f"{where}: schema {schema!r} holds tables heaprank did not create "
                          f"({', '.join(foreign[:5])}); refusing to use it (give heaprank a schema "

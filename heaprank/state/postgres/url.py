@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from ...errors import ConfigError
 from ..options import option_argument
 
 #: URL query options that are PostgresState's (the rest go to libpq), with their types.
@@ -23,6 +24,9 @@ def postgres_options(url: str) -> tuple[str, dict[str, Any]]:
     options: dict[str, Any] = {}
     rest = []
     for name, value in parse_qsl(parts.query, keep_blank_values=True):
+        if name == "rls":
+            raise ConfigError("state: rls= is an option of 'heaprank state migrate' (row-level "
+                              "security is the schema's; a state follows it): drop it here")
         kind = _OPTIONS.get(name)
         if kind is None:
             rest.append((name, value))

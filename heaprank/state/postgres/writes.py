@@ -1,4 +1,6 @@
-"""The link and document writes of one PostgreSQL feedback transaction, written once at its end.
+"""The writes of one PostgreSQL feedback transaction (each update checked against its
+impression, the link and document rows written once at its end), and the pruning of
+impressions.
 
 The arithmetic is the SQLite state's (:mod:`heaprank.state.sqlite.writes`): each row is read
 once, the updates' increments are added to it in order, and it is written once, so both states
@@ -10,11 +12,14 @@ waits and then reads what this one wrote: no increment is lost.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from ...records import Update
-from ..base import LAST_USED_SKEW_S, OWN_PREFIX
+from ...records import Update, recall_key
+from .. import codec
+from ..base import LAST_USED_SKEW_S, OWN_PREFIX, still_open, with_codes
+from .edges import write_edges
 
 _LOCK_FEATURES = ("SELECT name, id, pos, neg FROM features WHERE name = ANY(%s) ORDER BY name "
                   "FOR UPDATE")
@@ -75,6 +80,45 @@ class Tally:
                                                    in sorted(features.values())])
         if docs:  # (a stable sort: one document's uses stay in the order they were made)
             conn.cursor().executemany(_WRITE_DOC, sorted(docs, key=lambda d: (d[0], d[1])))
+
+
+def apply_one(conn: Any, update: Update, ns: int | None, tally: Tally,
+              applied: Counter[int]) -> bool:
+    """Check one update of a feedback transaction against its impression (locked) and, if it
+    still applies, record its verdicts and its edges and count it into ``tally`` and
+    ``applied`` (per namespace id ``ns``; None: its namespace has no row): whether it did."""
+    key = recall_key(update.recall_id)
+    if key is None or ns is None:
+        return False
+    row = conn.execute("SELECT body FROM impressions WHERE key = %s AND ns = %s FOR UPDATE",
+                       (key, ns)).fetchone()
+    if row is None:
+        return False
+    body = bytes(row[0])
+    verdicts = codec.verdicts_of(body)
+    if not still_open(verdicts, update) or (
+            update.edges is not None and not write_edges(conn, ns, update.edges)):
+        return False
+    tally.add(ns, update)
+    body = codec.with_verdicts(body, with_codes(verdicts, len(verdicts), update))
+    conn.execute("UPDATE impressions SET fed = true, body = %s WHERE key = %s", (body, key))
+    applied[ns] += 1
+    return True
+
+
+def prune_rows(conn: Any, lock: int, cutoff: float, caps: dict[bool, int]) -> None:
+    """Expire the impressions without feedback older than ``cutoff`` (wall clock), and keep
+    ``caps[fed]`` of each kind, the newest (under the advisory lock ``lock``)."""
+    conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock,))
+    conn.execute("DELETE FROM impressions WHERE key < %s AND NOT fed",
+                 (int(cutoff * 1000) << 20,))
+    for fed, cap in sorted(caps.items()):
+        row = conn.execute("SELECT key FROM impressions WHERE fed = %s ORDER BY key DESC "
+                           "LIMIT 1 OFFSET %s", (fed, cap)).fetchone()
+        if row is not None:
+            conn.execute("DELETE FROM impressions WHERE fed = %s AND key <= %s", (fed, row[0]))
+    conn.execute("DELETE FROM feedback_ids f WHERE NOT EXISTS "
+                 "(SELECT 1 FROM impressions i WHERE i.key = f.key)")
 
 
 def _lock_features(conn: Any, names: Sequence[str]) -> dict[str, tuple[int, float, float]]:
