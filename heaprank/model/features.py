@@ -7,6 +7,7 @@ Shape slots (from the candidate alone, cached per ``(id, text hash)``)::
 
     kind:<kind|none>  source:<source|none>  len:<bucket>  date:yes|no  num:yes|no
     ent:yes|no  q:yes|no  [tag:<name>=yes|no for each configured tag]
+    [time|money|count|dur|rate|wday|place:yes|no for each ``Config.answer_slots`` family]
 
 Relation slots (query x candidate, still no words)::
 
@@ -36,6 +37,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .answer_types import ANSWER_FAMILIES, answer_slots
 from .questions import PERSONS, QUESTION_TYPES, ROLES, QueryInfo, person_slot
 from .text import _DATE, _NUM, names, tokens
 
@@ -77,7 +79,9 @@ def expand_features(qtype: str, slots: Sequence[str], doc_id: str | None = None)
 
 
 def shape_of(text: str, kind: str | None, source: str | None, tags: frozenset[str],
-             tag_slots: Sequence[str]) -> Shape:
+             tag_slots: Sequence[str], answer_families: Sequence[str] = ()) -> Shape:
+    """A candidate's shape slots (the module's list), then a ``tag:`` slot per configured tag
+    and an answer-type slot per family of ``answer_families`` (:mod:`.answer_types`)."""
     toks = tokens(text)
     stripped = text.rstrip()
     slots = [
@@ -90,6 +94,7 @@ def shape_of(text: str, kind: str | None, source: str | None, tags: frozenset[st
         f"q:{yes(stripped.endswith(('?', '？')))}",
     ]
     slots.extend(f"tag:{t}={yes(t in tags)}" for t in tag_slots)
+    slots.extend(answer_slots(text, answer_families))
     return Shape(slots=tuple(slots), words=frozenset(t.casefold() for t in toks))
 
 
@@ -213,6 +218,7 @@ FIXED_SLOTS: tuple[str, ...] = (
     + tuple(f"source:{s}" for s in ("user", "assistant", "system", "tool"))
     + tuple(f"person:{p}/{r}" for p in PERSONS for r in ROLES)
     + RANK_SLOTS + GAP_SLOTS
+    + tuple(f"{family}:{v}" for family in ANSWER_FAMILIES for v in ("yes", "no"))
 )
 
 #: The codebook's slots and their crossings with every question type, each as one string object

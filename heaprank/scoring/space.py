@@ -52,6 +52,11 @@ _WORDS = operator.itemgetter(2)
 _SIDE_SHARE = 16
 
 
+#: The shape slots a call asks for beyond the fixed ones: its tag slots and its answer-type
+#: families.
+ExtraSlots = tuple[tuple[str, ...], tuple[str, ...]]
+
+
 class FeatureRows(NamedTuple):
     """What :meth:`FeatureSpace.feature_rows` returns: the distinct rows, each candidate's
     position among them, and the generation they belong to (whose names, slots and matrix
@@ -193,10 +198,9 @@ class FeatureSpace:
         return QueryInfo(query, *hit)
 
     def _new_shape(self, gen: Generation, key: int, prefix: str, kind: str | None,
-                   source: str | None, tags: frozenset[str],
-                   tag_slots: tuple[str, ...]) -> Entry:
+                   source: str | None, tags: frozenset[str], extra: ExtraSlots) -> Entry:
         """Featurise a prefix not seen yet and cache it (oldest entries out past the bound)."""
-        shape = shape_of(prefix, kind, source, tags, tag_slots)
+        shape = shape_of(prefix, kind, source, tags, *extra)
         source_words = frozenset(t.casefold() for t in tokens(source)) if source else frozenset()
         # Bytes held: the entry and its shape, their strings and word sets.
         cost = 400 + strings_bytes(shape.slots) + strings_bytes(shape.words) \
@@ -231,21 +235,25 @@ class FeatureSpace:
 
     def rows(self, query: QueryInfo, batch: CandidateBatch, *,
              structure: list[int] | None, tag_slots: tuple[str, ...],
-             doc_features: bool, speaker_roles: bool = False) -> tuple[np.ndarray, np.ndarray]:
+             doc_features: bool, speaker_roles: bool = False,
+             answer_slots: tuple[str, ...] = ()) -> tuple[np.ndarray, np.ndarray]:
         """``(distinct, of)`` of :meth:`feature_rows`, in the current generation (its names:
         :meth:`names_of`, :meth:`matrix`; a single-threaded caller's way)."""
         got = self.feature_rows(query, batch, structure=structure, tag_slots=tag_slots,
-                                doc_features=doc_features, speaker_roles=speaker_roles)
+                                doc_features=doc_features, speaker_roles=speaker_roles,
+                                answer_slots=answer_slots)
         return got.distinct, got.of
 
     def feature_rows(self, query: QueryInfo, batch: CandidateBatch, *,
                      structure: list[int] | None, tag_slots: tuple[str, ...],
-                     doc_features: bool, speaker_roles: bool = False) -> FeatureRows:
+                     doc_features: bool, speaker_roles: bool = False,
+                     answer_slots: tuple[str, ...] = ()) -> FeatureRows:
         """The distinct feature rows of the batch's candidates for this query, for each
         candidate the position of its row among them, and the generation they index.
         ``structure`` holds each candidate's structure code (its neighbour and first-stage
         slots, :data:`~heaprank.model.features.STRUCTURE_SLOTS`); ``None`` means none of
-        either. ``speaker_roles`` adds the ``person:`` slot."""
+        either. ``speaker_roles`` adds the ``person:`` slot; ``tag_slots`` and
+        ``answer_slots`` add shape slots (:func:`~heaprank.model.features.shape_of`)."""
         if self._over_bounds(self._gen):
             with self._lock:
                 if self._over_bounds(self._gen):
@@ -254,15 +262,16 @@ class FeatureSpace:
         # which the shape (and so its slot id) already fixes.
         person = 1 + PERSONS.index(query.person) if speaker_roles else 0
         gen = self._gen  # one generation for the whole call, whatever resets meanwhile
+        extra = (tag_slots, answer_slots)
         if shape_rows_kernel is not None and gen.table is not None and not doc_features \
-                and not tag_slots:
+                and not (tag_slots or answer_slots):
             # reads only (one C call: atomic under the GIL), so no lock: the usual case
             done = self._rows_kernel(query, batch, structure, person, gen)
             if done is not None:
                 return FeatureRows(*done, gen)
         with self._lock:  # featurises and caches: one thread at a time
             gen = self._gen
-            distinct, of = self._rows_python(gen, query, batch, tag_slots, doc_features,
+            distinct, of = self._rows_python(gen, query, batch, extra, doc_features,
                                              structure, person)
             self._trim(gen)  # the rows built may have taken the room of shapes
             return FeatureRows(distinct, of, gen)
@@ -272,11 +281,11 @@ class FeatureSpace:
             or len(gen.slot_ids) > self.max_rows or 2 * gen.vocab_bytes > self._gen_bytes
 
     def _rows_python(self, gen: Generation, query: QueryInfo, batch: CandidateBatch,
-                     tag_slots: tuple[str, ...], doc_features: bool,
+                     extra: ExtraSlots, doc_features: bool,
                      structure: list[int] | None, person: int) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`feature_rows` in Python (the caller holds the lock)."""
         sources = batch.sources
-        entries = self._entries(gen, batch.texts, batch.kinds, sources, batch.tags, tag_slots)
+        entries = self._entries(gen, batch.texts, batch.kinds, sources, batch.tags, extra)
         if doc_features:
             return self._rows_one_by_one(gen, query, batch.ids, sources, entries, structure,
                                          person)
@@ -376,15 +385,16 @@ class FeatureSpace:
 
     def _entries(self, gen: Generation, texts: Sequence[str], kinds: Sequence[str | None],
                  sources: Sequence[str | None], tags: Sequence[frozenset[str]],
-                 tag_slots: tuple[str, ...]) -> list[Entry]:
-        """Each candidate's cached shape entry, featurising the prefixes not seen yet."""
+                 extra: ExtraSlots) -> list[Entry]:
+        """Each candidate's cached shape entry, featurising the prefixes not seen yet
+        (``extra``: the tag slots and answer-type families the shapes carry)."""
         prefixes = list(map(operator.itemgetter(slice(self.prefix_chars)), texts))
         # One int per shape (a hash of the prefix and the shape fields): one comparison per
         # cache hit, and no text kept. Tags shape nothing without tag slots: three fields
-        # hashed then, five otherwise.
-        if tag_slots:
+        # hashed then, five otherwise (the slots asked for are part of the shape).
+        if extra[0] or extra[1]:
             skeys = list(map(hash, zip(prefixes, kinds, sources, tags,
-                                       itertools.repeat(tag_slots))))
+                                       itertools.repeat(extra))))
         else:
             skeys = list(map(hash, zip(prefixes, kinds, sources)))
         entries = list(map(gen.shapes.get, skeys))
@@ -393,7 +403,7 @@ class FeatureSpace:
             for i, entry in enumerate(entries):
                 if entry is None:
                     entries[i] = get(skeys[i]) or self._new_shape(
-                        gen, skeys[i], prefixes[i], kinds[i], sources[i], tags[i], tag_slots)
+                        gen, skeys[i], prefixes[i], kinds[i], sources[i], tags[i], extra)
         return entries  # type: ignore[return-value]  # no None left
 
     def _rows_one_by_one(self, gen: Generation, query: QueryInfo, ids: Sequence[str],

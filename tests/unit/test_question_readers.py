@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from heaprank import Config, Reranker
 from heaprank.errors import ConfigError
+from heaprank.model.answer_types import ANSWER_FAMILIES
 from heaprank.model.features import FIXED_SLOTS, GAP_SLOTS, RANK_SLOTS
 from heaprank.model.questions import (
     PERSONS,
@@ -99,8 +100,11 @@ def test_person_slots_are_appended_to_the_codebook() -> None:
     keeps its meaning (the first entries are the ones of schema 2)."""
     person = [f"person:{p}/{r}" for p in PERSONS for r in ROLES]
     stage = list(RANK_SLOTS + GAP_SLOTS)  # issue 24, after the person slots
-    assert list(FIXED_SLOTS[-len(stage):]) == stage
-    assert list(FIXED_SLOTS[-len(stage) - len(person):-len(stage)]) == person
+    answers = [f"{f}:{v}" for f in ANSWER_FAMILIES for v in ("yes", "no")]  # issue 34, last
+    assert list(FIXED_SLOTS[-len(answers):]) == answers
+    end = len(FIXED_SLOTS) - len(answers)
+    assert list(FIXED_SLOTS[end - len(stage):end]) == stage
+    assert list(FIXED_SLOTS[end - len(stage) - len(person):end - len(stage)]) == person
     assert FIXED_SLOTS[:2] == ("kind:none", "source:none")
     assert FIXED_SLOTS.index("source:tool") == 45  # the last code of schema 2
     assert FIXED_SLOTS.index("person:first/user") == 46
