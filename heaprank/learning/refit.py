@@ -169,32 +169,37 @@ def fit_examination(impressions: Iterable[Impression],
                     min_impressions: int) -> tuple[tuple[float, ...] | None, int]:
     """The examination curve of the log's readers (:func:`heaprank.model.examination.fit_pbm`)
     and how many impressions it read: every shown item used or ignored, its usefulness one
-    parameter per (question type, shape row, relevance fifth), so that rank and relevance are
-    told apart. ``(None, n)`` below ``min_impressions`` impressions, or when the fit cannot
-    say anything."""
-    groups: dict[tuple[object, ...], int] = {}
+    parameter per question type, relevance fifth and tenth of the usefulness the ranking
+    believed (the item's own signals, so that rank and what put the item there are told
+    apart; a key as fine as the shape row leaves each parameter a handful of items).
+    ``(None, n)`` below ``min_impressions`` impressions, or when the fit cannot say anything."""
+    groups: dict[tuple[str, int, int], int] = {}
     ranks: list[int] = []
     keys: list[int] = []
     used: list[bool] = []
     n = 0
     for imp in impressions:
-        relevance = imp.signal_names.index("relevance") if "relevance" in imp.signal_names \
-            else None
         before = len(ranks)
         for i, code in enumerate(imp.verdicts):
-            if code not in (USED, IGNORED):
-                continue
-            value = math.nan if relevance is None or i >= len(imp.signals) \
-                else float(imp.signals[i][relevance])
-            fifth = min(int(value * 5), 4) if math.isfinite(value) else -1
-            ranks.append(i + 1)
-            keys.append(groups.setdefault((imp.qtype, tuple(imp.slots[i]), fifth), len(groups)))
-            used.append(code == USED)
+            if code in (USED, IGNORED):
+                ranks.append(i + 1)
+                key = (imp.qtype, _bin(imp, i, "relevance", 5), _bin(imp, i, "usefulness", 10))
+                keys.append(groups.setdefault(key, len(groups)))
+                used.append(code == USED)
         n += len(ranks) > before
     if n < min_impressions:
         return None, n
     fit = fit_pbm(np.array(ranks), np.array(keys), np.array(used))
     return (None if fit is None else tuple(round(float(t), 4) for t in fit.theta)), n
+
+
+def _bin(imp: Impression, i: int, signal: str, bins: int) -> int:
+    """Which of ``bins`` equal bins of [0, 1] shown item ``i``'s logged ``signal`` falls in
+    (-1: not logged)."""
+    if signal not in imp.signal_names or i >= len(imp.signals):
+        return -1
+    value = float(imp.signals[i][imp.signal_names.index(signal)])
+    return min(max(int(value * bins), 0), bins - 1) if math.isfinite(value) else -1
 
 
 def _qtype_fits(impressions: Iterable[Impression], config: Config) -> dict[str, Weights]:

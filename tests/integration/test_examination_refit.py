@@ -26,8 +26,8 @@ FITTED = Config(refit_every=1000, refit_poll_s=0.0, reject_discount="fitted",
 
 def positional_log(n: int, seed: int = 0) -> list[Impression]:
     """``n`` impressions of ``K`` items of six shapes (``kind:k0`` useful with p 0.9 ...
-    ``kind:k5`` with p 0.05), the more useful shapes shown higher; an item is used when its
-    rank is examined (:data:`TRUE`) and it is useful."""
+    ``kind:k5`` with p 0.05, the usefulness the ranking logged), the more useful shapes shown
+    higher; an item is used when its rank is examined (:data:`TRUE`) and it is useful."""
     rng = np.random.default_rng(seed)
     useful = np.array([0.9, 0.6, 0.4, 0.2, 0.1, 0.05])
     out = []
@@ -40,8 +40,8 @@ def positional_log(n: int, seed: int = 0) -> list[Impression]:
             recall_id=new_recall_id(), namespace="ns", qtype="when", time=NOW + 60.0 * i,
             time_explicit=True, ids=tuple(f"d{i}-{j}" for j in range(K)),
             slots=tuple((f"kind:k{s}",) for s in shapes.tolist()),
-            signal_names=COLUMNS, signals=tuple((float(r), 1.0, 1.0, 0.2, 1.0)
-                                                for r in relevance),
+            signal_names=COLUMNS, signals=tuple((float(r), 1.0, 1.0, float(useful[s]), 1.0)
+                                                for r, s in zip(relevance, shapes)),
             verdicts=tuple(codec.USED if u else codec.IGNORED for u in used.tolist())))
     return out
 
