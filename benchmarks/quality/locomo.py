@@ -161,9 +161,9 @@ class LocomoRun:
         total = len(qs) * (1 + diag * 2)
         if learn:
             total += sum(n_train[f] for f in folds) * (1 + core + 2 * (noisy and core) + abl * 3
-                                                       + fitted)
+                                                       + 2 * fitted)
             total += len(qs) * (1 + core * (1 + 2 * noisy) + (diag or abl) + diag + abl * 6
-                                + fitted)
+                                + 2 * fitted)
         if "heapdb" in self.groups:
             total += 2 * len(qs) + (sum(n_train[f] for f in folds) + 2 * len(qs)) * learn
             total += (sum(n_train[f] for f in folds) * 2 + 2 * len(qs)) * (learn and core)
@@ -261,6 +261,8 @@ class LocomoRun:
     def _fitted_row(self, f: int) -> None:
         """Fold ``f``, positional feedback: heaprank with the reject curve fitted on its own
         impression log (``reject_discount="fitted"``), and the curve it ended with."""
+        from .harness.runner import examination_truth
+
         cfg = replace(self.default, reject_discount="fitted")
         key = "heaprank_positional_fitted"
         self.table.add(key, "heaprank + positional, fitted reject curve", "core", "heaprank",
@@ -268,6 +270,14 @@ class LocomoRun:
         rr = self.runner.train(f, cfg, "positional", label="positional_fitted")
         self.table.put(key, self.fold_qs[f], self.runner.evaluate(rr, self.fold_qs[f]))
         self.curves[self.data.conversations[f].sample_id] = rr.stats()["reject_weights"]
+        # the reference: the true curve held from the first feedback (never re-fitted)
+        cfg = replace(cfg, reject_fit_impressions=10**9)
+        key = "heaprank_positional_true_curve"
+        self.table.add(key, "heaprank + positional, true curve 1/r (reference)", "core",
+                       "heaprank", "positional", _heaprank_config(cfg, reject_curve="1/r"))
+        rr = self.runner.train(f, cfg, "positional", label="positional_true_curve",
+                               curve=examination_truth())
+        self.table.put(key, self.fold_qs[f], self.runner.evaluate(rr, self.fold_qs[f]))
 
     def _grid_rows(self, f: int, rr: Any) -> None:
         """Fold ``f``: weights chosen by the grid on the training conversations; with noisy

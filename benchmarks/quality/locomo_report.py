@@ -163,6 +163,8 @@ def _comparisons(per_q: dict[str, PerQuestion], boot: Bootstrap, mode: str,
         compare(f"heaprank_{mode}_grid_on_heapdb", "heapdb_learned_norecency")
         compare(f"heaprank_{mode}_grid_on_heapdb", "heapdb_bm25")
     compare("heaprank_positional_fitted", "heaprank_positional")
+    compare("heaprank_positional_true_curve", "heaprank_positional")
+    compare("heaprank_positional_true_curve", "heaprank_positional_fitted")
     if mode == "noisy":
         compare("heaprank_noisy", "heaprank_oracle")
         compare("heaprank_noisy_grid", "heaprank_oracle_grid")

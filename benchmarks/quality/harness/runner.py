@@ -229,10 +229,14 @@ class HeaprankRunner:
     # ------------------------------------------------------------------ training
 
     def train(self, fold: int, config: Config, mode: str, *, unique: bool = False,
-              label: str | None = None) -> Reranker:
+              label: str | None = None, curve: Sequence[float] | None = None) -> Reranker:
         """A fresh reranker that learned from every conversation but ``fold``; what the feedback
-        looked like is tallied in ``feedback_log[label or mode]``."""
+        looked like is tallied in ``feedback_log[label or mode]``. ``curve``: with
+        ``reject_discount="fitted"``, reject weights by rank to hold from the start (a
+        reference: the true examination curve, as if the fit had found it)."""
         rr = Reranker(config=config)
+        if curve is not None:
+            rr._feedback.examine(curve)  # (the stage's own entry point for a fitted curve)
         if mode == "none":
             return rr
         prep = self.prep
