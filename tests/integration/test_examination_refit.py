@@ -5,6 +5,7 @@ stats(); before the log holds ``reject_fit_impressions`` impressions, the fixed 
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -92,3 +93,31 @@ def test_the_log_discount_fits_no_curve(state):
     fitted = rr.refit()
     assert fitted is not None and fitted.examination is None
     assert rr.stats()["reject_weights"]["curve"] == "log"
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("reject_discount", "probit", "reject_discount: expected none, log or fitted"),
+    ("reject_fit_impressions", 0, "reject_fit_impressions: expected an int >= 1"),
+    ("reject_fit_impressions", True, "reject_fit_impressions: expected an int >= 1"),
+    ("reject_fit_impressions", 5.0, "reject_fit_impressions: expected an int >= 1"),
+])
+def test_the_fitted_discounts_settings_are_checked_naming_the_field(field, value, message):
+    from heaprank import ConfigError
+
+    with pytest.raises(ConfigError, match=message):
+        Config(**{field: value})
+    assert Config.from_dict(FITTED.to_dict()) == FITTED
+
+
+def test_the_curve_survives_the_records_json_and_an_older_record_reads_without_one():
+    from heaprank import Weights
+    from heaprank.learning.refit import FittedWeights
+
+    record = FittedWeights(version=3, weights=Weights(), fitted_at=NOW, moved=False,
+                           reason="kept", labels={}, qtype_weights={},
+                           examination=(1.0, 0.5, 0.25), examination_impressions=900)
+    assert FittedWeights.from_json(record.to_json()) == record
+    older = record.to_dict()
+    del older["examination"], older["examination_impressions"]
+    read = FittedWeights.from_json(json.dumps(older))
+    assert read is not None and read.examination is None and read.examination_impressions == 0
