@@ -114,7 +114,7 @@ def test_the_curve_survives_the_records_json_and_an_older_record_reads_without_o
     from heaprank.learning.refit import FittedWeights
 
     record = FittedWeights(version=3, weights=Weights(), fitted_at=NOW, moved=False,
-                           reason="kept", labels={}, qtype_weights={},
+                           reason="kept", labels={}, qtype_weights={}, held={}, types={},
                            examination=(1.0, 0.5, 0.25), examination_impressions=900)
     assert FittedWeights.from_json(record.to_json()) == record
     older = record.to_dict()
