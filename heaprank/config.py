@@ -126,8 +126,8 @@ class Config:
         kind_importance: Importance dose per ``kind`` when a candidate gives none.
         prior: Beta prior of every link and how much a namespace borrows from the pool.
         em_credit: EM credit ``p_f / U`` for used items (else uniform ``1 / n_features``).
-        reject_discount: ``"none"``, or ``"log"``: an ignored item at rank r adds
-            ``1 / log2(1 + r)`` negative evidence instead of 1.
+        reject_discount: An ignored item at rank r adds 1 (``"none"``), ``1 / log2(1 + r)`` (``"log"``)
+            or rank r's odds of being examined vs rank 1, fitted on the log at each re-fit (``"fitted"``).
         doc_features: Add ``doc:<id>`` to every candidate's features.
         tag_slots: Tags that become ``tag:<name>=yes|no`` slots.
         superseded_multiplier: Rule multiplier for the older of two candidates with one key.
@@ -195,6 +195,7 @@ class Config:
         pooled_min_namespaces: A feature holding a caller's value (a kind, source or tag outside
             the codebook) borrows pooled counts only once this many namespaces hold it (>= 1;
             1: always): ``heaprank.model.privacy``, docs/tenancy.md.
+        reject_fit_impressions: ``"fitted"`` keeps the log curve below this many impressions with feedback.
     """
 
     weights: Weights = field(default_factory=Weights)
@@ -206,7 +207,7 @@ class Config:
     kind_importance: Mapping[str, float] = field(default_factory=lambda: DEFAULT_KIND_IMPORTANCE)
     prior: Prior = field(default_factory=Prior)
     em_credit: bool = True
-    reject_discount: Literal["none", "log"] = "log"
+    reject_discount: Literal["none", "log", "fitted"] = "log"
     doc_features: bool = False
     tag_slots: tuple[str, ...] = ()
     superseded_multiplier: float = 0.1
@@ -232,6 +233,7 @@ class Config:
     refit_signals: tuple[str, ...] | None = None
     refit_qtypes: bool = False
     pooled_min_namespaces: int = DEFAULT_MIN_NAMESPACES
+    reject_fit_impressions: int = 500
 
     def __post_init__(self) -> None:
         if not isinstance(self.weights, Weights):
@@ -245,8 +247,8 @@ class Config:
             raise ConfigError(f"prior: expected Prior, got {type(self.prior).__name__}")
         if self.score_kind not in ("similarity", "distance"):
             raise ConfigError(f"score_kind: expected 'similarity' or 'distance', got {self.score_kind!r}")
-        if self.reject_discount not in ("none", "log"):
-            raise ConfigError(f"reject_discount: expected 'none' or 'log', got {self.reject_discount!r}")
+        if self.reject_discount not in ("none", "log", "fitted"):
+            raise ConfigError(f"reject_discount: expected none, log or fitted, got {self.reject_discount!r}")
         if self.on_invalid not in ("raise", "neutral"):
             raise ConfigError(f"on_invalid: expected 'raise' or 'neutral', got {self.on_invalid!r}")
         for name in ("relevance_floor", "recency_floor"):
@@ -297,12 +299,10 @@ class Config:
                                                       RetentionPolicy))):
             raise ConfigError(f"retention_policy: expected a file path, a RetentionPolicy or a "
                               f"PolicySet, got {type(policy).__name__}")
-        if isinstance(self.refit_every, bool) or not isinstance(self.refit_every, int) \
-                or self.refit_every < 0:
-            raise ConfigError(f"refit_every: expected an int >= 0, got {self.refit_every!r}")
-        if isinstance(self.refit_window, bool) or not isinstance(self.refit_window, int) \
-                or self.refit_window < 1:
-            raise ConfigError(f"refit_window: expected an int >= 1, got {self.refit_window!r}")
+        for name, low in (("refit_every", 0), ("refit_window", 1), ("reject_fit_impressions", 1)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise ConfigError(f"{name}: expected an int >= {low}, got {value!r}")
         _check_nonneg("refit_shrinkage", self.refit_shrinkage)
         _check_nonneg("refit_poll_s", self.refit_poll_s)
         if self.refit_signals is not None:

@@ -114,7 +114,7 @@ class Reranker:
         mint = self._caps.recall_ids
         self._impressions = ImpressionLog(strict=self.strict,
                                           mint=None if mint is None else mint.new_recall_id)
-        self._feedback = FeedbackStage(self._config, self._scorer)
+        self._feedback = FeedbackStage(self._config, self._scorer, self._refit.curve)
         self._learner = Learner(self._config, self._caps, self._feedback, self._impressions,
                                 self._evidence)
 
@@ -221,6 +221,7 @@ class Reranker:
         record = self._refit.poll()
         if record is not None:
             self._config = self._refit.adopt(self._config, record)
+            self._feedback.examine(record.examination)
 
     def _fed(self, outcome: FeedbackOutcome) -> FeedbackOutcome:
         """After a feedback is stored: the re-fit it makes due, if any."""
@@ -236,6 +237,7 @@ class Reranker:
         record = self._refit.fit(self._config)
         if record is not None:
             self._config = self._refit.adopt(self._config, record)
+            self._feedback.examine(record.examination)
         return record
 
     def _async_twin(self) -> AsyncStateBackend | None:
@@ -425,7 +427,8 @@ class Reranker:
                 self._refit.store_record(FittedWeights(
                     version=0, weights=result.config.weights, fitted_at=time.time(),
                     moved=True, reason="tune(apply=True)", impressions=result.pooled.impressions,
-                    held=holds, types={q: c.to_dict() for q, c in result.pooled.types.items()}))
+                    held=holds, types={q: c.to_dict() for q, c in result.pooled.types.items()},
+                    examination=self._refit.curve))
         return result
 
     # ---------------------------------------------------------------- lifecycle
@@ -444,11 +447,15 @@ class Reranker:
         record of their last fit (``weights_fitted``: when, whether it moved, and the held-out
         ``gain`` of the learned signals over relevance alone; None before any fit), and
         ``degraded_reranks``: this reranker's reranks that degraded (``Ranking.degraded``:
-        ranked on the priors or not recorded, the state failing) since it was made."""
+        ranked on the priors or not recorded, the state failing) since it was made.
+        ``reject_weights``: the reject weight of an ignored item at ranks 1-10 in force, and
+        with ``reject_discount="fitted"`` whether the fitted curve is (``curve``) and from how
+        many impressions with feedback."""
         self._adopt()
         record = self._refit.current
         return {**self.state.stats(),
                 "degraded_reranks": self._degraded,
+                "reject_weights": self._refit.describe_curve(self._config, self._feedback),
                 "weights": {n: getattr(self._config.weights, n) for n in SIGNALS},
                 "weights_fitted": None if record is None else record.to_dict()}
 

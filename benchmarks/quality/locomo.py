@@ -7,7 +7,8 @@ One command runs one candidate set (``--candidates``) with one kind of feedback
 - ``core``: the retriever alone; heaprank with default weights and no feedback; heaprank after
   feedback from the other nine conversations, with default weights and with weights chosen by a
   grid on the training conversations only (``--feedback noisy`` adds the oracle row as the
-  reference the noisy gain is measured against);
+  reference the noisy gain is measured against; ``--feedback positional`` adds heaprank with
+  ``reject_discount="fitted"``, its fitted examination curve printed beside the true one);
 - ``heapdb``: heapdb-memory's relevance-only config, its defaults, its learned usefulness after the
   same feedback, and that with ``w_recency = 0``;
 - ``diagnostics``: the candidate ceiling, per-category MRR, the learned links of each fold, and
@@ -55,8 +56,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_shared(parser, "data")
     parser.add_argument("--candidates", choices=("bm25", "dense", "union"), default="bm25",
                         help="candidate retriever (default bm25)")
-    parser.add_argument("--feedback", choices=("oracle", "noisy", "none"), default="oracle",
-                        help="feedback the other conversations give (default oracle)")
+    parser.add_argument("--feedback", choices=("oracle", "noisy", "positional", "none"),
+                        default="oracle", help="feedback the other conversations give (default "
+                        "oracle; positional: the reader examines rank r with p 1/r, and heaprank "
+                        "runs with the fixed and the fitted reject curve side by side)")
     parser.add_argument("--rows", default=",".join(ROW_GROUPS),
                         help=f"row groups, comma-separated (default all: {','.join(ROW_GROUPS)})")
     parser.add_argument("--folds", help="held-out conversations to evaluate (indices or "
@@ -144,6 +147,7 @@ class LocomoRun:
         self.chosen_oracle: dict[str, Any] = {}
         self.grids: dict[str, Any] = {}
         self.links: dict[str, Any] = {}
+        self.curves: dict[str, Any] = {}
         self.heapdb_timer: dict[str, float] | None = None
 
     def _progress_total(self) -> int:
@@ -153,10 +157,13 @@ class LocomoRun:
         core, diag, abl = ("core" in self.groups), ("diagnostics" in self.groups), \
             ("ablations" in self.groups)
         learn, noisy = self.mode != "none", self.mode == "noisy"
+        fitted = self.mode == "positional"
         total = len(qs) * (1 + diag * 2)
         if learn:
-            total += sum(n_train[f] for f in folds) * (1 + core + 2 * (noisy and core) + abl * 3)
-            total += len(qs) * (1 + core * (1 + 2 * noisy) + (diag or abl) + diag + abl * 6)
+            total += sum(n_train[f] for f in folds) * (1 + core + 2 * (noisy and core) + abl * 3
+                                                       + 2 * fitted)
+            total += len(qs) * (1 + core * (1 + 2 * noisy) + (diag or abl) + diag + abl * 6
+                                + 2 * fitted)
         if "heapdb" in self.groups:
             total += 2 * len(qs) + (sum(n_train[f] for f in folds) + 2 * len(qs)) * learn
             total += (sum(n_train[f] for f in folds) * 2 + 2 * len(qs)) * (learn and core)
@@ -235,6 +242,8 @@ class LocomoRun:
             rr = self.runner.train(f, default, mode)
             table.put(main, fq, self.runner.evaluate(rr, fq))
             self.links[sid] = top_links(rr)
+            if mode == "positional":
+                self._fitted_row(f)
             if "core" in self.groups:
                 self._grid_rows(f, rr)
             if "diagnostics" in self.groups or "ablations" in self.groups:
@@ -248,6 +257,27 @@ class LocomoRun:
                 table.put(f"{main}_30d", fq, self.runner.evaluate(rr, fq, offset_days=30.0))
             if "ablations" in self.groups:
                 self._ablation_rows(f, rr)
+
+    def _fitted_row(self, f: int) -> None:
+        """Fold ``f``, positional feedback: heaprank with the reject curve fitted on its own
+        impression log (``reject_discount="fitted"``), and the curve it ended with."""
+        from .harness.runner import examination_truth
+
+        cfg = replace(self.default, reject_discount="fitted")
+        key = "heaprank_positional_fitted"
+        self.table.add(key, "heaprank + positional, fitted reject curve", "core", "heaprank",
+                       "positional", _heaprank_config(cfg))
+        rr = self.runner.train(f, cfg, "positional", label="positional_fitted")
+        self.table.put(key, self.fold_qs[f], self.runner.evaluate(rr, self.fold_qs[f]))
+        self.curves[self.data.conversations[f].sample_id] = rr.stats()["reject_weights"]
+        # the reference: the true curve held from the first feedback (never re-fitted)
+        cfg = replace(cfg, reject_fit_impressions=10**9)
+        key = "heaprank_positional_true_curve"
+        self.table.add(key, "heaprank + positional, true curve 1/r (reference)", "core",
+                       "heaprank", "positional", _heaprank_config(cfg, reject_curve="1/r"))
+        rr = self.runner.train(f, cfg, "positional", label="positional_true_curve",
+                               curve=examination_truth())
+        self.table.put(key, self.fold_qs[f], self.runner.evaluate(rr, self.fold_qs[f]))
 
     def _grid_rows(self, f: int, rr: Any) -> None:
         """Fold ``f``: weights chosen by the grid on the training conversations; with noisy
@@ -389,6 +419,6 @@ class LocomoRun:
             "base_key": self.base_key, "bm25_key": self.bm25_key, "bm25_lists": self.bm25_lists,
             "chosen": self.chosen, "chosen_on_heapdb": self.chosen_on_heapdb,
             "chosen_oracle": self.chosen_oracle, "dev": self.dev, "grids": self.grids,
-            "links": self.links, "feedback_log": self.runner.feedback_log,
+            "links": self.links, "feedback_log": self.runner.feedback_log, "curves": self.curves,
             "timing": None if self.args.no_timing else self.timing,
             "path": self.path, "args": self.args})

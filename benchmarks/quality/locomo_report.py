@@ -162,6 +162,9 @@ def _comparisons(per_q: dict[str, PerQuestion], boot: Bootstrap, mode: str,
         compare(f"heaprank_{mode}_on_heapdb", "heapdb_learned")
         compare(f"heaprank_{mode}_grid_on_heapdb", "heapdb_learned_norecency")
         compare(f"heaprank_{mode}_grid_on_heapdb", "heapdb_bm25")
+    compare("heaprank_positional_fitted", "heaprank_positional")
+    compare("heaprank_positional_true_curve", "heaprank_positional")
+    compare("heaprank_positional_true_curve", "heaprank_positional_fitted")
     if mode == "noisy":
         compare("heaprank_noisy", "heaprank_oracle")
         compare("heaprank_noisy_grid", "heaprank_oracle_grid")
@@ -229,6 +232,11 @@ def _diagnostics(ctx: dict[str, Any], by_key: dict[str, Any], cats: np.ndarray
         diagnostics["recency_mrr"] = rec
     if ctx["feedback_log"]:
         diagnostics["feedback_log"] = ctx["feedback_log"]
+    if ctx.get("curves"):
+        from .harness.runner import examination_truth
+
+        diagnostics["examination"] = {"true": [round(t, 4) for t in examination_truth()],
+                                      "fitted_by_fold": ctx["curves"]}
     return diagnostics
 
 
@@ -346,6 +354,17 @@ def _diagnostic_lines(diag: dict[str, Any]) -> list[str]:
                  f"[{lk['low']:.4f}, {lk['high']:.4f}]"] for lk in links]
         out += ["  " + s for s in text_table(["feature", "P(useful)", "n", "90% interval"], body,
                                              {1, 2})]
+    if "examination" in diag:
+        exam = diag["examination"]
+        out.append("examination curve, ranks 1-10 (true, then the reject weights each fold's "
+                   "fitted reranker ended with):")
+        out.append("  true   " + " ".join(f"{t:.3f}" for t in exam["true"]))
+        for sid, c in exam["fitted_by_fold"].items():
+            n = len(exam["true"])
+            err = max(abs(a - b) for a, b in zip(c["weights"][:n], exam["true"]))
+            out.append(f"  {sid:<6} " + " ".join(f"{w:.3f}" for w in c["weights"][:n])
+                       + f"  ({c['curve']}, {c['impressions']} impressions, max |error| "
+                       f"{err:.3f})")
     for k, v in diag.get("feedback_log", {}).items():
         out.append(f"feedback ({k}): {v['feedbacks']} feedbacks, {v['with_citation']} with a "
                    f"citation, evidence shown in {v['evidence_shown']}, "

@@ -156,7 +156,7 @@ def _cmd_explain(args: argparse.Namespace) -> int:
 
 
 def _cmd_stats(args: argparse.Namespace) -> int:
-    from ..learning.refit import describe_fit, describe_types
+    from ..learning.refit import describe_fit, describe_rejects, describe_types
     from ..reranker import Reranker
 
     with Reranker(_state_url(args)) as rr:
@@ -166,6 +166,7 @@ def _cmd_stats(args: argparse.Namespace) -> int:
         _print_json({**stats, "namespace_names": namespaces})
         return 0
     weights, fitted = stats.pop("weights"), stats.pop("weights_fitted")
+    rejects = stats.pop("reject_weights")
     width = max(len(k) for k in stats)
     for key, value in stats.items():
         print(f"{key:<{width}}  {value:>10}")
@@ -173,6 +174,7 @@ def _cmd_stats(args: argparse.Namespace) -> int:
     print("weights fitted    " + describe_fit(fitted))
     for line in describe_types(fitted):
         print("  by type         " + line)
+    print("reject weights    " + describe_rejects(rejects))
     return 0
 
 

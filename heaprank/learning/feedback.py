@@ -30,6 +30,7 @@ from .._time import DAY_S, FEEDBACK_EARLY_S, feedback_time_ok, resolve_now, to_e
 from ..config import Config
 from ..errors import FeedbackError, InputError, InputTypeError
 from ..model import co_use as co_use_rule
+from ..model import examination
 from ..model import links as linkmath
 from ..model.evidence import LinkCounts
 from ..model.privacy import withheld
@@ -101,8 +102,12 @@ def _span(seconds: float) -> str:
 
 def reject_weight(rank: int, discount: str) -> float:
     """The reject weight of an ignored item shown at ``rank`` (from 1): ``1 / log2(1 + rank)``
-    with the log discount, else 1."""
-    return 1.0 / math.log2(1.0 + rank) if discount == "log" else 1.0
+    with the log discount (and the fitted one, before its curve is fitted), else 1."""
+    return 1.0 / math.log2(1.0 + rank) if discount in ("log", "fitted") else 1.0
+
+
+#: The ranks whose reject weights a feedback stage keeps in a list (later ones are worked out).
+KEPT_RANKS = 256
 
 
 class Asked(NamedTuple):
@@ -159,13 +164,39 @@ class FeedbackStage:
     """The feedback steps of one reranker. It reads the reranker's learning settings only
     (prior, credit, rejects, co-use), which are fixed for its life."""
 
-    def __init__(self, config: Config, scorer: Scorer) -> None:
+    def __init__(self, config: Config, scorer: Scorer,
+                 curve: Sequence[float] | None = None) -> None:
         self._config = config
         self._scorer = scorer
         self._space = scorer.space
         #: The reject weight of an ignored item by rank, for the usual ranks (index 0 unused)
         self._weights = [0.0] + [reject_weight(rank, config.reject_discount)
-                                 for rank in range(1, 257)]
+                                 for rank in range(1, KEPT_RANKS + 1)]
+        #: The fitted examination curve in force (``reject_discount="fitted"``), else None
+        self.curve: tuple[float, ...] | None = None
+        self.examine(curve)
+
+    def examine(self, curve: Sequence[float] | None) -> None:
+        """With ``reject_discount="fitted"``, weigh an ignored item by ``curve`` (the fitted
+        examination probability of its rank relative to rank 1, from the re-fit's record;
+        ranks past it extended by :func:`heaprank.model.examination.reject_curve`); None or
+        another discount: no change."""
+        if self._config.reject_discount != "fitted" or not curve:
+            return
+        self.curve = tuple(curve)
+        self._weights = [0.0] + examination.reject_curve(curve, KEPT_RANKS)
+
+    def reject_weights(self, upto: int = 10) -> list[float]:
+        """The reject weights in force for ranks 1..``upto``."""
+        return [self._weight(rank) for rank in range(1, upto + 1)]
+
+    def _weight(self, rank: int) -> float:
+        weights = self._weights
+        if rank < len(weights):
+            return weights[rank]
+        if self.curve is not None:
+            return examination.reject_curve(self.curve, rank)[-1]
+        return reject_weight(rank, self._config.reject_discount)
 
     # ------------------------------------------------------------------ 1. ask
 
@@ -278,9 +309,7 @@ class FeedbackStage:
                                       imp.ids[rank - 1] if imp.doc_features else None)
         if code == USED:
             return linkmath.Judged(features, True, 0.0)
-        weights = self._weights
-        weight = WRONG_WEIGHT if code == WRONG else weights[rank] if rank < len(weights) \
-            else reject_weight(rank, self._config.reject_discount)
+        weight = WRONG_WEIGHT if code == WRONG else self._weight(rank)
         return linkmath.Judged(features, False, weight)
 
     # --------------------------------------------------------------- 3. update

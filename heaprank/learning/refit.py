@@ -27,13 +27,16 @@ import numpy as np
 
 from ..config import Config, Weights
 from ..errors import StateError
-from ..records import FeedbackOutcome, Impression
+from ..model.examination import fit_pbm
+from ..records import IGNORED, USED, FeedbackOutcome, Impression
 from ..state.base import StateBackend
 from ..state.weights import WeightStore, record_version, weight_store
 from .choices import ChoiceLog, heldout_scores, weight_names
+from .feedback import FeedbackStage
 from .guard import held_weights
 
-__all__ = ["FittedWeights", "Refitter", "adopted", "describe_fit", "describe_types", "fit_weights"]
+__all__ = ["FittedWeights", "Refitter", "adopted", "describe_fit", "describe_rejects",
+           "describe_types", "fit_examination", "fit_weights"]
 
 logger = logging.getLogger("heaprank")
 
@@ -65,6 +68,11 @@ class FittedWeights:
             relevance alone.
         types: The held-out check of each question type (:meth:`.guard.TypeCheck.to_dict`:
             its MRR by the first stage, the weights in force, the fit; what applies; ``gain``).
+        examination, examination_impressions: With ``Config.reject_discount="fitted"``, the
+            examination curve fitted on the log (``theta_r / theta_1`` from rank 1, the reject
+            weight of an ignored item at rank r; :func:`fit_examination`) and the impressions
+            it read; None (and 0) while the log holds fewer than
+            ``Config.reject_fit_impressions``.
     """
 
     version: int
@@ -80,6 +88,8 @@ class FittedWeights:
     qtype_weights: Mapping[str, Weights] | None = None
     held: Mapping[str, Weights] | None = None
     types: Mapping[str, Mapping[str, Any]] | None = None
+    examination: tuple[float, ...] | None = None
+    examination_impressions: int = 0
 
     @property
     def gain(self) -> float | None:
@@ -113,6 +123,8 @@ class FittedWeights:
             data["weights"] = Weights(**data["weights"])
             for name in ("qtype_weights", "held"):
                 data[name] = {q: Weights(**w) for q, w in (data.get(name) or {}).items()}
+            curve = data.get("examination")
+            data["examination"] = None if curve is None else tuple(map(float, curve))
             return cls(**data)
         except (ValueError, TypeError, KeyError, AttributeError):
             return None
@@ -141,13 +153,53 @@ def fit_weights(state: StateBackend, config: Config, version: int,
     mrr = fit.heldout_mrr_after if fit.moved else fit.heldout_mrr_before
     qtypes = _qtype_fits(impressions, replace(config, weights=fit.weights)) \
         if config.refit_qtypes else {}
+    curve, seen = fit_examination(impressions, config.reject_fit_impressions) \
+        if config.reject_discount == "fitted" else (None, 0)
     return FittedWeights(version=version, weights=fit.weights, fitted_at=time.time(),
                          moved=fit.moved, reason=fit.reason, impressions=n, heldout=len(late),
                          heldout_mrr=mrr, heldout_mrr_relevance=mrr_relevance,
                          labels=dict(log.labels), qtype_weights=qtypes,
                          held={q: w for q, w in held_weights(fit.types, config).items()
                                if q not in qtypes},  # (a type's own fit checked itself)
-                         types={q: c.to_dict() for q, c in fit.types.items()})
+                         types={q: c.to_dict() for q, c in fit.types.items()}, examination=curve,
+                         examination_impressions=seen)
+
+
+def fit_examination(impressions: Iterable[Impression],
+                    min_impressions: int) -> tuple[tuple[float, ...] | None, int]:
+    """The examination curve of the log's readers (:func:`heaprank.model.examination.fit_pbm`)
+    and how many impressions it read: every shown item used or ignored, its usefulness one
+    parameter per question type, relevance fifth and tenth of the usefulness the ranking
+    believed (the item's own signals, so that rank and what put the item there are told
+    apart; a key as fine as the shape row leaves each parameter a handful of items).
+    ``(None, n)`` below ``min_impressions`` impressions, or when the fit cannot say anything."""
+    groups: dict[tuple[str, int, int], int] = {}
+    ranks: list[int] = []
+    keys: list[int] = []
+    used: list[bool] = []
+    n = 0
+    for imp in impressions:
+        before = len(ranks)
+        for i, code in enumerate(imp.verdicts):
+            if code in (USED, IGNORED):
+                ranks.append(i + 1)
+                key = (imp.qtype, _bin(imp, i, "relevance", 5), _bin(imp, i, "usefulness", 10))
+                keys.append(groups.setdefault(key, len(groups)))
+                used.append(code == USED)
+        n += len(ranks) > before
+    if n < min_impressions:
+        return None, n
+    fit = fit_pbm(np.array(ranks), np.array(keys), np.array(used))
+    return (None if fit is None else tuple(round(float(t), 4) for t in fit.theta)), n
+
+
+def _bin(imp: Impression, i: int, signal: str, bins: int) -> int:
+    """Which of ``bins`` equal bins of [0, 1] shown item ``i``'s logged ``signal`` falls in
+    (-1: not logged)."""
+    if signal not in imp.signal_names or i >= len(imp.signals):
+        return -1
+    value = float(imp.signals[i][imp.signal_names.index(signal)])
+    return min(max(int(value * bins), 0), bins - 1) if math.isfinite(value) else -1
 
 
 def _qtype_fits(impressions: Iterable[Impression], config: Config) -> dict[str, Weights]:
@@ -193,6 +245,16 @@ def describe_types(fitted: dict[str, Any] | None) -> list[str]:
             f"impressions ({c['applies']})" for q, c in sorted(types.items())]
 
 
+def describe_rejects(rejects: dict[str, Any]) -> str:
+    """The reject weights in force (``stats()["reject_weights"]``), as one line."""
+    weights = ", ".join(f"{w:.2f}" for w in rejects["weights"])
+    if rejects["curve"] == "fitted":
+        return f"fitted on {rejects['impressions']} impressions, ranks 1-10: {weights}"
+    wait = f" (fitted from {rejects['needs']} impressions with feedback; the log holds " \
+        f"{rejects['impressions']} at the last re-fit)" if rejects["discount"] == "fitted" else ""
+    return f"{rejects['curve']}{wait}, ranks 1-10: {weights}"
+
+
 def adopted(config: Config, record: FittedWeights, held_before: Collection[str] = ()) -> Config:
     """``config`` ranking with ``record``'s weights (and its question types' ones, over those
     configured, with ``Config.refit_qtypes``), and the types the guard holds with their held
@@ -222,6 +284,23 @@ class Refitter:
         self.held: frozenset[str] = frozenset()
         #: ``time.monotonic()`` at which ``rerank`` next polls (never without a store)
         self.next_poll = 0.0 if self.store is not None else math.inf
+
+    @property
+    def curve(self) -> tuple[float, ...] | None:
+        """The fitted examination curve of the record in use, if it holds one."""
+        return None if self.current is None else self.current.examination
+
+    def describe_curve(self, config: Config, stage: FeedbackStage) -> dict[str, Any]:
+        """What ``stats()`` says of the reject weights: the discount, the curve in force
+        (``"fitted"`` or the fixed ``"log"`` / ``"none"``), the impressions the last fit read
+        and how many the fitted curve needs, and the weights of ranks 1-10."""
+        record, fitted = self.current, stage.curve is not None
+        return {"discount": config.reject_discount,
+                "curve": "fitted" if fitted else "none" if config.reject_discount == "none"
+                else "log",
+                "impressions": 0 if record is None else record.examination_impressions,
+                "needs": config.reject_fit_impressions,
+                "weights": [round(w, 4) for w in stage.reject_weights(10)]}
 
     def due(self, outcome: FeedbackOutcome) -> bool:
         """Count a feedback that applied something; True when a re-fit is due."""

@@ -7,7 +7,8 @@ Protocol (docs/design.md, "Evaluation"), per held-out conversation (a *fold*):
    re-ranked with ``k=10`` shown (``now`` = that conversation's question time) and answered with
    feedback: *oracle* cites exactly the evidence turns among the shown; *noisy* gives feedback for
    half the questions, cites each shown evidence turn with probability 0.5 and, with probability
-   0.1, one random shown non-evidence turn too;
+   0.1, one random shown non-evidence turn too; *positional* examines rank r with probability
+   1/r and cites the evidence turns it examined;
 3. every held-out question is re-ranked with ``k=50, track=False`` in its own namespace, which
    never received feedback, and scored on the full re-ranked candidate list.
 
@@ -152,23 +153,49 @@ def noisy_used(rng: np.random.Generator, shown: Sequence[str],
     return used
 
 
+def examination_truth(k: int = SHOWN_K) -> list[float]:
+    """Positional mode: the probability that the simulated reader examines rank 1..k
+    (``1 / r``)."""
+    return [1.0 / r for r in range(1, k + 1)]
+
+
+@dataclass(frozen=True)
+class Positional:
+    """Positional mode's draws for one (fold, question): the reader examines rank ``r`` when
+    its ``r``-th uniform draw is below :func:`examination_truth`'s ``1 / r`` (the same draws
+    whatever was shown, so two rerankers' feedback is paired), and cites the evidence among
+    the items it examined."""
+
+    draws: np.ndarray
+
+    def used(self, shown: Sequence[str], evidence: frozenset[str]) -> list[str]:
+        truth = examination_truth(len(shown))
+        return [d for r, d in enumerate(shown) if d in evidence and self.draws[r] < truth[r]]
+
+
 def feedback_noise(mode: str, seed: int, stream: int, qi: int
-                   ) -> tuple[bool, np.random.Generator | None]:
+                   ) -> tuple[bool, np.random.Generator | Positional | None]:
     """``(answers, rng)`` of question ``qi`` in noise stream ``stream`` (a fold): whether it
     gives feedback at all, and the draws its citations take (None: oracle, exact)."""
     if mode == "oracle":
         return True, None
+    if mode == "positional":
+        return True, Positional(feedback_rng(seed, stream, qi).random(SHOWN_K))
     if mode != "noisy":
         raise ValueError(f"unknown feedback mode {mode!r}")
     rng = feedback_rng(seed, stream, qi)
     return gives_feedback(rng), rng
 
 
-def cited(rng: np.random.Generator | None, shown: Sequence[str],
+def cited(rng: np.random.Generator | Positional | None, shown: Sequence[str],
           evidence: frozenset[str]) -> list[str]:
-    """The ids an answer cites among ``shown``: the evidence (oracle, ``rng`` None), else
-    :func:`noisy_used`."""
-    return [d for d in shown if d in evidence] if rng is None else noisy_used(rng, shown, evidence)
+    """The ids an answer cites among ``shown``: the evidence (oracle, ``rng`` None), the
+    evidence the reader examined (positional), else :func:`noisy_used`."""
+    if rng is None:
+        return [d for d in shown if d in evidence]
+    if isinstance(rng, Positional):
+        return rng.used(shown, evidence)
+    return noisy_used(rng, shown, evidence)
 
 
 Tick = Callable[[int], object]
@@ -202,10 +229,14 @@ class HeaprankRunner:
     # ------------------------------------------------------------------ training
 
     def train(self, fold: int, config: Config, mode: str, *, unique: bool = False,
-              label: str | None = None) -> Reranker:
+              label: str | None = None, curve: Sequence[float] | None = None) -> Reranker:
         """A fresh reranker that learned from every conversation but ``fold``; what the feedback
-        looked like is tallied in ``feedback_log[label or mode]``."""
+        looked like is tallied in ``feedback_log[label or mode]``. ``curve``: with
+        ``reject_discount="fitted"``, reject weights by rank to hold from the start (a
+        reference: the true examination curve, as if the fit had found it)."""
         rr = Reranker(config=config)
+        if curve is not None:
+            rr._feedback.examine(curve)  # (the stage's own entry point for a fitted curve)
         if mode == "none":
             return rr
         prep = self.prep
