@@ -5,6 +5,7 @@ from a replica (``replica_url``)."""
 from __future__ import annotations
 
 import logging
+import time
 from pathlib import Path
 
 import pytest
@@ -64,9 +65,13 @@ def test_reranks_read_from_a_replica(servers):
     try:
         r = rr.rerank("When is my flight?", CANDIDATES, namespace="ns", k=2, now=NOW)
         rr.feedback(r.recall_id, used=["lisbon"])
-        direct = redis.Redis.from_url(primary.url)
-        assert direct.wait(1, 5000) == 1  # replicated
-        on_replica = redis.Redis.from_url(replica.url)
+        direct = redis.Redis.from_url(primary.url, socket_timeout=60)
+        on_replica = redis.Redis.from_url(replica.url, socket_timeout=60)
+        deadline = time.monotonic() + 60  # a busy host: the first sync may take a while
+        while on_replica.info("replication").get("master_link_status") != "up" \
+                and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert direct.wait(1, 30_000) == 1  # replicated
         before = on_replica.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0)
         again = rr.rerank("When is my flight?", CANDIDATES, namespace="ns", k=2, now=NOW)
         after = on_replica.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0)

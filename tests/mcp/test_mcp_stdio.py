@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -82,19 +83,28 @@ def test_stdio_speaks_json_rpc_on_stdout_and_logs_on_stderr(tmp_path):
     assert again["links"][0]["n"] > links["links"][0]["n"]
 
 
-def test_requests_from_a_file_are_answered_on_the_sdk_s_own_transport(tmp_path):
-    """stdin a regular file (no pipe for the event loop): the SDK's threaded stdio serves."""
-    requests = tmp_path / "requests.jsonl"
-    requests.write_text("\n".join(json.dumps(m) for m in [
-        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {},
-            "clientInfo": {"name": "test", "version": "0"}}},
-        {"jsonrpc": "2.0", "method": "notifications/initialized"},
-        {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}]) + "\n")
-    with requests.open() as stdin:
-        done = subprocess.run([sys.executable, "-m", "heaprank", "mcp", "--state", "memory://"],
-                              stdin=stdin, capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr
-    answers = [json.loads(line) for line in done.stdout.splitlines()]
+def test_answers_to_a_file_are_written_on_the_sdk_s_own_transport(tmp_path):
+    """stdout a regular file (no pipe for the event loop): the SDK's threaded stdio serves.
+    stdin stays open until both answers are there, as a client's does (at end of input the
+    SDK may drop a request still in flight)."""
+    out = tmp_path / "answers.jsonl"
+    with out.open("w") as stdout:
+        proc = subprocess.Popen([sys.executable, "-m", "heaprank", "mcp", "--state", "memory://"],
+                                stdin=subprocess.PIPE, stdout=stdout, stderr=subprocess.PIPE,
+                                text=True)
+        for message in ({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                            "protocolVersion": "2025-06-18", "capabilities": {},
+                            "clientInfo": {"name": "test", "version": "0"}}},
+                        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+                        {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}):
+            proc.stdin.write(json.dumps(message) + "\n")
+        proc.stdin.flush()
+        deadline = time.monotonic() + 60
+        while len(out.read_text().splitlines()) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        proc.stdin.close()
+        assert proc.wait(timeout=60) == 0, proc.stderr.read()
+        proc.stderr.close()
+    answers = [json.loads(line) for line in out.read_text().splitlines()]
     assert [a["id"] for a in answers] == [1, 2]
     assert len(answers[1]["result"]["tools"]) == 5
