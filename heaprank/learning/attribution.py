@@ -24,12 +24,13 @@ not cite never teaches heaprank that every shown document was ignored.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import numpy as np
 
@@ -77,7 +78,7 @@ def detect(detector: UsageDetector | QuestionAwareDetector, answer: str, shown: 
     keyword (the built-in coverage detectors do); ``None`` means it abstained."""
     if question and _takes_question(detector):
         return detector(answer, shown, question=question)  # type: ignore[call-arg]
-    return detector(answer, shown)  # type: ignore[call-arg]
+    return detector(answer, shown)
 
 
 def _takes_question(fn: Any) -> bool:
@@ -213,7 +214,8 @@ def _cosines(embed: Embed, texts: list[str]) -> np.ndarray:
     norms = np.linalg.norm(vecs, axis=1)
     norms[norms == 0.0] = math.inf  # an empty vector is similar to nothing
     unit = vecs / norms[:, None]
-    return unit[1:] @ unit[0]
+    out: np.ndarray = unit[1:] @ unit[0]
+    return out
 
 
 def overlapping(answer: str, shown: Sequence[Shown], *, threshold: float = 0.5) -> list[str]:
@@ -237,3 +239,37 @@ def citations_or_overlap(threshold: float) -> UsageDetector:
         return cited(answer, shown) or overlapping(answer, shown, threshold=threshold)
 
     return detect
+
+
+#: The named ways the framework adapters decide "used" (``"explicit"``: the app says).
+Usage = Literal["citations+coverage", "citations", "coverage", "overlap", "citations+overlap",
+                "explicit"]
+#: The adapters' default: citations, else the answer's coverage by a shown text, else abstain.
+DEFAULT_USAGE: Usage = "citations+coverage"
+
+
+Detector = UsageDetector | QuestionAwareDetector
+
+
+def usage_detector(usage: Usage | Detector, threshold: float) -> tuple[Detector | None, str]:
+    """The detector of ``usage`` and its name (``None`` for ``"explicit"``: the app says).
+    ``threshold`` is the bar of the word heuristics: the share of the answer's content terms a
+    shown text must hold (``"coverage"``, ``"citations+coverage"``), or of a document's words
+    the answer must hold (``"overlap"``, ``"citations+overlap"``).
+
+    Raises:
+        ValueError: an unknown name; TypeError / ValueError: ``threshold`` outside (0, 1].
+    """
+    if callable(usage):
+        return usage, getattr(usage, "__name__", "custom")
+    named: dict[str, Detector | None] = {
+        "citations+coverage": citations_or_coverage(threshold),
+        "citations": cited,
+        "coverage": functools.partial(covered, threshold=threshold),
+        "overlap": lambda answer, shown: overlapping(answer, shown, threshold=threshold),
+        "citations+overlap": citations_or_overlap(threshold),
+        "explicit": None,
+    }
+    if usage not in named:
+        raise ValueError(f"usage: expected one of {sorted(named)} or a callable, got {usage!r}")
+    return named[usage], usage

@@ -156,3 +156,20 @@ def test_similar_names_a_bad_embedding_function_or_bar():
         similar(_bag_of_words, margin=-0.1)
     with pytest.raises(ValueError, match="embed"):
         similar(lambda texts: np.zeros((1, 3)))("answer", TRIP)
+
+
+# ------------------------------------------------------------------ what the adapters use
+
+def test_the_adapters_named_usages():
+    from heaprank.adapters import DEFAULT_USAGE, usage_detector
+
+    default, name = usage_detector(DEFAULT_USAGE, 0.5)
+    assert name == "citations+coverage"
+    assert detect(default, "Adoption agencies", TRIP) == ["t3"]
+    assert detect(default, "Psychology", TRIP) is None
+    coverage_only, _ = usage_detector("coverage", 0.5)
+    # the question reaches the coverage detector through detect(): "caroline" is left out
+    assert detect(coverage_only, "Caroline", TRIP) == ["t1", "t3"]
+    assert detect(coverage_only, "Caroline", TRIP, question="Who is Caroline?") is None
+    with pytest.raises(ValueError, match="usage"):
+        usage_detector("guess", 0.5)  # type: ignore[arg-type]
