@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from . import locomo_first_stage
+from .harness.answers import ANSWER_MODES
 from .harness.options import (
     DEV_CONVERSATIONS,
     RETRIEVER_LABEL,
@@ -47,7 +48,6 @@ from .harness.options import (
     dev_conversations,
     emit,
 )
-from .harness.answers import ANSWER_MODES
 from .harness.options import folds as parse_folds
 from .harness.report import ScoreTable
 
