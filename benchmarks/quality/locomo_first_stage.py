@@ -191,9 +191,9 @@ def run(args: Any, path: Path) -> int:
               default.to_dict())
     table.add("heaprank_noisy", "+ heaprank after noisy feedback", "core", "heaprank", "noisy",
               default.to_dict())
-    modes = ["oracle", "noisy"]
+    feedbacks = ["oracle", "noisy"]
     if args.feedback in ANSWER_MODES:  # feedback as an app gives it (issue 34)
-        modes.append(args.feedback)
+        feedbacks.append(args.feedback)
         table.add(_key(args.feedback), f"+ heaprank after {args.feedback} feedback", "core",
                   "heaprank", args.feedback, default.to_dict())
     attribution: dict[str, dict[str, float | int]] = {}
@@ -204,7 +204,7 @@ def run(args: Any, path: Path) -> int:
         table.put("baseline", fq, [prep.retriever_score(qi) for qi in fq])
         table.put("bm25", fq, [bm25_prep.retriever_score(qi) for qi in fq])
         table.put("heaprank_default", fq, runner.evaluate(Reranker(config=default), fq))
-        for mode in modes:
+        for mode in feedbacks:
             table.put(_key(mode), fq, runner.evaluate(runner.train(f, default, mode), fq))
         for mode, tally in runner.attribution_log.items():
             AttributionTally.into(attribution, mode, AttributionTally(**{
