@@ -258,10 +258,13 @@ def usage_detector(usage: Usage | Detector, threshold: float) -> tuple[Detector 
     the answer must hold (``"overlap"``, ``"citations+overlap"``).
 
     Raises:
-        ValueError: an unknown name; TypeError / ValueError: ``threshold`` outside (0, 1].
+        ValueError: an unknown name; TypeError / ValueError: ``threshold`` outside (0, 1] (named
+            ``overlap_threshold``, the adapters' keyword).
     """
     if callable(usage):
         return usage, getattr(usage, "__name__", "custom")
+    if usage != "explicit":
+        threshold = _check_threshold(threshold, "overlap_threshold")
     named: dict[str, Detector | None] = {
         "citations+coverage": citations_or_coverage(threshold),
         "citations": cited,

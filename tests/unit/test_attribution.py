@@ -173,3 +173,5 @@ def test_the_adapters_named_usages():
     assert detect(coverage_only, "Caroline", TRIP, question="Who is Caroline?") is None
     with pytest.raises(ValueError, match="usage"):
         usage_detector("guess", 0.5)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="overlap_threshold"):
+        usage_detector("citations+coverage", 2.0)
