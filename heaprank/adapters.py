@@ -15,7 +15,9 @@ score in [0, 1], decide "used" and write feedback the same way:
 - :class:`FeedbackWriter`: ``feedback`` from sync code, ``afeedback`` in a task from a running
   event loop; a failure is logged at WARNING with its reason and counted, never swallowed, and
   an answer that cites nothing after a prompt that showed no id to cite (:func:`shows_citable_ids`)
-  is skipped and counted, never recorded as "nothing was used".
+  is skipped and counted, never recorded as "nothing was used"; so is an answer whose detector
+  abstains (:meth:`FeedbackWriter.abstain`); :func:`usage_detector` (from
+  :mod:`~heaprank.learning.attribution`) names the ways "used" is decided.
 - :class:`LoopClients`: releases a Redis state's async client of each event loop when that loop
   ends (``asyncio.run``), so ``ainvoke`` / ``aquery`` leave no unclosed connection.
 """
@@ -34,13 +36,17 @@ import weakref
 from collections.abc import AsyncGenerator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import FrameType
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import urlencode
 
 from ._checks import check_namespace
 from .config import Config
 from .errors import ConfigError, HeapRankError
-from .learning.attribution import Shown, UsageDetector, citations_or_overlap, cited, overlapping
+from .learning.attribution import DEFAULT_USAGE as DEFAULT_USAGE
+from .learning.attribution import Detector as Detector
+from .learning.attribution import Shown
+from .learning.attribution import Usage as Usage
+from .learning.attribution import usage_detector as usage_detector
 from .records import FeedbackOutcome
 from .reranker import Reranker
 from .scoring.candidates import DEFAULT_FIELD_KEYS
@@ -53,7 +59,6 @@ from .state import MemoryState, SQLiteState
 DEFAULT_STATE_URL = "sqlite:///heaprank.db"
 STATE_ENV = "HEAPRANK_STATE"
 
-Usage = Literal["citations", "overlap", "citations+overlap", "explicit"]
 
 
 class StateMismatchError(ConfigError):
@@ -319,25 +324,6 @@ def relative_scores(scores: Sequence[float]) -> list[float]:
     return out
 
 
-def usage_detector(usage: Usage | UsageDetector, threshold: float) -> tuple[UsageDetector | None, str]:
-    """The detector of ``usage`` and its name (``None`` for ``"explicit"``: the app says).
-
-    Raises:
-        ValueError: an unknown name.
-    """
-    if callable(usage):
-        return usage, getattr(usage, "__name__", "custom")
-    named: dict[str, UsageDetector | None] = {
-        "citations": cited,
-        "overlap": lambda answer, shown: overlapping(answer, shown, threshold=threshold),
-        "citations+overlap": citations_or_overlap(threshold),
-        "explicit": None,
-    }
-    if usage not in named:
-        raise ValueError(f"usage: expected one of {sorted(named)} or a callable, got {usage!r}")
-    return named[usage], usage
-
-
 def reject_renamed(owner: str, given: Mapping[str, Any], hints: Mapping[str, str]) -> None:
     """Raise ``TypeError`` for a keyword of ``hints`` (a name other packages or older versions
     use), saying what to pass instead."""
@@ -370,6 +356,7 @@ class FeedbackWriter:
         self.logger = logger
         self.failed = 0
         self.skipped = 0
+        self.abstained = 0
         self.last_error: BaseException | None = None
         self._lock = threading.Lock()
         self._tasks: set[asyncio.Task[FeedbackOutcome]] = set()
@@ -436,6 +423,16 @@ class FeedbackWriter:
                         "showed the model no id to cite, so citing nothing says nothing about what "
                         "it used (counted in handler.skipped; this warning is given once). %s",
                         recall_id, fix)
+
+    def abstain(self, recall_id: str, usage: str) -> None:
+        """Count an answer whose detector abstained (``None``: no citation, and no shown text
+        covers enough of it): no feedback is recorded, since "it used nothing" would be a
+        guess; logged at DEBUG."""
+        with self._lock:
+            self.abstained += 1
+        self.logger.debug("heaprank: answer of recall %s not recorded as feedback: usage=%r "
+                          "could not tell what it used (counted in handler.abstained)",
+                          recall_id, usage)
 
     async def aflush(self) -> None:
         """Wait until every feedback written from this loop is recorded (or failed)."""

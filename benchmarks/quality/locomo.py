@@ -6,9 +6,10 @@ One command runs one candidate set (``--candidates``) with one kind of feedback
 
 - ``core``: the retriever alone; heaprank with default weights and no feedback; heaprank after
   feedback from the other nine conversations, with default weights and with weights chosen by a
-  grid on the training conversations only (``--feedback noisy`` adds the oracle row as the
-  reference the noisy gain is measured against; ``--feedback positional`` adds heaprank with
-  ``reject_discount="fitted"``, its fitted examination curve printed beside the true one);
+  grid on the training conversations only (``--feedback noisy``, ``answer``,
+  ``answer-restated`` or ``cites`` adds the oracle rows as the reference its gain is measured
+  against; ``--feedback positional`` adds heaprank with ``reject_discount="fitted"``, its fitted
+  examination curve printed beside the true one);
 - ``heapdb``: heapdb-memory's relevance-only config, its defaults, its learned usefulness after the
   same feedback, and that with ``w_recency = 0``;
 - ``diagnostics``: the candidate ceiling, per-category MRR, the learned links of each fold, and
@@ -38,6 +39,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from . import locomo_first_stage
+from .harness.answers import ANSWER_MODES
 from .harness.options import (
     DEV_CONVERSATIONS,
     RETRIEVER_LABEL,
@@ -50,16 +52,22 @@ from .harness.options import folds as parse_folds
 from .harness.report import ScoreTable
 
 ROW_GROUPS = ("core", "heapdb", "diagnostics", "ablations")
+#: The feedback modes judged against oracle rows of the same run.
+REFERENCED = ("noisy", *ANSWER_MODES)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_shared(parser, "data")
     parser.add_argument("--candidates", choices=("bm25", "dense", "union"), default="bm25",
                         help="candidate retriever (default bm25)")
-    parser.add_argument("--feedback", choices=("oracle", "noisy", "positional", "none"),
+    parser.add_argument("--feedback", choices=("oracle", "noisy", "positional", "none",
+                                               *ANSWER_MODES),
                         default="oracle", help="feedback the other conversations give (default "
                         "oracle; positional: the reader examines rank r with p 1/r, and heaprank "
-                        "runs with the fixed and the fitted reject curve side by side)")
+                        "runs with the fixed and the fitted reject curve side by side; answer, "
+                        "answer-restated: the gold answer attributed by heaprank's attribution; "
+                        "cites: a position-biased citing model, benchmarks/quality/harness/"
+                        "answers.py; with --first-stage, one more row beside oracle and noisy)")
     parser.add_argument("--rows", default=",".join(ROW_GROUPS),
                         help=f"row groups, comma-separated (default all: {','.join(ROW_GROUPS)})")
     parser.add_argument("--folds", help="held-out conversations to evaluate (indices or "
@@ -97,6 +105,10 @@ def run(args: argparse.Namespace) -> int:
     if unknown:
         print(f"python -m benchmarks locomo: --rows: unknown group(s) {sorted(unknown)}; "
               f"choose from {', '.join(ROW_GROUPS)}", file=sys.stderr)
+        return 2
+    if args.feedback in ANSWER_MODES and "heapdb" in groups:
+        print(f"python -m benchmarks locomo: --feedback {args.feedback}: heapdb-memory's rows "
+              "take oracle or noisy feedback only; pass --rows without heapdb", file=sys.stderr)
         return 2
     data = load_locomo(path, conversations=args.conversations,
                        questions_per_conversation=args.questions_limit)
@@ -156,7 +168,7 @@ class LocomoRun:
         n_train = {f: sum(q.conv != f for q in data.questions) for f in folds}
         core, diag, abl = ("core" in self.groups), ("diagnostics" in self.groups), \
             ("ablations" in self.groups)
-        learn, noisy = self.mode != "none", self.mode == "noisy"
+        learn, noisy = self.mode != "none", self.mode in REFERENCED
         fitted = self.mode == "positional"
         total = len(qs) * (1 + diag * 2)
         if learn:
@@ -230,7 +242,7 @@ class LocomoRun:
         main = f"heaprank_{mode}"
         table.add(main, f"heaprank + {mode} feedback", "core", "heaprank", mode,
                   _heaprank_config(default))
-        if mode == "noisy" and "core" in self.groups:
+        if mode in REFERENCED and "core" in self.groups:
             table.add("heaprank_oracle", "heaprank + oracle feedback (reference)", "core",
                       "heaprank", "oracle", _heaprank_config(default))
             table.add("heaprank_oracle_grid", "heaprank + oracle, grid weights (reference)",
@@ -295,7 +307,7 @@ class LocomoRun:
                       "see diagnostics.chosen_weights"))
         table.put(f"{main}_grid", fq, runner.evaluate(rr, fq, config=default.with_weights(
             **weights)))
-        if mode == "noisy":
+        if mode in REFERENCED:
             oracle = runner.train(f, default, "oracle")
             table.put("heaprank_oracle", fq, runner.evaluate(oracle, fq))
             weights, _ = runner.choose_weights(oracle, f, train_qs)
@@ -420,5 +432,6 @@ class LocomoRun:
             "chosen": self.chosen, "chosen_on_heapdb": self.chosen_on_heapdb,
             "chosen_oracle": self.chosen_oracle, "dev": self.dev, "grids": self.grids,
             "links": self.links, "feedback_log": self.runner.feedback_log, "curves": self.curves,
+            "attribution": self.runner.attribution_log,
             "timing": None if self.args.no_timing else self.timing,
             "path": self.path, "args": self.args})

@@ -28,6 +28,7 @@ import numpy as np
 from heaprank.config import RECENCY_EVERY_QUESTION
 from heaprank.model.questions import english_question_type
 
+from .harness.answers import ANSWER_MODES, AttributionTally
 from .harness.metrics import Bootstrap
 from .harness.options import config_from_json, dev_split, emit, named_json
 from .harness.report import CATEGORY, ScoreTable, ci_text, diff_text, git_state, row_stats, text_table
@@ -190,6 +191,12 @@ def run(args: Any, path: Path) -> int:
               default.to_dict())
     table.add("heaprank_noisy", "+ heaprank after noisy feedback", "core", "heaprank", "noisy",
               default.to_dict())
+    feedbacks = ["oracle", "noisy"]
+    if args.feedback in ANSWER_MODES:  # feedback as an app gives it (issue 34)
+        feedbacks.append(args.feedback)
+        table.add(_key(args.feedback), f"+ heaprank after {args.feedback} feedback", "core",
+                  "heaprank", args.feedback, default.to_dict())
+    attribution: dict[str, dict[str, float | int]] = {}
     levers = [lv for lv in _levers(default) if _runs(args.levers, lv)] + _given_levers(args.lever)
     for f in folds:
         prep, fq = preps[f], fold_qs[f]
@@ -197,8 +204,11 @@ def run(args: Any, path: Path) -> int:
         table.put("baseline", fq, [prep.retriever_score(qi) for qi in fq])
         table.put("bm25", fq, [bm25_prep.retriever_score(qi) for qi in fq])
         table.put("heaprank_default", fq, runner.evaluate(Reranker(config=default), fq))
-        for mode in ("oracle", "noisy"):
-            table.put(f"heaprank_{mode}", fq, runner.evaluate(runner.train(f, default, mode), fq))
+        for mode in feedbacks:
+            table.put(_key(mode), fq, runner.evaluate(runner.train(f, default, mode), fq))
+        for mode, tally in runner.attribution_log.items():
+            AttributionTally.into(attribution, mode, AttributionTally(**{
+                k: int(v) for k, v in tally.items() if k in AttributionTally.__slots__}))
         for key, label, changes, modes in levers:
             cfg = replace(default, **changes)
             changed = {name: value for name, value in cfg.to_dict().items() if name in changes}
@@ -211,6 +221,7 @@ def run(args: Any, path: Path) -> int:
         print(f"  fold {data.conversations[f].sample_id} done ({time.perf_counter() - started:.0f}"
               " s)", file=sys.stderr, flush=True)
     result = _report(table, args, data, qs, dev)
+    result["attribution"] = attribution
     result["timing"] = {"total_s": round(time.perf_counter() - started, 1),
                         "first_stage_fit_s": round(fit_s, 1),
                         "ltr_models_fitted": 0 if s["ranker"] is None else s["ranker"].fits}
@@ -218,6 +229,11 @@ def run(args: Any, path: Path) -> int:
         result.pop("timing")
     emit(result, render(result), args)
     return 0
+
+
+def _key(mode: str) -> str:
+    """The row key of heaprank after ``mode`` feedback."""
+    return "heaprank_" + mode.replace("-", "_")
 
 
 def _verdicts(by: dict[str, Any], stage: str, split: str) -> list[dict[str, Any]]:
@@ -248,6 +264,11 @@ def _verdicts(by: dict[str, Any], stage: str, split: str) -> list[dict[str, Any]
         x = _noisy(by)
         out.append({"target": "noisy keeps >= 80% of the oracle gain", **x,
                     "pass": bool(x["ratio"] >= 0.8)})
+    for mode in ANSWER_MODES:
+        if _key(mode) in by and stage in ("bm25", "fusion"):  # issue 34, item 4
+            x = _noisy(by, _key(mode))
+            out.append({"target": f"{mode} feedback keeps >= 50% of the oracle gain", **x,
+                        "pass": bool(x["ratio"] >= 0.5)})
     return out
 
 
@@ -272,20 +293,24 @@ def _group_verdicts(by: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def _noisy(by: dict[str, Any]) -> dict[str, Any]:
-    """The share of the oracle gain over the first stage that noisy feedback keeps, with the
-    oracle gain itself (a ratio of a small gain says little)."""
-    base, o, n = (by[k]["mrr"] for k in ("baseline", "heaprank_oracle", "heaprank_noisy"))
+def _noisy(by: dict[str, Any], key: str = "heaprank_noisy") -> dict[str, Any]:
+    """The share of the oracle gain over the first stage that noisy feedback (the row ``key``)
+    keeps, with the oracle gain itself (a ratio of a small gain says little)."""
+    base, o, n = (by[k]["mrr"] for k in ("baseline", "heaprank_oracle", key))
     ratio = (n - base) / (o - base) if o > base else float("nan")
     return {"ratio": round(ratio, 3), "oracle_gain": round(o - base, 5)}
 
 
 def _information(by: dict[str, Any], stage: str) -> list[dict[str, Any]]:
     """Figures printed beside the verdicts but judged by no target of issue 24."""
-    if stage == "fusion":
-        return []
-    return [{"what": "noisy keeps this share of the oracle gain (judged on fusion only)",
-             **_noisy(by)}]
+    out = [] if stage == "fusion" else [
+        {"what": "noisy keeps this share of the oracle gain (judged on fusion only)",
+         **_noisy(by)}]
+    for mode in ANSWER_MODES:
+        if _key(mode) in by and stage not in ("bm25", "fusion"):
+            out.append({"what": f"{mode} feedback keeps this share of the oracle gain "
+                        "(judged on bm25 and fusion)", **_noisy(by, _key(mode))})
+    return out
 
 
 def judge(res: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -328,6 +353,7 @@ def _report(table: ScoreTable, args: Any, data: Any, qs: list[int], dev: list[in
         "benchmark": "locomo", "first_stage": args.first_stage, "git": git_state(),
         "command": f"python -m benchmarks locomo --first-stage {args.first_stage}"
                    + (" --split dev" if args.split == "dev" else "")
+                   + (f" --feedback {args.feedback}" if args.feedback in ANSWER_MODES else "")
                    + (f" --levers {args.levers}" if args.levers != "all" else "")
                    + "".join(f" --lever '{spec}'" for spec in args.lever),
         "protocol": {"candidates": "bm25 top 50, re-ordered by the first stage",
@@ -381,6 +407,11 @@ def render(res: dict[str, Any]) -> str:
     out.append(f"targets, first stage {res['first_stage']}:")
     verdicts, info = _verdict_lines(res)
     out += [f"  {line}" for line in verdicts + info]
+    for mode, a in res.get("attribution", {}).items():
+        out.append(f"attribution ({mode}): {a['answers']} answers, {a['attributed_share']:.1%} "
+                   f"attributed ({a['abstained']} abstained: no feedback), evidence found for "
+                   f"{a['found_share']:.1%} of the {a['with_evidence']} with evidence shown; "
+                   f"precision {a['precision']:.3f}, recall {a['recall']:.3f}")
     if "timing" in res:
         out.append("timing: " + ", ".join(f"{k} {v}" for k, v in res["timing"].items()))
     return "\n".join(out)

@@ -8,6 +8,7 @@ import numpy as np
 
 from heaprank import __version__
 
+from .harness.answers import ANSWER_MODES
 from .harness.metrics import Bootstrap, PerQuestion
 from .harness.report import (
     CATEGORY,
@@ -88,6 +89,14 @@ def _targets(by_key: dict[str, Any], per_q: dict[str, Any], boot: Bootstrap, mod
                 rounded((g - r0) / (og - r0), 3) if og != r0 else None)
             targets["noisy_keeps_two_thirds"]["grid_rule"] = (
                 "(MRR noisy grid - MRR retriever) / (MRR oracle grid - MRR retriever)")
+    if mode in ANSWER_MODES and f"heaprank_{mode}" in by_key and "heaprank_oracle" in by_key:
+        ref = by_key["heaprank_default"]["mrr"]
+        o, n = by_key["heaprank_oracle"]["mrr"], by_key[f"heaprank_{mode}"]["mrr"]
+        ratio = (n - ref) / (o - ref) if o != ref else float("nan")
+        targets["app_feedback_keeps_half"] = {  # issue 34, item 4
+            "row": f"heaprank_{mode}", "rule": f"(MRR {mode} - MRR no feedback) / "
+            "(MRR oracle - MRR no feedback) >= 1/2", "ratio": rounded(ratio, 3),
+            "met": bool(ratio >= 0.5), "oracle_gain": rounded(o - ref, 5)}
     return targets
 
 
@@ -165,9 +174,9 @@ def _comparisons(per_q: dict[str, PerQuestion], boot: Bootstrap, mode: str,
     compare("heaprank_positional_fitted", "heaprank_positional")
     compare("heaprank_positional_true_curve", "heaprank_positional")
     compare("heaprank_positional_true_curve", "heaprank_positional_fitted")
-    if mode == "noisy":
-        compare("heaprank_noisy", "heaprank_oracle")
-        compare("heaprank_noisy_grid", "heaprank_oracle_grid")
+    if mode == "noisy" or mode in ANSWER_MODES:
+        compare(f"heaprank_{mode}", "heaprank_oracle")
+        compare(f"heaprank_{mode}_grid", "heaprank_oracle_grid")
     return comparisons
 
 
@@ -237,6 +246,8 @@ def _diagnostics(ctx: dict[str, Any], by_key: dict[str, Any], cats: np.ndarray
 
         diagnostics["examination"] = {"true": [round(t, 4) for t in examination_truth()],
                                       "fitted_by_fold": ctx["curves"]}
+    if ctx.get("attribution"):
+        diagnostics["attribution"] = ctx["attribution"]
     return diagnostics
 
 
@@ -369,6 +380,11 @@ def _diagnostic_lines(diag: dict[str, Any]) -> list[str]:
         out.append(f"feedback ({k}): {v['feedbacks']} feedbacks, {v['with_citation']} with a "
                    f"citation, evidence shown in {v['evidence_shown']}, "
                    f"{v['false_citations']} false citations")
+    for k, a in diag.get("attribution", {}).items():
+        out.append(f"attribution ({k}): {a['answers']} answers, {a['attributed_share']:.1%} "
+                   f"attributed ({a['abstained']} abstained: no feedback), evidence found for "
+                   f"{a['found_share']:.1%} of the {a['with_evidence']} with evidence shown; "
+                   f"precision {a['precision']:.3f}, recall {a['recall']:.3f}")
     return out
 
 

@@ -85,6 +85,7 @@ class Question:
     text: str
     category: int
     evidence: tuple[int, ...]  # turn indices in the conversation, sorted, unique
+    answer: str = ""  # the gold answer text ("" for adversarial questions, which have none)
 
 
 @dataclass(slots=True)
@@ -194,7 +195,8 @@ def parse_locomo(raw: Any, *, conversations: int | None = None,
                 continue
             kept += 1
             questions.append(Question(index=len(questions), conv=ci, text=str(qa["question"]),
-                                      category=int(qa.get("category", 0)), evidence=ev))
+                                      category=int(qa.get("category", 0)), evidence=ev,
+                                      answer=str(qa.get("answer", "")).strip()))
     for key in ("malformed", "missing_turn", "normalised", "split_lists",
                 "questions_without_evidence"):
         stats.setdefault(key, 0)

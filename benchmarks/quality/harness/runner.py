@@ -8,7 +8,9 @@ Protocol (docs/design.md, "Evaluation"), per held-out conversation (a *fold*):
    feedback: *oracle* cites exactly the evidence turns among the shown; *noisy* gives feedback for
    half the questions, cites each shown evidence turn with probability 0.5 and, with probability
    0.1, one random shown non-evidence turn too; *positional* examines rank r with probability
-   1/r and cites the evidence turns it examined;
+   1/r and cites the evidence turns it examined; ``answer``, ``answer-restated`` and ``cites``
+   are feedback as an app gives it (:mod:`.answers`): the gold answer attributed by heaprank's
+   own attribution (an abstention gives no feedback), or a position-biased citing model;
 3. every held-out question is re-ranked with ``k=50, track=False`` in its own namespace, which
    never received feedback, and scored on the full re-ranked candidate list.
 
@@ -30,11 +32,13 @@ from typing import Any
 import numpy as np
 
 from heaprank.config import SIGNALS, Config, Weights
+from heaprank.learning.attribution import Shown
 from heaprank.learning.evaluation import LeaveNamespaceOut
 from heaprank.reranker import Reranker
 from heaprank.scoring.candidates import Candidate
 from heaprank.scoring.results import Ranking
 
+from .answers import ANSWER_MODES, AttributionTally, simulated_used
 from .data import CandidateList, Dataset, DenseScorer, question_time
 from .metrics import Score, score_ranking
 
@@ -218,6 +222,7 @@ class HeaprankRunner:
         self.stats: dict[str, float] = {"reranks": 0, "rerank_s": 0.0, "feedbacks": 0,
                                         "feedback_s": 0.0}
         self.feedback_log: dict[str, dict[str, int]] = {}
+        self.attribution_log: dict[str, dict[str, float | int]] = {}
 
     def _rerank(self, rr: Reranker, *args: object, **kwargs: object) -> Ranking:
         t0 = time.perf_counter()
@@ -231,8 +236,9 @@ class HeaprankRunner:
     def train(self, fold: int, config: Config, mode: str, *, unique: bool = False,
               label: str | None = None, curve: Sequence[float] | None = None) -> Reranker:
         """A fresh reranker that learned from every conversation but ``fold``; what the feedback
-        looked like is tallied in ``feedback_log[label or mode]``. ``curve``: with
-        ``reject_discount="fitted"``, reject weights by rank to hold from the start (a
+        looked like is tallied in ``feedback_log[label or mode]`` (with the attribution's
+        precision and recall in ``attribution_log`` for the modes of :mod:`.answers`). ``curve``:
+        with ``reject_discount="fitted"``, reject weights by rank to hold from the start (a
         reference: the true examination curve, as if the fit had found it)."""
         rr = Reranker(config=config)
         if curve is not None:
@@ -243,6 +249,7 @@ class HeaprankRunner:
         log = self.feedback_log.setdefault(label or mode, {
             "feedbacks": 0, "with_citation": 0, "citations": 0, "false_citations": 0,
             "evidence_shown": 0})
+        tally = AttributionTally() if mode in ANSWER_MODES else None
         for qi in self.order:
             q = prep.data.questions[qi]
             if q.conv == fold:
@@ -252,13 +259,20 @@ class HeaprankRunner:
             if not cands:
                 continue
             ev = prep.ev(qi, unique)
-            answers, rng = feedback_noise(mode, self.seed, fold, qi)
+            answers, rng = (True, feedback_rng(self.seed, fold, qi)) if tally is not None \
+                else feedback_noise(mode, self.seed, fold, qi)
             if not answers:
                 continue
             ranking = self._rerank(rr, q.text, cands, namespace=prep.namespaces[q.conv],
                                    k=SHOWN_K, now=prep.times[q.conv])
             shown = ranking.ids
-            used = cited(rng, shown, ev)
+            if tally is None:
+                used: list[str] | None = cited(rng, shown, ev)
+            else:
+                used = self._simulated(mode, qi, cands, shown, ev, rng)
+                tally.add(used, shown, ev)
+            if used is None:
+                continue  # the attribution abstained: no feedback, as an app would do
             t0 = time.perf_counter()
             rr.feedback(ranking.recall_id, used=used)
             self.stats["feedback_s"] += time.perf_counter() - t0
@@ -268,7 +282,17 @@ class HeaprankRunner:
             log["citations"] += len(used)
             log["false_citations"] += sum(d not in ev for d in used)
             log["evidence_shown"] += any(d in ev for d in shown)
+        if tally is not None:
+            AttributionTally.into(self.attribution_log, label or mode, tally)
         return rr
+
+    def _simulated(self, mode: str, qi: int, cands: Sequence[Candidate], shown: Sequence[str],
+                   ev: frozenset[str], rng: np.random.Generator) -> list[str] | None:
+        """"Used" of one simulated answer (:func:`.answers.simulated_used`)."""
+        q = self.prep.data.questions[qi]
+        text = {c.id: c.text or "" for c in cands}
+        return simulated_used(mode, gold=q.answer, question=q.text,
+                              shown=[Shown(d, (), text[d]) for d in shown], evidence=ev, rng=rng)
 
     # ---------------------------------------------------------------- evaluation
 

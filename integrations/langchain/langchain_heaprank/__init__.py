@@ -7,7 +7,7 @@
 """
 
 from heaprank.adapters import StateMismatchError, StateMismatchWarning, distribution_version
-from heaprank.learning.attribution import Shown, cited, overlapping
+from heaprank.learning.attribution import Shown, cited, covered, overlapping
 
 from .feedback import FeedbackReport, HeapRankFeedbackHandler
 from .reranker import HeapRankReranker
@@ -25,5 +25,6 @@ __all__ = [
     "StateMismatchWarning",
     "__version__",
     "cited",
+    "covered",
     "overlapping",
 ]

@@ -15,6 +15,8 @@ from uuid import UUID
 
 from heaprank import FeedbackError, Reranker
 from heaprank.adapters import (
+    DEFAULT_USAGE,
+    Detector,
     FeedbackWriter,
     Usage,
     nothing_to_cite,
@@ -23,7 +25,7 @@ from heaprank.adapters import (
     surely_different,
     usage_detector,
 )
-from heaprank.learning.attribution import Shown, UsageDetector
+from heaprank.learning.attribution import Shown, detect
 from heaprank.records import FeedbackOutcome
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import BaseMessage
@@ -37,8 +39,9 @@ USED_OUTPUT_KEY = "heaprank_used"
 #: What the warning of a skipped answer says to change.
 SHOW_IDS = ("Show the model each document's id and ask it to cite them, e.g. "
             "format_docs = lambda docs: \"\\n\".join(f\"[{d.metadata['heaprank_id']}] "
-            "{d.page_content}\" for d in docs); or pass usage=\"citations+overlap\" (word overlap "
-            "when nothing is cited) or usage=\"explicit\" (you call handler.feedback).")
+            "{d.page_content}\" for d in docs); or pass usage=\"citations+coverage\" (the "
+            "answer's words found in a document when nothing is cited) or usage=\"explicit\" "
+            "(you call handler.feedback).")
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +53,7 @@ class FeedbackReport:
     namespace: str
     shown: tuple[str, ...]
     used: tuple[str, ...]
-    source: str  # "citations", "overlap", "app" (root output) or "explicit" (handler.feedback)
+    source: str  # the usage name, "app" (root output) or "explicit" (handler.feedback)
     #: The shown ids the state holds this feedback's verdict for, used or ignored (the core's
     #: outcome, in the ranking's namespace); a retry lists them as already recorded.
     recorded: tuple[str, ...] = ()
@@ -79,15 +82,21 @@ class HeapRankFeedbackHandler(BaseCallbackHandler):
     the raw inner one), the trace's answer (the last LLM output, else the root output if text),
     and reports ``used`` as decided by ``usage``:
 
-    - ``"citations"`` (default): ``[doc-id]`` or ``[1]`` (position shown) in the answer. An
-      answer citing nothing after prompts that showed no id to cite (the page text alone) is
-      skipped, not recorded as "nothing was used": counted in :attr:`skipped` and warned about
-      once;
-    - ``"overlap"``: the opt-in word-overlap heuristic; ``"citations+overlap"``: citations when
-      there are any, else overlap;
+    - ``"citations+coverage"`` (default): ``[doc-id]`` or ``[1]`` (position shown) in the answer;
+      else the shown documents that hold the largest share (at least ``overlap_threshold``) of
+      the answer's content words and numbers, the question's own words left out; else the
+      handler *abstains*: no feedback is recorded (counted in :attr:`abstained`, a DEBUG line),
+      never "nothing was used";
+    - ``"citations"``: citations only. An answer citing nothing after prompts that showed no id
+      to cite (the page text alone) is skipped, not recorded as "nothing was used": counted in
+      :attr:`skipped` and warned about once; after prompts that showed ids, it is recorded as
+      "nothing used";
+    - ``"coverage"``: the answer's coverage alone; ``"overlap"``: the older opt-in heuristic (a
+      document's words in the answer); ``"citations+overlap"``: citations, else overlap;
     - ``"explicit"``: nothing automatic; the app calls :meth:`feedback` with the root run id
       (set it with ``config={"run_id": ...}``);
-    - a callable ``(answer, shown) -> used ids``.
+    - a callable ``(answer, shown) -> used ids``, or ``None`` to abstain (it is also given
+      ``question=`` when it takes that keyword).
 
     A root output dict with ``"heaprank_used": [ids]`` always wins: the app said what it used.
     In ``invoke`` the feedback is written before the call returns; in ``ainvoke`` with the core's
@@ -101,7 +110,9 @@ class HeapRankFeedbackHandler(BaseCallbackHandler):
             :class:`HeapRankReranker` whose rankings it reports (best: same state by
             construction), a :class:`heaprank.Reranker`, or a state URL.
         usage: How "used" is decided (see above).
-        overlap_threshold: Share of a document's content words the answer must contain.
+        overlap_threshold: The bar of the word heuristics: the share of the answer's content
+            words a document must hold (coverage), or of a document's the answer must hold
+            (overlap).
         keep: How many finished traces to remember for later :meth:`feedback` by run id.
 
     Raises:
@@ -111,7 +122,7 @@ class HeapRankFeedbackHandler(BaseCallbackHandler):
     run_inline = True  # in ainvoke, on the event loop, in order (the work is small)
 
     def __init__(self, state: str | Reranker | HeapRankOptions, *,
-                 usage: Usage | UsageDetector = "citations", overlap_threshold: float = 0.5,
+                 usage: Usage | Detector = DEFAULT_USAGE, overlap_threshold: float = 0.5,
                  keep: int = 1024) -> None:
         engine = state.engine if isinstance(state, HeapRankOptions) else \
             open_engine(state, owner="HeapRankFeedbackHandler.state")
@@ -142,6 +153,11 @@ class HeapRankFeedbackHandler(BaseCallbackHandler):
     def skipped(self) -> int:
         """How many answers were not recorded because their prompts showed no id to cite."""
         return self.writer.skipped
+
+    @property
+    def abstained(self) -> int:
+        """How many answers were not recorded because ``usage`` could not tell what they used."""
+        return self.writer.abstained
 
     async def aflush(self) -> None:
         """Wait for the feedback written from this event loop (``ainvoke``) to be recorded."""
@@ -263,11 +279,13 @@ class HeapRankFeedbackHandler(BaseCallbackHandler):
             prompts = "\n".join(trace.prompts)
             for ranking in trace.rankings:
                 shown = _shown(ranking)
-                used = self.detector(trace.answer, shown)
-                if nothing_to_cite(self.usage_name, used, prompts, shown, ranking["query"]):
+                found = detect(self.detector, trace.answer, shown, question=ranking["query"])
+                if found is None:
+                    self.writer.abstain(ranking["recall_id"], self.usage_name)
+                elif nothing_to_cite(self.usage_name, found, prompts, shown, ranking["query"]):
                     self.writer.skip(ranking["recall_id"], SHOW_IDS)
                 else:
-                    self._write(run_id, ranking, used, self.usage_name)
+                    self._write(run_id, ranking, found, self.usage_name)
 
     def _plan(self, run_id: UUID, trace: _Trace,
               used: Iterable[str]) -> list[tuple[dict[str, Any], list[str]]]:

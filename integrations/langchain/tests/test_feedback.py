@@ -55,7 +55,7 @@ def test_invoke_reports_the_cited_id(store: InMemoryVectorStore) -> None:
     report = _only_report(handler)
     assert report.run_id == run_id
     assert report.used == ("booked",)
-    assert len(report.shown) == 3 and report.source == "citations"
+    assert len(report.shown) == 3 and report.source == "citations+coverage"
     assert engine.stats()["impressions"] >= 1
     links = engine.links("default")
     assert links and all(link.n > 0 for link in links)
@@ -187,6 +187,22 @@ def test_overlap_heuristic_is_opt_in(store: InMemoryVectorStore) -> None:
         handler = HeapRankFeedbackHandler(engine, usage=usage)
         chain.invoke(QUERY, config={"callbacks": [handler]})
         assert _only_report(handler).used == expected
+
+
+def test_by_default_an_uncited_answer_is_attributed_by_its_coverage_or_not_at_all(
+        store: InMemoryVectorStore, caplog: pytest.LogCaptureFixture) -> None:
+    engine = Reranker()
+    covered = "You booked the flight: SFO to LIS, March 14."
+    _, chain = _chain(store, engine, [covered, "I could not say, sorry."])
+    handler = HeapRankFeedbackHandler(engine)
+    chain.invoke(QUERY, config={"callbacks": [handler]})
+    assert _only_report(handler).used == ("booked",)  # the booking holds the answer's words
+    with caplog.at_level(logging.DEBUG, logger="langchain_heaprank"):
+        chain.invoke(QUERY, config={"callbacks": [handler]})
+    # nothing cited, nothing covered: no feedback at all, never "nothing was used"
+    assert len(handler.reports) == 1 and handler.abstained == 1
+    assert engine.stats()["feedbacks"] == 1
+    assert any("could not tell what it used" in r.getMessage() for r in caplog.records)
 
 
 def test_a_failed_run_gives_no_feedback(store: InMemoryVectorStore) -> None:

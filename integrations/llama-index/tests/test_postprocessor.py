@@ -264,7 +264,7 @@ def test_citations_with_the_default_query_engine(index: VectorStoreIndex) -> Non
 def test_the_default_prompt_shows_no_ids_and_citation_query_engine_does(index: VectorStoreIndex) -> None:
     llm = NeedleCitingLLM(prompts=[])
     pp = HeapRankPostprocessor(state="memory://", top_n=3, now=NOW)
-    handler = HeapRankFeedbackHandler(pp).install()
+    handler = HeapRankFeedbackHandler(pp, usage="citations").install()
     try:
         index.as_query_engine(llm=llm, similarity_top_k=4, node_postprocessors=[pp]).query(QUERY)
         assert "[1]" not in llm.prompts[-1]

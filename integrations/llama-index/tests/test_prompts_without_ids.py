@@ -1,7 +1,8 @@
 """An answer that cites nothing, after a prompt that showed the model no id to cite (the default
 query and chat prompts), teaches nothing: with ``usage="citations"`` it is skipped
 (``handler.skipped``), never recorded as "every source node was ignored", and the handler says
-once what to change."""
+once what to change; by default (``"citations+coverage"``) the answer's own words find the node
+it used, or the handler abstains."""
 
 from __future__ import annotations
 
@@ -38,7 +39,7 @@ def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
 def test_the_default_prompt_records_nothing_and_warns_once_naming_the_fix(
         index: VectorStoreIndex, streaming: bool, caplog: pytest.LogCaptureFixture) -> None:
     pp = HeapRankPostprocessor(state="memory://", top_n=3, now=NOW)
-    handler = HeapRankFeedbackHandler(pp).install()
+    handler = HeapRankFeedbackHandler(pp, usage="citations").install()
     llm = CitingLLM(prompts=[], answer=ANSWER)
     try:
         with caplog.at_level(logging.WARNING, logger="llama_index.postprocessor.heaprank"):
@@ -55,7 +56,7 @@ def test_the_default_prompt_records_nothing_and_warns_once_naming_the_fix(
 def test_citations_shown_and_an_answer_citing_none_counts_every_node_ignored(
         index: VectorStoreIndex, caplog: pytest.LogCaptureFixture) -> None:
     pp = HeapRankPostprocessor(state="memory://", top_n=3, now=NOW, citations=True)
-    handler = HeapRankFeedbackHandler(pp).install()
+    handler = HeapRankFeedbackHandler(pp, usage="citations").install()
     llm = CitingLLM(prompts=[], answer=ANSWER)
     try:
         with caplog.at_level(logging.WARNING, logger="llama_index.postprocessor.heaprank"):
@@ -66,6 +67,24 @@ def test_citations_shown_and_an_answer_citing_none_counts_every_node_ignored(
     assert handler.skipped == 0 and pp.engine.stats()["feedbacks"] == len(QUERIES)
     assert all(r.used == () and len(r.shown) == 3 for r in handler.reports)
     assert _warnings(caplog) == []
+
+
+def test_by_default_an_uncited_answer_is_attributed_by_its_coverage_or_not_at_all(
+        index: VectorStoreIndex) -> None:
+    pp = HeapRankPostprocessor(state="memory://", top_n=3, now=NOW)
+    handler = HeapRankFeedbackHandler(pp).install()
+    try:
+        _ask(index.as_query_engine(llm=CitingLLM(prompts=[], answer=ANSWER), similarity_top_k=4,
+                                   node_postprocessors=[pp]), False)
+        index.as_query_engine(llm=CitingLLM(prompts=[], answer="I cannot say."),
+                              similarity_top_k=4, node_postprocessors=[pp]).query(QUERIES[0])
+    finally:
+        handler.uninstall()
+    # "March 14 at 9:40" is the booking's: found without a citation
+    assert [len(r.used) for r in handler.reports] == [1, 1, 1]
+    assert all(r.source == "citations+coverage" for r in handler.reports)
+    # nothing cited, nothing covered: no feedback, never "every node was ignored"
+    assert handler.abstained == 1 and pp.engine.stats()["feedbacks"] == len(QUERIES)
 
 
 def test_citation_query_engine_numbers_its_sources_itself(index: VectorStoreIndex) -> None:

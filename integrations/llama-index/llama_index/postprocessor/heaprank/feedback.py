@@ -17,6 +17,8 @@ from typing import Any
 
 from heaprank import FeedbackError, Reranker
 from heaprank.adapters import (
+    DEFAULT_USAGE,
+    Detector,
     FeedbackWriter,
     StateMismatchWarning,
     Usage,
@@ -27,7 +29,7 @@ from heaprank.adapters import (
     usage_detector,
     warn_at_caller,
 )
-from heaprank.learning.attribution import Shown, UsageDetector
+from heaprank.learning.attribution import Shown, detect
 from heaprank.records import FeedbackOutcome
 from llama_index.core.base.response.schema import AsyncStreamingResponse, StreamingResponse
 from llama_index.core.bridge.pydantic import PrivateAttr
@@ -44,8 +46,8 @@ from .base import ID_KEY, NAMESPACE_KEY, RECALL_ID_KEY, STATE_KEY, HeapRankPostp
 SHOW_IDS = ("Show the model each node's number and ask it to cite them: "
             "HeapRankPostprocessor(citations=True) with "
             "index.as_query_engine(..., text_qa_template=citation_qa_template()), or "
-            "CitationQueryEngine; or pass usage=\"citations+overlap\" (word overlap when nothing "
-            "is cited) or usage=\"explicit\" (you call handler.feedback).")
+            "CitationQueryEngine; or pass usage=\"citations+coverage\" (the answer's words "
+            "found in a node when nothing is cited) or usage=\"explicit\" (you call handler.feedback).")
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,13 +96,16 @@ class HeapRankFeedbackHandler(BaseSpanHandler[SimpleSpan]):
     """Report which reranked nodes each response used, from LlamaIndex instrumentation.
 
     ``handler.install()`` registers it on the root dispatcher (idempotent; ``uninstall()`` removes
-    it). ``usage`` decides "used": ``"citations"`` (``[node-id]`` or ``[1]``, the position among
-    the source nodes), ``"overlap"`` (opt-in word overlap), ``"citations+overlap"``, a callable
-    ``(answer, shown) -> ids``, or ``"explicit"``: nothing automatic, the app calls
-    :meth:`feedback` with the response. Each ranking is reported once. With ``"citations"``, an
-    answer citing nothing when the nodes showed the model no id to cite (the default prompts:
-    see :func:`citation_qa_template`) is skipped, not recorded as "nothing was used": counted
-    in :attr:`skipped` and warned about once.
+    it). ``usage`` decides "used": ``"citations+coverage"`` (default: ``[node-id]`` or ``[1]``,
+    the position among the source nodes; else the nodes that hold the largest share, at least
+    ``overlap_threshold``, of the answer's content words and numbers; else it *abstains*: no
+    feedback is recorded, counted in :attr:`abstained` with a DEBUG line), ``"citations"``,
+    ``"coverage"``, ``"overlap"`` (the older opt-in word overlap), ``"citations+overlap"``, a
+    callable ``(answer, shown) -> ids`` (``None``: abstain), or ``"explicit"``: nothing
+    automatic, the app calls :meth:`feedback` with the response. Each ranking is reported
+    once. With ``"citations"``, an answer citing nothing when the nodes showed the model no id
+    to cite (the default prompts: see :func:`citation_qa_template`) is skipped, not recorded as
+    "nothing was used": counted in :attr:`skipped` and warned about once.
 
     Synchronous queries write their feedback before returning; async ones (``aquery``,
     ``achat``) with the core's ``afeedback`` in a task (``await handler.aflush()`` waits for
@@ -119,8 +124,8 @@ class HeapRankFeedbackHandler(BaseSpanHandler[SimpleSpan]):
     _engine: Reranker = PrivateAttr()
     _key: str = PrivateAttr()
     _writer: FeedbackWriter = PrivateAttr()
-    _detector: UsageDetector | None = PrivateAttr(default=None)
-    _usage_name: str = PrivateAttr(default="citations")
+    _detector: Detector | None = PrivateAttr(default=None)
+    _usage_name: str = PrivateAttr(default=DEFAULT_USAGE)
     _keep: int = PrivateAttr(default=4096)
     _seen: OrderedDict[str, None] = PrivateAttr(default_factory=OrderedDict)
     _warned: set[str] = PrivateAttr(default_factory=set)
@@ -128,7 +133,7 @@ class HeapRankFeedbackHandler(BaseSpanHandler[SimpleSpan]):
     _reports: list[FeedbackReport] = PrivateAttr(default_factory=list)
 
     def __init__(self, state: str | Reranker | HeapRankPostprocessor, *,
-                 usage: Usage | UsageDetector = "citations", overlap_threshold: float = 0.5,
+                 usage: Usage | Detector = DEFAULT_USAGE, overlap_threshold: float = 0.5,
                  keep: int = 4096) -> None:
         super().__init__()
         self._engine = state.engine if isinstance(state, HeapRankPostprocessor) else \
@@ -166,6 +171,11 @@ class HeapRankFeedbackHandler(BaseSpanHandler[SimpleSpan]):
     def skipped(self) -> int:
         """How many answers were not recorded because their nodes showed no id to cite."""
         return self._writer.skipped
+
+    @property
+    def abstained(self) -> int:
+        """How many answers were not recorded because ``usage`` could not tell what they used."""
+        return self._writer.abstained
 
     async def aflush(self) -> None:
         """Wait for the feedback written from this event loop (``aquery``) to be recorded."""
@@ -268,9 +278,12 @@ class HeapRankFeedbackHandler(BaseSpanHandler[SimpleSpan]):
         assert self._detector is not None
         for ranking in rankings:
             try:
-                used = self._detector(answer, ranking.shown)
+                used = detect(self._detector, answer, ranking.shown)
             except Exception as exc:
                 self._writer.fail(ranking.recall_id, exc)
+                continue
+            if used is None:
+                self._writer.abstain(ranking.recall_id, self._usage_name)
                 continue
             if nothing_to_cite(self._usage_name, used, ranking.seen, ranking.shown):
                 self._writer.skip(ranking.recall_id, SHOW_IDS)
