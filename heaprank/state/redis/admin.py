@@ -48,12 +48,9 @@ def namespaces_flow(layout: KeyLayout) -> Op:
     return sorted(n.decode("utf-8") for members in replies for n in members if n)
 
 
-def drain(state: RedisState, min_age_ms: float = 2_000.0, part: int | None = None) -> None:
-    """Push this process's waiting outbox entries, then the entries waiting in the buckets (a
-    writer that died before its push) at least ``min_age_ms`` old (an audit call: 2 s; younger
-    ones are their writers' to push): of every bucket, or of the ``part``-th 1/64 of them
-    (every 64th part: all of them). Reading every bucket, it raises the shards' watermark
-    (:func:`.pooled.watermark`)."""
+def push_own(state: RedisState) -> None:
+    """Push this process's waiting outbox entries and settle them (its reads stop adding
+    their deltas); kept for the next push if it fails."""
     own = state.take_outbox()
     try:
         state.push_entries(own)
@@ -61,6 +58,15 @@ def drain(state: RedisState, min_age_ms: float = 2_000.0, part: int | None = Non
         state.restore(own)
         raise
     state.settled(own)
+
+
+def drain(state: RedisState, min_age_ms: float = 2_000.0, part: int | None = None) -> None:
+    """Push this process's waiting outbox entries, then the entries waiting in the buckets (a
+    writer that died before its push) at least ``min_age_ms`` old (an audit call: 2 s; younger
+    ones are their writers' to push): of every bucket, or of the ``part``-th 1/64 of them
+    (every 64th part: all of them). Reading every bucket, it raises the shards' watermark
+    (:func:`.pooled.watermark`)."""
+    push_own(state)
     if part is not None and part % DRAIN_PARTS == DRAIN_PARTS - 1:
         part = None
     since = time.time() * 1000
@@ -131,6 +137,7 @@ def forget(state: RedisState, namespace: str, scrub_global: bool) -> None:
     impressions, counters) with an outbox entry of its pooled part, then push that entry and
     delete the recall-id pointers; features no namespace holds any more leave the pool."""
     layout = state.layout
+    push_own(state)  # this process's own copies too: else its reads add them until its push
 
     def run() -> None:
         # Its bucket's waiting pooled deltas first (other writers' included): pushed after the
