@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -111,7 +110,7 @@ def _rows(data: Any, prep: Any, seed: int, training: frozenset[int], held: list[
         "heaprank day one": runner.evaluate(Reranker(config=default), qs)}
     for label, on in (("heaprank + oracle, no speaker-role slot", False),
                       ("heaprank + oracle, speaker-role slot", True)):
-        cfg = replace(default, speaker_roles=on)
+        cfg = default.with_changes(features={"speaker_roles": on})
         scores: list[Any] = []
         for f in held:
             fq = [qi for qi in qs if data.questions[qi].conv == f]

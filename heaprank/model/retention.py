@@ -282,7 +282,7 @@ _MAX_FILES = 32
 
 
 def resolve_policy(spec: PolicySpec) -> PolicySet:
-    """The :class:`PolicySet` a ``Config.retention_policy`` names: the built-in defaults for
+    """The :class:`PolicySet` a ``Config.retention.policy`` names: the built-in defaults for
     ``None``, the object itself, or the current content of a file (one shared, hot-reloaded
     :class:`PolicyFile` per path in this process)."""
     if spec is None:

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from heaprank import Config, CoUse, Reranker, SQLiteState
+from heaprank import Config, CoUse, Learning, Reranker, SQLiteState
 from heaprank.state.sqlite import backend as sqlite_backend
 
 NOW = 1_750_000_000.0
-CONFIG = Config(co_use=CoUse())
+CONFIG = Config(learning=Learning(co_use=CoUse()))
 CANDIDATES = [{"id": f"d{i}", "text": f"Note {i} from Monday", "score": float(5 - i)}
               for i in range(5)]
 

@@ -115,9 +115,9 @@ def _reference_details(batch, info, cfg: Config, i: int, age_s: float,
         rel = f"rank {i + 1}" if np.isnan(batch.scores).all() else "no valid score"
     else:
         rel = f"score {score:.3g}"
-    if info.has_content and cfg.fusion_weights:
+    if info.has_content and cfg.scoring.fusion_weights:
         given = batch.items[i].get("metadata", {}).get("retriever_scores", {})
-        for name in cfg.fusion_weights:
+        for name in cfg.scoring.fusion_weights:
             rel += f", {name} {float(given[name]):.3g}" if name in given else f", no {name}"
     if math.isnan(age_s):
         rec = "no date"
@@ -125,7 +125,7 @@ def _reference_details(batch, info, cfg: Config, i: int, age_s: float,
         rec = f"age {age_s / DAY_S:.1f}d"
         if use_count > 0:
             rec += f", used {use_count:g}x"
-    if info.intent != "none" and cfg.intent_recency.get(info.intent, 1.0) != 1.0:
+    if info.intent != "none" and cfg.scoring.intent_recency.get(info.intent, 1.0) != 1.0:
         rec += f", asks for {info.intent}"
     imp = "explicit" if not math.isnan(batch.importance[i]) else batch.kinds[i] or "default"
     if not math.isnan(batch.source_count[i]):
@@ -135,8 +135,8 @@ def _reference_details(batch, info, cfg: Config, i: int, age_s: float,
 
 def _reference_weights(cfg: Config, info) -> dict[str, float]:
     weights = dataclasses.asdict(cfg.qtype_weights.get(info.qtype, cfg.weights))
-    if info.intent in cfg.intent_recency:
-        weights["recency"] *= cfg.intent_recency[info.intent]
+    if info.intent in cfg.scoring.intent_recency:
+        weights["recency"] *= cfg.scoring.intent_recency[info.intent]
     return weights
 
 
