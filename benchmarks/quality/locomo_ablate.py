@@ -135,9 +135,9 @@ GROUPS = ("reference", "signals", "quality", "target")
 def missing_fields(ablation: Ablation) -> list[str]:
     """Config fields (``weights.<signal>``, ``<group>.<field>``) the row needs that this build
     lacks."""
-    from heaprank.config import GROUPS, Config, Weights
+    from heaprank.config import FLAT_KEYS, GROUPS, Config, Weights
 
-    have = {f.name for f in fields(Config)}
+    have = {f.name for f in fields(Config)} | set(FLAT_KEYS)  # (a 0.1 key: build_config moves it)
     inner = {"weights": Weights, **GROUPS}
     missing: set[str] = set()
     for changes in (ablation.changes, ablation.eval_changes, ablation.train_changes):
@@ -152,10 +152,12 @@ def build_config(base: Any, changes: Mapping[str, Any]) -> Any:
     """``base`` with ``changes`` applied, through the config-file form (``Config.from_dict``),
     so a change is written as a config file would hold it; ``weights`` merge exponent by
     exponent, a settings group field by field."""
-    from heaprank.config import Config
+    from heaprank.config import FLAT_KEYS, Config
 
     data = base.to_dict()
     for name, value in changes.items():
+        if name in FLAT_KEYS:  # a key of 0.1's flat shape (an old --set): into its group
+            name, value = FLAT_KEYS[name][0], {FLAT_KEYS[name][1]: value}
         merge = isinstance(value, Mapping) and isinstance(data.get(name), dict) \
             and name != "qtype_weights"
         data[name] = {**data[name], **value} if merge else value
