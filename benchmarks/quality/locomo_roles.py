@@ -15,7 +15,7 @@ the topic word). The real turns stay as distractors. Protocol as ``locomo``: BM2
 leave one conversation out, oracle feedback from the other conversations' role questions, scored
 on the full list; the development rows learn from and hold out conversations 0-4 only, the test
 rows hold out 5-9 (learning from the other nine). Rows: BM25, heaprank day one, heaprank after
-feedback without and with ``Config(speaker_roles=True)``.
+feedback without and with ``Config(features=Features(speaker_roles=True))``.
 """
 
 from __future__ import annotations

@@ -46,14 +46,19 @@ weights = st.builds(
     reinforcement=st.sampled_from([0.0, 1.0]),
     association=st.sampled_from([0.0, 0.5]),
 )
-#: The other signals' settings: exploration (a note on usefulness) and co-use edges.
-extras = st.fixed_dictionaries({"exploration_rate": st.sampled_from([0.0, 1.0]),
-                                "co_use": st.sampled_from([None, CoUse()])})
+#: The other signals' settings (``Config.with_changes`` form): exploration (a note on
+#: usefulness) and co-use edges.
+extras = st.fixed_dictionaries({
+    "exploration": st.fixed_dictionaries({"rate": st.sampled_from([0.0, 1.0])}),
+    "learning": st.fixed_dictionaries({"co_use": st.sampled_from([None, CoUse()])}),
+})
 #: The quality levers: whose statements, temporal intent, fused retriever scores, per-type weights.
 levers = st.fixed_dictionaries({
-    "speaker_roles": st.booleans(),
-    "intent_recency": st.sampled_from([{}, {"recent": 2.0}, {"recent": 1.5, "past": -0.5}]),
-    "fusion_weights": st.sampled_from([{}, {"dense": 1.0}, {"dense": 0.5, "bm25": 2.0}]),
+    "features": st.fixed_dictionaries({"speaker_roles": st.booleans()}),
+    "scoring": st.fixed_dictionaries({
+        "intent_recency": st.sampled_from([{}, {"recent": 2.0}, {"recent": 1.5, "past": -0.5}]),
+        "fusion_weights": st.sampled_from([{}, {"dense": 1.0}, {"dense": 0.5, "bm25": 2.0}]),
+    }),
     "qtype_weights": st.sampled_from([{}, {"when": Weights(recency=2.0, usefulness=0.5)},
                                       {"what": Weights(relevance=2.0), "who": Weights()}]),
 })
@@ -143,9 +148,9 @@ def _reference_weights(cfg: Config, info) -> dict[str, float]:
 @given(fused_candidates(), lever_queries, weights, extras, levers, st.integers(1, 12),
        st.lists(st.integers(0, 11), max_size=3))
 def test_explain_and_details_match_the_reference(cands, query, w, extra, lever, k, used):
-    if w.association > 0 and extra["co_use"] is None:
-        extra = {**extra, "co_use": CoUse()}
-    cfg = Config(weights=w, **extra, **lever)
+    if w.association > 0 and extra["learning"]["co_use"] is None:
+        extra = {**extra, "learning": {"co_use": CoUse()}}
+    cfg = Config().with_changes(weights=w, **extra, **lever)
     rr = Reranker(config=cfg)
     first = rr.rerank(query, cands, namespace="ns", k=k, now=NOW)
     rr.feedback(first.recall_id, used=[first.ids[u] for u in used if u < len(first)],

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from heaprank import Config, Features, Reranker, Weights
+from heaprank import Config, Features, Inputs, Reranker, Retention, Scoring, Weights
 from heaprank.model.questions import analyze_query
 from tests.strategies import NOW, QUERIES, candidate_lists, queries
 
@@ -155,11 +155,11 @@ def wild_candidates(draw):
 lenient = st.builds(
     Config,
     weights=weights,
-    on_invalid=st.just("neutral"),
-    score_kind=st.sampled_from(["similarity", "distance"]),
-    relevance_floor=st.sampled_from([0.0, 0.02, 0.5]),
-    recency_floor=st.sampled_from([0.0, 0.5, 0.9]),
-    half_life_s=st.sampled_from([1.0, 86_400.0, 30 * 86_400.0]),
+    inputs=st.just(Inputs(on_invalid="neutral")),
+    scoring=st.builds(Scoring, score_kind=st.sampled_from(["similarity", "distance"]),
+                      relevance_floor=st.sampled_from([0.0, 0.02, 0.5])),
+    retention=st.builds(Retention, recency_floor=st.sampled_from([0.0, 0.5, 0.9]),
+                        half_life_s=st.sampled_from([1.0, 86_400.0, 30 * 86_400.0])),
 )
 
 

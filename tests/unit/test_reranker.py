@@ -591,8 +591,8 @@ def test_a_kept_impression_expires(tmp_path, cands, monkeypatch):
 
 
 def test_first_stage_slots_name_the_rank_and_the_gap_on_any_scale():
-    """Config(stage_slots=True): rank:/gap: slots from the first stage's order, crossed with the
-    question type; an affine change of the scores gives the same slots."""
+    """Config(features=Features(stage_slots=True)): rank:/gap: slots from the first stage's
+    order, crossed with the question type; an affine change of the scores gives the same slots."""
     cands = [{"id": f"d{i}", "text": "a note", "score": s} for i, s in
              enumerate([0.2, 9.0, 8.5, 1.0, 0.0])]
     rr = Reranker(config=Config(features=Features(stage_slots=True)))
