@@ -235,7 +235,7 @@ class Reranker:
     def refit(self) -> FittedWeights | None:
         """Re-fit the weights from the state's impression log now and store them in the state
         (what ``Config.refit.every`` does after every that many feedbacks): the record that now
-        applies, or None with too little data (or ``refit_every=0``). See docs/design.md,
+        applies, or None with too little data (or ``Refit(every=0)``). See docs/design.md,
         "Continuous re-fitting"."""
         record = self._refit.fit(self._config)
         if record is not None:
@@ -452,7 +452,7 @@ class Reranker:
         ``degraded_reranks``: this reranker's reranks that degraded (``Ranking.degraded``:
         ranked on the priors or not recorded, the state failing) since it was made.
         ``reject_weights``: the reject weight of an ignored item at ranks 1-10 in force, and
-        with ``reject_discount="fitted"`` whether the fitted curve is (``curve``) and from how
+        with ``learning.reject_discount="fitted"`` whether the fitted curve is (``curve``) and from how
         many impressions with feedback."""
         self._adopt()
         record = self._refit.current

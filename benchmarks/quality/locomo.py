@@ -8,7 +8,7 @@ One command runs one candidate set (``--candidates``) with one kind of feedback
   feedback from the other nine conversations, with default weights and with weights chosen by a
   grid on the training conversations only (``--feedback noisy``, ``answer``,
   ``answer-restated`` or ``cites`` adds the oracle rows as the reference its gain is measured
-  against; ``--feedback positional`` adds heaprank with ``reject_discount="fitted"``, its fitted
+  against; ``--feedback positional`` adds heaprank with ``learning.reject_discount="fitted"``, its fitted
   examination curve printed beside the true one);
 - ``heapdb``: heapdb-memory's relevance-only config, its defaults, its learned usefulness after the
   same feedback, and that with ``w_recency = 0``;

@@ -7,7 +7,7 @@ the state's whole impression log, fits the conditional logit with its held-out c
 ``n`` impressions with feedback (10 shown items each, one used, drawn from a known
 conditional-logit model, written as a reranker writes them), then :meth:`Reranker.refit` is
 timed (median of ``--repeats``), split into reading the log and the rest (fit, check, store).
-Divided by ``refit_every`` it is the cost a re-fit adds per feedback.
+Divided by ``refit.every`` it is the cost a re-fit adds per feedback.
 """
 
 from __future__ import annotations
@@ -140,7 +140,7 @@ def _rerank_us(config: Any, state: Any, n: int) -> float:
 
 def _hot_path(n: int) -> dict[str, float]:
     """The rerank path with continuous re-fits on (it compares a clock with the next poll, and
-    reads the stored record every ``refit_poll_s``) and off, interleaved, on a state that
+    reads the stored record every ``refit.poll_s``) and off, interleaved, on a state that
     holds a fitted record."""
     from heaprank import Config, MemoryState, Refit, Reranker
 

@@ -303,7 +303,7 @@ def _draw_tune(args: argparse.Namespace, rr: Reranker) -> None:
 
 def _policy_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--policy", help="TOML or JSON retention policy file (default: the "
-                        "config's retention_policy, else the built-in one)")
+                        "config's retention.policy, else the built-in one)")
     parser.add_argument("--json", action="store_true", help="print the plotted values as JSON")
 
 

@@ -172,12 +172,12 @@ class FeedbackStage:
         #: The reject weight of an ignored item by rank, for the usual ranks (index 0 unused)
         self._weights = [0.0] + [reject_weight(rank, config.learning.reject_discount)
                                  for rank in range(1, KEPT_RANKS + 1)]
-        #: The fitted examination curve in force (``reject_discount="fitted"``), else None
+        #: The fitted examination curve in force (``learning.reject_discount="fitted"``), else None
         self.curve: tuple[float, ...] | None = None
         self.examine(curve)
 
     def examine(self, curve: Sequence[float] | None) -> None:
-        """With ``reject_discount="fitted"``, weigh an ignored item by ``curve`` (the fitted
+        """With ``learning.reject_discount="fitted"``, weigh an ignored item by ``curve`` (the fitted
         examination probability of its rank relative to rank 1, from the re-fit's record;
         ranks past it extended by :func:`heaprank.model.examination.reject_curve`); None or
         another discount: no change."""

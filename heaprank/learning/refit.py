@@ -269,8 +269,8 @@ def adopted(config: Config, record: FittedWeights, held_before: Collection[str] 
 
 class Refitter:
     """One reranker's side of continuous re-fitting: it counts the feedbacks given through
-    it, fits when their count reaches ``refit_every``, and polls the state for a record of
-    another version every ``refit_poll_s`` seconds."""
+    it, fits when their count reaches ``refit.every``, and polls the state for a record of
+    another version every ``refit.poll_s`` seconds."""
 
     def __init__(self, config: Config, state: StateBackend) -> None:
         self.every = config.refit.every

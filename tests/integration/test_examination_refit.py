@@ -1,7 +1,7 @@
 """``Config.learning.reject_discount="fitted"`` on every real backend: each re-fit also fits the readers'
 examination curve on the impression log (a position-based click model), stores it with the
 fitted weights so every reranker sharing the state weighs ignored items by it, and shows it in
-stats(); before the log holds ``reject_fit_impressions`` impressions, the fixed log curve."""
+stats(); before the log holds ``refit.reject_impressions`` impressions, the fixed log curve."""
 
 from __future__ import annotations
 
@@ -95,17 +95,18 @@ def test_the_log_discount_fits_no_curve(state):
     assert rr.stats()["reject_weights"]["curve"] == "log"
 
 
-@pytest.mark.parametrize("field, value, message", [
-    ("reject_discount", "probit", "reject_discount: expected none, log or fitted"),
-    ("reject_fit_impressions", 0, "reject_fit_impressions: expected an int >= 1"),
-    ("reject_fit_impressions", True, "reject_fit_impressions: expected an int >= 1"),
-    ("reject_fit_impressions", 5.0, "reject_fit_impressions: expected an int >= 1"),
+@pytest.mark.parametrize("make, message", [
+    (lambda: Learning(reject_discount="probit"),
+     r"learning\.reject_discount: expected 'none' or 'log' or 'fitted'"),
+    (lambda: Refit(reject_impressions=0), r"refit\.reject_impressions: expected an int >= 1"),
+    (lambda: Refit(reject_impressions=True), r"refit\.reject_impressions: expected an int >= 1"),
+    (lambda: Refit(reject_impressions=5.0), r"refit\.reject_impressions: expected an int >= 1"),
 ])
-def test_the_fitted_discounts_settings_are_checked_naming_the_field(field, value, message):
+def test_the_fitted_discounts_settings_are_checked_naming_the_field(make, message):
     from heaprank import ConfigError
 
     with pytest.raises(ConfigError, match=message):
-        Config(**{field: value})
+        make()
     assert Config.from_dict(FITTED.to_dict()) == FITTED
 
 

@@ -18,7 +18,7 @@ from tests.integration.redis_servers import unique_prefix
 BACKENDS = ["memory", "sqlite", "redis", "redis-cluster", "postgres"]
 QUERY = "When is the flight?"
 TEXT = "Flight to Lisbon on March 3"
-CONFIG = Config(refit=Refit(every=0))  # pooled_min_namespaces: the default, 5
+CONFIG = Config(refit=Refit(every=0))  # learning.pooled_min_namespaces: the default, 5
 
 
 def candidate(id: str, kind: str, source: str) -> dict:

@@ -111,7 +111,7 @@ def test_the_pool_still_teaches_a_new_namespace_through_the_codebook(state_and_u
 def test_the_pooled_view_leaves_out_a_value_until_enough_namespaces_hold_it(state_and_url):
     """A digest is the same for every caller who hashes the same name, so a listed digest
     would tell a tenant who guessed a value that another used it: with the default
-    ``pooled_min_namespaces`` (5) a caller's value is listed only once 5 namespaces hold it."""
+    ``learning.pooled_min_namespaces`` (5) a caller's value is listed only once 5 namespaces hold it."""
     state, _ = state_and_url
     rr = Reranker(state, config=Config(features=Features(doc_features=True)))
     _teach(rr)

@@ -78,12 +78,13 @@ def test_a_caller_value_is_withheld_exactly_below_the_threshold(features, k):
 
 @pytest.mark.parametrize("bad", [0, -1, 2.5, True, "5", None])
 def test_the_threshold_must_be_an_int_of_at_least_one(bad):
-    with pytest.raises(ConfigError, match="pooled_min_namespaces: expected an int >= 1"):
+    with pytest.raises(ConfigError, match=r"learning\.pooled_min_namespaces: expected an int >= 1"):
         Config(learning=Learning(pooled_min_namespaces=bad))
 
 
 def test_the_threshold_defaults_to_five_and_round_trips():
     assert Config().learning.pooled_min_namespaces == 5
-    assert Config.from_dict({"pooled_min_namespaces": 1}).pooled_min_namespaces == 1
+    one = Config.from_dict({"learning": {"pooled_min_namespaces": 1}})
+    assert one.learning.pooled_min_namespaces == 1
     assert Config.from_dict(Config(learning=Learning(pooled_min_namespaces=8)).to_dict()) \
         == Config(learning=Learning(pooled_min_namespaces=8))
