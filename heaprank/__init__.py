@@ -5,7 +5,17 @@ every position, and learns from which items the answer used.
 """
 
 from ._version import __version__
-from .config import Config, Weights
+from .config import (
+    Config,
+    Exploration,
+    Features,
+    Inputs,
+    Learning,
+    Refit,
+    Retention,
+    Scoring,
+    Weights,
+)
 from .errors import (
     ConfigError,
     FeedbackError,
@@ -33,19 +43,26 @@ __all__ = [
     "CoUse",
     "Config",
     "ConfigError",
+    "Exploration",
+    "Features",
     "FeedbackError",
     "HeapRankError",
     "InputError",
     "InputTypeError",
+    "Inputs",
+    "Learning",
     "Link",
     "MemoryState",
     "MissingDependencyError",
     "Prior",
     "Ranked",
     "Ranking",
+    "Refit",
     "Reranker",
+    "Retention",
     "Rule",
     "SQLiteState",
+    "Scoring",
     "ScrubIncompleteError",
     "StateBackend",
     "StateCorruptError",

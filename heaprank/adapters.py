@@ -199,10 +199,10 @@ class BoundState:
     def ranking(self, strict: bool) -> Reranker:
         """The engine with ``on_invalid`` set by ``strict`` (same state, rules and config)."""
         wanted = "raise" if strict else "neutral"
-        if self.engine.config.on_invalid == wanted:
+        if self.engine.config.inputs.on_invalid == wanted:
             return self.engine
         if wanted not in self._twins:
-            self._twins[wanted] = self.engine.with_config(on_invalid=wanted)
+            self._twins[wanted] = self.engine.with_config(inputs={"on_invalid": wanted})
         return self._twins[wanted]
 
 

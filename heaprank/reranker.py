@@ -15,7 +15,7 @@ import asyncio
 import threading
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import replace
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 from ._checks import check_k, check_namespace, check_query
@@ -46,10 +46,12 @@ if TYPE_CHECKING:
 
 __all__ = ["LEARNING_FIELDS", "Link", "Reranker"]
 
-#: Config fields that shape what feedback learns; a per-call config may not change them (the
-#: feedback for that recall would otherwise learn under other settings than the ranking used).
-LEARNING_FIELDS = ("prior", "em_credit", "reject_discount", "doc_features", "tag_slots", "co_use",
-                   "speaker_roles", "pooled_min_namespaces")
+#: Config fields (``group.field``) that shape what feedback learns; a per-call config may not
+#: change them (the feedback for that recall would otherwise learn under other settings than the
+#: ranking used).
+LEARNING_FIELDS = ("learning.prior", "learning.em_credit", "learning.reject_discount",
+                   "learning.co_use", "features.doc_features", "features.tag_slots",
+                   "features.speaker_roles", "learning.pooled_min_namespaces")
 
 
 class Reranker:
@@ -90,8 +92,8 @@ class Reranker:
             raise InputTypeError("question_classifier: expected a callable")
         self.classify = question_classifier
         self.strict = bool(strict)
-        if config.recency_kernel == "ebbinghaus" or config.drop_forgotten:
-            ret.resolve_policy(config.retention_policy)  # a bad policy file fails here
+        if config.retention.recency_kernel == "ebbinghaus" or config.retention.drop_forgotten:
+            ret.resolve_policy(config.retention.policy)  # a bad policy file fails here
         self._config = config
         self.state: StateBackend = open_state(state, strict=self.strict)
         self._refit = Refitter(config, self.state)
@@ -99,7 +101,7 @@ class Reranker:
         self._degraded = 0
         self._degraded_lock = threading.Lock()
         self._assemble(FeatureSpace(max_bytes=feature_cache_bytes,
-                                    prefix_chars=config.feature_prefix_chars))
+                                    prefix_chars=config.features.prefix_chars))
         self._adopt()
 
     def _assemble(self, space: FeatureSpace) -> None:
@@ -107,10 +109,10 @@ class Reranker:
         self._caps = capabilities(self.state)
         self._space = space
         self._scorer = Scorer(space, self.classify, self.rules,
-                              Explorer(self._config.exploration_seed))
-        self._evidence = EvidenceReader(space, self._config.prior,
+                              Explorer(self._config.exploration.seed))
+        self._evidence = EvidenceReader(space, self._config.learning.prior,
                                         versioned=self._caps.versioned, strict=self.strict,
-                                        min_namespaces=self._config.pooled_min_namespaces)
+                                        min_namespaces=self._config.learning.pooled_min_namespaces)
         mint = self._caps.recall_ids
         self._impressions = ImpressionLog(strict=self.strict,
                                           mint=None if mint is None else mint.new_recall_id)
@@ -154,7 +156,7 @@ class Reranker:
         cfg = request.config
         evidence = self._evidence.read(
             self._caps, request.namespace, seen.feature_rows, seen.batch.ids,
-            edges=cfg.co_use is not None and cfg.weights.association > 0, version=version)
+            edges=cfg.learning.co_use is not None and cfg.weights.association > 0, version=version)
         scored = self._scorer.score(request, seen, evidence)
         if request.track and not evidence.flags and len(scored.top):
             recall_id, untracked = self._impressions.track(self.state, scored, version)
@@ -176,7 +178,7 @@ class Reranker:
         cfg = request.config
         evidence = await self._evidence.aread(
             twin, request.namespace, seen.feature_rows, seen.batch.ids,
-            edges=cfg.co_use is not None and cfg.weights.association > 0)
+            edges=cfg.learning.co_use is not None and cfg.weights.association > 0)
         scored = self._scorer.score(request, seen, evidence)
         if request.track and not evidence.flags and len(scored.top):
             recall_id, untracked = await self._impressions.atrack(twin, scored)
@@ -207,7 +209,8 @@ class Reranker:
             return self._config
         if not isinstance(config, Config):
             raise InputTypeError(f"config: expected Config, got {type(config).__name__}")
-        changed = [f for f in LEARNING_FIELDS if getattr(config, f) != getattr(self._config, f)]
+        changed = [f for f in LEARNING_FIELDS
+                   if attrgetter(f)(config) != attrgetter(f)(self._config)]
         if changed:
             raise ConfigError(f"config: a per-call config may change scoring fields only, not "
                               f"what feedback learns ({', '.join(changed)}); use "
@@ -231,8 +234,8 @@ class Reranker:
 
     def refit(self) -> FittedWeights | None:
         """Re-fit the weights from the state's impression log now and store them in the state
-        (what ``Config.refit_every`` does after every that many feedbacks): the record that now
-        applies, or None with too little data (or ``refit_every=0``). See docs/design.md,
+        (what ``Config.refit.every`` does after every that many feedbacks): the record that now
+        applies, or None with too little data (or ``Refit(every=0)``). See docs/design.md,
         "Continuous re-fitting"."""
         record = self._refit.fit(self._config)
         if record is not None:
@@ -245,7 +248,7 @@ class Reranker:
         co-use, only a twin that stores edges (an ``AsyncEdgeBackend``) serves."""
         provider = self._caps.async_provider
         twin = None if provider is None else provider.async_backend()
-        if twin is not None and self._config.co_use is not None \
+        if twin is not None and self._config.learning.co_use is not None \
                 and not isinstance(twin, AsyncEdgeBackend):
             return None
         return twin
@@ -359,8 +362,8 @@ class Reranker:
         not something one tenant may learn from ``links``.
         """
         scope = None if namespace == "*" else check_namespace(namespace)
-        return links_of(self.state, scope, self._config.prior, min_n=min_n, level=level,
-                        min_namespaces=self._config.pooled_min_namespaces)
+        return links_of(self.state, scope, self._config.learning.prior, min_n=min_n, level=level,
+                        min_namespaces=self._config.learning.pooled_min_namespaces)
 
     def forget_candidates(self, namespace: str, candidates: Sequence[CandidateLike] | None = None,
                           *, now: Any = None, policy: ret.PolicySpec = None) -> ret.ForgetReport:
@@ -373,7 +376,7 @@ class Reranker:
                 state keeps no importance, so they count at the neutral dose 1).
             now: The current time (the wall clock if None).
             policy: Preview another policy (a file path, :class:`RetentionPolicy` or
-                :class:`PolicySet`) instead of ``config.retention_policy``.
+                :class:`PolicySet`) instead of ``config.retention.policy``.
 
         Returns:
             A :class:`~heaprank.model.retention.ForgetReport`: the count and ids, least
@@ -384,7 +387,7 @@ class Reranker:
         """
         namespace = check_namespace(namespace)
         when, _ = resolve_now(now)
-        chosen = ret.resolve_policy(self._config.retention_policy if policy is None else policy
+        chosen = ret.resolve_policy(self._config.retention.policy if policy is None else policy
                                     ).for_namespace(namespace)
         return forget_preview(self.state, self._caps.docs, namespace, candidates, when, chosen,
                               self._config)
@@ -449,7 +452,7 @@ class Reranker:
         ``degraded_reranks``: this reranker's reranks that degraded (``Ranking.degraded``:
         ranked on the priors or not recorded, the state failing) since it was made.
         ``reject_weights``: the reject weight of an ignored item at ranks 1-10 in force, and
-        with ``reject_discount="fitted"`` whether the fitted curve is (``curve``) and from how
+        with ``learning.reject_discount="fitted"`` whether the fitted curve is (``curve``) and from how
         many impressions with feedback."""
         self._adopt()
         record = self._refit.current
@@ -475,8 +478,10 @@ class Reranker:
         self.close()
 
     def with_config(self, **changes: Any) -> Reranker:
-        """A reranker on the same state with some config fields changed."""
-        return self._clone(self.state, replace(self._config, **changes))
+        """A reranker on the same state with some config fields changed; a mapping given for a
+        group changes only the fields it names (:meth:`Config.with_changes`):
+        ``rr.with_config(exploration={"rate": 0.5})``."""
+        return self._clone(self.state, self._config.with_changes(**changes))
 
     def with_state(self, state: str | StateBackend) -> Reranker:
         """The same reranker (config, rules, classifier, feature cache) on another state: for
@@ -486,6 +491,6 @@ class Reranker:
     def _clone(self, state: StateBackend, config: Config) -> Reranker:
         clone = Reranker(state, config=config, rules=self.rules, question_classifier=self.classify,
                          strict=self.strict)
-        if config.feature_prefix_chars == self._config.feature_prefix_chars:
+        if config.features.prefix_chars == self._config.features.prefix_chars:
             clone._assemble(self._space)  # the same texts featurise the same way: share the cache
         return clone

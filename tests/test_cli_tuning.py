@@ -43,7 +43,7 @@ def test_tune_apply_writes_a_config_the_cli_and_the_library_load(logged_state, t
     tuned = load_config(out_file)
     assert tuned.weights.usefulness == pytest.approx(2.5, abs=0.35)
     assert tuned.weights.relevance == pytest.approx(0.5, abs=0.2)
-    assert tuned.prior == Config().prior and tuned.em_credit == Config().em_credit
+    assert tuned.learning == Config().learning
     # JSON report; the tuned file as the starting point of the next run
     assert run(["tune", "--state", logged_state, "--config", str(out_file), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)

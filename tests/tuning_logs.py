@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from heaprank import Config, Reranker, StateBackend
+from heaprank import Config, Refit, Reranker, StateBackend
 from heaprank.records import Impression, new_recall_id
 from heaprank.state import codec
 
@@ -66,7 +66,7 @@ def record(state: StateBackend, impressions: Iterable[Impression]) -> None:
     """Write impressions into a real state as a reranker would: the impression, then feedback
     naming its used items (the verdicts the impressions carry). No continuous re-fit runs
     meanwhile: the state keeps no fitted weights."""
-    rr = Reranker(state, config=Config(refit_every=0))
+    rr = Reranker(state, config=Config(refit=Refit(every=0)))
     requests: list[tuple[str, Sequence[str]]] = []
     for imp in impressions:
         held = state.put_impression(Impression(

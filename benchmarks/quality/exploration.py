@@ -151,7 +151,7 @@ def _explored(runner: Any, rates: list[float], keep: list[int], fold_qs: dict[in
               ) -> tuple[dict[float, np.ndarray], dict[float, list[float]]]:
     """Per rate, each held-out question's reciprocal rank (averaged over seeds) after training
     with exploration on, and the reciprocal ranks users were shown while it trained."""
-    from heaprank.config import Config
+    from heaprank.config import Config, Exploration
 
     heldout = {r: np.zeros(len(where)) for r in rates}
     online: dict[float, list[float]] = {r: [] for r in rates}
@@ -159,10 +159,10 @@ def _explored(runner: Any, rates: list[float], keep: list[int], fold_qs: dict[in
         for s in range(args.seeds):
             seed = args.seed * 1000 + s
             for f in keep:
-                cfg = Config(exploration_rate=rate, exploration_seed=seed * 100 + f)
+                cfg = Config(exploration=Exploration(rate=rate, seed=seed * 100 + f))
                 rr, seen = _train(runner, f, cfg, args.feedback, seed)
                 online[rate].extend(seen)
-                scores = runner.evaluate(rr.with_config(exploration_rate=0.0), fold_qs[f])
+                scores = runner.evaluate(rr.with_config(exploration={"rate": 0.0}), fold_qs[f])
                 for qi, sc in zip(fold_qs[f], scores):
                     heldout[rate][where[qi]] += sc[0] / args.seeds
     return heldout, online

@@ -8,7 +8,7 @@ One command runs one candidate set (``--candidates``) with one kind of feedback
   feedback from the other nine conversations, with default weights and with weights chosen by a
   grid on the training conversations only (``--feedback noisy``, ``answer``,
   ``answer-restated`` or ``cites`` adds the oracle rows as the reference its gain is measured
-  against; ``--feedback positional`` adds heaprank with ``reject_discount="fitted"``, its fitted
+  against; ``--feedback positional`` adds heaprank with ``learning.reject_discount="fitted"``, its fitted
   examination curve printed beside the true one);
 - ``heapdb``: heapdb-memory's relevance-only config, its defaults, its learned usefulness after the
   same feedback, and that with ``w_recency = 0``;
@@ -34,7 +34,6 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -272,10 +271,10 @@ class LocomoRun:
 
     def _fitted_row(self, f: int) -> None:
         """Fold ``f``, positional feedback: heaprank with the reject curve fitted on its own
-        impression log (``reject_discount="fitted"``), and the curve it ended with."""
+        impression log (``learning.reject_discount="fitted"``), and the curve it ended with."""
         from .harness.runner import examination_truth
 
-        cfg = replace(self.default, reject_discount="fitted")
+        cfg = self.default.with_changes(learning={"reject_discount": "fitted"})
         key = "heaprank_positional_fitted"
         self.table.add(key, "heaprank + positional, fitted reject curve", "core", "heaprank",
                        "positional", _heaprank_config(cfg))
@@ -283,7 +282,7 @@ class LocomoRun:
         self.table.put(key, self.fold_qs[f], self.runner.evaluate(rr, self.fold_qs[f]))
         self.curves[self.data.conversations[f].sample_id] = rr.stats()["reject_weights"]
         # the reference: the true curve held from the first feedback (never re-fitted)
-        cfg = replace(cfg, reject_fit_impressions=10**9)
+        cfg = cfg.with_changes(refit={"reject_impressions": 10**9})
         key = "heaprank_positional_true_curve"
         self.table.add(key, "heaprank + positional, true curve 1/r (reference)", "core",
                        "heaprank", "positional", _heaprank_config(cfg, reject_curve="1/r"))
@@ -329,14 +328,14 @@ class LocomoRun:
             table.add(key, f"ablation: {signal} off ({mode})", "ablations", "heaprank", mode,
                       _heaprank_config(cfg))
             table.put(key, fq, runner.evaluate(rr, fq, config=cfg))
-        other: Literal["none", "log"] = "none" if default.reject_discount == "log" else "log"
+        other: Literal["none", "log"] = "none" if default.learning.reject_discount == "log" else "log"
         for key, label, cfg, unique in (
-                ("abl_credit", "EM credit" if not default.em_credit else "uniform credit",
-                 replace(default, em_credit=not default.em_credit), False),
-                ("abl_doc_links", ("without" if default.doc_features else "with") + " doc: links",
-                 replace(default, doc_features=not default.doc_features), True),
+                ("abl_credit", "EM credit" if not default.learning.em_credit else "uniform credit",
+                 default.with_changes(learning={"em_credit": not default.learning.em_credit}), False),
+                ("abl_doc_links", ("without" if default.features.doc_features else "with") + " doc: links",
+                 default.with_changes(features={"doc_features": not default.features.doc_features}), True),
                 ("abl_reject_discount", f"reject discount {other!r}",
-                 replace(default, reject_discount=other), False)):
+                 default.with_changes(learning={"reject_discount": other}), False)):
             table.add(key, f"ablation: {label} ({mode})", "ablations", "heaprank", mode,
                       _heaprank_config(cfg))
             variant = runner.train(f, cfg, mode, unique=unique, label=key)

@@ -73,19 +73,19 @@ class Ablation:
     origin: str = ""
 
 
-_QUALITY = {"speaker_roles": True, "intent_recency": INTENT_RECENCY,
-            "fusion_weights": {"dense": FUSION_DENSE}}
-_CHOSEN = {"fusion_weights": {"dense": FUSION_DENSE}}
+_QUALITY = {"features": {"speaker_roles": True},
+            "scoring": {"intent_recency": INTENT_RECENCY, "fusion_weights": {"dense": FUSION_DENSE}}}
+_CHOSEN = {"scoring": {"fusion_weights": {"dense": FUSION_DENSE}}}
 
 ABLATIONS: tuple[Ablation, ...] = (
     Ablation("nofb", "heaprank defaults, no feedback", "reference", feedback="none"),
     Ablation("fusion_nofb", "heaprank + dense fusion, no feedback", "reference",
-             changes={"fusion_weights": {"dense": FUSION_DENSE}}, feedback="none", dense=True),
+             changes=_CHOSEN, feedback="none", dense=True),
     Ablation("default", "heaprank defaults + feedback", "reference"),
     Ablation("grid", "defaults, grid weights (train only)", "reference", grid="global"),
     Ablation("tuned", "defaults, Reranker.tune weights (train log)", "reference", grid="tune"),
     Ablation("fixed", "defaults, weights fixed (no continuous re-fit)", "reference",
-             changes={"refit_every": 0}, origin="issue-24"),
+             changes={"refit": {"every": 0}}, origin="issue-24"),
     # ---- the seed signals, each on (or off) against the defaults
     Ablation("no_recency", "recency off", "signals", eval_changes={"weights": {"recency": 0.0}}),
     Ablation("no_importance", "importance off (kind priors, insight frequency)", "signals",
@@ -95,28 +95,30 @@ ABLATIONS: tuple[Ablation, ...] = (
     Ablation("reinforcement", "reinforcement from use counts (weight 1)", "signals",
              changes={"weights": {"reinforcement": 1.0}}, origin="issue-10-forget"),
     Ablation("ebbinghaus", "Ebbinghaus retention as recency kernel", "signals",
-             changes={"recency_kernel": "ebbinghaus"}, origin="issue-10-forget"),
+             changes={"retention": {"recency_kernel": "ebbinghaus"}}, origin="issue-10-forget"),
     Ablation("co_use", "co-use spreading activation (weight 1)", "signals",
-             changes={"co_use": {}, "weights": {"association": 1.0}}, origin="issue-10-couse"),
+             changes={"learning": {"co_use": {}}, "weights": {"association": 1.0}},
+             origin="issue-10-couse"),
     Ablation("explore_05", "exploration 5% (training)", "signals",
-             train_changes={"exploration_rate": 0.05, "exploration_seed": 0},
+             train_changes={"exploration": {"rate": 0.05, "seed": 0}},
              origin="issue-10-forget"),
     Ablation("explore_20", "exploration 20% (training)", "signals",
-             train_changes={"exploration_rate": 0.2, "exploration_seed": 0},
+             train_changes={"exploration": {"rate": 0.2, "seed": 0}},
              origin="issue-10-forget"),
     # ---- ranking-quality levers, each alone against the defaults
-    Ablation("speaker_roles", "+ speaker-role slot", "quality", changes={"speaker_roles": True}),
+    Ablation("speaker_roles", "+ speaker-role slot", "quality",
+             changes={"features": {"speaker_roles": True}}),
     Ablation("intent", "+ temporal intent x recency", "quality",
-             changes={"intent_recency": INTENT_RECENCY}),
+             changes={"scoring": {"intent_recency": INTENT_RECENCY}}),
     Ablation("fusion", "+ BM25 x dense fusion", "quality",
-             changes={"fusion_weights": {"dense": FUSION_DENSE}}, dense=True),
+             changes=_CHOSEN, dense=True),
     Ablation("qtype_grid", "+ per-question-type grid weights", "quality", grid="qtype"),
     Ablation("combined", "+ all four levers, per-qtype grid", "quality", changes=_QUALITY,
              grid="qtype", dense=True),
     Ablation("fusion_tuned", "+ fusion, Reranker.tune weights", "quality",
-             changes={"fusion_weights": {"dense": FUSION_DENSE}}, dense=True, grid="tune"),
+             changes=_CHOSEN, dense=True, grid="tune"),
     Ablation("fusion_fixed", "+ fusion, weights fixed (no continuous re-fit)", "quality",
-             changes={"fusion_weights": {"dense": FUSION_DENSE}, "refit_every": 0}, dense=True,
+             changes={**_CHOSEN, "refit": {"every": 0}}, dense=True,
              origin="issue-24"),
     # ---- the target: what the dev split chose (fusion alone; the other levers were neutral
     # or slightly negative there), judged on the test split
@@ -131,27 +133,34 @@ GROUPS = ("reference", "signals", "quality", "target")
 
 
 def missing_fields(ablation: Ablation) -> list[str]:
-    """Config fields (and ``weights.<signal>``) the row needs that this build lacks."""
-    from heaprank.config import Config, Weights
+    """Config fields (``weights.<signal>``, ``<group>.<field>``) the row needs that this build
+    lacks."""
+    from heaprank.config import FLAT_KEYS, GROUPS, Config, Weights
 
-    have = {f.name for f in fields(Config)}
-    signals = {f.name for f in fields(Weights)}
+    have = {f.name for f in fields(Config)} | set(FLAT_KEYS)  # (a 0.1 key: build_config moves it)
+    inner = {"weights": Weights, **GROUPS}
     missing: set[str] = set()
     for changes in (ablation.changes, ablation.eval_changes, ablation.train_changes):
         missing |= set(changes) - have
-        missing |= {f"weights.{w}" for w in changes.get("weights", {}) if w not in signals}
+        for name in set(changes) & set(inner):
+            known = {f.name for f in fields(inner[name])}
+            missing |= {f"{name}.{k}" for k in changes[name] if k not in known}
     return sorted(missing)
 
 
 def build_config(base: Any, changes: Mapping[str, Any]) -> Any:
     """``base`` with ``changes`` applied, through the config-file form (``Config.from_dict``),
     so a change is written as a config file would hold it; ``weights`` merge exponent by
-    exponent."""
-    from heaprank.config import Config
+    exponent, a settings group field by field."""
+    from heaprank.config import FLAT_KEYS, Config
 
     data = base.to_dict()
     for name, value in changes.items():
-        data[name] = {**data["weights"], **value} if name == "weights" else value
+        if name in FLAT_KEYS:  # a key of 0.1's flat shape (an old --set): into its group
+            name, value = FLAT_KEYS[name][0], {FLAT_KEYS[name][1]: value}
+        merge = isinstance(value, Mapping) and isinstance(data.get(name), dict) \
+            and name != "qtype_weights"
+        data[name] = {**data[name], **value} if merge else value
     return Config.from_dict(data)
 
 
@@ -169,7 +178,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         f"groups {', '.join(GROUPS)} also accepted)")
     parser.add_argument("--set", action="append", default=[], metavar="ROW.FIELD=JSON",
                         help="override a Config change of a row, e.g. "
-                        "fusion.fusion_weights='{\"dense\": 0.5}' (dev-split exploration)")
+                        "fusion.scoring.fusion_weights='{\"dense\": 0.5}' (dev-split exploration)")
     parser.add_argument("--protocol", choices=("loo", "online"), default="loo",
                         help="loo: the held-out conversation gives no feedback (default); "
                         "online: its questions are asked in turn, each giving feedback that "
@@ -179,6 +188,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"dense embeddings cache, outside the repo (default {DEFAULT_CACHE}; "
                         "'none' to recompute)")
     add_shared(parser, "json", "out", "no-progress")
+
+
+def _set(changes: Mapping[str, Any], name: str, value: Any) -> dict[str, Any]:
+    """``changes`` with ``name`` (a Config field, or ``group.field``) set to ``value``."""
+    group, _, inner = name.partition(".")
+    if not inner:
+        return {**changes, name: value}
+    return {**changes, group: {**changes.get(group, {}), inner: value}}
 
 
 def _select(arg: str | None, overrides: Sequence[str]) -> list[Ablation]:
@@ -195,8 +212,9 @@ def _select(arg: str | None, overrides: Sequence[str]) -> list[Ablation]:
         target, _, value = item.partition("=")
         key, _, name = target.partition(".")
         if not name or not value:
-            raise ValueError(f"--set: expected ROW.FIELD=JSON, got {item!r}")
-        rows = [replace(a, changes={**a.changes, name: json.loads(value)}) if a.key == key
+            raise ValueError(f"--set: expected ROW.FIELD=JSON (FIELD: weights, or GROUP.FIELD "
+                             f"such as scoring.intent_recency), got {item!r}")
+        rows = [replace(a, changes=_set(a.changes, name, json.loads(value))) if a.key == key
                 else a for a in rows]
     return rows
 
@@ -302,8 +320,8 @@ def _chosen_weights(grid: str, rr: Any, runner: Any, eval_cfg: Any, fold: int
         return replace(eval_cfg, weights=fit.config.weights), {
             "weights": {k: round(v, 3) for k, v in zip(SIGNALS, fit.config.weights.as_tuple())},
             "qtype": {}, "moved": fit.moved}
-    view = rr.with_config(**{n: getattr(eval_cfg, n) for n in ("fusion_weights",
-                                                                  "intent_recency")})
+    view = rr.with_config(scoring={n: getattr(eval_cfg.scoring, n) for n in ("fusion_weights",
+                                                                          "intent_recency")})
     train_qs = [qi for qi in runner.order if runner.prep.data.questions[qi].conv != fold]
     points, rrs = runner.grid(view, train_qs)
     best = points[int(np.argmax(np.round(rrs.mean(axis=0), 12)))]

@@ -19,13 +19,12 @@ from __future__ import annotations
 import json
 import sys
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from heaprank.config import RECENCY_EVERY_QUESTION
+from heaprank.config import FLAT_KEYS, RECENCY_EVERY_QUESTION
 from heaprank.model.questions import english_question_type
 
 from .harness.answers import ANSWER_MODES, AttributionTally
@@ -35,7 +34,7 @@ from .harness.report import CATEGORY, ScoreTable, ci_text, diff_text, git_state,
 from .locomo_stages import STAGE_LABEL, STAGES, LambdaRank, StageInputs
 
 NOT_WORSE = -0.005
-#: An ablation row: ``(key, label, Config changes, feedback modes)``.
+#: An ablation row: ``(key, label, Config changes (``Config.with_changes``), feedback modes)``.
 Lever = tuple[str, str, dict[str, Any], tuple[str, ...]]
 
 
@@ -69,16 +68,15 @@ def add_arguments(parser: Any) -> None:
 def _levers(default: Any) -> list[Lever]:
     """Each built-in lever's ablation row."""
     out: list[Lever] = []
-    if any(default.intent_recency.get(i, 1.0) != 1.0 for i in ("recent", "past", "none")):
+    if any(default.scoring.intent_recency.get(i, 1.0) != 1.0 for i in ("recent", "past", "none")):
         out.append(("abl_recency_every_question", "recency on every question (old default)",
-                    {"intent_recency": dict(RECENCY_EVERY_QUESTION)}, ("none",)))
-    if hasattr(default, "stage_slots"):
-        on = default.stage_slots
-        out.append(("abl_stage_slots", ("without" if on else "with") + " first-stage rank/gap "
-                    "slots", {"stage_slots": not on}, ("oracle",)))
-    on = default.speaker_roles
+                    {"scoring": {"intent_recency": dict(RECENCY_EVERY_QUESTION)}}, ("none",)))
+    on = default.features.stage_slots
+    out.append(("abl_stage_slots", ("without" if on else "with") + " first-stage rank/gap "
+                "slots", {"features": {"stage_slots": not on}}, ("oracle",)))
+    on = default.features.speaker_roles
     out.append(("abl_speaker_roles", ("without" if on else "with") + " the speaker-role slot",
-                {"speaker_roles": not on}, ("oracle",)))
+                {"features": {"speaker_roles": not on}}, ("oracle",)))
     return out + _refit_levers(default)
 
 
@@ -88,8 +86,9 @@ def _given_levers(specs: list[str]) -> list[Lever]:
     for text in specs:
         name, spec = named_json(text, "--lever")
         typed = config_from_json(spec)  # the fields as Config holds them (a Prior, ...)
+        named = {FLAT_KEYS[k][0] if k in FLAT_KEYS else k for k in spec}  # (a 0.1 flat key)
         out.append((f"abl_given_{name}", f"{name} {text.partition('=')[2]}",
-                    {field: getattr(typed, field) for field in spec}, ("oracle",)))
+                    {field: getattr(typed, field) for field in sorted(named)}, ("oracle",)))
     return out
 
 
@@ -115,18 +114,18 @@ REFIT_LEVERS = ("abl_refit_off", "abl_refit_every", "abl_refit_shrinkage", "abl_
 def _refit_levers(default: Any) -> list[Lever]:
     """Continuous re-fitting's levers (issue 24, item 1), each flipped against the default: the
     weights fixed, half the cadence, a quarter of the shrinkage, and per question type."""
-    if not default.refit_every:
+    if not default.refit.every:
         return []
-    every, shrink = max(1, default.refit_every // 2), default.refit_shrinkage / 4
-    on = default.refit_qtypes
-    return [("abl_refit_off", "weights fixed (no continuous re-fit)", {"refit_every": 0},
+    every, shrink = max(1, default.refit.every // 2), default.refit.shrinkage / 4
+    on = default.refit.qtypes
+    return [("abl_refit_off", "weights fixed (no continuous re-fit)", {"refit": {"every": 0}},
              ("oracle",)),
-            ("abl_refit_every", f"re-fit every {every} feedbacks", {"refit_every": every},
+            ("abl_refit_every", f"re-fit every {every} feedbacks", {"refit": {"every": every}},
              ("oracle",)),
-            ("abl_refit_shrinkage", f"re-fit shrinkage {shrink:g}", {"refit_shrinkage": shrink},
+            ("abl_refit_shrinkage", f"re-fit shrinkage {shrink:g}", {"refit": {"shrinkage": shrink}},
              ("oracle",)),
             ("abl_refit_qtypes", ("without" if on else "with") + " re-fitting per question type",
-             {"refit_qtypes": not on}, ("oracle",))]
+             {"refit": {"qtypes": not on}}, ("oracle",))]
 
 
 def setup(args: Any, path: Path) -> dict[str, Any]:
@@ -210,7 +209,7 @@ def run(args: Any, path: Path) -> int:
             AttributionTally.into(attribution, mode, AttributionTally(**{
                 k: int(v) for k, v in tally.items() if k in AttributionTally.__slots__}))
         for key, label, changes, modes in levers:
-            cfg = replace(default, **changes)
+            cfg = default.with_changes(**changes)
             changed = {name: value for name, value in cfg.to_dict().items() if name in changes}
             for mode in modes:
                 k = key if mode == "oracle" else f"{key}_day_one"

@@ -13,7 +13,7 @@ turn of that speaker, in one of three phrasings. Each fact then gets two questio
 The real turns stay as they are (they are the distractors). Candidates are BM25 top 50 over the
 augmented conversation, questions are asked one day after its last session, and nothing is
 learned (the intent multiplier needs no feedback). Rows: BM25; heaprank defaults; recency off;
-and heaprank with ``Config.intent_recency``, its two multipliers chosen on the development
+and heaprank with ``Config.scoring.intent_recency``, its two multipliers chosen on the development
 conversations (0-4) by a grid, each on its own intent's questions, then applied unchanged to the
 test conversations (5-9). ``--write FILE`` saves the augmented data (LoCoMo format) to read it.
 """
@@ -106,7 +106,7 @@ def _rows(prep: Any, on_dev: np.ndarray, intent: np.ndarray, seed: int
           ) -> tuple[dict[str, np.ndarray], dict[str, dict[str, float]], dict[str, float]]:
     """Every row's reciprocal ranks over all questions, the dev grid's MRR by multiplier and
     the multipliers it chose."""
-    from heaprank import Config, Reranker
+    from heaprank import Config, Reranker, Scoring
 
     from .harness.metrics import collect
     from .harness.runner import HeaprankRunner
@@ -126,11 +126,12 @@ def _rows(prep: Any, on_dev: np.ndarray, intent: np.ndarray, seed: int
     for name, values in (("recent", RECENT_GRID), ("past", PAST_GRID)):
         mask = on_dev & (intent == name)
         for v in values:
-            grid[name][f"{v:g}"] = float(evaluate(Config(intent_recency={name: v}))[mask].mean())
+            cfg = Config(scoring=Scoring(intent_recency={name: v}))
+            grid[name][f"{v:g}"] = float(evaluate(cfg)[mask].mean())
     chosen = {name: float(max(grid[name], key=lambda k: (grid[name][k], -abs(float(k) - 1))))
               for name in grid}
     rows[f"heaprank + intent (recent x{chosen['recent']:g}, past x{chosen['past']:g}; "
-         "dev grid)"] = evaluate(Config(intent_recency=chosen))
+         "dev grid)"] = evaluate(Config(scoring=Scoring(intent_recency=chosen)))
     return rows, grid, chosen
 
 

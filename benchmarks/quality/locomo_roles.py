@@ -15,14 +15,13 @@ the topic word). The real turns stay as distractors. Protocol as ``locomo``: BM2
 leave one conversation out, oracle feedback from the other conversations' role questions, scored
 on the full list; the development rows learn from and hold out conversations 0-4 only, the test
 rows hold out 5-9 (learning from the other nine). Rows: BM25, heaprank day one, heaprank after
-feedback without and with ``Config(speaker_roles=True)``.
+feedback without and with ``Config(features=Features(speaker_roles=True))``.
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -111,7 +110,7 @@ def _rows(data: Any, prep: Any, seed: int, training: frozenset[int], held: list[
         "heaprank day one": runner.evaluate(Reranker(config=default), qs)}
     for label, on in (("heaprank + oracle, no speaker-role slot", False),
                       ("heaprank + oracle, speaker-role slot", True)):
-        cfg = replace(default, speaker_roles=on)
+        cfg = default.with_changes(features={"speaker_roles": on})
         scores: list[Any] = []
         for f in held:
             fq = [qi for qi in qs if data.questions[qi].conv == f]

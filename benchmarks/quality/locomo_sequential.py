@@ -16,8 +16,8 @@ per-document mechanisms cannot show anything there. Here:
   from one conversation to another.
 
 Rows are configurations, by name (``--rows``) from :data:`ROWS`, or given as JSON with ``--row
-NAME=JSON`` (the fields of :class:`heaprank.Config`; ``weights``, ``prior`` and ``co_use`` as
-objects), so a new signal is measured without editing this file. Every difference comes with a
+NAME=JSON`` (:class:`heaprank.Config` in its ``to_dict`` shape: ``weights`` and each settings
+group as objects), so a new signal is measured without editing this file. Every difference comes with a
 paired bootstrap interval, also over the *later* questions alone (those with at least half of
 their conversation's questions before them), where the history is longest.
 """
@@ -38,14 +38,15 @@ from .harness.report import CATEGORY
 ROWS: dict[str, dict[str, Any] | None] = {
     "bm25": None,
     "default": {},
-    "co-use": {"co_use": {}, "weights": {"association": 1.0}},
-    "doc": {"doc_features": True},
-    "co-use+doc": {"co_use": {}, "weights": {"association": 1.0}, "doc_features": True},
-    # the weights fixed as configured: no continuous re-fit (Config.refit_every)
-    "fixed": {"refit_every": 0},
+    "co-use": {"learning": {"co_use": {}}, "weights": {"association": 1.0}},
+    "doc": {"features": {"doc_features": True}},
+    "co-use+doc": {"learning": {"co_use": {}}, "weights": {"association": 1.0},
+                   "features": {"doc_features": True}},
+    # the weights fixed as configured: no continuous re-fit (Config.refit.every)
+    "fixed": {"refit": {"every": 0}},
     # BM25 fused with the dense cosine (needs --dense), re-fitted or fixed
-    "fusion": {"fusion_weights": {"dense": 1.0}},
-    "fusion-fixed": {"fusion_weights": {"dense": 1.0}, "refit_every": 0},
+    "fusion": {"scoring": {"fusion_weights": {"dense": 1.0}}},
+    "fusion-fixed": {"scoring": {"fusion_weights": {"dense": 1.0}}, "refit": {"every": 0}},
 }
 DEFAULT_ROWS = "bm25,default,co-use,doc,co-use+doc"
 SHOWN_K = 10
@@ -115,7 +116,7 @@ def _run_row(rr: Any, prep: Any, sequence: list[tuple[int, int]], mode: str, see
         if not cands:
             scores[qi] = score_ranking((), ev)
             continue
-        if rr.config.co_use is not None:  # what the edges could do for this question
+        if rr.config.learning.co_use is not None:  # what the edges could do for this question
             _, _, edges = rr.state.read_with_edges(prep.namespaces[q.conv], [],
                                                    [c.id for c in cands])
             is_ev = np.array([c.id in ev for c in cands])

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -59,7 +58,7 @@ def _codes(variant: str, original: Any) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    from heaprank import Config
+    from heaprank import Config, Features
     from heaprank.scoring import scorer
 
     from .harness.metrics import Bootstrap, collect
@@ -80,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
         base = collect([preps[data.questions[qi].conv].retriever_score(qi) for qi in qs]).rr
         boot = Bootstrap(len(qs), resamples=args.resamples, seed=args.seed)
         for variant in args.variants.split(","):
-            cfg = replace(Config(), stage_slots=variant != "none")
+            cfg = Config(features=Features(stage_slots=variant != "none"))
             scorer.stage_codes = _codes(variant, original)  # type: ignore[assignment]
             try:
                 scores: list[Any] = []

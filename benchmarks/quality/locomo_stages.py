@@ -5,7 +5,7 @@ Every first stage keeps the same candidate set (BM25 top 50 of the question's co
 
 - ``bm25``: the BM25 score itself;
 - ``fusion``: the mean of the min-max normalised BM25 score and the min-max normalised MiniLM
-  cosine over the 50, the blend ``Config(fusion_weights={"dense": 1.0})`` computes from the
+  cosine over the 50, the blend ``Config(scoring=Scoring(fusion_weights={"dense": 1.0}))`` computes from the
   same two scores (heaprank's fusion maps it onto ``[floor, 1]``: the same order);
 - ``rrf``: reciprocal-rank fusion, ``1 / (60 + rank_bm25) + 1 / (60 + rank_cosine)`` with
   ranks from 1 within the 50 (scores near 0.016-0.033: a compressed scale);

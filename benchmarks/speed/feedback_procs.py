@@ -27,9 +27,9 @@ def _candidates(worker: int) -> list[dict[str, Any]]:
 
 def _worker(path: str, synchronous: str, worker: int, n: int, group: int,
             barrier: Any, out: Any) -> None:
-    from heaprank import Config, Reranker, SQLiteState
+    from heaprank import Config, Refit, Reranker, SQLiteState
 
-    rr = Reranker(SQLiteState(path, synchronous=synchronous), config=Config(refit_every=0))
+    rr = Reranker(SQLiteState(path, synchronous=synchronous), config=Config(refit=Refit(every=0)))
     cands = _candidates(worker)
     recalls = []
     for i in range(n):

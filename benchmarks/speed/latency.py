@@ -172,10 +172,10 @@ def _timed_questions(retriever: Retriever, pool: Sequence[tuple[str, str, str]],
 def _build(cfg: dict[str, Any], workload: Workload, retriever: Retriever,
            warm: Sequence[tuple[str, str, str]], tmp: str) -> tuple[dict[str, Any], Any, dict]:
     """The systems, each warmed with the same questions and simulated feedback."""
-    from heaprank import Config, Reranker
+    from heaprank import Config, Refit, Reranker
     from heaprank.state import SQLiteState
 
-    HOT = Config(refit_every=0)  # the hot paths: what a re-fit costs is refit-cost's
+    HOT = Config(refit=Refit(every=0))  # the hot paths: what a re-fit costs is refit-cost's
 
     systems: dict[str, Any] = {}
     timings: dict[str, float] = {}

@@ -46,7 +46,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from heaprank import Config, Reranker
+from heaprank import Config, Refit, Reranker
 from heaprank.scoring.space import FeatureSpace
 
 from .. import T0
@@ -354,7 +354,7 @@ def profile_this(args: argparse.Namespace) -> None:
     retriever = Retriever(workload)
     with tempfile.TemporaryDirectory() as tmp:
         state = None if args.backend == "memory" else f"sqlite:///{tmp}/state.db"
-        rr = Reranker(state, config=Config(refit_every=0))  # as latency times it
+        rr = Reranker(state, config=Config(refit=Refit(every=0)))  # as latency times it
         warm_heaprank(rr, retriever, workload.questions[:3000], args.seed, NoProgress())
         timed = workload.questions[3000:]
         cands = [(ns, q, t, retriever.candidates(ns, q, args.n)) for ns, q, t in timed]

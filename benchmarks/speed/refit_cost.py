@@ -1,4 +1,4 @@
-"""``python -m benchmarks refit-cost``: what one continuous re-fit (``Config.refit_every``)
+"""``python -m benchmarks refit-cost``: what one continuous re-fit (``Config.refit.every``)
 costs, by the size of the impression log and the backend.
 
 A re-fit runs at feedback time, after the feedback is stored (never inside a rerank): it reads
@@ -7,7 +7,7 @@ the state's whole impression log, fits the conditional logit with its held-out c
 ``n`` impressions with feedback (10 shown items each, one used, drawn from a known
 conditional-logit model, written as a reranker writes them), then :meth:`Reranker.refit` is
 timed (median of ``--repeats``), split into reading the log and the rest (fit, check, store).
-Divided by ``refit_every`` it is the cost a re-fit adds per feedback.
+Divided by ``refit.every`` it is the cost a re-fit adds per feedback.
 """
 
 from __future__ import annotations
@@ -44,11 +44,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _fill(state: Any, n: int, seed: int) -> None:
     """``n`` impressions with feedback, as a reranker writes them (one namespace per 100)."""
-    from heaprank import Config, Reranker
+    from heaprank import Config, Refit, Reranker
     from heaprank.records import Impression, new_recall_id
 
     rng = np.random.default_rng(seed)
-    rr = Reranker(state, config=Config(refit_every=0))
+    rr = Reranker(state, config=Config(refit=Refit(every=0)))
     true = np.array([1.0, 1.0, 1.0, 1.5])
     taken: set[str] = set()
     requests = []
@@ -112,7 +112,7 @@ def _cell(backend: str, n: int, args: argparse.Namespace, tmp: Path) -> dict[str
         return {"backend": backend, "impressions": n, "refit_ms": round(1000 * total, 1),
                 "read_log_ms": round(1000 * read, 1),
                 "fit_and_store_ms": round(1000 * max(total - read, 0.0), 1),
-                "per_feedback_ms_at_default_n": round(1000 * total / Config().refit_every, 2),
+                "per_feedback_ms_at_default_n": round(1000 * total / Config().refit.every, 2),
                 "moved": record.moved, "gain": None if record.gain is None else round(record.gain, 4)}
     finally:
         if hasattr(state, "clear"):
@@ -140,9 +140,9 @@ def _rerank_us(config: Any, state: Any, n: int) -> float:
 
 def _hot_path(n: int) -> dict[str, float]:
     """The rerank path with continuous re-fits on (it compares a clock with the next poll, and
-    reads the stored record every ``refit_poll_s``) and off, interleaved, on a state that
+    reads the stored record every ``refit.poll_s``) and off, interleaved, on a state that
     holds a fitted record."""
-    from heaprank import Config, MemoryState, Reranker
+    from heaprank import Config, MemoryState, Refit, Reranker
 
     state = MemoryState()
     _fill(state, 200, 0)
@@ -150,7 +150,7 @@ def _hot_path(n: int) -> dict[str, float]:
     on, off = [], []
     for _ in range(3):
         on.append(_rerank_us(Config(), state, n // 3))
-        off.append(_rerank_us(Config(refit_every=0), state, n // 3))
+        off.append(_rerank_us(Config(refit=Refit(every=0)), state, n // 3))
     return {"refit_on_us": round(statistics.median(on), 1),
             "refit_off_us": round(statistics.median(off), 1)}
 
@@ -175,7 +175,7 @@ def run(args: argparse.Namespace) -> int:
                     return 2
     hot = _hot_path(args.reranks)
     result = {"benchmark": "refit-cost", "shown": SHOWN, "repeats": args.repeats,
-              "refit_every": Config().refit_every, "rows": rows, "rerank_50_explain": hot}
+              "refit_every": Config().refit.every, "rows": rows, "rerank_50_explain": hot}
     text = json.dumps(result, indent=1)
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)

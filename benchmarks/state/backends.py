@@ -83,11 +83,11 @@ def candidates(ns: int) -> list[dict[str, Any]]:
 
 
 def _worker(url: str, proc: int, calls: int, warmup: int, start_at: float) -> dict[str, Any]:
-    from heaprank import Config, Reranker
+    from heaprank import Config, Refit, Reranker
 
     rng = random.Random(proc)
     pools = {ns: candidates(ns) for ns in range(NAMESPACES)}
-    rr = Reranker(url, config=Config(refit_every=0))  # the hot paths: re-fit cost is refit-cost's
+    rr = Reranker(url, config=Config(refit=Refit(every=0)))  # the hot paths: re-fit cost is refit-cost's
 
     def one() -> tuple[float, Any]:
         ns = rng.randrange(NAMESPACES)
@@ -144,7 +144,7 @@ def _round_trips(url: str, n: int) -> dict[str, Any]:
     rerank's wall-time median, one process (options such as ``global_cache_ttl`` in ``url``)."""
     import redis
 
-    from heaprank import Config, Reranker
+    from heaprank import Config, Refit, Reranker
     from heaprank.state.redis import RedisState
     from heaprank.state.redis.layout import redis_options
 
@@ -164,7 +164,7 @@ def _round_trips(url: str, n: int) -> dict[str, Any]:
     else:
         client = redis.Redis.from_url(base, connection_class=Counting)
         nodes = [redis.Redis.from_url(base)]
-    rr = Reranker(RedisState(client=client, **options), config=Config(refit_every=0))
+    rr = Reranker(RedisState(client=client, **options), config=Config(refit=Refit(every=0)))
     pool = candidates(0)
     for _ in range(20):  # warm: scripts loaded, connections open, links learned
         r = rr.rerank(QUERIES[0], pool, namespace="rt", k=10, now=NOW)
@@ -236,7 +236,7 @@ def _async_rate(url: str, n: int, in_flight: int = 16) -> dict[str, float]:
 
     import redis
 
-    from heaprank import Config, Reranker
+    from heaprank import Config, Refit, Reranker
     from heaprank.state.redis import RedisState
     from heaprank.state.redis.layout import redis_options
 
@@ -257,12 +257,12 @@ def _async_rate(url: str, n: int, in_flight: int = 16) -> dict[str, float]:
         return n / (time.perf_counter() - t0)
 
     async def both() -> dict[str, float]:
-        on_loop = Reranker(RedisState(base, **options), config=Config(refit_every=0))
+        on_loop = Reranker(RedisState(base, **options), config=Config(refit=Refit(every=0)))
         cluster = base.startswith("redis+cluster://")
         client = (redis.cluster.RedisCluster.from_url("redis://" + base[len("redis+cluster://"):])
                   if cluster else redis.Redis.from_url(base))
         threaded = Reranker(RedisState(client=client, **options),
-                            config=Config(refit_every=0))  # no async twin: threads
+                            config=Config(refit=Refit(every=0)))  # no async twin: threads
         try:
             return {"async_client": await answers(on_loop), "threads": await answers(threaded)}
         finally:

@@ -239,7 +239,7 @@ def _cmd_forget(args: argparse.Namespace) -> int:
     if not args.preview:
         raise UsageError("forget: only --preview is available: heaprank never deletes your "
                          "documents (drop forgotten ones from rankings with "
-                         "Config(drop_forgotten=True))")
+                         "Config(retention=Retention(drop_forgotten=True)))")
     policies = _policy(args)
     with Reranker(_state_url(args)) as rr:
         report = rr.forget_candidates(args.namespace, now=_now(args.now), policy=policies)

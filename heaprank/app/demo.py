@@ -148,7 +148,7 @@ def run(out: TextIO, state: str | None = None) -> Reranker:
     for r in ranking:
         out.write(f"  {r.rank}. {r.id:<14} {r.explain()}\n")
     out.write("\nStrongest learned links, all users pooled "
-              f"(prior mean {rr.config.prior.mean:.3f}):\n")
+              f"(prior mean {rr.config.learning.prior.mean:.3f}):\n")
     for link in rr.links("*")[:6]:
         out.write(f"  {link.feature:<26} P(useful) {link.p:.3f}  (n {link.n:.0f}, "
                   f"90% {link.low:.3f}-{link.high:.3f})\n")

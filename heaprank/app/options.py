@@ -48,9 +48,9 @@ FEATURES = """feature names: a shape of the memory or its relation to the questi
   qsrc:yes                 the question names the memory's source or speaker
   qent:yes                 a name from the question appears in the memory
   prev:, next:             how high the retriever placed the turn before / after it
-  tag:<t>, person:<p>/<r>  a tag listed in Config.tag_slots; question person x speaker role
+  tag:<t>, person:<p>/<r>  a tag listed in Config.features.tag_slots; question person x speaker role
   qt:when&date:yes         a slot crossed with the question type (when, who, howmany, ...)
-  doc:<id>                 this very document (Config.doc_features)"""
+  doc:<id>                 this very document (Config.features.doc_features)"""
 
 
 def print_fit(fit: Any, start: Any) -> None:
@@ -64,7 +64,7 @@ def print_fit(fit: Any, start: Any) -> None:
                 for n in fit.intervals if n != "half_life_s"]
         if "half_life_s" in fit.intervals:  # shown in days
             low, high = fit.intervals["half_life_s"]
-            rows.append(("half-life d", start.half_life_s / DAY_S,
+            rows.append(("half-life d", start.retention.half_life_s / DAY_S,
                          fit.fitted_half_life_s / DAY_S, low / DAY_S, high / DAY_S))
         print(f"  {'weight':<12} {'current':>8} {'fitted':>8}   90% interval")
         for name, before, after, low, high in rows:

@@ -132,7 +132,7 @@ def _tune_figure(result: TuneResult, max_namespaces: int) -> tuple[Any, list[str
         ax.set_title("Current weights: nothing fitted\n" + textwrap.fill(result.fit.reason, 90),
                      fontsize="medium")
     if hl_ax is not None:
-        hl_ax.axhline(result.start.half_life_s / DAY_S, color="#999999", lw=1.0, ls="--")
+        hl_ax.axhline(result.start.retention.half_life_s / DAY_S, color="#999999", lw=1.0, ls="--")
         hl_ax.set_xticks([])
         hl_ax.set_xlim(-0.7, len(drawn) - 0.3)
         hl_ax.set_ylim(bottom=0.0)
@@ -303,7 +303,7 @@ def _draw_tune(args: argparse.Namespace, rr: Reranker) -> None:
 
 def _policy_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--policy", help="TOML or JSON retention policy file (default: the "
-                        "config's retention_policy, else the built-in one)")
+                        "config's retention.policy, else the built-in one)")
     parser.add_argument("--json", action="store_true", help="print the plotted values as JSON")
 
 
@@ -316,7 +316,7 @@ def _retention_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _policies(args: argparse.Namespace, rr: Reranker) -> PolicySet:
-    return load_policy(args.policy) if args.policy else resolve_policy(rr.config.retention_policy)
+    return load_policy(args.policy) if args.policy else resolve_policy(rr.config.retention.policy)
 
 
 def _print_values(args: argparse.Namespace, text: str, data: Any) -> None:

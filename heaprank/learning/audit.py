@@ -108,11 +108,11 @@ def forget_preview(state: StateBackend, docs: DocLister | None, namespace: str,
         uses = np.array([r[2] for r in rows], dtype=np.float64)
         importance = np.ones(len(ids))
     else:
-        batch = coerce_candidates(candidates, now=when, on_invalid=cfg.on_invalid,
-                                  future_tolerance_s=cfg.future_tolerance_s)
+        batch = coerce_candidates(candidates, now=when, on_invalid=cfg.inputs.on_invalid,
+                                  future_tolerance_s=cfg.inputs.future_tolerance_s)
         stats = state.read(namespace, [], batch.ids)[1]
         ids, uses = batch.ids, stats.use_count
         last = np.fmax(np.fmax(stats.last_used, batch.last_used), batch.created_at)
-        importance = sig.importance(batch, cfg.kind_importance)
+        importance = sig.importance(batch, cfg.scoring.kind_importance)
     age_days = (when - np.minimum(last, when)) / DAY_S  # a stored time after now counts as now
     return ret.forget_report(namespace, ids, age_days, importance, uses, policy)

@@ -170,18 +170,18 @@ class FeedbackStage:
         self._scorer = scorer
         self._space = scorer.space
         #: The reject weight of an ignored item by rank, for the usual ranks (index 0 unused)
-        self._weights = [0.0] + [reject_weight(rank, config.reject_discount)
+        self._weights = [0.0] + [reject_weight(rank, config.learning.reject_discount)
                                  for rank in range(1, KEPT_RANKS + 1)]
-        #: The fitted examination curve in force (``reject_discount="fitted"``), else None
+        #: The fitted examination curve in force (``learning.reject_discount="fitted"``), else None
         self.curve: tuple[float, ...] | None = None
         self.examine(curve)
 
     def examine(self, curve: Sequence[float] | None) -> None:
-        """With ``reject_discount="fitted"``, weigh an ignored item by ``curve`` (the fitted
+        """With ``learning.reject_discount="fitted"``, weigh an ignored item by ``curve`` (the fitted
         examination probability of its rank relative to rank 1, from the re-fit's record;
         ranks past it extended by :func:`heaprank.model.examination.reject_curve`); None or
         another discount: no change."""
-        if self._config.reject_discount != "fitted" or not curve:
+        if self._config.learning.reject_discount != "fitted" or not curve:
             return
         self.curve = tuple(curve)
         self._weights = [0.0] + examination.reject_curve(curve, KEPT_RANKS)
@@ -196,7 +196,7 @@ class FeedbackStage:
             return weights[rank]
         if self.curve is not None:
             return examination.reject_curve(self.curve, rank)[-1]
-        return reject_weight(rank, self._config.reject_discount)
+        return reject_weight(rank, self._config.learning.reject_discount)
 
     # ------------------------------------------------------------------ 1. ask
 
@@ -232,8 +232,8 @@ class FeedbackStage:
         cfg = self._config
         if isinstance(shown, Sequence) and len(shown) > MAX_K:  # (what an impression holds)
             raise InputError(f"shown: {len(shown)} items, at most {MAX_K} allowed")
-        batch = coerce_candidates(shown, now=when, on_invalid=cfg.on_invalid,
-                                  future_tolerance_s=cfg.future_tolerance_s)
+        batch = coerce_candidates(shown, now=when, on_invalid=cfg.inputs.on_invalid,
+                                  future_tolerance_s=cfg.inputs.future_tolerance_s)
         known = set(batch.ids)
         unknown = [d for d in named if d not in known]
         if unknown:  # checked before anything is written: no orphan impression
@@ -244,7 +244,7 @@ class FeedbackStage:
         return Impression(recall_id=recall_id, namespace=namespace, qtype=seen.info.qtype,
                           time=when, time_explicit=explicit, ids=batch.ids,
                           slots=tuple(slots_of(r) for r in seen.rows[seen.row_of].tolist()),
-                          doc_features=cfg.doc_features)
+                          doc_features=cfg.features.doc_features)
 
     # ----------------------------------------------------------------- 2. plan
 
@@ -320,7 +320,7 @@ class FeedbackStage:
         used item (EM credit; none without EM), but the first plan's items whose means are
         ``kept``."""
         out: dict[str, dict[str, None]] = {}
-        if self._config.em_credit:
+        if self._config.learning.em_credit:
             for i, plan in enumerate(plans):
                 for item in plan.todo:
                     features = item.judged.features
@@ -342,12 +342,12 @@ class FeedbackStage:
         plan's namespace's edges around :meth:`edge_docs` (co-use feedback is worked out and
         applied one plan at a time).
         """
-        book = _Counts(counts, self._config.prior, self._config.pooled_min_namespaces)
+        book = _Counts(counts, self._config.learning.prior, self._config.learning.pooled_min_namespaces)
         out = []
         for i, plan in enumerate(plans):
             means = book.means(plan, kept if i == 0 else None)
             inc = linkmath.increments([item.judged for item in plan.todo], means,
-                                      em=self._config.em_credit)
+                                      em=self._config.learning.em_credit)
             if i + 1 < len(plans):  # the next plans read the counts as this one leaves them
                 book.add(plan.impression.namespace, inc)
             out.append(Update(
@@ -364,7 +364,7 @@ class FeedbackStage:
     def pairs(self, plan: Plan) -> list[co_use_rule.Pair]:
         """The co-use pairs a plan forms (none without co-use): the edges its change reads are
         those of their documents."""
-        settings = self._config.co_use
+        settings = self._config.learning.co_use
         if settings is None:
             return []
         imp = plan.impression
@@ -375,7 +375,7 @@ class FeedbackStage:
     def _edges(self, plan: Plan, edges: EdgeView | None) -> EdgeChange | None:
         """The plan's change of its namespace's co-use edges, by the one update rule
         (:func:`heaprank.model.co_use.update`)."""
-        settings, pairs = self._config.co_use, self.pairs(plan)
+        settings, pairs = self._config.learning.co_use, self.pairs(plan)
         if settings is None or not pairs or edges is None:
             return None
         adj = edges.state.adjacency

@@ -86,7 +86,7 @@ def check_types(log: ChoiceLog, late: np.ndarray, start: Config, fit: tuple[np.n
     weights in force (pooled, and per type), ``fit`` the candidate fit's weight vector and
     half-life; the types in ``own`` have weights of their own that the fit does not move."""
     relevance = weight_vector(first_stage(start))
-    hl, floor = start.half_life_s, start.recency_floor
+    hl, floor = start.retention.half_life_s, start.retention.recency_floor
     out: dict[str, TypeCheck] = {}
     for code, qtype in enumerate(log.qtypes):
         mine = late[log.qtype[late] == code]

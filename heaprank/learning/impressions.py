@@ -71,7 +71,7 @@ def impression_of(scored: Scored, recall_id: str) -> Impression:
     stored = rank.matrix(len(seen.batch), (seen.relevance, signals.age, signals.importance,
                                            signals.use, scored.rules, *extra.values()),
                          scored.top)
-    if request.config.intent_recency.get(seen.info.intent) == 0:
+    if request.config.scoring.intent_recency.get(seen.info.intent) == 0:
         # Recency did not apply to this question (its intent scales it to 0): no age logged,
         # so replay and tune see its recency as neutral, as it was ranked.
         stored[:, 1] = math.nan
@@ -82,7 +82,7 @@ def impression_of(scored: Scored, recall_id: str) -> Impression:
         recall_id, request.namespace, seen.info.qtype, request.when, request.explicit,
         tuple(map(seen.batch.ids.__getitem__, scored.top.tolist())),
         seen.generation.slots_of_rows(list(map(rows.__getitem__, scored.top_rows))),
-        request.config.doc_features,
+        request.config.features.doc_features,
         IMPRESSION_SIGNALS + tuple(extra) if extra else IMPRESSION_SIGNALS, stored)
 
 

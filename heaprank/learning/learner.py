@@ -69,7 +69,7 @@ class Learner:
         """Work the plans' updates out and let the state apply them: all at once on a state
         with group commits, else (and with co-use) one at a time, each worked out from what the
         one before left."""
-        if len(plans) > 1 and (self._config.co_use is not None or not self._caps.group_commit):
+        if len(plans) > 1 and (self._config.learning.co_use is not None or not self._caps.group_commit):
             return [ok for plan in plans for ok in self._apply([plan])]
         if not plans:
             return []
@@ -90,7 +90,7 @@ class Learner:
     def _edge_view(self, plan: Plan) -> EdgeView | None:
         """What a co-use feedback reads of its namespace's edges (None: no co-use, or it forms
         no pair); a state without edges is refused before anything is applied."""
-        if self._config.co_use is None:
+        if self._config.learning.co_use is None:
             return None
         store = edge_store(self._caps)
         pairs = self._stage.pairs(plan)
@@ -103,7 +103,7 @@ class Learner:
     async def _aedge_view(self, twin: AsyncStateBackend, plan: Plan) -> EdgeView | None:
         """:meth:`_edge_view` on an async twin that stores edges: all of the namespace's are
         read first when the plan could take it past its cap (the rule reads them then)."""
-        settings, pairs = self._config.co_use, self._stage.pairs(plan)
+        settings, pairs = self._config.learning.co_use, self._stage.pairs(plan)
         if settings is None or not pairs:
             return None
         store = async_edge_store(twin)

@@ -1,10 +1,10 @@
 """Continuous re-fitting: the signal weights re-fitted from the state's own impression log after
-every ``Config.refit_every`` feedbacks, kept in the state so that every reranker sharing it
+every ``Config.refit.every`` feedbacks, kept in the state so that every reranker sharing it
 agrees (docs/design.md, "Continuous re-fitting").
 
-A re-fit is :func:`heaprank.learning.tuning.tune` on the latest ``Config.refit_window``
+A re-fit is :func:`heaprank.learning.tuning.tune` on the latest ``Config.refit.window``
 impressions of the log: a conditional logit shrunk
-(``Config.refit_shrinkage``) toward the weights in use, which moves only when the fit on the
+(``Config.refit.shrinkage``) toward the weights in use, which moves only when the fit on the
 earlier 80% predicts the latest 20% better. Its record also says what the learned signals are
 worth on those latest impressions: the held-out MRR of the shown items re-ordered by the
 weights that apply, next to relevance alone. It runs at feedback time, after the feedback is
@@ -42,7 +42,7 @@ logger = logging.getLogger("heaprank")
 
 #: The later share of the log each re-fit is checked on (as ``tune``'s ``holdout``).
 HOLDOUT = 0.2
-#: With ``Config.refit_qtypes``, a question type's fit is pulled this hard toward the pooled
+#: With ``Config.refit.qtypes``, a question type's fit is pulled this hard toward the pooled
 #: weights (as ``tune``'s ``namespace_shrinkage``).
 QTYPE_SHRINKAGE = 4.0
 
@@ -61,18 +61,18 @@ class FittedWeights:
             used item with the shown items re-ordered by the weights that apply (fitted on
             the earlier part only) and by relevance alone; ``gain`` is their difference.
         labels: The graded labels the log held (``outdated``, ``wrong``).
-        qtype_weights: With ``Config.refit_qtypes``, the weights of each question type whose
+        qtype_weights: With ``Config.refit.qtypes``, the weights of each question type whose
             own fit moved (pulled toward the pooled ones); else empty.
         held: The weights of each question type the per-type guard holds back from the pooled
             weights (:mod:`.guard`: the fit would have cost it): those in force before, or
             relevance alone.
         types: The held-out check of each question type (:meth:`.guard.TypeCheck.to_dict`:
             its MRR by the first stage, the weights in force, the fit; what applies; ``gain``).
-        examination, examination_impressions: With ``Config.reject_discount="fitted"``, the
+        examination, examination_impressions: With ``Config.learning.reject_discount="fitted"``, the
             examination curve fitted on the log (``theta_r / theta_1`` from rank 1, the reject
             weight of an ignored item at rank r; :func:`fit_examination`) and the impressions
             it read; None (and 0) while the log holds fewer than
-            ``Config.reject_fit_impressions``.
+            ``Config.refit.reject_impressions``.
     """
 
     version: int
@@ -132,29 +132,29 @@ class FittedWeights:
 
 def fit_weights(state: StateBackend, config: Config, version: int,
                 held: Collection[str] = ()) -> FittedWeights | None:
-    """Re-fit ``config.weights`` on the latest ``config.refit_window`` impressions of
+    """Re-fit ``config.weights`` on the latest ``config.refit.window`` impressions of
     ``state``'s log: the record to store as ``version``, or None while they hold too few usable
     impressions to fit at all. ``held``: the types of ``config.qtype_weights`` that the guard
     holds (the others have weights of their own, which the pooled fit does not move)."""
     from .tuning import MIN_HELDOUT, MIN_IMPRESSIONS, pooled_fit
 
-    impressions = deque(state.feedback_log(None), maxlen=config.refit_window)
+    impressions = deque(state.feedback_log(None), maxlen=config.refit.window)
     log = ChoiceLog(impressions)
     n = len(log)
     late = np.arange(n - int(round(HOLDOUT * n)), n)
     if n < MIN_IMPRESSIONS or len(late) < MIN_HELDOUT:
         return None
-    fit = pooled_fit(log, config, shrinkage=config.refit_shrinkage, holdout=HOLDOUT,
-                     only=config.refit_signals, own=frozenset(config.qtype_weights) - set(held))
+    fit = pooled_fit(log, config, shrinkage=config.refit.shrinkage, holdout=HOLDOUT,
+                     only=config.refit.signals, own=frozenset(config.qtype_weights) - set(held))
     relevance_only = np.zeros(len(weight_names()))
     relevance_only[weight_names().index("relevance")] = max(config.weights.relevance, 1e-3)
-    _, mrr_relevance = heldout_scores(log, late, relevance_only, config.half_life_s,
-                                      config.recency_floor)
+    _, mrr_relevance = heldout_scores(log, late, relevance_only, config.retention.half_life_s,
+                                      config.retention.recency_floor)
     mrr = fit.heldout_mrr_after if fit.moved else fit.heldout_mrr_before
     qtypes = _qtype_fits(impressions, replace(config, weights=fit.weights)) \
-        if config.refit_qtypes else {}
-    curve, seen = fit_examination(impressions, config.reject_fit_impressions) \
-        if config.reject_discount == "fitted" else (None, 0)
+        if config.refit.qtypes else {}
+    curve, seen = fit_examination(impressions, config.refit.reject_impressions) \
+        if config.learning.reject_discount == "fitted" else (None, 0)
     return FittedWeights(version=version, weights=fit.weights, fitted_at=time.time(),
                          moved=fit.moved, reason=fit.reason, impressions=n, heldout=len(late),
                          heldout_mrr=mrr, heldout_mrr_relevance=mrr_relevance,
@@ -215,7 +215,7 @@ def _qtype_fits(impressions: Iterable[Impression], config: Config) -> dict[str, 
     for qtype, mine in sorted(by_qtype.items()):
         start = replace(config, weights=config.qtype_weights.get(qtype, config.weights))
         found = pooled_fit(ChoiceLog(mine), start, shrinkage=QTYPE_SHRINKAGE, holdout=HOLDOUT,
-                           only=config.refit_signals)
+                           only=config.refit.signals)
         if found.moved:
             out[qtype] = found.weights
         elif qtype in config.qtype_weights:
@@ -226,7 +226,7 @@ def _qtype_fits(impressions: Iterable[Impression], config: Config) -> dict[str, 
 def describe_fit(fitted: dict[str, Any] | None) -> str:
     """When the state's weights were last fitted, and what the held-out check said."""
     if fitted is None:
-        return "never (the config's weights; a re-fit runs every Config.refit_every feedbacks)"
+        return "never (the config's weights; a re-fit runs every Config.refit.every feedbacks)"
     when = datetime.fromtimestamp(fitted["fitted_at"], timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
     gain = fitted["gain"]
     held = "no held-out check" if gain is None else (
@@ -257,24 +257,24 @@ def describe_rejects(rejects: dict[str, Any]) -> str:
 
 def adopted(config: Config, record: FittedWeights, held_before: Collection[str] = ()) -> Config:
     """``config`` ranking with ``record``'s weights (and its question types' ones, over those
-    configured, with ``Config.refit_qtypes``), and the types the guard holds with their held
+    configured, with ``Config.refit.qtypes``), and the types the guard holds with their held
     weights; ``held_before``: the types ``config`` holds from an earlier record (released
     unless held again)."""
     qtypes = {q: w for q, w in config.qtype_weights.items() if q not in held_before}
     qtypes.update(record.held or {})
-    if config.refit_qtypes and record.qtype_weights:
+    if config.refit.qtypes and record.qtype_weights:
         qtypes.update(record.qtype_weights)
     return replace(config, weights=record.weights, qtype_weights=qtypes)
 
 
 class Refitter:
     """One reranker's side of continuous re-fitting: it counts the feedbacks given through
-    it, fits when their count reaches ``refit_every``, and polls the state for a record of
-    another version every ``refit_poll_s`` seconds."""
+    it, fits when their count reaches ``refit.every``, and polls the state for a record of
+    another version every ``refit.poll_s`` seconds."""
 
     def __init__(self, config: Config, state: StateBackend) -> None:
-        self.every = config.refit_every
-        self.poll_s = config.refit_poll_s
+        self.every = config.refit.every
+        self.poll_s = config.refit.poll_s
         self.store: WeightStore | None = weight_store(state) if self.every > 0 else None
         self.state = state
         self.count = 0
@@ -295,11 +295,11 @@ class Refitter:
         (``"fitted"`` or the fixed ``"log"`` / ``"none"``), the impressions the last fit read
         and how many the fitted curve needs, and the weights of ranks 1-10."""
         record, fitted = self.current, stage.curve is not None
-        return {"discount": config.reject_discount,
-                "curve": "fitted" if fitted else "none" if config.reject_discount == "none"
+        return {"discount": config.learning.reject_discount,
+                "curve": "fitted" if fitted else "none" if config.learning.reject_discount == "none"
                 else "log",
                 "impressions": 0 if record is None else record.examination_impressions,
-                "needs": config.reject_fit_impressions,
+                "needs": config.refit.reject_impressions,
                 "weights": [round(w, 4) for w in stage.reject_weights(10)]}
 
     def due(self, outcome: FeedbackOutcome) -> bool:

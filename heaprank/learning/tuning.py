@@ -181,11 +181,11 @@ def _fit_scope(log: ChoiceLog, scope: np.ndarray, heldout: np.ndarray, namespace
     the earlier part alone would apply (the target a namespace's earlier part shrinks toward).
     ``targets``: what the earlier part's fit and the whole scope's fit shrink toward."""
     train_target, final_target = targets
-    current = (weight_vector(start.weights), start.half_life_s)
+    current = (weight_vector(start.weights), start.retention.half_life_s)
     everything = np.flatnonzero(scope)
     early, late = np.flatnonzero(scope & ~heldout), np.flatnonzero(scope & heldout)
     base = TuneFit(namespace=namespace, moved=False, reason="", weights=start.weights,
-                   half_life_s=start.half_life_s, impressions=len(everything),
+                   half_life_s=start.retention.half_life_s, impressions=len(everything),
                    choices=int(log.used[items_of(log, everything)].sum()),
                    heldout_impressions=len(late))
     if len(everything) < settings.min_impressions:
@@ -289,9 +289,9 @@ def tune(impressions: Iterable[Impression] | ChoiceLog, config: Config, *,
     log = impressions if isinstance(impressions, ChoiceLog) else ChoiceLog(impressions)
     n = len(log)
     heldout = np.arange(n) >= n - int(round(holdout * n))
-    settings = _Settings(bool(fit_half_life), holdout, min_impressions, config.recency_floor,
+    settings = _Settings(bool(fit_half_life), holdout, min_impressions, config.retention.recency_floor,
                          own=frozenset(config.qtype_weights))
-    current = (weight_vector(config.weights), config.half_life_s)
+    current = (weight_vector(config.weights), config.retention.half_life_s)
     pooled, pooled_early = _fit_scope(log, np.ones(n, dtype=bool), heldout, None, config,
                                       (current, current), shrinkage, settings)
     per_namespace: dict[str, TuneFit] = {}
@@ -304,7 +304,9 @@ def tune(impressions: Iterable[Impression] | ChoiceLog, config: Config, *,
                                            (pooled_early, pooled_whole), namespace_shrinkage,
                                            settings)[0]
     chosen = per_namespace[namespace] if namespace not in (None, "*") else pooled
-    tuned = replace(config, weights=chosen.weights, half_life_s=chosen.half_life_s) \
+    tuned = replace(config,
+                    weights=chosen.weights,
+                    retention=replace(config.retention, half_life_s=chosen.half_life_s)) \
         if chosen.moved else config
     holds = held_weights(pooled.types, config) if chosen is pooled else {}
     if holds:  # the types the pooled fit would cost keep what they had (or relevance alone)
@@ -323,8 +325,8 @@ def pooled_fit(log: ChoiceLog, config: Config, *, shrinkage: float, holdout: flo
     _check_settings(shrinkage, 0.0, holdout, min_impressions)
     n = len(log)
     heldout = np.arange(n) >= n - int(round(holdout * n))
-    settings = _Settings(False, holdout, min_impressions, config.recency_floor, only, own)
-    current = (weight_vector(config.weights), config.half_life_s)
+    settings = _Settings(False, holdout, min_impressions, config.retention.recency_floor, only, own)
+    current = (weight_vector(config.weights), config.retention.half_life_s)
     return _fit_scope(log, np.ones(n, dtype=bool), heldout, None, config, (current, current),
                       shrinkage, settings)[0]
 
@@ -345,7 +347,8 @@ def replay(impressions: Iterable[Impression], config: Config, *,
     rows = np.arange(len(log.used))
     if not len(log):
         return ReplayResult(0, 0, None, {}, None, {}, dict(log.skipped))
-    score = log_scores(log, rows, weight_vector(config.weights), config.half_life_s, config.recency_floor)
+    score = log_scores(log, rows, weight_vector(config.weights), config.retention.half_life_s,
+                       config.retention.recency_floor)
     mrr, used_at = rank_metrics(log, rows, score, ks)
     logged_mrr, logged_used_at = rank_metrics(log, rows, np.zeros(len(rows)), ks)
     return ReplayResult(len(log), int(log.used.sum()), mrr, used_at, logged_mrr, logged_used_at,

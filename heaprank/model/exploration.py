@@ -9,7 +9,7 @@ import numpy as np
 
 
 class Explorer:
-    """The draws of one reranker (seeded by ``Config.exploration_seed``; thread-safe)."""
+    """The draws of one reranker (seeded by ``Config.exploration.seed``; thread-safe)."""
 
     def __init__(self, seed: int | None) -> None:
         self._rng = np.random.default_rng(seed)

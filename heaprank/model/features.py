@@ -13,18 +13,18 @@ Relation slots (query x candidate, still no words)::
 
     qsrc:yes|no   the question names the candidate's source or speaker
     qent:yes|no   a capitalised name of the question appears in the candidate
-    person:<first|second|third>/<user|assistant|other>   (``Config.speaker_roles``) whose
+    person:<first|second|third>/<user|assistant|other>   (``Config.features.speaker_roles``) whose
                   statements the question asks about (its grammatical person) crossed with
                   the candidate's source role
 
-First-stage slots (``Config.stage_slots``, from the retriever's order alone, never its words)::
+First-stage slots (``Config.features.stage_slots``, from the retriever's order alone, never its words)::
 
     rank:1|2|3-5|6-10|>10        the candidate's place in the retriever's order
     gap:0|<=0.1|<=0.25|<=0.5|>0.5  its score's gap to the retriever's top, as a share of the
                                  list's score span (so the same on any score scale)
 
 The question's temporal intent (:func:`temporal_intent`: ``recent``, ``past`` or ``none``) is
-not a slot: it scales the recency weight (``Config.intent_recency``).
+not a slot: it scales the recency weight (``Config.scoring.intent_recency``).
 
 Each slot also appears crossed with the question type, ``qt:when&date:yes``; optionally
 ``doc:<id>`` is appended ("this very document keeps being useful").

@@ -5,7 +5,7 @@ A feature named from the codebook (:data:`CODEBOOK`: ``kind:fact``, ``len:<=10``
 counts. Any other feature holds a value some caller chose: a ``kind`` or ``source`` outside the
 codebook (``kind:zorblax``, ``source:acme-crm``), a tag, their crossings with the question
 type. Its pooled counts are borrowed only once at least ``k`` distinct namespaces hold a link
-of it (``Config.pooled_min_namespaces``, 5 by default); until then a namespace reads its own
+of it (``Config.learning.pooled_min_namespaces``, 5 by default); until then a namespace reads its own
 counts in their place, so the others' evidence neither raises nor lowers its scores, its
 EXPLAIN or the credit its feedback gives, and a rare value one tenant used cannot be probed
 by another. ``doc:`` features are never pooled at all. :func:`mask_pooled` is the one place
@@ -28,7 +28,7 @@ from .questions import QUESTION_TYPES
 #: question type. Their pooled counts are shared however few namespaces hold them.
 CODEBOOK = frozenset(FIXED_SLOTS + tuple(f"qt:{q}&{slot}" for q in QUESTION_TYPES
                                          for slot in FIXED_SLOTS))
-#: ``Config.pooled_min_namespaces`` by default.
+#: ``Config.learning.pooled_min_namespaces`` by default.
 DEFAULT_MIN_NAMESPACES = 5
 
 

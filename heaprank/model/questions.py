@@ -139,7 +139,7 @@ def temporal_intent(query: str) -> str:
     time"); ``past``: it names a time before now ("in 2019", "last summer", "two years ago",
     "used to", "at first"); ``none`` otherwise. A question with both ("what does she do now,
     and in 2019?") is ``none``: it asks across time. The intent scales the recency weight by
-    ``Config.intent_recency``, whose values are tuned, not set per word.
+    ``Config.scoring.intent_recency``, whose values are tuned, not set per word.
     """
     text = unicodedata.normalize("NFC", query).replace("’", "'")
     recent, past = bool(_RECENT.search(text)), bool(_PAST.search(text))

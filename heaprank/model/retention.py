@@ -8,7 +8,7 @@ A memory's *stability* ``S`` (days) grows with its importance and with how often
 ``R`` is its retention after ``idle_days`` without use. It serves two purposes
 (docs/design.md, "Retention and forgetting"):
 
-- a recency kernel (``Config(recency_kernel="ebbinghaus")``): recency is
+- a recency kernel (``Config(retention=Retention(recency_kernel="ebbinghaus"))``): recency is
   ``floor + (1 - floor) x R`` instead of the plain half-life curve;
 - a forget policy: a memory counts as *forgotten* once ``R < threshold`` and it has been idle at
   least ``min_retention_days``, i.e. after ``max(min_retention_days, S x ln(1 / threshold))``
@@ -282,7 +282,7 @@ _MAX_FILES = 32
 
 
 def resolve_policy(spec: PolicySpec) -> PolicySet:
-    """The :class:`PolicySet` a ``Config.retention_policy`` names: the built-in defaults for
+    """The :class:`PolicySet` a ``Config.retention.policy`` names: the built-in defaults for
     ``None``, the object itself, or the current content of a file (one shared, hot-reloaded
     :class:`PolicyFile` per path in this process)."""
     if spec is None:

@@ -77,9 +77,9 @@ SIGNALS: tuple[Signal, ...] = (
     Signal("usefulness", attrgetter("signals.ranked_use"), 1.5, code=3, label="useful",
            doc="P(useful) of its shape's links for this question type, learned from feedback"),
     Signal("reinforcement", attrgetter("signals.usage.reinforcement"), 0.0, code=6,
-           logged=True, doc="HEBBS: 1 + log2(1 + uses) / log2(1 + reinforcement_cap), in [1, 2]"),
+           logged=True, doc="HEBBS: 1 + log2(1 + uses) / log2(1 + retention.reinforcement_cap), in [1, 2]"),
     Signal("association", _neutral, 0.0, code=8, label="assoc", logged=True,
-           doc="co-use spreading from documents ranked high (needs Config(co_use=CoUse()))"),
+           doc="co-use spreading from documents ranked high (needs Learning(co_use=CoUse()))"),
 )
 #: The signals' names, in :data:`SIGNALS` order.
 NAMES: tuple[str, ...] = tuple(s.name for s in SIGNALS)

@@ -138,7 +138,7 @@ def _notes(scored: Scored, i: int) -> dict[str, str]:
     stability behind an Ebbinghaus recency, the use count behind reinforcement, an explored
     usefulness, the co-use behind an association factor."""
     signals, cfg = scored.signals, scored.request.config
-    out = signals.usage.notes(i, float(scored.evidence.docs.use_count[i]), cfg.reinforcement_cap)
+    out = signals.usage.notes(i, float(scored.evidence.docs.use_count[i]), cfg.retention.reinforcement_cap)
     if signals.sampled is not None:
         out["usefulness"] = f"explored: sampled usefulness, mean {signals.use[i]:.2f}"
     linked = scored.linked
@@ -154,10 +154,10 @@ def _add_details(scored: Scored, shown: _Shown) -> None:
     :data:`SCORE_DETAIL` and :data:`AGE_DETAIL`: the EXPLAIN line formats them itself."""
     seen, cfg = scored.seen, scored.request.config
     batch, info, fused = seen.batch, seen.info, seen.fused
-    fused_names = tuple(cfg.fusion_weights)
+    fused_names = tuple(cfg.scoring.fusion_weights)
     # the note says why the recency exponent is not the weight (a question with no intent and
     # a multiplier of 1 needs none)
-    scale = cfg.intent_recency.get(info.intent, 1.0)
+    scale = cfg.scoring.intent_recency.get(info.intent, 1.0)
     asks = f", asks for {info.intent}" if info.intent != "none" and scale != 1.0 else ""
     numbers = info.has_content and fused is None and not asks
     all_nan = None

@@ -3,12 +3,12 @@
 A hybrid retriever often knows more than one score per candidate (BM25 and a dense cosine, say)
 and hands on only one of them, or a fused one. heaprank reads the others from
 ``metadata.retriever_scores`` (a mapping ``name -> similarity``, higher is better) when
-``Config.fusion_weights`` names them, and blends them with the primary relevance:
+``Config.scoring.fusion_weights`` names them, and blends them with the primary relevance:
 
     fused_i = (norm(rel)_i + sum_j w_j norm(s_j)_i) / (1 + sum_j w_j)
 
 where ``norm`` is min-max over this candidate list (1 when all are equal), ``rel`` is the
-relevance of the primary ``score`` and ``w_j`` is ``Config.fusion_weights[j]``. A candidate that
+relevance of the primary ``score`` and ``w_j`` is ``Config.scoring.fusion_weights[j]``. A candidate that
 lacks score ``j`` counts as the list's lowest for it (a retriever that did not return it ranks
 it last); a score that no candidate carries is left out of the blend. The blend is mapped back
 onto ``[floor, 1]`` like a single score, so with no fusion weights nothing changes.

@@ -78,7 +78,7 @@ def superseded_mask(batch: CandidateBatch) -> np.ndarray:
 
 
 #: The built-in rule that drops what the retention policy counts as forgotten
-#: (``Config(drop_forgotten=True)``).
+#: (``Config(retention=Retention(drop_forgotten=True))``).
 FORGOTTEN = "forgotten"
 
 

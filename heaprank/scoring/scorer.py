@@ -117,8 +117,8 @@ class Scorer:
     def see(self, candidates: Sequence[CandidateLike], request: Request) -> Seen:
         """Check and convert the candidates, then :meth:`read` them."""
         cfg = request.config
-        batch = coerce_candidates(candidates, now=request.when, on_invalid=cfg.on_invalid,
-                                  future_tolerance_s=cfg.future_tolerance_s)
+        batch = coerce_candidates(candidates, now=request.when, on_invalid=cfg.inputs.on_invalid,
+                                  future_tolerance_s=cfg.inputs.future_tolerance_s)
         return self.read(batch, request.query, cfg)
 
     def read(self, batch: CandidateBatch, query: str, cfg: Config) -> Seen:
@@ -136,11 +136,11 @@ class Scorer:
         were blended."""
         threads = batch.threads.count(None) != len(batch)
         structure: list[int] | None = None
-        if threads or cfg.stage_slots:
+        if threads or cfg.features.stage_slots:
             if fused:
                 scores = rel
             else:
-                scores = batch.scores if cfg.score_kind == "similarity" else -batch.scores
+                scores = batch.scores if cfg.scoring.score_kind == "similarity" else -batch.scores
             # best first, ties by input position (a stable sort)
             order = np.argsort(-np.nan_to_num(scores, nan=-np.inf), kind="stable")
             if threads:  # else nobody has a neighbour
@@ -149,14 +149,15 @@ class Scorer:
                 codes = np.fromiter(map(NEIGHBOUR_CODE.__getitem__, neighbour_slots(
                     batch.threads, batch.position.tolist(), retriever_rank.tolist())),
                     dtype=np.intp, count=len(batch))
-                if cfg.stage_slots:
+                if cfg.features.stage_slots:
                     codes += stage_codes(order, rel)
             else:
                 codes = stage_codes(order, rel) + NO_STRUCTURE
             structure = codes.tolist()
         return self.space.feature_rows(query, batch, structure=structure,
-                                       tag_slots=cfg.tag_slots, doc_features=cfg.doc_features,
-                                       speaker_roles=cfg.speaker_roles)
+                                       tag_slots=cfg.features.tag_slots,
+                                       doc_features=cfg.features.doc_features,
+                                       speaker_roles=cfg.features.speaker_roles)
 
     def score(self, request: Request, seen: Seen, evidence: Evidence) -> Scored:
         """The signals, rules and order of a rerank, from what it saw and what the state said."""
@@ -165,14 +166,14 @@ class Scorer:
         values = _columns(request, seen, signals)
         matrix = rank.matrix(len(seen.batch), values)
         weights = rank.weight_row(cfg.weights_for(seen.info.qtype),
-                                  cfg.intent_recency.get(seen.info.intent))
-        mult, fired = apply_rules(seen.batch, self.rules, cfg.superseded_multiplier, request.when,
+                                  cfg.scoring.intent_recency.get(seen.info.intent))
+        mult, fired = apply_rules(seen.batch, self.rules, cfg.scoring.superseded_multiplier, request.when,
                                   forgotten=signals.usage.forgotten)
         log_score, log_terms, log_rules = rank.combine(
             matrix, weights.array, mult, no_rule_fired=not fired,
             off=rank.zero_mask(weights, values))
         linked = None
-        co_use = cfg.co_use if cfg.weights.association > 0 else None
+        co_use = cfg.learning.co_use if cfg.weights.association > 0 else None
         if co_use is not None:  # spreads from the base score: every other signal and the rules
             linked = associate(log_score, evidence.edges, request.when, co_use)
             matrix[:, SIGNALS.index("association")] = linked.factor
@@ -198,9 +199,9 @@ class Scorer:
                                                                          batch.last_used)
         # a stored time after now counts as now (NaN, an unknown time, stays NaN)
         age = request.when - np.minimum(np.fmax(last, batch.created_at), request.when)
-        imp = sig.importance(batch, cfg.kind_importance)
+        imp = sig.importance(batch, cfg.scoring.kind_importance)
         usage = sig.usage_signals(cfg, request.namespace, age, imp, docs.use_count)
-        sampled = self.explorer.sample(cfg.exploration_rate, links.alpha, links.beta)
+        sampled = self.explorer.sample(cfg.exploration.rate, links.alpha, links.beta)
         ranked_use = use if sampled is None else linkmath.noisy_or(
             sampled[links.where])[seen.row_of]
         return Signals(age, imp, usage, use, sampled, ranked_use)
@@ -226,12 +227,12 @@ def relevance(batch: CandidateBatch, info: QueryInfo,
               cfg: Config) -> tuple[np.ndarray, np.ndarray | None]:
     """Relevance, and the other retriever scores blended into it (``None`` without
     ``fusion_weights``). A query with no content words ranks by the other signals."""
-    rel = sig.relevance(batch.scores, kind=cfg.score_kind, floor=cfg.relevance_floor,
-                        rank_tau=cfg.rank_tau)
+    rel = sig.relevance(batch.scores, kind=cfg.scoring.score_kind, floor=cfg.scoring.relevance_floor,
+                        rank_tau=cfg.scoring.rank_tau)
     if not info.has_content:
         return np.ones_like(rel), None
-    if not cfg.fusion_weights:
+    if not cfg.scoring.fusion_weights:
         return rel, None
-    extra = fusion.retriever_scores(batch, tuple(cfg.fusion_weights))
-    return fusion.fuse(rel, extra, tuple(cfg.fusion_weights.values()),
-                       cfg.relevance_floor), extra
+    extra = fusion.retriever_scores(batch, tuple(cfg.scoring.fusion_weights))
+    return fusion.fuse(rel, extra, tuple(cfg.scoring.fusion_weights.values()),
+                       cfg.scoring.relevance_floor), extra

@@ -178,17 +178,17 @@ def usage_signals(cfg: Config, namespace: str, age_s: np.ndarray, importance: np
     stored: dict[str, np.ndarray] = {}
     reinforced: np.ndarray | float = 1.0
     if cfg.weights.reinforcement > 0:
-        reinforced = stored["reinforcement"] = reinforcement(use_count, cap=cfg.reinforcement_cap)
-    ebbinghaus = cfg.recency_kernel == "ebbinghaus"
+        reinforced = stored["reinforcement"] = reinforcement(use_count, cap=cfg.retention.reinforcement_cap)
+    ebbinghaus = cfg.retention.recency_kernel == "ebbinghaus"
     forgotten = stability = None
-    if ebbinghaus or cfg.drop_forgotten:
-        policy = ret.resolve_policy(cfg.retention_policy).for_namespace(namespace)
-        if cfg.drop_forgotten:
+    if ebbinghaus or cfg.retention.drop_forgotten:
+        policy = ret.resolve_policy(cfg.retention.policy).for_namespace(namespace)
+        if cfg.retention.drop_forgotten:
             forgotten = ret.forgotten(age_s / DAY_S, importance, use_count, policy)
     if ebbinghaus:
         rec = stored["recency"] = ret.ebbinghaus_recency(age_s, importance, use_count, policy,
-                                                         floor=cfg.recency_floor)
+                                                         floor=cfg.retention.recency_floor)
         stability = ret.stability_days(importance, use_count, policy)
     else:
-        rec = recency(age_s, half_life_s=cfg.half_life_s, floor=cfg.recency_floor)
+        rec = recency(age_s, half_life_s=cfg.retention.half_life_s, floor=cfg.retention.recency_floor)
     return UsageSignals(rec, reinforced, forgotten, stability, stored)

@@ -40,7 +40,8 @@ class StateBackend(Protocol):
     def read_links(self, namespace: str, features: Sequence[str]) -> LinkCounts:
         """Counts of ``features`` in ``namespace`` and in the global layer, in one read, with
         how many namespaces hold each (``LinkCounts.holders``; a backend that leaves them out
-        reads 0, and then no caller's value borrows pooled counts: ``Config.pooled_min_namespaces``)."""
+        reads 0, and then no caller's value borrows pooled counts:
+        ``Config.learning.pooled_min_namespaces``)."""
         ...
 
     def read(self, namespace: str, features: Sequence[str],

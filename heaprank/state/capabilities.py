@@ -5,7 +5,7 @@ state: every later call goes to the capability it found, typed, with no lookup b
 - :class:`VersionedState`: a ``version`` that changes whenever the link counts may have, and
   the documents read alone: while the version stands, a reader keeps what it derived from the
   counts (memory, SQLite).
-- :class:`EdgeBackend`: co-use edges (every backend of heaprank; ``Config(co_use=...)``).
+- :class:`EdgeBackend`: co-use edges (every backend of heaprank; ``Config(learning=Learning(co_use=...))``).
 - :class:`AsyncProvider`: an async twin of the hot path for an event loop (Redis from a URL).
 - :class:`DocLister`: every used document of a namespace (for ``forget_candidates``).
 - :class:`GroupCommit`: a list of updates applied in one transaction (memory, SQLite): a
@@ -45,7 +45,7 @@ class VersionedState(Protocol):
 @runtime_checkable
 class EdgeBackend(Protocol):
     """A backend that stores co-use edges (every backend of heaprank does; a backend of your own
-    needs these two only for ``Config(co_use=...)``)."""
+    needs these two only for ``Config(learning=Learning(co_use=...))``)."""
 
     def read_with_edges(self, namespace: str, features: Sequence[str],
                         ids: Sequence[str]) -> tuple[LinkCounts, DocStats, EdgeRows]:
@@ -92,8 +92,8 @@ class AsyncStateBackend(Protocol):
 class AsyncEdgeBackend(Protocol):
     """An :class:`AsyncStateBackend` that also stores co-use edges: its ``apply`` writes an
     update's ``edges`` and it reads edges as :class:`EdgeBackend` does. With
-    ``Config(co_use=...)`` the reranker's async methods use an async twin only if it is one;
-    otherwise they run the sync backend in a worker thread."""
+    ``Config(learning=Learning(co_use=...))`` the reranker's async methods use an async twin
+    only if it is one; otherwise they run the sync backend in a worker thread."""
 
     async def read_with_edges(self, namespace: str, features: Sequence[str],
                               ids: Sequence[str]) -> tuple[LinkCounts, DocStats, EdgeRows]: ...

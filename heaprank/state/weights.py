@@ -1,10 +1,10 @@
 """Where the fitted signal weights live: in the state, so that every reranker sharing it ranks
-with the same ones (``Config.refit_every``; docs/design.md, "Continuous re-fitting").
+with the same ones (``Config.refit.every``; docs/design.md, "Continuous re-fitting").
 
 A state keeps one record, JSON text with a ``version`` that every write raises by one. A write
 is a compare-and-set on that version: of two processes that fitted at once, one stores its
 fit and the other reads and adopts it. Readers compare the version they hold with the stored
-one every ``Config.refit_poll_s`` seconds.
+one every ``Config.refit.poll_s`` seconds.
 
 - memory: an attribute of the state (:meth:`MemoryState.read_weights`);
 - SQLite: the ``meta`` row ``weights``, written in its own short transaction;

@@ -17,7 +17,7 @@ from llama_index.postprocessor.heaprank import FeedbackReport as LlamaIndexRepor
 from llama_index.postprocessor.heaprank import HeapRankFeedbackHandler as LlamaIndexHandler
 from llama_index.postprocessor.heaprank import HeapRankPostprocessor, citation_qa_template
 
-from heaprank import Config, Ranking, Reranker
+from heaprank import Config, Ranking, Reranker, Scoring
 
 
 def rank_with_the_core(engine: Reranker) -> Ranking:
@@ -28,7 +28,7 @@ def rank_with_the_core(engine: Reranker) -> Ranking:
 
 def langchain_parts(store: InMemoryVectorStore) -> tuple[HeapRankRetriever, LangChainHandler]:
     retriever = HeapRankRetriever(vectorstore=store, state="memory://", k=3, namespace="user:maya",
-                                  config=Config(fusion_weights={"bm25": 1.0}))
+                                  config=Config(scoring=Scoring(fusion_weights={"bm25": 1.0})))
     compressor = HeapRankReranker(state=retriever.engine, top_n=2)
     docs: list[Document] = compressor.rank_documents([Document("Flight on March 14")], "flight",
                                                      namespace="user:ali")

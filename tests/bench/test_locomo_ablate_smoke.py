@@ -58,10 +58,10 @@ def test_every_row_runs_and_the_targets_are_judged(capsys: pytest.CaptureFixture
 
 def test_rows_and_overrides(capsys: pytest.CaptureFixture[str]) -> None:
     res = run(locomo_ablate, capsys, "--split", "dev", "--rows", "default,intent",
-              "--set", "intent.intent_recency={\"recent\": 4.0}", "--no-progress")
+              "--set", "intent.scoring.intent_recency={\"recent\": 4.0}", "--no-progress")
     assert [r["key"] for r in res["rows"]] == ["retriever", "default", "intent"]
     intent = next(r for r in res["rows"] if r["key"] == "intent")
-    assert intent["changes"]["changes"]["intent_recency"] == {"recent": 4.0}
+    assert intent["changes"]["changes"]["scoring"]["intent_recency"] == {"recent": 4.0}
     assert res["folds"] == ["tiny-a"] and res["train_split"] == "dev"
     cfg = locomo_ablate.build_config(Config(), {"weights": {"recency": 0.0},
                                                 "qtype_weights": {"when": {"recency": 2.0}}})
@@ -74,7 +74,9 @@ def test_missing_fields_are_reported() -> None:
     row = locomo_ablate.Ablation("x", "x", "signals", changes={"not_a_field": 1})
     assert locomo_ablate.missing_fields(row) == ["not_a_field"]
     assert locomo_ablate.missing_fields(locomo_ablate.Ablation(
-        "y", "y", "quality", changes={"speaker_roles": True})) == []
+        "y", "y", "quality", changes={"features": {"speaker_roles": True}})) == []
+    assert locomo_ablate.missing_fields(locomo_ablate.Ablation(
+        "z", "z", "quality", changes={"refit": {"evry": 1}})) == ["refit.evry"]
 
 
 def test_knowledge_update_setting(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

@@ -33,7 +33,7 @@ def run(capsys: pytest.CaptureFixture[str], *extra: str) -> tuple[int, str]:
 
 def test_rows_by_name_and_by_json(capsys: pytest.CaptureFixture[str]) -> None:
     code, out = run(capsys, "--json", "--rows", "bm25,default,co-use",
-                    "--row", 'w2={"co_use": {"seeds": 3}, "weights": {"association": 2}}')
+                    "--row", 'w2={"learning": {"co_use": {"seeds": 3}}, "weights": {"association": 2}}')
     assert code == 0
     res = json.loads(out)
     assert [r["row"] for r in res["rows"]] == ["bm25", "default", "co-use", "w2"]
@@ -75,7 +75,7 @@ def test_each_conversation_is_asked_in_one_seeded_order() -> None:
 
 
 def test_config_from_json_builds_the_nested_settings() -> None:
-    cfg = seq.config_from_json({"co_use": {"max_edges": 7}, "weights": {"association": 0.5},
-                                "tag_slots": ["x"], "prior": {"mean": 0.02}})
-    assert cfg.co_use == CoUse(max_edges=7) and cfg.weights.association == 0.5
-    assert cfg.tag_slots == ("x",) and cfg.prior.mean == 0.02
+    cfg = seq.config_from_json({"learning": {"co_use": {"max_edges": 7}, "prior": {"mean": 0.02}},
+                                "weights": {"association": 0.5}, "features": {"tag_slots": ["x"]}})
+    assert cfg.learning.co_use == CoUse(max_edges=7) and cfg.weights.association == 0.5
+    assert cfg.features.tag_slots == ("x",) and cfg.learning.prior.mean == 0.02

@@ -230,7 +230,7 @@ def test_a_given_lever_is_one_more_ablation_row_measured_against_the_default(cap
     from benchmarks.quality import locomo_first_stage
 
     out = run_bench(capsys, "--first-stage", "bm25", "--levers", "none", "--cache", "none",
-                    "--seed", "3", "--lever", 'same={"prior": {"kappa": 50}}',
+                    "--seed", "3", "--lever", 'same={"learning": {"prior": {"kappa": 50}}}',
                     "--lever", 'blind={"weights": {"usefulness": 0}}')
     rows = {r["key"]: r for r in out["rows"]}
     assert [k for k in rows if k.startswith("abl_")] == ["abl_given_same", "abl_given_blind"]

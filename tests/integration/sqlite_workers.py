@@ -13,9 +13,9 @@ def config():
     """The credit mechanics the exact counts rely on, pinned rather than taken from defaults:
     EM credit (a used item adds ``r + (1 - r) = 1`` to each of its features) and no position
     discount (an ignored item adds exactly 1)."""
-    from heaprank import Config
+    from heaprank import Config, Learning
 
-    return Config(em_credit=True, reject_discount="none")
+    return Config(learning=Learning(em_credit=True, reject_discount="none"))
 
 
 def candidates(n: int = 6) -> list[dict]:

@@ -11,7 +11,18 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from heaprank import Config, CoUse, FeedbackError, MemoryState, Prior, Reranker, SQLiteState, StateBackend
+from heaprank import (
+    Config,
+    CoUse,
+    FeedbackError,
+    Learning,
+    MemoryState,
+    Prior,
+    Refit,
+    Reranker,
+    SQLiteState,
+    StateBackend,
+)
 from heaprank.records import IGNORED, USED, EdgeChange, Impression, Update
 from heaprank.state import codec, open_state
 from tests.integration.redis_servers import unique_prefix
@@ -72,7 +83,7 @@ def backend(make_backend) -> StateBackend:
 
 #: The learning settings of the feedback below: the pinned prior, every ignored item rejected
 #: with weight 1, no re-fit (the state holds only what feedback taught).
-CONFIG = Config(prior=PRIOR, reject_discount="none", refit_every=0)
+CONFIG = Config(learning=Learning(prior=PRIOR, reject_discount="none"), refit=Refit(every=0))
 
 
 def feed(backend, recall_id=None, namespace="ns", used=("a",), time=NOW, config=CONFIG):
@@ -661,7 +672,7 @@ DAY = 86_400.0
 def co_use(backend, recall_id=R1, used=(), ignored=(), time=NOW, namespace="ns"):
     """Verdicts on some shown items through the learning path with co-use edges on (the other
     items stay open)."""
-    rr = Reranker(backend, config=replace(CONFIG, co_use=CO_USE))
+    rr = Reranker(backend, config=replace(CONFIG, learning=replace(CONFIG.learning, co_use=CO_USE)))
     if used:
         rr.mark_used(recall_id, list(used), now=time, namespace=namespace)
     if ignored:
@@ -764,7 +775,7 @@ def test_forget_removes_every_edge_of_the_namespace(backend):
 
 
 def test_the_same_co_use_gives_the_same_edges_and_ranking_on_every_backend(make_backend):
-    cfg = Config(co_use=CoUse(max_per_doc=4, max_edges=12)).with_weights(association=1.0)
+    cfg = Config(learning=Learning(co_use=CoUse(max_per_doc=4, max_edges=12))).with_weights(association=1.0)
     cands = [{"id": f"d{i}", "text": f"Note {i} from Monday", "score": float(20 - i)}
              for i in range(20)]
     rng = np.random.default_rng(7)

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from heaprank import Config, CoUse, Reranker, SQLiteState
+from heaprank import Config, CoUse, Learning, Reranker, SQLiteState
 from heaprank.state.sqlite import backend as sqlite_backend
 
 NOW = 1_750_000_000.0
-CONFIG = Config(co_use=CoUse())
+CONFIG = Config(learning=Learning(co_use=CoUse()))
 CANDIDATES = [{"id": f"d{i}", "text": f"Note {i} from Monday", "score": float(5 - i)}
               for i in range(5)]
 
@@ -62,7 +62,7 @@ def test_a_failure_in_the_edge_update_rolls_the_whole_feedback_back(tmp_path, mo
 
 CHILD = textwrap.dedent("""
     import os, signal, sys
-    from heaprank import Config, CoUse, Reranker, SQLiteState
+    from heaprank import Config, CoUse, Learning, Reranker, SQLiteState
     from heaprank.state.sqlite import backend
     real = backend.write_edges
 
@@ -72,7 +72,7 @@ CHILD = textwrap.dedent("""
         return out
 
     backend.write_edges = write_then_die
-    rr = Reranker(SQLiteState(sys.argv[1]), config=Config(co_use=CoUse()))
+    rr = Reranker(SQLiteState(sys.argv[1]), config=Config(learning=Learning(co_use=CoUse())))
     rr.feedback(sys.argv[2], used=["d0", "d1"])
 """)
 

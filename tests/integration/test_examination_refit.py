@@ -1,7 +1,7 @@
-"""``Config.reject_discount="fitted"`` on every real backend: each re-fit also fits the readers'
+"""``Config.learning.reject_discount="fitted"`` on every real backend: each re-fit also fits the readers'
 examination curve on the impression log (a position-based click model), stores it with the
 fitted weights so every reranker sharing the state weighs ignored items by it, and shows it in
-stats(); before the log holds ``reject_fit_impressions`` impressions, the fixed log curve."""
+stats(); before the log holds ``refit.reject_impressions`` impressions, the fixed log curve."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import math
 import numpy as np
 import pytest
 
-from heaprank import Config, Reranker
+from heaprank import Config, Learning, Refit, Reranker
 from heaprank.records import Impression, new_recall_id
 from heaprank.state import codec
 from tests.tuning_logs import COLUMNS, NOW, record
@@ -21,8 +21,8 @@ K = 8
 TRUE = 1.0 / np.arange(1, K + 1)
 #: Max absolute error of the fitted curve from 800 impressions (measured 0.042 on seed 0).
 TOLERANCE = 0.08
-FITTED = Config(refit_every=1000, refit_poll_s=0.0, reject_discount="fitted",
-                reject_fit_impressions=500)
+FITTED = Config(learning=Learning(reject_discount="fitted"),
+                refit=Refit(every=1000, poll_s=0.0, reject_impressions=500))
 
 
 def positional_log(n: int, seed: int = 0) -> list[Impression]:
@@ -89,23 +89,24 @@ def test_below_the_impressions_it_needs_the_log_curve_stays(state):
 
 def test_the_log_discount_fits_no_curve(state):
     record(state, positional_log(600))
-    rr = Reranker(state, config=Config(refit_every=1000))
+    rr = Reranker(state, config=Config(refit=Refit(every=1000)))
     fitted = rr.refit()
     assert fitted is not None and fitted.examination is None
     assert rr.stats()["reject_weights"]["curve"] == "log"
 
 
-@pytest.mark.parametrize("field, value, message", [
-    ("reject_discount", "probit", "reject_discount: expected none, log or fitted"),
-    ("reject_fit_impressions", 0, "reject_fit_impressions: expected an int >= 1"),
-    ("reject_fit_impressions", True, "reject_fit_impressions: expected an int >= 1"),
-    ("reject_fit_impressions", 5.0, "reject_fit_impressions: expected an int >= 1"),
+@pytest.mark.parametrize("make, message", [
+    (lambda: Learning(reject_discount="probit"),
+     r"learning\.reject_discount: expected 'none' or 'log' or 'fitted'"),
+    (lambda: Refit(reject_impressions=0), r"refit\.reject_impressions: expected an int >= 1"),
+    (lambda: Refit(reject_impressions=True), r"refit\.reject_impressions: expected an int >= 1"),
+    (lambda: Refit(reject_impressions=5.0), r"refit\.reject_impressions: expected an int >= 1"),
 ])
-def test_the_fitted_discounts_settings_are_checked_naming_the_field(field, value, message):
+def test_the_fitted_discounts_settings_are_checked_naming_the_field(make, message):
     from heaprank import ConfigError
 
     with pytest.raises(ConfigError, match=message):
-        Config(**{field: value})
+        make()
     assert Config.from_dict(FITTED.to_dict()) == FITTED
 
 

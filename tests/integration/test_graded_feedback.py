@@ -10,7 +10,7 @@ import math
 
 import pytest
 
-from heaprank import Config, FeedbackError, InputError, Reranker
+from heaprank import Config, FeedbackError, InputError, Refit, Reranker
 from heaprank.learning.feedback import WRONG_WEIGHT
 from heaprank.state import codec
 
@@ -33,7 +33,7 @@ def _note_neg(rr, ns="maya") -> float:
 
 
 def _config():
-    return Config(refit_every=0)
+    return Config(refit=Refit(every=0))
 
 
 def test_each_label_teaches_the_links_its_own_amount(state):

@@ -4,7 +4,7 @@
 The attack (issue 36): tenant A uses ``kind:zorblax`` / ``source:acme-crm`` once; tenant B ranks
 a candidate carrying those exact values and one carrying values nobody used. Before the
 k-anonymity rule the first scored visibly higher, so B learned A's labels. Now, until
-``Config.pooled_min_namespaces`` (5) distinct namespaces hold those values, B's score, its
+``Config.learning.pooled_min_namespaces`` (5) distinct namespaces hold those values, B's score, its
 EXPLAIN, its ``why_not``, its feedback's credit and its ``links()`` are exactly what an unseen
 value gives; from the fifth namespace on the pooled evidence applies."""
 
@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import pytest
 
-from heaprank import Config, MemoryState, Reranker, SQLiteState, StateBackend
+from heaprank import Config, Learning, MemoryState, Refit, Reranker, SQLiteState, StateBackend
 from tests.integration.redis_servers import unique_prefix
 
 BACKENDS = ["memory", "sqlite", "redis", "redis-cluster", "postgres"]
 QUERY = "When is the flight?"
 TEXT = "Flight to Lisbon on March 3"
-CONFIG = Config(refit_every=0)  # pooled_min_namespaces: the default, 5
+CONFIG = Config(refit=Refit(every=0))  # learning.pooled_min_namespaces: the default, 5
 
 
 def candidate(id: str, kind: str, source: str) -> dict:
@@ -113,7 +113,7 @@ def test_one_tenants_rare_labels_move_nothing_of_another_until_five_namespaces_h
 
 
 def test_with_a_threshold_of_one_the_pool_transfers_rare_labels_as_before(state):
-    rr = Reranker(state, config=Config(refit_every=0, pooled_min_namespaces=1))
+    rr = Reranker(state, config=Config(learning=Learning(pooled_min_namespaces=1), refit=Refit(every=0)))
     teach(rr, "A0")
     seen, unseen, _ = probe(rr)
     assert seen.score > unseen.score
@@ -148,7 +148,7 @@ def test_without_the_rule_the_credit_follows_the_other_tenants_counts(make_state
     learned = []
     for taught in (RARE, ("blorp", "xyz-crm")):
         state = make_state()
-        rr = Reranker(state, config=Config(refit_every=0, pooled_min_namespaces=1))
+        rr = Reranker(state, config=Config(learning=Learning(pooled_min_namespaces=1), refit=Refit(every=0)))
         teach(rr, "A0", taught)
         ranking = rr.rerank(QUERY, [candidate("c1", *RARE),
                                     {"id": "c2", "text": "ok", "score": 0.5}], namespace="B")

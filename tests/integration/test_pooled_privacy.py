@@ -1,11 +1,11 @@
 """The pooled view publishes no tenant's strings, on every backend (memory, SQLite in a real file,
 Redis on the shared server).
 
-Tenant A ranks with its own kind, source and document ids (``Config(doc_features=True)``).
+Tenant A ranks with its own kind, source and document ids (``Config(features=Features(doc_features=True))``).
 Then: A's document features never enter the pooled layer (they stay A's), the pooled listing
 (``Reranker.links("*")`` and ``heaprank links --namespace '*'``) shows every name holding a
 caller's value as a digest, the same name always the same digest, and leaves a value out until
-``Config.pooled_min_namespaces`` namespaces hold it; A's own listing still shows A's names; and
+``Config.learning.pooled_min_namespaces`` namespaces hold it; A's own listing still shows A's names; and
 the pool still teaches a new namespace through the codebook features."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import sqlite3
 
 import pytest
 
-from heaprank import Config, MemoryState, Reranker, SQLiteState
+from heaprank import Config, Features, Learning, MemoryState, Reranker, SQLiteState
 from heaprank.app.cli import main
 from tests.integration.redis_servers import unique_prefix
 
@@ -77,7 +77,8 @@ def _stored_pooled_names(state) -> list[str]:
 def test_the_pooled_view_holds_no_tenant_strings(state_and_url, capsys):
     state, url = state_and_url
     # (every pooled name listed, however few namespaces hold it: the k-anonymity below is off)
-    rr = Reranker(state, config=Config(doc_features=True, pooled_min_namespaces=1))
+    rr = Reranker(state, config=Config(features=Features(doc_features=True),
+                                       learning=Learning(pooled_min_namespaces=1)))
     _teach(rr)
     pooled = [link.feature for link in rr.links("*")]
     assert pooled and not [f for f in pooled if any(s in f for s in SECRETS)]
@@ -99,7 +100,7 @@ def test_the_pooled_view_holds_no_tenant_strings(state_and_url, capsys):
 
 def test_the_pool_still_teaches_a_new_namespace_through_the_codebook(state_and_url):
     state, _ = state_and_url
-    rr = Reranker(state, config=Config(doc_features=True))
+    rr = Reranker(state, config=Config(features=Features(doc_features=True)))
     _teach(rr)
     counts = state.read_links("new", ["kind:fact", "qt:when&kind:fact", "doc:SECRETIDA1"])
     assert counts.pos.tolist() == [0.0, 0.0, 0.0]  # nothing of its own yet
@@ -110,9 +111,9 @@ def test_the_pool_still_teaches_a_new_namespace_through_the_codebook(state_and_u
 def test_the_pooled_view_leaves_out_a_value_until_enough_namespaces_hold_it(state_and_url):
     """A digest is the same for every caller who hashes the same name, so a listed digest
     would tell a tenant who guessed a value that another used it: with the default
-    ``pooled_min_namespaces`` (5) a caller's value is listed only once 5 namespaces hold it."""
+    ``learning.pooled_min_namespaces`` (5) a caller's value is listed only once 5 namespaces hold it."""
     state, _ = state_and_url
-    rr = Reranker(state, config=Config(doc_features=True))
+    rr = Reranker(state, config=Config(features=Features(doc_features=True)))
     _teach(rr)
     digest = f"source:#{hashlib.sha256(b'source:SECRETSRCA').hexdigest()[:16]}"
     pooled = [link.feature for link in rr.links("*")]

@@ -4,20 +4,18 @@ both copies rank alike and keep an impression's feedback going."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import psycopg
 import pytest
 
-from heaprank import Config, CoUse, Reranker, SQLiteState
+from heaprank import Config, CoUse, Learning, Refit, Reranker, SQLiteState
 from heaprank.app.cli import main
 from heaprank.state import open_state
 from heaprank.state.copy import export_state
 from tests.integration.test_redis_copy import CANDIDATES, NOW, PLAN, _teach
 from tests.postgres_server import state_url
 
-CONFIG = replace(Config(co_use=CoUse(max_per_doc=3, max_edges=8)).with_weights(association=1.0),
-                 refit_every=0)
+CONFIG = Config(learning=Learning(co_use=CoUse(max_per_doc=3, max_edges=8)),
+                refit=Refit(every=0)).with_weights(association=1.0)
 
 
 def _dump(url: str) -> dict:

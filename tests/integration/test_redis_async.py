@@ -13,7 +13,7 @@ import time
 import numpy as np
 import pytest
 
-from heaprank import Config, ConfigError, CoUse, Reranker, StateUnavailableError
+from heaprank import Config, ConfigError, CoUse, Learning, Refit, Reranker, StateUnavailableError
 from heaprank.state.redis import RedisState
 from heaprank.state.redis.async_backend import AsyncRedisState
 from tests.integration import redis_workers as workers
@@ -111,7 +111,7 @@ def test_async_reranks_and_learns_exactly_as_the_sync_client(url, no_threads):
 def test_async_co_use_learns_and_ranks_exactly_as_the_sync_client(url, no_threads):
     """With co-use edges learned and weighted, the async client reads the edges in its rerank's
     round trip and updates them in its feedback script, as the sync client does."""
-    cfg = Config(co_use=CoUse(max_per_doc=4, max_edges=12)).with_weights(association=1.0)
+    cfg = Config(learning=Learning(co_use=CoUse(max_per_doc=4, max_edges=12))).with_weights(association=1.0)
     cands = [{"id": f"d{i}", "text": f"Note {i} from Monday", "score": float(20 - i)}
              for i in range(20)]
     sync = Reranker(RedisState(url, prefix=unique_prefix()), config=cfg)
@@ -463,9 +463,9 @@ def test_a_rerank_that_finds_no_connection_in_time_says_so_on_its_result(redis_u
 def test_the_async_client_reads_the_holders_and_keeps_a_rare_label_private(url, no_threads):
     """The async twin's read carries how many namespaces hold each pooled feature, as the sync
     client's does, and ``arerank`` masks by it: a kind and source only namespace A used give
-    namespace B exactly the score of values nobody used (``Config.pooled_min_namespaces``)."""
+    namespace B exactly the score of values nobody used (``Config.learning.pooled_min_namespaces``)."""
     state = RedisState(url, prefix=unique_prefix())
-    rr = Reranker(state, config=Config(refit_every=0))
+    rr = Reranker(state, config=Config(refit=Refit(every=0)))
     text = "My flight to Lisbon is on March 3"
     rare = {"id": "x", "text": text, "score": 1.0,
             "metadata": {"kind": "zorblax", "source": "acme-crm"}}

@@ -115,9 +115,9 @@ def test_copy_to_memory_is_refused(tmp_path, capsys):
 
 @pytest.mark.parametrize("kind", ["redis", "redis-cluster"])
 def test_copy_carries_the_co_use_edges(kind, request, tmp_path):
-    from heaprank import Config, CoUse
+    from heaprank import Config, CoUse, Learning
 
-    cfg = Config(co_use=CoUse()).with_weights(association=1.0)
+    cfg = Config(learning=Learning(co_use=CoUse())).with_weights(association=1.0)
     source = Reranker(SQLiteState(tmp_path / "src.db"), config=cfg)
     _teach(source)  # ben uses price and lisbon together
     url = request.getfixturevalue("redis_url" if kind == "redis" else "redis_cluster_url")

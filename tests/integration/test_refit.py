@@ -1,4 +1,4 @@
-"""Continuous re-fitting (``Config.refit_every``) on every real backend: the weights are re-fitted
+"""Continuous re-fitting (``Config.refit.every``) on every real backend: the weights are re-fitted
 from the state's own impression log after every N feedbacks, with tune's held-out check, kept
 in the state so that several rerankers sharing it agree, and shown in stats() and EXPLAIN."""
 
@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from heaprank import Config, Reranker, SQLiteState, Weights
+from heaprank import Config, Refit, Reranker, SQLiteState, Weights
 from heaprank.app.cli import main
 from heaprank.learning.refit import FittedWeights
 from tests.integration.redis_servers import unique_prefix
@@ -22,7 +22,7 @@ NO_USE = {"relevance": 1.0, "recency": 1.0, "importance": 1.0, "usefulness": 0.0
 
 def test_a_refit_drives_usefulness_toward_0_where_the_links_do_not_help(state):
     record(state, synthetic_log(600, **NO_USE))
-    rr = Reranker(state, config=Config(refit_every=1000))
+    rr = Reranker(state, config=Config(refit=Refit(every=1000)))
     assert rr.stats()["weights_fitted"] is None
     fitted = rr.refit()
     assert fitted is not None and fitted.moved and fitted.version == 1
@@ -38,7 +38,7 @@ def test_a_refit_drives_usefulness_toward_0_where_the_links_do_not_help(state):
 
 def test_a_refit_runs_by_itself_after_every_n_feedbacks_and_never_in_rerank(state):
     record(state, synthetic_log(200, **NO_USE))
-    rr = Reranker(state, config=Config(refit_every=3))
+    rr = Reranker(state, config=Config(refit=Refit(every=3)))
     for n in range(1, 7):
         ranking = rr.rerank("where did we meet?", CANDS, namespace="maya", k=2, now=NOW + n)
         assert (rr.stats()["weights_fitted"] or {"version": 0})["version"] == (n - 1) // 3
@@ -50,13 +50,13 @@ def test_too_little_data_stores_nothing_and_refit_every_0_keeps_the_config(state
     record(state, synthetic_log(30, **NO_USE))
     assert Reranker(state).refit() is None
     record(state, synthetic_log(600, seed=3, **NO_USE))
-    fixed = Reranker(state, config=Config(refit_every=0))
+    fixed = Reranker(state, config=Config(refit=Refit(every=0)))
     assert fixed.refit() is None and fixed.config.weights == Weights()
     assert fixed.stats()["weights_fitted"] is None
 
 
 def _two(url_or_state_a, url_or_state_b):
-    config = Config(refit_every=1000, refit_poll_s=0.0)
+    config = Config(refit=Refit(every=1000, poll_s=0.0))
     return Reranker(url_or_state_a, config=config), Reranker(url_or_state_b, config=config)
 
 
@@ -98,7 +98,7 @@ def test_two_rerankers_on_one_redis_prefix_agree_on_the_weights(redis_url):
 
 def test_of_two_fits_from_one_version_the_second_adopts_the_first(state):
     record(state, synthetic_log(600, **NO_USE))
-    slow = Config(refit_every=1000, refit_poll_s=3600.0)
+    slow = Config(refit=Refit(every=1000, poll_s=3600.0))
     first, second = Reranker(state, config=slow), Reranker(state, config=slow)
     mine = first.refit()
     assert mine is not None and mine.version == 1
@@ -128,7 +128,7 @@ def test_afeedback_refits_off_the_event_loop(state):
     import asyncio
 
     record(state, synthetic_log(200, **NO_USE))
-    rr = Reranker(state, config=Config(refit_every=1))
+    rr = Reranker(state, config=Config(refit=Refit(every=1)))
     ranking = rr.rerank("where did we meet?", CANDS, namespace="maya", k=2, now=NOW)
 
     async def give() -> None:
@@ -150,7 +150,7 @@ def test_refit_qtypes_fits_each_question_type_where_it_pays(state):
         500, relevance=1.0, recency=1.0, importance=1.0, usefulness=3.0, seed=6,
         namespace="other")]
     record(state, when + what)
-    rr = Reranker(state, config=Config(refit_every=1000, refit_qtypes=True))
+    rr = Reranker(state, config=Config(refit=Refit(every=1000, qtypes=True)))
     fitted = rr.refit()
     assert fitted is not None and set(fitted.qtype_weights) == {"what", "when"}
     assert fitted.qtype_weights["when"].usefulness + 1.0 < fitted.qtype_weights["what"].usefulness
@@ -162,7 +162,7 @@ def test_refit_qtypes_fits_each_question_type_where_it_pays(state):
 
 def test_refit_signals_moves_only_the_weights_it_names(state):
     record(state, synthetic_log(600, **NO_USE))
-    only = Config(refit_every=1000, refit_signals=("relevance", "usefulness"))
+    only = Config(refit=Refit(every=1000, signals=("relevance", "usefulness")))
     fitted = Reranker(state, config=only).refit()
     assert fitted is not None and fitted.moved
     assert fitted.weights.recency == 1.0 and fitted.weights.importance == 1.0
@@ -170,28 +170,28 @@ def test_refit_signals_moves_only_the_weights_it_names(state):
 
 
 @pytest.mark.parametrize(("field", "value", "message"), [
-    ("refit_every", -1, "refit_every: expected an int >= 0"),
-    ("refit_every", 2.5, "refit_every: expected an int >= 0"),
-    ("refit_window", 0, "refit_window: expected an int >= 1"),
-    ("refit_shrinkage", -1.0, "refit_shrinkage: must be finite and >= 0"),
-    ("refit_poll_s", float("nan"), "refit_poll_s: must be finite and >= 0"),
-    ("refit_signals", ("relevance", "bogus"), "refit_signals: expected None or signal names"),
-    ("refit_signals", "relevance", "refit_signals: expected None or signal names"),
-    ("refit_qtypes", 1, "refit_qtypes: expected a bool"),
+    ("every", -1, r"refit\.every: expected an int >= 0"),
+    ("every", 2.5, r"refit\.every: expected an int >= 0"),
+    ("window", 0, r"refit\.window: expected an int >= 1"),
+    ("shrinkage", -1.0, r"refit\.shrinkage: must be finite and >= 0"),
+    ("poll_s", float("nan"), r"refit\.poll_s: must be finite and >= 0"),
+    ("signals", ("relevance", "bogus"), r"refit\.signals: expected None or signal names"),
+    ("signals", "relevance", r"refit\.signals: expected None or signal names"),
+    ("qtypes", 1, r"refit\.qtypes: expected a bool"),
 ])
 def test_refit_settings_are_checked_naming_the_field(field, value, message):
     from heaprank import ConfigError
 
     with pytest.raises(ConfigError, match=message):
-        Config(**{field: value})
-    assert Config.from_dict({"refit_signals": ["usefulness"]}).refit_signals == ("usefulness",)
+        Refit(**{field: value})
+    assert Config.from_dict({"refit": {"signals": ["usefulness"]}}).refit.signals == ("usefulness",)
 
 
 def test_state_copy_carries_the_fitted_weights(tmp_path, redis_url):
     from heaprank.state.copy import copy_state
     from heaprank.state.redis import RedisState
 
-    source = Reranker(config=Config(refit_every=1000))
+    source = Reranker(config=Config(refit=Refit(every=1000)))
     record(source.state, synthetic_log(300, **NO_USE))
     fitted = source.refit()
     assert fitted is not None

@@ -46,7 +46,7 @@ def test_a_feedback_far_from_its_rerank_is_refused_and_learns_nothing(rr):
 
 def test_a_stored_time_after_now_counts_as_now(rr):
     # recency on every question: its age is explained (by default only where a question asks)
-    rr = rr.with_config(intent_recency=RECENCY_EVERY_QUESTION)
+    rr = rr.with_config(scoring={"intent_recency": RECENCY_EVERY_QUESTION})
     ranking = rr.rerank(QUERY, CANDS, namespace="maya", k=3, now=NOW)
     rr.feedback(ranking.recall_id, used=["d2"], now=NOW + 100 * DAY)
     # A rerank dated before that use (a replay, a clock behind) sees the use as just now.

@@ -15,10 +15,13 @@ from heaprank import (
     Config,
     ConfigError,
     CoUse,
+    Features,
     FeedbackError,
+    Learning,
     MemoryState,
     Prior,
     Reranker,
+    Retention,
     SQLiteState,
 )
 from tests.integration.redis_servers import unique_prefix
@@ -32,7 +35,8 @@ TAG_SLOT = "urgent"  # a tag slot comes from the config, not from a namespace
 SECRET_QUERY = "When is the Zanzibar surgery for Alice?"
 SECRETS = (SECRET_SOURCE, SECRET_ID, SECRET_KIND, SECRET_KEY, "Zanzibar", "alice")
 #: Every per-namespace store in use: doc links, tag slots, co-use edges.
-CONFIG = Config(doc_features=True, tag_slots=(TAG_SLOT,), co_use=CoUse())
+CONFIG = Config(features=Features(doc_features=True, tag_slots=(TAG_SLOT,)),
+                learning=Learning(co_use=CoUse()))
 
 
 def alice_candidates():
@@ -247,11 +251,15 @@ def test_the_process_cache_is_dropped_with_the_namespace():
 def test_a_per_call_config_may_not_change_what_feedback_learns():
     rr = Reranker()
     cands = BOB
-    for change in ({"prior": Prior(mean=0.2)}, {"em_credit": False}, {"reject_discount": "none"},
-                   {"doc_features": True}, {"tag_slots": ("x",)}):
+    for config in (Config(learning=Learning(prior=Prior(mean=0.2))),
+                   Config(learning=Learning(em_credit=False)),
+                   Config(learning=Learning(reject_discount="none")),
+                   Config(features=Features(doc_features=True)),
+                   Config(features=Features(tag_slots=("x",)))):
         with pytest.raises(ConfigError, match="scoring fields only"):
-            rr.rerank("When?", cands, namespace="bob", now=NOW, config=Config(**change))
-    scoring = Config(half_life_s=3600.0, recency_floor=0.5).with_weights(usefulness=3.0)
+            rr.rerank("When?", cands, namespace="bob", now=NOW, config=config)
+    scoring = Config(retention=Retention(half_life_s=3600.0, recency_floor=0.5)).with_weights(
+        usefulness=3.0)
     assert rr.rerank("When?", cands, namespace="bob", now=NOW, config=scoring).ids
 
 

@@ -62,7 +62,7 @@ def _agree(sqlite: Reranker, steps, forget) -> None:
                 every = sorted(set(memory.state.list_links(None)[0]))
                 cm = memory.state.read_links(namespace, every)
                 cs = sqlite.state.read_links(namespace, every)
-                prior = memory.config.prior
+                prior = memory.config.learning.prior
                 np.testing.assert_allclose(posterior_mean(*posterior(cm, prior)),
                                            posterior_mean(*posterior(cs, prior)), rtol=1e-12)
                 ids = [c["id"] for c in POOL]

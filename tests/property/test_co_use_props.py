@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from heaprank import Config, CoUse, MemoryState, Reranker, SQLiteState
+from heaprank import Config, CoUse, Learning, MemoryState, Reranker, SQLiteState
 from heaprank.model.co_use import decayed
 from heaprank.scoring.spreading import spread
 from tests.strategies import DAY, NOW, POOL, candidate_lists, feedback_sequences, queries
@@ -32,7 +32,7 @@ def _replay(rr: Reranker, steps, gap_s: float) -> None:
 
 @given(feedback_sequences, st.sampled_from([60.0, DAY, 20 * DAY]))
 def test_the_bounds_hold_and_pruned_edges_are_gone(steps, gap_s):
-    rr = Reranker(MemoryState(), config=Config(co_use=TIGHT))
+    rr = Reranker(MemoryState(), config=Config(learning=Learning(co_use=TIGHT)))
     _replay(rr, steps, gap_s)
     last = NOW + (len(steps) - 1) * gap_s
     for namespace in ("alice", "bob", "carol"):
@@ -51,8 +51,9 @@ def test_the_bounds_hold_and_pruned_edges_are_gone(steps, gap_s):
 
 @given(feedback_sequences, st.sampled_from([60.0, 20 * DAY]))
 def test_sqlite_keeps_the_same_edges_as_memory(db_dir, steps, gap_s):
-    memory = Reranker(MemoryState(), config=Config(co_use=TIGHT))
-    with Reranker(SQLiteState(db_dir / f"{uuid.uuid4().hex}.db"), config=Config(co_use=TIGHT)) as sqlite:
+    memory = Reranker(MemoryState(), config=Config(learning=Learning(co_use=TIGHT)))
+    with Reranker(SQLiteState(db_dir / f"{uuid.uuid4().hex}.db"),
+                  config=Config(learning=Learning(co_use=TIGHT))) as sqlite:
         _replay(memory, steps, gap_s)
         _replay(sqlite, steps, gap_s)
         for namespace in ("alice", "bob", "carol"):
@@ -87,7 +88,7 @@ def test_the_factor_is_bounded_and_one_without_edges(matrices, seeds, depth, cap
 @given(candidate_lists(min_size=2, max_size=10), queries, st.lists(
     st.tuples(st.integers(0, 9), st.integers(0, 9)), max_size=6))
 def test_a_zero_weight_ranks_exactly_as_without_associations(cands, query, co_used):
-    learning = Reranker(MemoryState(), config=Config(co_use=CoUse()))
+    learning = Reranker(MemoryState(), config=Config(learning=Learning(co_use=CoUse())))
     ids = [c["id"] for c in cands]
     for t, (x, y) in enumerate(co_used):  # edges exist in the state
         used = sorted({ids[x % len(ids)], ids[y % len(ids)]})

@@ -46,14 +46,19 @@ weights = st.builds(
     reinforcement=st.sampled_from([0.0, 1.0]),
     association=st.sampled_from([0.0, 0.5]),
 )
-#: The other signals' settings: exploration (a note on usefulness) and co-use edges.
-extras = st.fixed_dictionaries({"exploration_rate": st.sampled_from([0.0, 1.0]),
-                                "co_use": st.sampled_from([None, CoUse()])})
+#: The other signals' settings (``Config.with_changes`` form): exploration (a note on
+#: usefulness) and co-use edges.
+extras = st.fixed_dictionaries({
+    "exploration": st.fixed_dictionaries({"rate": st.sampled_from([0.0, 1.0])}),
+    "learning": st.fixed_dictionaries({"co_use": st.sampled_from([None, CoUse()])}),
+})
 #: The quality levers: whose statements, temporal intent, fused retriever scores, per-type weights.
 levers = st.fixed_dictionaries({
-    "speaker_roles": st.booleans(),
-    "intent_recency": st.sampled_from([{}, {"recent": 2.0}, {"recent": 1.5, "past": -0.5}]),
-    "fusion_weights": st.sampled_from([{}, {"dense": 1.0}, {"dense": 0.5, "bm25": 2.0}]),
+    "features": st.fixed_dictionaries({"speaker_roles": st.booleans()}),
+    "scoring": st.fixed_dictionaries({
+        "intent_recency": st.sampled_from([{}, {"recent": 2.0}, {"recent": 1.5, "past": -0.5}]),
+        "fusion_weights": st.sampled_from([{}, {"dense": 1.0}, {"dense": 0.5, "bm25": 2.0}]),
+    }),
     "qtype_weights": st.sampled_from([{}, {"when": Weights(recency=2.0, usefulness=0.5)},
                                       {"what": Weights(relevance=2.0), "who": Weights()}]),
 })
@@ -115,9 +120,9 @@ def _reference_details(batch, info, cfg: Config, i: int, age_s: float,
         rel = f"rank {i + 1}" if np.isnan(batch.scores).all() else "no valid score"
     else:
         rel = f"score {score:.3g}"
-    if info.has_content and cfg.fusion_weights:
+    if info.has_content and cfg.scoring.fusion_weights:
         given = batch.items[i].get("metadata", {}).get("retriever_scores", {})
-        for name in cfg.fusion_weights:
+        for name in cfg.scoring.fusion_weights:
             rel += f", {name} {float(given[name]):.3g}" if name in given else f", no {name}"
     if math.isnan(age_s):
         rec = "no date"
@@ -125,7 +130,7 @@ def _reference_details(batch, info, cfg: Config, i: int, age_s: float,
         rec = f"age {age_s / DAY_S:.1f}d"
         if use_count > 0:
             rec += f", used {use_count:g}x"
-    if info.intent != "none" and cfg.intent_recency.get(info.intent, 1.0) != 1.0:
+    if info.intent != "none" and cfg.scoring.intent_recency.get(info.intent, 1.0) != 1.0:
         rec += f", asks for {info.intent}"
     imp = "explicit" if not math.isnan(batch.importance[i]) else batch.kinds[i] or "default"
     if not math.isnan(batch.source_count[i]):
@@ -135,17 +140,17 @@ def _reference_details(batch, info, cfg: Config, i: int, age_s: float,
 
 def _reference_weights(cfg: Config, info) -> dict[str, float]:
     weights = dataclasses.asdict(cfg.qtype_weights.get(info.qtype, cfg.weights))
-    if info.intent in cfg.intent_recency:
-        weights["recency"] *= cfg.intent_recency[info.intent]
+    if info.intent in cfg.scoring.intent_recency:
+        weights["recency"] *= cfg.scoring.intent_recency[info.intent]
     return weights
 
 
 @given(fused_candidates(), lever_queries, weights, extras, levers, st.integers(1, 12),
        st.lists(st.integers(0, 11), max_size=3))
 def test_explain_and_details_match_the_reference(cands, query, w, extra, lever, k, used):
-    if w.association > 0 and extra["co_use"] is None:
-        extra = {**extra, "co_use": CoUse()}
-    cfg = Config(weights=w, **extra, **lever)
+    if w.association > 0 and extra["learning"]["co_use"] is None:
+        extra = {**extra, "learning": {"co_use": CoUse()}}
+    cfg = Config().with_changes(weights=w, **extra, **lever)
     rr = Reranker(config=cfg)
     first = rr.rerank(query, cands, namespace="ns", k=k, now=NOW)
     rr.feedback(first.recall_id, used=[first.ids[u] for u in used if u < len(first)],

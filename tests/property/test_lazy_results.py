@@ -33,8 +33,9 @@ FIELDS = tuple(f.name for f in dataclasses.fields(Ranked) if f.init)
 
 #: Settings with notes on the details (reinforcement, Ebbinghaus recency, co-use) and without.
 extras = st.fixed_dictionaries({
-    "co_use": st.sampled_from([None, CoUse()]),
-    "recency_kernel": st.sampled_from(["exponential", "ebbinghaus"]),
+    "learning": st.fixed_dictionaries({"co_use": st.sampled_from([None, CoUse()])}),
+    "retention": st.fixed_dictionaries({
+        "recency_kernel": st.sampled_from(["exponential", "ebbinghaus"])}),
 })
 
 
@@ -48,9 +49,9 @@ def _eager(item: Ranked) -> Ranked:
 @given(fused_candidates(), lever_queries, weights, extras, levers, st.integers(1, 12),
        st.lists(st.integers(0, 11), max_size=3))
 def test_results_made_on_demand_are_the_eager_ones(cands, query, w, extra, lever, k, used):
-    if w.association > 0 and extra["co_use"] is None:
-        extra = {**extra, "co_use": CoUse()}
-    rr = Reranker(config=Config(weights=w, **extra, **lever))
+    if w.association > 0 and extra["learning"]["co_use"] is None:
+        extra = {**extra, "learning": {"co_use": CoUse()}}
+    rr = Reranker(config=Config().with_changes(weights=w, **extra, **lever))
     first = rr.rerank(query, cands, namespace="ns", k=k, now=NOW)
     rr.feedback(first.recall_id, used=[first.ids[u] for u in used if u < len(first)], now=NOW)
     runs = [rr.rerank(query, cands, namespace="ns", k=k, now=NOW + DAY_S, track=False)

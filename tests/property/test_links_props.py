@@ -96,7 +96,7 @@ def test_feedback_moves_each_link_toward_its_credit_rate(steps):
     """Through the Reranker: after each feedback every touched link's namespace mean lies
     between its old mean and the rate of the evidence that feedback added to it."""
     rr = Reranker()
-    prior = rr.config.prior
+    prior = rr.config.learning.prior
     for namespace, query, k, used in steps:
         ranking = rr.rerank(query, POOL, namespace=namespace, k=k, now=NOW)
         features = sorted({f for row in ranking.items for f in _features(rr, ranking, row.id)})

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from heaprank import Config, ConfigError, Prior
+from heaprank import Config, ConfigError, Learning, Prior
 from heaprank.model.evidence import LinkCounts
 from heaprank.model.links import posterior, posterior_mean
 from heaprank.model.privacy import CODEBOOK, caller_valued, mask_pooled, withheld
@@ -78,12 +78,13 @@ def test_a_caller_value_is_withheld_exactly_below_the_threshold(features, k):
 
 @pytest.mark.parametrize("bad", [0, -1, 2.5, True, "5", None])
 def test_the_threshold_must_be_an_int_of_at_least_one(bad):
-    with pytest.raises(ConfigError, match="pooled_min_namespaces: expected an int >= 1"):
-        Config(pooled_min_namespaces=bad)
+    with pytest.raises(ConfigError, match=r"learning\.pooled_min_namespaces: expected an int >= 1"):
+        Config(learning=Learning(pooled_min_namespaces=bad))
 
 
 def test_the_threshold_defaults_to_five_and_round_trips():
-    assert Config().pooled_min_namespaces == 5
-    assert Config.from_dict({"pooled_min_namespaces": 1}).pooled_min_namespaces == 1
-    assert Config.from_dict(Config(pooled_min_namespaces=8).to_dict()) \
-        == Config(pooled_min_namespaces=8)
+    assert Config().learning.pooled_min_namespaces == 5
+    one = Config.from_dict({"learning": {"pooled_min_namespaces": 1}})
+    assert one.learning.pooled_min_namespaces == 1
+    assert Config.from_dict(Config(learning=Learning(pooled_min_namespaces=8)).to_dict()) \
+        == Config(learning=Learning(pooled_min_namespaces=8))

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from heaprank import Config, Reranker, Weights
+from heaprank import Config, Features, Inputs, Reranker, Retention, Scoring, Weights
 from heaprank.model.questions import analyze_query
 from tests.strategies import NOW, QUERIES, candidate_lists, queries
 
@@ -65,7 +65,7 @@ def test_relevance_only_without_scores_keeps_the_input_order(cands, query):
 
 @given(candidate_lists(min_size=1, scored=None), queries, st.booleans(), st.booleans())
 def test_with_no_feedback_every_usefulness_is_equal(cands, query, doc_features, tags):
-    config = Config(doc_features=doc_features, tag_slots=("travel",) if tags else ())
+    config = Config(features=Features(doc_features=doc_features, tag_slots=("travel",) if tags else ()))
     if tags:
         cands = [{**c, "metadata": {**c["metadata"], "tags": ["travel"]}} if i % 2 else c
                  for i, c in enumerate(cands)]
@@ -155,11 +155,11 @@ def wild_candidates(draw):
 lenient = st.builds(
     Config,
     weights=weights,
-    on_invalid=st.just("neutral"),
-    score_kind=st.sampled_from(["similarity", "distance"]),
-    relevance_floor=st.sampled_from([0.0, 0.02, 0.5]),
-    recency_floor=st.sampled_from([0.0, 0.5, 0.9]),
-    half_life_s=st.sampled_from([1.0, 86_400.0, 30 * 86_400.0]),
+    inputs=st.just(Inputs(on_invalid="neutral")),
+    scoring=st.builds(Scoring, score_kind=st.sampled_from(["similarity", "distance"]),
+                      relevance_floor=st.sampled_from([0.0, 0.02, 0.5])),
+    retention=st.builds(Retention, recency_floor=st.sampled_from([0.0, 0.5, 0.9]),
+                        half_life_s=st.sampled_from([1.0, 86_400.0, 30 * 86_400.0])),
 )
 
 

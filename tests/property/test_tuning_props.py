@@ -9,7 +9,7 @@ import numpy as np
 from hypothesis import event, given
 from hypothesis import strategies as st
 
-from heaprank import Config, Weights
+from heaprank import Config, Retention, Weights
 from heaprank.learning.tuning import replay, tune
 from heaprank.records import Impression
 from heaprank.state import codec
@@ -68,14 +68,16 @@ def _finite_fit(fit) -> None:
                        importance=st.floats(0, 5), usefulness=st.floats(0, 5)))
 def test_tune_never_returns_nan_or_negative_weights(log, fit_half_life, shrinkage, holdout, floor,
                                                      start):
-    config = Config(weights=start, recency_floor=floor)
+    config = Config(weights=start, retention=Retention(recency_floor=floor))
     result = tune(log, config, namespace="*", fit_half_life=fit_half_life, shrinkage=shrinkage,
                   namespace_shrinkage=shrinkage, holdout=holdout, min_impressions=1)
     event("pooled fit" if result.pooled.fitted is not None else "pooled refused")
     for fit in (result.pooled, *result.namespaces.values()):
         _finite_fit(fit)
-    assert result.config == replace(config, weights=result.pooled.weights,
-                                    half_life_s=result.pooled.half_life_s)
+    assert result.config == replace(config,
+                                    weights=result.pooled.weights,
+                                    retention=replace(config.retention,
+                                                      half_life_s=result.pooled.half_life_s))
     usable = result.pooled.impressions + sum(result.skipped.values())
     assert usable == len(log)
 

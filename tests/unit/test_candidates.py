@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 import numpy as np
 import pytest
 
-from heaprank import Candidate, Config, HeapRankError, InputError, Reranker
+from heaprank import Candidate, Config, HeapRankError, InputError, Inputs, Reranker, Scoring
 from heaprank.config import RECENCY_EVERY_QUESTION
 from heaprank.errors import InputTypeError
 from heaprank.scoring.candidates import DEFAULT_FIELD_KEYS, coerce_candidates
@@ -25,7 +25,8 @@ def rr() -> Reranker:
 @pytest.fixture()
 def lenient() -> Reranker:
     # recency on every question: the clamped age is explained
-    return Reranker(config=Config(on_invalid="neutral", intent_recency=RECENCY_EVERY_QUESTION))
+    return Reranker(config=Config(inputs=Inputs(on_invalid="neutral"),
+                                  scoring=Scoring(intent_recency=RECENCY_EVERY_QUESTION)))
 
 
 def cand(**fields):
@@ -232,7 +233,7 @@ def test_neutral_mode_gives_neutral_signals(lenient):
                                                 "kind": "fact"}),
         cand(id="y", score=1.0), cand(id="z", score=0.0)], now=NOW)
     x = next(r for r in ranking if r.id == "x")
-    assert x.signals["relevance"] == pytest.approx(lenient.config.relevance_floor)
+    assert x.signals["relevance"] == pytest.approx(lenient.config.scoring.relevance_floor)
     assert x.signals["importance"] == 1.0  # the kind prior of "fact"
     assert x.signals["recency"] == 1.0  # unknown age is neutral
 

@@ -36,13 +36,13 @@ def test_bad_settings_name_the_field(field, value, message):
 
 
 def test_an_association_weight_needs_co_use_settings():
-    from heaprank import Config
+    from heaprank import Config, Learning
 
     with pytest.raises(ConfigError, match="weights.association"):
         Config().with_weights(association=1.0)
-    assert Config(co_use=CoUse()).with_weights(association=1.0).weights.association == 1.0
+    assert Config(learning=Learning(co_use=CoUse())).with_weights(association=1.0).weights.association == 1.0
     with pytest.raises(ConfigError, match="co_use: expected CoUse"):
-        Config(co_use={"rate": 0.2})  # type: ignore[arg-type]
+        Config(learning=Learning(co_use={"rate": 0.2}))  # type: ignore[arg-type]
 
 
 # ------------------------------------------------------------------------ Hebbian rule, LTP

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from heaprank import Config, Reranker, Rule
+from heaprank import Config, Refit, Reranker, Rule
 from heaprank.config import Weights
 
 FITTED = Weights(relevance=0.502374, recency=1.0, importance=1.8135, usefulness=3.24902)
@@ -27,7 +27,7 @@ def _lines(config: Config, rules: tuple[Rule, ...] = ()) -> list[str]:
 
 
 def test_fitted_exponents_show_three_significant_digits() -> None:
-    lines = _lines(Config(weights=FITTED, refit_every=0))
+    lines = _lines(Config(weights=FITTED, refit=Refit(every=0)))
     exponents = [e for line in lines for e in re.findall(r"\^([0-9.]+)", line)]
     assert exponents and all(_significant(e) <= 3 for e in exponents), lines
     text = " ".join(lines)
@@ -36,7 +36,7 @@ def test_fitted_exponents_show_three_significant_digits() -> None:
 
 def test_retriever_scores_and_rule_multipliers_show_three_significant_digits() -> None:
     halve = Rule("tool results", lambda c: c.kind == "tool_result", 0.123456)
-    lines = _lines(Config(refit_every=0), (halve,))
+    lines = _lines(Config(refit=Refit(every=0)), (halve,))
     text = " ".join(lines)
     scores = re.findall(r"\(score ([0-9.]+)\)", text)
     assert sorted(scores) == ["0.507", "0.818"], lines

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from heaprank import Config, Reranker, Weights
+from heaprank import Config, Exploration, Features, Reranker, Retention, Scoring, Weights
 from heaprank.config import RECENCY_EVERY_QUESTION
 
 NOW = 1_760_000_000.0
@@ -42,7 +42,7 @@ def _without_usefulness(ranking):
 
 def test_exploration_off_ranks_exactly_as_before():
     base = _taught()
-    off = base.with_config(exploration_rate=0.0, exploration_seed=7)
+    off = base.with_config(exploration={"rate": 0.0, "seed": 7})
     for ns in ("user0", "new"):
         a = base.rerank("When is my flight?", CANDIDATES, namespace=ns, now=NOW, track=False)
         b = off.rerank("When is my flight?", CANDIDATES, namespace=ns, now=NOW, track=False)
@@ -55,7 +55,7 @@ def test_exploration_is_reproducible_with_a_seed():
     base = _taught()
 
     def run(seed: int) -> list[list[str]]:
-        rr = base.with_config(exploration_rate=0.5, exploration_seed=seed)
+        rr = base.with_config(exploration={"rate": 0.5, "seed": seed})
         return [rr.rerank("When is my flight?", CANDIDATES, namespace="new", now=NOW,
                           track=False).ids for _ in range(40)]
 
@@ -65,7 +65,7 @@ def test_exploration_is_reproducible_with_a_seed():
 
 def test_an_explored_rerank_changes_only_the_usefulness_factor_and_says_so():
     base = _taught()
-    explorer = base.with_config(exploration_rate=1.0, exploration_seed=1)
+    explorer = base.with_config(exploration={"rate": 1.0, "seed": 1})
     plain = {r.id: r for r in base.rerank("When is my flight?", CANDIDATES, namespace="new",
                                           now=NOW, track=False)}
     orders = set()
@@ -86,14 +86,14 @@ def test_an_explored_rerank_changes_only_the_usefulness_factor_and_says_so():
 
 
 def test_the_share_of_explored_reranks_follows_the_rate():
-    rr = Reranker(config=Config(exploration_rate=0.2, exploration_seed=11))
+    rr = Reranker(config=Config(exploration=Exploration(rate=0.2, seed=11)))
     explored = sum("explored" in rr.rerank("q", CANDIDATES, namespace="u", now=NOW,
                                            track=False)[0].explain() for _ in range(1000))
     assert 150 <= explored <= 250  # binomial(1000, 0.2): sd 12.6
 
 
 def test_an_explored_impression_keeps_the_mean_and_the_sample():
-    rr = _taught(Config(exploration_rate=1.0, exploration_seed=5))
+    rr = _taught(Config(exploration=Exploration(rate=1.0, seed=5)))
     ranking = rr.rerank("When is my flight?", CANDIDATES, namespace="new", now=NOW)
     stored = rr.state.get_impression(ranking.recall_id)
     assert stored.signal_names[-1] == "usefulness_sampled"
@@ -120,8 +120,10 @@ def test_reinforcement_is_off_by_default_and_ranks_by_capped_use_when_on():
     cands = [{"id": d, "text": "same shape of text", "score": 1.0} for d in ("a", "b", "c", "d")]
     # recency on every question; no first-stage slots: the tied scores' ranks would tell the
     # candidates apart, and only use counts are to differ here
-    rr = Reranker(config=Config(weights=Weights(reinforcement=1.0), reinforcement_cap=10,
-                                intent_recency=RECENCY_EVERY_QUESTION, stage_slots=False))
+    rr = Reranker(config=Config(weights=Weights(reinforcement=1.0),
+                                features=Features(stage_slots=False),
+                                scoring=Scoring(intent_recency=RECENCY_EVERY_QUESTION),
+                                retention=Retention(reinforcement_cap=10)))
     _used(rr, {"b": 3, "c": 10, "d": 25})
     ranking = {r.id: r for r in rr.rerank("q", cands, namespace="u", now=NOW, track=False, k=4)}
     assert ranking["a"].signals["reinforcement"] == 1.0

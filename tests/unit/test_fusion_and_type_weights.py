@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from heaprank import Config, Reranker
+from heaprank import Config, Features, Reranker, Scoring
 from heaprank.config import RECENCY_EVERY_QUESTION, Weights
 from heaprank.errors import ConfigError, InputError, InputTypeError
 from heaprank.scoring.fusion import fuse
@@ -33,14 +33,16 @@ def _hybrid() -> list[dict[str, object]]:
 def test_fusion_blends_the_named_scores() -> None:
     q = "When is my flight?"
     assert Reranker().rerank(q, _hybrid(), now=NOW).ids[:2] == ["lexical", "semantic"]
-    fused = Reranker(config=Config(fusion_weights={"dense": 1.0})).rerank(q, _hybrid(), now=NOW)
+    fused = Reranker(config=Config(scoring=Scoring(fusion_weights={"dense": 1.0}))).rerank(
+        q, _hybrid(), now=NOW)
     assert fused.ids[:2] == ["semantic", "lexical"]
     # A candidate without the score counts as that retriever's lowest: (6-1)/8 / 2 < weak's.
     rel = {r.id: r.signals["relevance"] for r in fused}
     assert rel["semantic"] == 1.0 and rel["no-dense"] < rel["lexical"]
     assert "dense 0.9" in fused[0].explain() and "no dense" in fused.explain(4)
     # Weight 0, or a score no candidate carries: the relevance of the primary score alone.
-    for cfg in (Config(fusion_weights={"dense": 0.0}), Config(fusion_weights={"bm25": 1.0})):
+    for cfg in (Config(scoring=Scoring(fusion_weights={"dense": 0.0})),
+                Config(scoring=Scoring(fusion_weights={"bm25": 1.0}))):
         same = Reranker(config=cfg).rerank(q, _hybrid(), now=NOW)
         assert same.ids == Reranker().rerank(q, _hybrid(), now=NOW).ids
         assert [r.signals["relevance"] for r in same] == pytest.approx(
@@ -57,7 +59,7 @@ def test_fusion_blends_the_named_scores() -> None:
 def test_fusion_rejects_bad_scores(value: object, error: type, text: str) -> None:
     cands = [{"id": "a", "text": "x", "score": 1.0, "metadata": {"retriever_scores": {"dense": 1}}},
              {"id": "b", "text": "y", "score": 2.0, "metadata": {"retriever_scores": value}}]
-    rr = Reranker(config=Config(fusion_weights={"dense": 1.0}))
+    rr = Reranker(config=Config(scoring=Scoring(fusion_weights={"dense": 1.0})))
     with pytest.raises(error, match=text):
         rr.rerank("what colour?", cands, now=NOW)
     Reranker().rerank("what colour?", cands, now=NOW)  # not read unless named
@@ -65,9 +67,9 @@ def test_fusion_rejects_bad_scores(value: object, error: type, text: str) -> Non
 
 def test_fusion_weights_are_validated() -> None:
     with pytest.raises(ConfigError, match=r"fusion_weights\['dense'\]"):
-        Config(fusion_weights={"dense": -1.0})
+        Config(scoring=Scoring(fusion_weights={"dense": -1.0}))
     with pytest.raises(ConfigError, match="fusion_weights"):
-        Config(fusion_weights={"": 1.0})
+        Config(scoring=Scoring(fusion_weights={"": 1.0}))
 
 
 scores = st.lists(st.integers(-500, 500).map(lambda x: x / 100), min_size=1, max_size=12)
@@ -105,7 +107,7 @@ def test_fuse_properties(data: st.DataObject) -> None:
 def test_qtype_weights_apply_to_their_question_type() -> None:
     # recency on every question (the default keeps it for questions that ask for it)
     cfg = Config(qtype_weights={"when": Weights(recency=3.0, usefulness=0.5)},
-                 intent_recency=RECENCY_EVERY_QUESTION)
+                 scoring=Scoring(intent_recency=RECENCY_EVERY_QUESTION))
     rr = Reranker(config=cfg)
     cands = job_facts()
     when = rr.rerank("When did I start at the bakery?", cands, now=NOW)
@@ -116,8 +118,9 @@ def test_qtype_weights_apply_to_their_question_type() -> None:
     written = cfg.to_dict()["qtype_weights"]["when"]
     assert written["recency"] == 3.0 and written["usefulness"] == 0.5
     # A config file holds the levers as plain data and reads back the same config.
-    levers = Config(qtype_weights={"when": Weights(recency=3.0)}, speaker_roles=True,
-                    intent_recency={"past": -8.0}, fusion_weights={"dense": 1.0})
+    levers = Config(qtype_weights={"when": Weights(recency=3.0)},
+                    features=Features(speaker_roles=True),
+                    scoring=Scoring(intent_recency={"past": -8.0}, fusion_weights={"dense": 1.0}))
     assert Config.from_dict(json.loads(json.dumps(levers.to_dict()))) == levers
     with pytest.raises(ConfigError, match="qtype_weights"):
         Config(qtype_weights={"whenever": Weights()})
@@ -145,6 +148,6 @@ def test_fusion_ranks_the_neighbours_by_the_blend() -> None:
 
     assert prev_of(Config(), "t1") == "prev:top1"  # t0 is BM25's best
     assert prev_of(Config(), "t3") == "prev:top3"
-    fused = Config(fusion_weights={"dense": 2.0})  # t2 is the blend's best
+    fused = Config(scoring=Scoring(fusion_weights={"dense": 2.0}))  # t2 is the blend's best
     assert prev_of(fused, "t3") == "prev:top1"
     assert prev_of(fused, "t1") == "prev:top3"

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from heaprank import Config, Reranker
+from heaprank import Config, Features, Reranker, Scoring
 from heaprank.errors import ConfigError
 from heaprank.model.answer_types import ANSWER_FAMILIES
 from heaprank.model.features import FIXED_SLOTS, GAP_SLOTS, RANK_SLOTS
@@ -136,7 +136,7 @@ def _teach(rr: Reranker) -> None:
 
 
 def test_speaker_roles_learn_whose_statements_a_question_asks_about() -> None:
-    rr = Reranker(config=Config(speaker_roles=True))
+    rr = Reranker(config=Config(features=Features(speaker_roles=True)))
     _teach(rr)
     new = _memories("newcomer")
     second = rr.rerank("What did you recommend?", new, namespace="newcomer", now=NOW,
@@ -157,16 +157,16 @@ def test_speaker_roles_learn_whose_statements_a_question_asks_about() -> None:
 def test_speaker_roles_is_a_learning_field() -> None:
     rr = Reranker()
     with pytest.raises(ConfigError, match="speaker_roles"):
-        rr.rerank("q?", _memories("x"), namespace="x", config=Config(speaker_roles=True))
+        rr.rerank("q?", _memories("x"), namespace="x", config=Config(features=Features(speaker_roles=True)))
     with pytest.raises(ConfigError, match="speaker_roles"):
-        Config(speaker_roles=1)  # type: ignore[arg-type]
+        Config(features=Features(speaker_roles=1))  # type: ignore[arg-type]
 
 
 # ------------------------------------------------------------ temporal intent x recency
 
 
 def test_temporal_intent_scales_recency() -> None:
-    cfg = Config(intent_recency={"recent": 8.0, "past": -4.0})
+    cfg = Config(scoring=Scoring(intent_recency={"recent": 8.0, "past": -4.0}))
     rr = Reranker(config=cfg)
     cands = job_facts()
     current = rr.rerank("What is my current job?", cands, namespace="u", now=NOW, k=3)
@@ -186,11 +186,11 @@ def test_temporal_intent_scales_recency() -> None:
 
 def test_intent_recency_is_validated() -> None:
     with pytest.raises(ConfigError, match="intent_recency"):
-        Config(intent_recency={"soon": 2.0})
+        Config(scoring=Scoring(intent_recency={"soon": 2.0}))
     with pytest.raises(ConfigError, match=r"intent_recency\['recent'\]"):
-        Config(intent_recency={"recent": math.nan})
+        Config(scoring=Scoring(intent_recency={"recent": math.nan}))
     with pytest.raises(ConfigError, match="intent_recency"):
-        Config(intent_recency=[("recent", 2.0)])  # type: ignore[arg-type]
+        Config(scoring=Scoring(intent_recency=[("recent", 2.0)]))  # type: ignore[arg-type]
 
 
 @given(st.text(max_size=200))

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from heaprank import Config, MemoryState, Reranker, Weights
+from heaprank import Config, MemoryState, Refit, Reranker, Weights
 from heaprank.learning import guard
 from heaprank.learning.refit import FittedWeights, adopted, fit_weights
 from heaprank.learning.tuning import tune
@@ -82,7 +82,7 @@ def test_hurt_is_a_loss_beyond_one_standard_error_or_the_tolerance(diff, expecte
 def test_continuous_refit_holds_the_type_and_stats_show_each_types_gain():
     state = MemoryState()
     record(state, _mixed(-2.5))
-    config = Config(weights=START, refit_window=5000)
+    config = Config(weights=START, refit=Refit(window=5000))
     fitted = fit_weights(state, config, 1)
     assert fitted is not None and fitted.moved
     assert set(fitted.held or {}) == {"who"} and fitted.types is not None

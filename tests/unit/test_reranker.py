@@ -12,13 +12,16 @@ import pytest
 from heaprank import (
     Candidate,
     Config,
+    Features,
     FeedbackError,
     InputError,
     InputTypeError,
+    Learning,
     Link,
     MemoryState,
     Prior,
     Reranker,
+    Scoring,
     SQLiteState,
     StateUnavailableError,
     Weights,
@@ -97,7 +100,7 @@ def test_impression_records_what_was_shown(rr, cands):
     expected = (top.signals["relevance"], np.nan, top.signals["importance"],
                 top.signals["usefulness"], 1.0)
     np.testing.assert_allclose(imp.signals[0], expected, rtol=1e-6)  # stored as float32
-    every = rr.with_config(intent_recency=RECENCY_EVERY_QUESTION).rerank(
+    every = rr.with_config(scoring={"intent_recency": RECENCY_EVERY_QUESTION}).rerank(
         QUERY, cands, namespace="maya", k=2, now=NOW)
     age_days = (NOW - every[0].candidate.metadata["created_at"]) / 86_400
     assert rr.state.get_impression(every.recall_id).signals[0][1] == pytest.approx(age_days)
@@ -138,28 +141,29 @@ def test_config_can_be_overridden_per_call(rr, cands):
 
 def test_distance_scores(rr):
     cands = [{"id": f"c{i}", "text": "note", "score": d} for i, d in enumerate([0.9, 0.1, 0.5])]
-    cfg = Config(score_kind="distance", weights=Weights(recency=0, importance=0, usefulness=0))
+    cfg = Config(weights=Weights(recency=0, importance=0, usefulness=0),
+                 scoring=Scoring(score_kind="distance"))
     assert rr.rerank("What note?", cands, k=3, now=NOW, config=cfg).ids == ["c1", "c2", "c0"]
 
 
 def test_doc_features_add_a_per_document_link(cands):
-    rr = Reranker(config=Config(doc_features=True))
+    rr = Reranker(config=Config(features=Features(doc_features=True)))
     ranking = rr.rerank(QUERY, cands, namespace="maya", k=2, now=NOW)
     imp = rr.state.get_impression(ranking.recall_id)
     assert [f[-1] for f in imp.features] == [f"doc:{i}" for i in ranking.ids]
 
 
 def test_with_config_shares_the_state(rr, cands):
-    assert rr.config.recency_floor != 0.25  # the override below really is a change
-    other = rr.with_config(recency_floor=0.25)
+    assert rr.config.retention.recency_floor != 0.25  # the override below really is a change
+    other = rr.with_config(retention={"recency_floor": 0.25})
     ranking = other.rerank(QUERY, cands, namespace="maya", k=2, now=NOW)
     rr.feedback(ranking.recall_id, used=[ranking.ids[0]])
-    assert other.state is rr.state and other.config.recency_floor == 0.25
+    assert other.state is rr.state and other.config.retention.recency_floor == 0.25
     assert rr.config == Config()  # the original keeps its own config
 
 
 def test_with_state_keeps_the_config_on_another_state(rr, cands, tmp_path):
-    tuned = rr.with_config(recency_floor=0.25)
+    tuned = rr.with_config(retention={"recency_floor": 0.25})
     other = tuned.with_state(f"sqlite:///{tmp_path / 'other.db'}")
     ranking = other.rerank(QUERY, cands, namespace="maya", k=2, now=NOW)
     other.feedback(ranking.recall_id, used=[ranking.ids[0]])
@@ -173,7 +177,8 @@ def test_with_state_keeps_the_config_on_another_state(rr, cands, tmp_path):
 def test_feedback_updates_links_and_doc_stats(cands):
     # An ignored item adds exactly 1 of negative evidence only without the position discount;
     # recency on every question (by default only where the question asks for it).
-    rr = Reranker(config=Config(reject_discount="none", intent_recency=RECENCY_EVERY_QUESTION))
+    rr = Reranker(config=Config(scoring=Scoring(intent_recency=RECENCY_EVERY_QUESTION),
+                                learning=Learning(reject_discount="none")))
     ranking = rr.rerank(QUERY, cands, namespace="maya", k=3, now=NOW)
     assert "lisbon" in ranking.ids and "chat" not in ranking.ids
     out = rr.feedback(ranking.recall_id, used=["lisbon"], namespace="maya")
@@ -265,7 +270,7 @@ def test_mark_used_and_mark_ignored(rr, cands):
 
 
 def test_reject_discount_by_position(cands):
-    rr = Reranker(config=Config(reject_discount="log"))
+    rr = Reranker(config=Config(learning=Learning(reject_discount="log")))
     ranking = rr.rerank(QUERY, cands, namespace="n", k=3, now=NOW)
     rr.feedback(ranking.recall_id, used=[])
     imp = rr.state.get_impression(ranking.recall_id)
@@ -274,7 +279,7 @@ def test_reject_discount_by_position(cands):
 
 
 def test_uniform_credit_without_em(cands):
-    rr = Reranker(config=Config(em_credit=False))
+    rr = Reranker(config=Config(learning=Learning(em_credit=False)))
     ranking = rr.rerank(QUERY, cands, namespace="n", k=1, now=NOW)
     rr.feedback(ranking.recall_id, used=ranking.ids)
     n = len(rr.state.get_impression(ranking.recall_id).features[0])
@@ -374,11 +379,11 @@ def test_a_new_namespace_starts_from_what_others_taught(rr, cands):
     assert u["lisbon"] > u0["lisbon"]
     assert u["lisbon"] == max(u.values())
     lisbon = next(r for r in borrowed if r.id == "lisbon")
-    assert max(p for _, p in lisbon.top_links) > rr.config.prior.mean
+    assert max(p for _, p in lisbon.top_links) > rr.config.learning.prior.mean
 
 
 def test_pooled_borrowing_is_capped_by_kappa(cands):
-    rr = Reranker(config=Config(prior=Prior(kappa=0.0)))
+    rr = Reranker(config=Config(learning=Learning(prior=Prior(kappa=0.0))))
     _teach(rr, "maya", cands, 10)
     r = rr.rerank(QUERY, cands, namespace="zoe", k=4, now=NOW)
     assert len({x.signals["usefulness"] for x in r}) == 1  # kappa 0: nothing borrowed
@@ -586,11 +591,11 @@ def test_a_kept_impression_expires(tmp_path, cands, monkeypatch):
 
 
 def test_first_stage_slots_name_the_rank_and_the_gap_on_any_scale():
-    """Config(stage_slots=True): rank:/gap: slots from the first stage's order, crossed with the
-    question type; an affine change of the scores gives the same slots."""
+    """Config(features=Features(stage_slots=True)): rank:/gap: slots from the first stage's
+    order, crossed with the question type; an affine change of the scores gives the same slots."""
     cands = [{"id": f"d{i}", "text": "a note", "score": s} for i, s in
              enumerate([0.2, 9.0, 8.5, 1.0, 0.0])]
-    rr = Reranker(config=Config(stage_slots=True))
+    rr = Reranker(config=Config(features=Features(stage_slots=True)))
     moved = [{**c, "score": -3.0 + 0.001 * c["score"]} for c in cands]
     rows = []
     for given in (cands, moved):

@@ -7,14 +7,14 @@ import asyncio
 
 import pytest
 
-from heaprank import Config, ConfigError, CoUse, MemoryState, Reranker
+from heaprank import Config, ConfigError, CoUse, Learning, MemoryState, Reranker
 from heaprank.learning.evaluation import LeaveNamespaceOut
 
 NOW = 1_750_000_000.0
 DAY = 86_400.0
 CANDS = [{"id": f"d{i}", "text": f"note {i} about things", "score": float(10 - i)}
          for i in range(8)]
-LEARN = Config(co_use=CoUse())
+LEARN = Config(learning=Learning(co_use=CoUse()))
 WEIGHTED = LEARN.with_weights(association=1.0)
 
 
@@ -83,7 +83,7 @@ def test_co_use_settings_belong_to_the_reranker():
     rr = _taught(LEARN)
     with pytest.raises(ConfigError, match="co_use"):
         rr.rerank("what things?", CANDS, namespace="n", now=NOW,
-                  config=Config(co_use=CoUse(seeds=2)).with_weights(association=1.0))
+                  config=Config(learning=Learning(co_use=CoUse(seeds=2))).with_weights(association=1.0))
     with pytest.raises(ConfigError, match="weights.association"):
         Reranker().rerank("what things?", CANDS, namespace="n", now=NOW,
                           config=Config().with_weights(association=1.0))

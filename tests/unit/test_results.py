@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from heaprank import Candidate, Config, Ranked, Ranking, Reranker, Weights
+from heaprank import Candidate, Config, Ranked, Ranking, Reranker, Retention, Scoring, Weights
 from heaprank.config import RECENCY_EVERY_QUESTION, SIGNALS
 
 NOW = 1_750_000_000.0
@@ -38,7 +38,8 @@ def ranking() -> Ranking:
     ]
     # Recency floor pinned: the explain text below spells out its exact values (recency on
     # every question: by default only where the question asks for it).
-    cfg = Config(recency_floor=0.5, intent_recency=RECENCY_EVERY_QUESTION)
+    cfg = Config(scoring=Scoring(intent_recency=RECENCY_EVERY_QUESTION),
+                 retention=Retention(recency_floor=0.5))
     return Reranker(config=cfg).rerank("When is my flight to Lisbon?", cands, k=2, now=NOW)
 
 
@@ -137,7 +138,7 @@ def test_why_not_recency_and_usefulness_factors():
            "metadata": {"created_at": NOW - 400 * 86_400}}
     new = {"id": "new", "text": "note", "score": 1.0, "metadata": {"created_at": NOW}}
     # recency on every question (by default only where the question asks for it)
-    rr = Reranker(config=Config(intent_recency=RECENCY_EVERY_QUESTION))
+    rr = Reranker(config=Config(scoring=Scoring(intent_recency=RECENCY_EVERY_QUESTION)))
     r = rr.rerank("What did I note?", [new, old], k=1, now=NOW)
     assert r.why_not("old").factor == "recency"
 

@@ -11,7 +11,7 @@ import os
 import numpy as np
 import pytest
 
-from heaprank import Config, ConfigError, Reranker, Weights
+from heaprank import Config, ConfigError, Exploration, Reranker, Retention, Scoring, Weights
 from heaprank.config import RECENCY_EVERY_QUESTION
 from heaprank.model.retention import (
     PolicyFile,
@@ -115,7 +115,7 @@ def test_unreadable_or_malformed_files_are_config_errors(tmp_path):
     with pytest.raises(ConfigError, match="not valid TOML"):
         load_policy(bad_toml)
     with pytest.raises(ConfigError, match="cannot read"):
-        Reranker(config=Config(drop_forgotten=True, retention_policy=tmp_path / "missing.json"))
+        Reranker(config=Config(retention=Retention(drop_forgotten=True, policy=tmp_path / "missing.json")))
 
 
 def _write(path, data):
@@ -128,7 +128,7 @@ def _write(path, data):
 def test_a_changed_file_takes_effect_on_the_next_call_without_a_restart(tmp_path):
     path = tmp_path / "policy.json"
     _write(path, {"threshold": 0.3})
-    rr = Reranker(config=Config(drop_forgotten=True, retention_policy=str(path)))
+    rr = Reranker(config=Config(retention=Retention(drop_forgotten=True, policy=str(path))))
     cands = _aged([1, 40, 200])
     assert set(rr.rerank("trip", cands, namespace="u", now=NOW, track=False).dropped) == {"m2"}
     _write(path, {"threshold": 0.3, "namespaces": {"u": {"half_life_days": 5}}})
@@ -174,8 +174,8 @@ def test_a_broken_edit_keeps_the_last_good_policy_and_warns(tmp_path, caplog):
 
 def test_defaults_leave_every_new_signal_off():
     cfg = Config()
-    assert cfg.recency_kernel == "exponential" and cfg.drop_forgotten is False
-    assert cfg.exploration_rate == 0.0 and cfg.weights.reinforcement == 0.0
+    assert cfg.retention.recency_kernel == "exponential" and cfg.retention.drop_forgotten is False
+    assert cfg.exploration.rate == 0.0 and cfg.weights.reinforcement == 0.0
     rr = Reranker()
     ranking = rr.rerank("trip", _aged([1, 40, 200, 5000]), namespace="u", now=NOW)
     assert ranking.dropped == {}
@@ -186,8 +186,8 @@ def test_defaults_leave_every_new_signal_off():
 
 def test_the_ebbinghaus_kernel_is_floor_plus_retention_and_explained():
     policy = RetentionPolicy(half_life_days=30, k_importance=2.0, k_access=1.5)
-    cfg = Config(recency_kernel="ebbinghaus", retention_policy=policy, recency_floor=0.5,
-                 intent_recency=RECENCY_EVERY_QUESTION)  # recency on every question
+    cfg = Config(scoring=Scoring(intent_recency=RECENCY_EVERY_QUESTION),  # recency on every question
+                 retention=Retention(recency_kernel="ebbinghaus", policy=policy, recency_floor=0.5))
     rr = Reranker(config=cfg)
     cands = _aged([0, 10, 100], importance=[1.0, 5.0, 1.0])
     ranking = rr.rerank("trip", cands, namespace="u", now=NOW, k=3)
@@ -204,8 +204,8 @@ def test_the_ebbinghaus_kernel_is_floor_plus_retention_and_explained():
 
 
 def test_use_lengthens_the_ebbinghaus_recency_of_a_document():
-    rr = Reranker(config=Config(recency_kernel="ebbinghaus", recency_floor=0.0,
-                                intent_recency=RECENCY_EVERY_QUESTION))  # recency on every question
+    rr = Reranker(config=Config(scoring=Scoring(intent_recency=RECENCY_EVERY_QUESTION),  # every question
+                                retention=Retention(recency_kernel="ebbinghaus", recency_floor=0.0)))
     cands = _aged([300, 300])
     before = rr.rerank("trip", cands, namespace="u", now=NOW - 200 * DAY)
     for _ in range(5):  # m1 used five times, 200 days ago
@@ -220,8 +220,9 @@ def test_use_lengthens_the_ebbinghaus_recency_of_a_document():
 
 
 def test_drop_forgotten_drops_only_what_the_policy_forgets_and_says_so():
-    cfg = Config(drop_forgotten=True, retention_policy=PolicySet(
-        RetentionPolicy(), (("pinned", (("enabled", False),)),)))
+    cfg = Config(retention=Retention(drop_forgotten=True,
+                                     policy=PolicySet(
+        RetentionPolicy(), (("pinned", (("enabled", False),)),))))
     rr = Reranker(config=cfg)
     cands = _aged([0.5, 80, 90, 400])  # forgotten after 60 x 1.2 x ln(1/0.3) = 86.7 days
     ranking = rr.rerank("trip", cands, namespace="u", now=NOW)
@@ -286,14 +287,16 @@ def test_forget_preview_of_candidates_uses_their_dates_importance_and_the_state(
 
 def test_a_config_file_round_trips_the_new_fields(tmp_path):
     from heaprank.config import load_config, save_config
-    cfg = Config(recency_kernel="ebbinghaus", drop_forgotten=True, exploration_rate=0.1,
-                 exploration_seed=3, weights=Weights(reinforcement=0.5),
-                 retention_policy=parse_policy(POLICY))
+    cfg = Config(weights=Weights(reinforcement=0.5),
+                 retention=Retention(recency_kernel="ebbinghaus",
+                                     drop_forgotten=True,
+                                     policy=parse_policy(POLICY)),
+                 exploration=Exploration(rate=0.1, seed=3))
     save_config(cfg, tmp_path / "cfg.json")
     back = load_config(tmp_path / "cfg.json")
     assert back == cfg
-    assert back.retention_policy.for_namespace("scratch").half_life_days == 7
+    assert back.retention.policy.for_namespace("scratch").half_life_days == 7
     save_config(Config(), tmp_path / "default.json")  # None fields: no policy, no seed
     assert load_config(tmp_path / "default.json") == Config()
-    save_config(Config(retention_policy=tmp_path / "p.toml"), tmp_path / "path.json")
-    assert load_config(tmp_path / "path.json").retention_policy == str(tmp_path / "p.toml")
+    save_config(Config(retention=Retention(policy=tmp_path / "p.toml")), tmp_path / "path.json")
+    assert load_config(tmp_path / "path.json").retention.policy == str(tmp_path / "p.toml")

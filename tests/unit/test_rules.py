@@ -127,11 +127,12 @@ def test_multiplier_zero_drops_the_candidate_and_why_not_says_so():
 
 
 def test_superseded_multiplier_zero_drops_too():
-    from heaprank import Config
+    from heaprank import Config, Scoring
 
     cands = [{"id": "v1", "text": "x", "metadata": {"key": "k", "version": 1}},
              {"id": "v2", "text": "y", "metadata": {"key": "k", "version": 2}}]
-    ranking = Reranker(config=Config(superseded_multiplier=0.0)).rerank("What?", cands, now=NOW)
+    rr = Reranker(config=Config(scoring=Scoring(superseded_multiplier=0.0)))
+    ranking = rr.rerank("What?", cands, now=NOW)
     assert ranking.ids == ["v2"]
     assert "superseded" in ranking.why_not("v1").message
 

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from heaprank import Config, ConfigError, Reranker, Weights
+from heaprank import Config, ConfigError, Reranker, Retention, Scoring, Weights
 from heaprank.config import DEFAULT_KIND_IMPORTANCE, MAX_WEIGHT, RECENCY_EVERY_QUESTION
 from heaprank.scoring.candidates import coerce_candidates
 from heaprank.scoring.rank import combine
@@ -81,7 +81,7 @@ def test_recency_counts_from_last_use_not_creation():
     cands = [{"id": "old-but-used", "text": "t", "score": 1.0,
               "metadata": {"created_at": NOW - 300 * DAY, "last_used": NOW - 1 * DAY}},
              {"id": "old", "text": "t", "score": 1.0, "metadata": {"created_at": NOW - 300 * DAY}}]
-    cfg = Config(recency_floor=0.5)  # pinned: "old" sits just above this floor
+    cfg = Config(retention=Retention(recency_floor=0.5))  # pinned: "old" sits just above this floor
     ranking = Reranker(config=cfg).rerank("What happened?", cands, k=2, now=NOW)
     by_id = {r.id: r for r in ranking}
     assert by_id["old-but-used"].signals["recency"] > 0.98
@@ -179,8 +179,8 @@ def test_a_constant_factor_on_every_candidate_keeps_the_order():
              for i, (s, k) in enumerate([(3.0, "fact"), (2.0, "instruction"), (1.5, "episode"),
                                          (0.0, "preference")])]
     aged = [{**c, "metadata": {**c["metadata"], "created_at": NOW - 10 * DAY}} for c in cands]
-    rr = Reranker(config=Config(weights=Weights(importance=3.0, recency=2.0),
-                                intent_recency=RECENCY_EVERY_QUESTION))  # recency on every question
+    rr = Reranker(config=Config(weights=Weights(importance=3.0, recency=2.0),  # recency on every question
+                                scoring=Scoring(intent_recency=RECENCY_EVERY_QUESTION)))
     base = rr.rerank("What did we plan?", cands, k=4, now=NOW, track=False)
     older = rr.rerank("What did we plan?", aged, k=4, now=NOW, track=False)
     assert base.ids == older.ids
@@ -197,7 +197,8 @@ def test_day_one_ranking_equals_the_retrievers():
 
 
 def test_an_ancient_memory_is_weak_but_never_dropped_with_a_zero_floor():
-    cfg = Config(recency_floor=0.0, half_life_s=DAY, intent_recency=RECENCY_EVERY_QUESTION)
+    cfg = Config(scoring=Scoring(intent_recency=RECENCY_EVERY_QUESTION),
+                 retention=Retention(recency_floor=0.0, half_life_s=DAY))
     cands = [{"id": "ancient", "text": "note", "score": 2.0,
               "metadata": {"created_at": NOW - 3650 * DAY}},
              {"id": "fresh", "text": "note", "score": 1.0, "metadata": {"created_at": NOW}}]

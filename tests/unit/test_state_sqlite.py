@@ -401,10 +401,10 @@ def test_a_group_commit_writes_what_one_feedback_at_a_time_writes(tmp_path_facto
     co-use edges) leave every table as the same feedbacks given one by one: the counts a group
     holds in memory until its commit are the per-feedback sums to the last bit. Both learn the
     links the memory backend learns from the same feedbacks, pool and namespaces."""
-    from heaprank import Config, CoUse, MemoryState
+    from heaprank import Config, CoUse, Learning, MemoryState
 
     folder = tmp_path_factory.mktemp("group")
-    config = Config(co_use=CoUse(max_per_doc=3, max_edges=6) if co_use else None)
+    config = Config(learning=Learning(co_use=CoUse(max_per_doc=3, max_edges=6) if co_use else None))
     one = Reranker(SQLiteState(folder / "one.db", synchronous="OFF"), config=config)
     many = Reranker(SQLiteState(folder / "many.db", synchronous="OFF"), config=config)
     memory = Reranker(MemoryState(), config=config)

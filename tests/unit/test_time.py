@@ -10,7 +10,7 @@ from decimal import Decimal
 import numpy as np
 import pytest
 
-from heaprank import Config, InputError, Reranker
+from heaprank import Config, InputError, Inputs, Reranker, Retention, Scoring
 from heaprank._time import EARLIEST_S, LATEST_S, resolve_now, to_epoch
 from heaprank.config import RECENCY_EVERY_QUESTION
 from heaprank.errors import InputTypeError
@@ -72,8 +72,8 @@ def test_resolve_now_reports_whether_the_caller_chose_the_time():
 def test_rerank_accepts_every_form_of_now(now):
     cands = [{"id": "a", "text": "Meeting notes", "score": 1.0,
               "metadata": {"created_at": "2025-05-16T15:06:40Z"}}]
-    cfg = Config(recency_floor=0.5, half_life_s=30 * 86_400.0,  # pinned, not the defaults
-                 intent_recency=RECENCY_EVERY_QUESTION)
+    cfg = Config(scoring=Scoring(intent_recency=RECENCY_EVERY_QUESTION),
+                 retention=Retention(recency_floor=0.5, half_life_s=30 * 86_400.0))
     r = Reranker(config=cfg).rerank("What was discussed?", cands, now=now)[0]
     assert "age 30.0d" in r.explain()
     assert r.signals["recency"] == pytest.approx(0.5 + 0.5 * 0.5)  # one half-life, floor 0.5
@@ -131,6 +131,6 @@ def test_candidate_times_follow_the_same_rule_and_lenient_mode_flags_them():
     items = [{"id": "a", "text": "t", "metadata": {"created_at": 4e12, "last_used": NOW - 5}}]
     with pytest.raises(InputError, match=r"candidates\[0\] \(id 'a'\)\.metadata\.created_at: .*milliseconds"):
         Reranker().rerank("q", items, now=NOW)
-    r = Reranker(config=Config(on_invalid="neutral")).rerank("q", items, now=NOW)[0]
+    r = Reranker(config=Config(inputs=Inputs(on_invalid="neutral"))).rerank("q", items, now=NOW)[0]
     assert "created_at not a plausible time" in r.explain()
     assert any(f.startswith("created_at not a plausible time") for f in r.flags)

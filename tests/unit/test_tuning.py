@@ -4,11 +4,23 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from operator import attrgetter
 
 import numpy as np
 import pytest
 
-from heaprank import Config, InputError, InputTypeError, MemoryState, Reranker, Weights
+from heaprank import (
+    Config,
+    Features,
+    InputError,
+    InputTypeError,
+    Learning,
+    MemoryState,
+    Refit,
+    Reranker,
+    Retention,
+    Weights,
+)
 from heaprank.learning.tuning import MIN_HELDOUT, replay, tune
 from heaprank.reranker import LEARNING_FIELDS
 from tests.tuning_logs import DAY, NOW, record, synthetic_log
@@ -41,7 +53,7 @@ def test_tune_recovers_the_weights_of_the_model_that_drew_the_log(big_log):
 
 def test_tune_fits_the_half_life():
     log = synthetic_log(3000, recency=2.0, half_life_days=7.0, recency_floor=0.0, seed=1)
-    start = Config(recency_floor=0.0)
+    start = Config(retention=Retention(recency_floor=0.0))
     fit = tune(log, start, fit_half_life=True).fit
     assert fit.moved
     assert fit.fitted_half_life_s / DAY == pytest.approx(7.0, rel=0.25)
@@ -49,7 +61,7 @@ def test_tune_fits_the_half_life():
     assert low < 7 * DAY < high
     assert fit.fitted.recency == pytest.approx(2.0, abs=0.5)
     without = tune(log, start).fit  # the half-life stays at 30 days: recency fits worse
-    assert without.fitted_half_life_s == start.half_life_s
+    assert without.fitted_half_life_s == start.retention.half_life_s
 
 
 def test_tune_fits_a_signal_the_log_carries_only_when_every_impression_has_it():
@@ -70,7 +82,7 @@ def test_a_stored_recency_is_fitted_as_logged_and_fixes_the_half_life():
     stored = [replace(imp, signal_names=imp.signal_names + ("recency",),
                       signals=tuple(row + (0.95,) for row in imp.signals)) for imp in log]
     fit = tune(stored, Config(), fit_half_life=True).fit
-    assert fit.fitted_half_life_s == Config().half_life_s and "half_life_s" not in fit.intervals
+    assert fit.fitted_half_life_s == Config().retention.half_life_s and "half_life_s" not in fit.intervals
 
 
 def test_tune_refuses_to_move_with_too_little_data():
@@ -163,7 +175,8 @@ def test_bad_tuning_settings_name_the_field(kwargs, match):
 def test_reranker_tune_applies_only_weights_and_half_life():
     state = MemoryState()
     record(state, synthetic_log(1500, **TRUE, seed=6))
-    start = Config(prior=Config().prior, em_credit=False, tag_slots=("urgent",))
+    start = Config(features=Features(tag_slots=("urgent",)),
+                   learning=Learning(prior=Config().learning.prior, em_credit=False))
     rr = Reranker(state, config=start)
     looked = rr.tune()
     assert rr.config == start  # without apply, nothing changes
@@ -172,7 +185,7 @@ def test_reranker_tune_applies_only_weights_and_half_life():
     assert rr.config.weights == result.fit.fitted != start.weights
     assert looked.fit.fitted.usefulness == pytest.approx(result.fit.fitted.usefulness, abs=0.3)
     for name in LEARNING_FIELDS:
-        assert getattr(rr.config, name) == getattr(start, name), name
+        assert attrgetter(name)(rr.config) == attrgetter(name)(start), name
     with pytest.raises(InputError, match="apply"):
         rr.tune("ns", apply=True)
     with pytest.raises(InputError, match="namespace"):
@@ -192,7 +205,7 @@ def test_reranker_tune_refuses_and_keeps_its_config_with_too_little_data():
 def _reranked_state(seed: int = 0) -> Reranker:
     """Real reranks of varied candidates, with feedback: a log as the reranker writes it."""
     rng = np.random.default_rng(seed)
-    rr = Reranker(MemoryState(), config=Config(refit_every=0))  # one logging config
+    rr = Reranker(MemoryState(), config=Config(refit=Refit(every=0)))  # one logging config
     kinds = ["fact", "episode", "tool_result", "preference", None]
     queries = ["When is my flight?", "What do I like?", "How much was it?", "Who is Ana?"]
     for t in range(120):

@@ -116,17 +116,11 @@ def dev_conversations(arg: str | None, data: Any) -> list[int]:
 
 
 def config_from_json(spec: dict[str, Any]) -> Any:
-    """A :class:`heaprank.Config` from its JSON form (``to_dict``'s shape, any subset)."""
-    from heaprank import Config, CoUse, Prior, Weights
+    """A :class:`heaprank.Config` from its JSON form (``to_dict``'s shape, any subset; the flat
+    shape of 0.1 reads with a DeprecationWarning)."""
+    from heaprank import Config
 
-    fields = dict(spec)
-    nested = {"weights": Weights, "prior": Prior, "co_use": CoUse}
-    for name, cls in nested.items():
-        if isinstance(fields.get(name), dict):
-            fields[name] = cls(**fields[name])
-    if isinstance(fields.get("tag_slots"), list):
-        fields["tag_slots"] = tuple(fields["tag_slots"])
-    return Config(**fields)
+    return Config.from_dict(spec)
 
 
 def named_json(text: str, option: str) -> tuple[str, dict[str, Any]]:

@@ -238,7 +238,7 @@ class HeaprankRunner:
         """A fresh reranker that learned from every conversation but ``fold``; what the feedback
         looked like is tallied in ``feedback_log[label or mode]`` (with the attribution's
         precision and recall in ``attribution_log`` for the modes of :mod:`.answers`). ``curve``:
-        with ``reject_discount="fitted"``, reject weights by rank to hold from the start (a
+        with ``learning.reject_discount="fitted"``, reject weights by rank to hold from the start (a
         reference: the true examination curve, as if the fit had found it)."""
         rr = Reranker(config=config)
         if curve is not None:

@@ -100,8 +100,9 @@ def to_candidates(docs: Sequence[Document], scores: Sequence[float] | None,
     Relevance comes from ``scores`` (a retriever's, one per document), else from the score the
     document carries (:func:`upstream_score`), else from the order. ``extra`` (named scores per
     document, e.g. ``{"bm25": 7.1}``) and the upstream score go to ``metadata.retriever_scores``
-    for ``Config(fusion_weights=...)``. The core checks the metadata values (flagged in EXPLAIN,
-    or raised with ``strict``); a duplicate id is dropped (strict: raised) here.
+    for ``Config(scoring=Scoring(fusion_weights=...))``. The core checks the metadata values
+    (flagged in EXPLAIN, or raised with ``strict``); a duplicate id is dropped (strict: raised)
+    here.
     """
     out = Converted()
     seen: set[str] = set()

@@ -76,7 +76,7 @@ class HeapRankOptions(BaseModel):
     in the working directory (what the ``heaprank`` command reads by default). After
     construction it holds the state's URL."""
     config: SkipJsonSchema[InstanceOf[Config] | None] = Field(default=None, exclude=True)
-    """heaprank settings (``Config(fusion_weights={"bm25": 1.0})``) with a state URL."""
+    """heaprank settings (``Config(scoring=Scoring(fusion_weights={"bm25": 1.0}))``) with a state URL."""
     namespace: str = "default"
     """Whose learned links to use; for one call, ``invoke(q, namespace=...)`` or the run config
     metadata ``heaprank_namespace`` (the keyword wins)."""
@@ -241,7 +241,7 @@ class HeapRankOptions(BaseModel):
         Args:
             scores: The retriever's relevance, one per document (higher is better); else the
                 relevance the documents carry, else their order.
-            extra_scores: Named scores per document (``{"bm25": 7.1}``) for ``fusion_weights``.
+            extra_scores: Named scores per document (``{"bm25": 7.1}``) for ``scoring.fusion_weights``.
             namespace: This call's namespace (see :meth:`resolve_namespace`).
         """
         ns = self.resolve_namespace(callbacks, namespace)

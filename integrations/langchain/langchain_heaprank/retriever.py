@@ -99,8 +99,8 @@ class HeapRankRetriever(HeapRankOptions, BaseRetriever):
     store's own relevance function; a ``BM25Retriever`` by its BM25 scores; an
     ``EnsembleRetriever`` by each of its retrievers, in the ensemble's order. Each score also
     goes to ``metadata.retriever_scores`` (``"vector"``, ``"bm25"``, ``"upstream"``), so
-    ``config=Config(fusion_weights={"bm25": 1.0})`` blends them. Any other retriever is invoked
-    as is and ranked by its order (or the relevance its documents carry).
+    ``config=Config(scoring=Scoring(fusion_weights={"bm25": 1.0}))`` blends them. Any other
+    retriever is invoked as is and ranked by its order (or the relevance its documents carry).
 
     Example:
         >>> hr = HeapRankRetriever(vectorstore=vs, state="sqlite:///heaprank.db", k=5)

@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
-from heaprank import Config, ConfigError, InputError, InputTypeError, Reranker
+from heaprank import Config, ConfigError, InputError, InputTypeError, Reranker, Scoring
 from heaprank.config import RECENCY_EVERY_QUESTION
 from langchain_core.documents import BaseDocumentCompressor, Document
 from pydantic import ValidationError
@@ -19,7 +19,7 @@ from lc_support import DAY, MEMORIES, NOW
 
 #: Recency on every question (by default only on questions about the current state), for the
 #: tests of how a document's dates read.
-_RECENCY_ALWAYS = Config(intent_recency=RECENCY_EVERY_QUESTION)
+_RECENCY_ALWAYS = Config(scoring=Scoring(intent_recency=RECENCY_EVERY_QUESTION))
 
 QUERY = "When is my flight to Lisbon?"
 
@@ -229,7 +229,7 @@ def test_pickle_reopens_the_state_and_keeps_learning_in_it(tmp_path: Path) -> No
 
 
 def test_pickle_carries_the_engine_settings(tmp_path: Path) -> None:
-    config = Config(fusion_weights={"bm25": 2.0})
+    config = Config(scoring=Scoring(fusion_weights={"bm25": 2.0}))
     rr = HeapRankReranker(state=f"sqlite:///{tmp_path / 'x.db'}", config=config)
     assert pickle.loads(pickle.dumps(rr)).engine.config == rr.engine.config == config
     with pytest.raises(ValueError, match="config= goes with a state URL"):

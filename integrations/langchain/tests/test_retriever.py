@@ -9,7 +9,7 @@ import warnings
 from pathlib import Path
 
 import pytest
-from heaprank import Config, Reranker
+from heaprank import Config, Reranker, Scoring
 from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
 from langchain_core.retrievers import BaseRetriever
@@ -121,7 +121,7 @@ def test_bm25_and_vector_scores_of_an_ensemble_reach_fusion_weights() -> None:
     assert bm25_top != vector_top  # the two retrievers disagree on this query
     for name, expected in (("bm25", bm25_top), ("vector", vector_top)):
         hr = HeapRankRetriever(base_retriever=ensemble, state="memory://", k=5, now=NOW,
-                               config=Config(fusion_weights={name: 50.0}))
+                               config=Config(scoring=Scoring(fusion_weights={name: 50.0})))
         assert hr.invoke(query)[0].id == expected
         assert asyncio.run(hr.ainvoke(query))[0].id == expected
 

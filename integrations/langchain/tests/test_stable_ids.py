@@ -8,7 +8,7 @@ import uuid
 import warnings
 
 import pytest
-from heaprank import Config
+from heaprank import Config, Scoring
 from heaprank.config import RECENCY_EVERY_QUESTION
 from langchain_core.documents import Document
 from langchain_core.runnables import RunnableLambda
@@ -37,7 +37,8 @@ def _faiss(docs: list[Document]):
 def test_a_rebuilt_store_gives_the_same_keys_and_the_learning_follows(build) -> None:
     first, second = build(_without_ids()), build(_without_ids())
     hr = HeapRankRetriever(vectorstore=first, state="memory://", k=4, now=NOW,
-                           config=Config(intent_recency=RECENCY_EVERY_QUESTION))  # shows use counts
+                           # recency on every question: shows use counts
+                           config=Config(scoring=Scoring(intent_recency=RECENCY_EVERY_QUESTION)))
     handler = HeapRankFeedbackHandler(hr, usage="explicit")
     run_id = uuid.uuid4()
     before = RunnableLambda(hr.invoke).invoke(QUERY, config={"callbacks": [handler],

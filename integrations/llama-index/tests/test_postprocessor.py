@@ -8,7 +8,7 @@ import pickle
 from pathlib import Path
 
 import pytest
-from heaprank import Config, ConfigError, InputError, InputTypeError, Reranker
+from heaprank import Config, ConfigError, InputError, InputTypeError, Reranker, Scoring
 from llama_index.core import VectorStoreIndex
 from llama_index.core.instrumentation.dispatcher import instrument_tags
 from llama_index.core.postprocessor import SimilarityPostprocessor
@@ -101,8 +101,9 @@ def test_a_kept_retrieval_score_reaches_fusion_weights(postprocessor: HeapRankPo
 
     plain = postprocessor.postprocess_nodes(nodes(), query_str="flights")
     assert [n.node.node_id for n in plain] == ["a", "b", "c"]
-    fused = HeapRankPostprocessor(state="memory://", now=NOW, config=Config(
-        fusion_weights={"retrieval": 50.0})).postprocess_nodes(nodes(), query_str="flights")
+    fused = HeapRankPostprocessor(
+        state="memory://", now=NOW, config=Config(scoring=Scoring(fusion_weights={"retrieval": 50.0}))
+    ).postprocess_nodes(nodes(), query_str="flights")
     assert [n.node.node_id for n in fused] == ["b", "c", "a"]
 
 

@@ -82,7 +82,7 @@ def to_candidates(nodes: Sequence[NodeWithScore], *, metadata_keys: Mapping[str,
                   id_key: str | None, strict: bool) -> Converted:
     """Convert ``nodes`` for :meth:`heaprank.Reranker.rerank`: relevance from the score each
     came with (:func:`upstream_score`), else the order; every score also goes to
-    ``metadata.retriever_scores`` for ``Config(fusion_weights=...)``. The core checks the
+    ``metadata.retriever_scores`` for ``Config(scoring=Scoring(fusion_weights=...))``. The core checks the
     metadata values (flagged in EXPLAIN, or raised with ``strict``); a duplicate id is dropped
     (strict: raised) here."""
     out = Converted()

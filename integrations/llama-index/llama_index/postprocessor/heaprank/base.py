@@ -92,7 +92,7 @@ class HeapRankPostprocessor(BaseNodePostprocessor):
     in the working directory (what the ``heaprank`` command reads by default). After
     construction it holds the state's URL, which pickling and ``to_dict()`` carry."""
     config: SkipJsonSchema[InstanceOf[Config] | None] = Field(default=None, exclude=True)
-    """heaprank settings (``Config(fusion_weights={"node": 1.0})``) with a state URL."""
+    """heaprank settings (``Config(scoring=Scoring(fusion_weights={"node": 1.0}))``) with a state URL."""
     top_n: int | None = 3
     """How many nodes to return; ``None`` keeps them all."""
     namespace: str = "default"
