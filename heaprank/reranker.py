@@ -51,6 +51,7 @@ __all__ = ["LEARNING_FIELDS", "Link", "Reranker"]
 #: ranking used).
 LEARNING_FIELDS = ("learning.prior", "learning.em_credit", "learning.reject_discount",
                    "learning.co_use", "features.doc_features", "features.tag_slots",
+                   "features.answer_slots",
                    "features.speaker_roles", "learning.pooled_min_namespaces")
 
 

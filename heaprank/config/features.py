@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from ..errors import ConfigError
+from ..model.answer_types import ANSWER_FAMILIES
 from ._base import Group, check_bool, check_int
 
 
@@ -31,6 +32,10 @@ class Features(Group):
         prefix_chars: Only this many leading characters of a text are featurised, so a
             candidate's cost does not grow with its size (the length bucket tops out far
             below it).
+        answer_slots: Answer-type slot families, each a ``<family>:yes|no`` slot: ``time``,
+            ``money``, ``count``, ``dur``, ``rate``, ``wday``, ``place``
+            (:mod:`heaprank.model.answer_types`), so links learn which kind of answer a
+            question type takes. Off by default (RESULTS.md, "Answer-type slots").
     """
 
     GROUP: ClassVar[str] = "features"
@@ -40,6 +45,7 @@ class Features(Group):
     speaker_roles: bool = False
     stage_slots: bool = False
     prefix_chars: int = 2000
+    answer_slots: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         check_bool(self._at("doc_features"), self.doc_features)
@@ -50,3 +56,11 @@ class Features(Group):
         check_bool(self._at("speaker_roles"), self.speaker_roles)
         check_bool(self._at("stage_slots"), self.stage_slots)
         check_int(self._at("prefix_chars"), self.prefix_chars, 100)
+        answers = self.answer_slots
+        if isinstance(answers, str) or not isinstance(answers, Iterable) \
+                or not all(isinstance(a, str) and a in ANSWER_FAMILIES for a in answers):
+            raise ConfigError(f"{self._at('answer_slots')}: expected a tuple of families "
+                              f"among {', '.join(ANSWER_FAMILIES)}, got {answers!r}")
+        if len(set(answers)) != len(tuple(answers)):
+            raise ConfigError(f"{self._at('answer_slots')}: a family is named twice")
+        object.__setattr__(self, "answer_slots", tuple(answers))

@@ -157,7 +157,8 @@ class Scorer:
         return self.space.feature_rows(query, batch, structure=structure,
                                        tag_slots=cfg.features.tag_slots,
                                        doc_features=cfg.features.doc_features,
-                                       speaker_roles=cfg.features.speaker_roles)
+                                       speaker_roles=cfg.features.speaker_roles,
+                                       answer_slots=cfg.features.answer_slots)
 
     def score(self, request: Request, seen: Seen, evidence: Evidence) -> Scored:
         """The signals, rules and order of a rerank, from what it saw and what the state said."""

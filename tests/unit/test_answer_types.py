@@ -65,3 +65,27 @@ def test_any_text_gets_exactly_one_value_per_family(text):
     slots = answer_slots(text, ANSWER_FAMILIES)
     assert [s.rsplit(":", 1)[0] for s in slots] == list(ANSWER_FAMILIES)
     assert all(s.rsplit(":", 1)[1] in ("yes", "no") for s in slots)
+
+
+def test_config_turns_families_on_and_feedback_learns_under_them():
+    """With ``features.answer_slots`` a rerank's candidates carry the slots (crossed with the
+    question type), and a feedback teaches the link of a ``when`` question to a time."""
+    from heaprank import Config, Features, Reranker
+
+    rr = Reranker(config=Config(features=Features(answer_slots=("time", "rate"))))
+    cands = [{"id": "t", "text": "The dentist is at 9:40am", "score": 1.0},
+             {"id": "r", "text": "I'd give the dentist 4 out of 5", "score": 1.0}]
+    ranking = rr.rerank("When is my dentist appointment?", cands, namespace="ns", k=2)
+    rr.feedback(ranking.recall_id, used=["t"])
+    names = [link.feature for link in rr.links("ns")]
+    assert "qt:when&time:yes" in names and "qt:when&rate:yes" in names
+    again = rr.rerank("When is my dentist appointment?", cands, namespace="ns", k=2)
+    assert [r.id for r in again] == ["t", "r"]
+
+
+@pytest.mark.parametrize("bad", ["time", ("time", "weather"), ("time", "time"), (1,)])
+def test_a_bad_family_list_is_a_config_error_naming_the_field(bad):
+    from heaprank import ConfigError, Features
+
+    with pytest.raises(ConfigError, match=r"features\.answer_slots"):
+        Features(answer_slots=bad)
