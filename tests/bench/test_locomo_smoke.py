@@ -182,10 +182,14 @@ def test_first_stage_run_keeps_the_layout_and_prints_verdicts(capsys):
     assert verdicts and all(isinstance(t["pass"], bool) for t in verdicts)
 
 
-def test_first_stage_run_reports_each_category_and_question_type_with_a_verdict(capsys):
+def test_first_stage_run_reports_each_category_and_question_type_with_a_verdict(
+        capsys, monkeypatch):
     """Issue 34: each heaprank row's paired MRR difference to the first stage on every LoCoMo
     category and every heaprank question type, its interval, and the verdict on the worst
     group after oracle feedback; the groups' sizes add up to the questions."""
+    from benchmarks.quality import locomo_first_stage
+
+    monkeypatch.setattr(locomo_first_stage, "GROUP_MIN_N", 1)  # (the fixture's groups are small)
     out = run_bench(capsys, "--first-stage", "bm25", "--levers", "none",
                     "--dev-conversations", "0", "--cache", "none")
     oracle = next(r for r in out["rows"] if r["key"] == "heaprank_oracle")
@@ -195,7 +199,7 @@ def test_first_stage_run_reports_each_category_and_question_type_with_a_verdict(
         for g in groups.values():
             d = g["dmrr_vs_baseline"]
             assert d["ci"][0] <= d["diff"] <= d["ci"][1]
-    verdicts = [t for t in out["targets"]["all conversations"] if "below the first stage" in t["target"]]
+    verdicts = [t for t in out["targets"]["all conversations"] if "below the first" in t["target"]]
     assert len(verdicts) == 2
     worst = min(g["dmrr_vs_baseline"]["diff"] for g in oracle["per_qtype"].values())
     assert verdicts[1]["diff"] == worst and verdicts[1]["pass"] == (worst >= -0.01)
