@@ -22,6 +22,7 @@ from ..model.features import (
     STRUCTURE_SLOTS,
     expand_features,
     person_slot,
+    person_slotted,
     shape_of,
     yes,
 )
@@ -260,7 +261,7 @@ class FeatureSpace:
                     self._reset_rows()
         # 0: no person slot; else 1 + the question's person. The role comes with the source,
         # which the shape (and so its slot id) already fixes.
-        person = 1 + PERSONS.index(query.person) if speaker_roles else 0
+        person = 1 + PERSONS.index(query.person) if person_slotted(query, speaker_roles) else 0
         gen = self._gen  # one generation for the whole call, whatever resets meanwhile
         extra = (tag_slots, answer_slots)
         if shape_rows_kernel is not None and gen.table is not None and not doc_features \
