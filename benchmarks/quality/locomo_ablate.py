@@ -106,8 +106,8 @@ ABLATIONS: tuple[Ablation, ...] = (
              train_changes={"exploration": {"rate": 0.2, "seed": 0}},
              origin="issue-10-forget"),
     # ---- ranking-quality levers, each alone against the defaults
-    Ablation("speaker_roles", "+ speaker-role slot", "quality",
-             changes={"features": {"speaker_roles": True}}),
+    Ablation("speaker_roles", "- speaker-role slot (on by default)", "quality",
+             changes={"features": {"speaker_roles": False}}),
     Ablation("intent", "+ temporal intent x recency", "quality",
              changes={"scoring": {"intent_recency": INTENT_RECENCY}}),
     Ablation("fusion", "+ BM25 x dense fusion", "quality",

@@ -19,10 +19,11 @@ class Features(Group):
     Args:
         doc_features: Add ``doc:<id>`` to every candidate's features.
         tag_slots: Tags that become ``tag:<name>=yes|no`` slots.
-        speaker_roles: Add the ``person:<first|second|third>/<user|assistant|other>`` slot:
-            the question's grammatical person crossed with the candidate's source role, so
-            links learn which questions ask about the user's and which about the assistant's
-            own statements.
+        speaker_roles: Add the ``person:<first|second>/<user|assistant|other>`` slot to the
+            candidates of a first- or second-person question: the question's grammatical
+            person crossed with the candidate's source role, so links learn which questions
+            ask about the user's and which about the assistant's own statements. On by
+            default: it gains +0.227 MRR on role questions and moves no LoCoMo first stage.
         stage_slots: Add the ``rank:`` and ``gap:`` slots: the candidate's rank in the
             retriever's order and its score gap to the retriever's top, so links learn how
             often the first stage's choice is right for which questions. Off by default: on
@@ -42,7 +43,7 @@ class Features(Group):
 
     doc_features: bool = False
     tag_slots: tuple[str, ...] = ()
-    speaker_roles: bool = False
+    speaker_roles: bool = True
     stage_slots: bool = False
     prefix_chars: int = 2000
     answer_slots: tuple[str, ...] = ()

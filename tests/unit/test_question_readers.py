@@ -147,7 +147,7 @@ def test_speaker_roles_learn_whose_statements_a_question_asks_about() -> None:
     assert any(f.startswith("person:second/assistant") or "&person:second/assistant" in f
                for f, _ in second[0].top_links)
     # Without the slot the two questions cannot be told apart: one order for both.
-    plain = Reranker(config=Config())
+    plain = Reranker(config=Config(features=Features(speaker_roles=False)))
     _teach(plain)
     a = plain.rerank("What did you recommend?", new, namespace="newcomer", now=NOW, track=False)
     b = plain.rerank("What did I say?", new, namespace="newcomer", now=NOW, track=False)
@@ -157,7 +157,7 @@ def test_speaker_roles_learn_whose_statements_a_question_asks_about() -> None:
 def test_speaker_roles_is_a_learning_field() -> None:
     rr = Reranker()
     with pytest.raises(ConfigError, match="speaker_roles"):
-        rr.rerank("q?", _memories("x"), namespace="x", config=Config(features=Features(speaker_roles=True)))
+        rr.rerank("q?", _memories("x"), namespace="x", config=Config(features=Features(speaker_roles=False)))
     with pytest.raises(ConfigError, match="speaker_roles"):
         Config(features=Features(speaker_roles=1))  # type: ignore[arg-type]
 

@@ -92,8 +92,9 @@ def test_impression_records_what_was_shown(rr, cands):
     imp = rr.state.get_impression(ranking.recall_id)
     assert imp.ids == tuple(ranking.ids) and imp.namespace == "maya"
     assert imp.time == NOW and imp.time_explicit is True and imp.qtype == "when"
-    # 7 shape slots + qsrc/qent + prev/next neighbours, each plain and crossed with the qtype.
-    assert len(imp.features) == 2 and all(len(f) == 2 * (7 + 2 + 2) for f in imp.features)
+    # 7 shape slots + qsrc/qent + prev/next neighbours + the person slot ("my": first person),
+    # each plain and crossed with the qtype.
+    assert len(imp.features) == 2 and all(len(f) == 2 * (7 + 2 + 2 + 1) for f in imp.features)
     assert imp.signal_names == ("relevance", "age_days", "importance", "usefulness", "rules")
     top = ranking[0]
     # A question whose intent leaves recency out (the default for "when is ...") logs no age.
@@ -124,7 +125,7 @@ def test_a_turn_after_the_top_hit_gets_prev_top1(rr):
     assert {"prev:none", "next:top10"} <= set(feats["ask"])  # the answer is 4th of 4
     for doc in ("other", "loose"):  # another thread's turn 5, and no thread at all
         assert {"prev:none", "next:none"} <= set(feats[doc])
-    assert all(len(f) == 22 for f in imp.features)
+    assert all(len(f) == 24 for f in imp.features)  # ("my": the person slot too)
 
 
 def test_k_limits_the_results(rr, cands):
@@ -283,7 +284,7 @@ def test_uniform_credit_without_em(cands):
     ranking = rr.rerank(QUERY, cands, namespace="n", k=1, now=NOW)
     rr.feedback(ranking.recall_id, used=ranking.ids)
     n = len(rr.state.get_impression(ranking.recall_id).features[0])
-    assert n == 22
+    assert n == 24
     _, pos, neg = rr.state.list_links("n")
     assert len(pos) == n
     assert np.allclose(pos, 1 / n) and np.allclose(neg, (n - 1) / n)
@@ -602,7 +603,7 @@ def test_first_stage_slots_name_the_rank_and_the_gap_on_any_scale():
         ranking = rr.rerank(QUERY, given, namespace="n", k=5, now=NOW)
         imp = rr.state.get_impression(ranking.recall_id)
         rows.append({d: f for d, f in zip(imp.ids, imp.features)})
-        assert all(len(f) == 26 for f in imp.features)
+        assert all(len(f) == 28 for f in imp.features)  # (with the person slot: "my")
     assert rows[0] == rows[1]
     got = rows[0]
     assert {"rank:1", "gap:0", "qt:when&rank:1"} <= set(got["d1"])
