@@ -31,9 +31,9 @@ from ..model.examination import fit_pbm
 from ..records import IGNORED, USED, FeedbackOutcome, Impression
 from ..state.base import StateBackend
 from ..state.weights import WeightStore, record_version, weight_store
-from .choices import ChoiceLog, heldout_scores, weight_names
+from .choices import ChoiceLog, heldout_scores, weight_names, weight_vector
 from .feedback import FeedbackStage
-from .guard import held_weights
+from .guard import first_stage, held_weights
 
 __all__ = ["FittedWeights", "Refitter", "adopted", "describe_fit", "describe_rejects",
            "describe_types", "fit_examination", "fit_weights"]
@@ -146,9 +146,8 @@ def fit_weights(state: StateBackend, config: Config, version: int,
         return None
     fit = pooled_fit(log, config, shrinkage=config.refit.shrinkage, holdout=HOLDOUT,
                      only=config.refit.signals, own=frozenset(config.qtype_weights) - set(held))
-    relevance_only = np.zeros(len(weight_names()))
-    relevance_only[weight_names().index("relevance")] = max(config.weights.relevance, 1e-3)
-    _, mrr_relevance = heldout_scores(log, late, relevance_only, config.retention.half_life_s,
+    _, mrr_relevance = heldout_scores(log, late, weight_vector(first_stage(config)),
+                                      config.retention.half_life_s,
                                       config.retention.recency_floor)
     mrr = fit.heldout_mrr_after if fit.moved else fit.heldout_mrr_before
     qtypes = _qtype_fits(impressions, replace(config, weights=fit.weights)) \
